@@ -1,0 +1,97 @@
+"""Every error the gateway raises on purpose, in one tree.
+
+    GatewayError                 base; `code` is stable and machine-readable
+    ├── ProfileError             a facility profile cannot be read or is invalid (file:line)
+    ├── UnknownResourceError     a resource id that no loaded profile defines
+    ├── JobRejectedError         a JobSpec cannot run on a resource: all problems at once
+    └── TemplateError            a site template failed to render
+
+The API layer (a later issue) maps these to problem+json in one place; the CLI maps them to
+exit codes. Nothing below the API knows about HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class GatewayError(Exception):
+    """Base class: every deliberate failure of the gateway."""
+
+    code = "gateway_error"
+
+
+@dataclass(frozen=True)
+class ProfileIssue:
+    """One thing wrong in a profile file, located as an admin would look for it."""
+
+    file: str
+    line: int | None
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
+
+
+class ProfileError(GatewayError):
+    """A profile file is unreadable, not YAML, or does not validate."""
+
+    code = "invalid_profile"
+
+    def __init__(self, issues: Sequence[ProfileIssue]) -> None:
+        self.issues = list(issues)
+        super().__init__("\n".join(str(issue) for issue in self.issues))
+
+
+class UnknownResourceError(GatewayError):
+    """No loaded profile defines the resource asked for."""
+
+    code = "unknown_resource"
+
+    def __init__(self, resource_id: str, known: Sequence[str]) -> None:
+        self.resource_id = resource_id
+        self.known = list(known)
+        super().__init__(
+            f"unknown resource {resource_id!r}; known: {', '.join(self.known) or 'none'}"
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why part of a JobSpec cannot run on a resource.
+
+    `field` is the JSON path of the offending JobSpec field (e.g.
+    `container.volume_mounts[0].source`), `reason` says what is wrong, and `offered` what the
+    resource offers instead, when there is something to offer.
+    """
+
+    field: str
+    reason: str
+    offered: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.field}: {self.reason}"
+        return f"{text} (offered: {self.offered})" if self.offered else text
+
+
+class JobRejectedError(GatewayError):
+    """A JobSpec cannot run on a resource; carries every problem found, not just the first."""
+
+    code = "job_rejected"
+
+    def __init__(self, resource_id: str, problems: Sequence[Problem]) -> None:
+        self.resource_id = resource_id
+        self.problems = list(problems)
+        super().__init__(
+            f"the job cannot run on {resource_id!r}:\n"
+            + "\n".join(f"  {problem}" for problem in self.problems)
+        )
+
+
+class TemplateError(GatewayError):
+    """A (site) template failed to render; names the template and the cause."""
+
+    code = "template_error"

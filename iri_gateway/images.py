@@ -1,0 +1,119 @@
+"""Container image references: recognise the form a user wrote, translate it per runtime.
+
+Users write images the way their tools do: an OCI reference (`docker.io/library/ubuntu:22.04`,
+`ubuntu:22.04`), an Apptainer URI (`docker://...`, `oras://...`, `library://...`), a Shifter
+name (`docker:ubuntu:22.04`) or a file on the shared filesystem (`/images/app.sif`). Each
+runtime understands some of these; `translate` gives the reference in the runtime's own form,
+or None when the runtime cannot use that form at all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from iri_gateway.models.profile import ImageForm
+
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?|localhost(?::[0-9]+)?)"
+_OCI = re.compile(
+    rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,})?$"
+)
+_URI_FORMS: dict[str, ImageForm] = {
+    "docker://": "docker-uri",
+    "oras://": "oras-uri",
+    "library://": "library-uri",
+    "shub://": "shub-uri",
+}
+_FILE_SUFFIXES: dict[str, ImageForm] = {
+    ".sif": "sif",
+    ".sqsh": "squashfs",
+    ".sqfs": "squashfs",
+    ".squashfs": "squashfs",
+    ".img": "squashfs",
+}
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image as the user wrote it, and the form it was recognised as."""
+
+    text: str
+    form: ImageForm
+
+
+class ImageFormError(ValueError):
+    """The text is not an image reference in any form the gateway knows."""
+
+
+def parse_image(text: str) -> ImageRef:
+    """Recognise the form of an image reference; ImageFormError says why it is none."""
+    for prefix, form in _URI_FORMS.items():
+        if text.startswith(prefix):
+            rest = text[len(prefix):]
+            if form == "docker-uri" and not _OCI.match(rest):
+                raise ImageFormError(f"{rest!r} after docker:// is not an OCI image reference")
+            if not rest or any(c.isspace() for c in rest):
+                raise ImageFormError(f"{text!r} is not a valid {prefix} URI")
+            return ImageRef(text, form)
+    if text.startswith("/"):
+        if text.endswith("/"):
+            return ImageRef(text, "sandbox")
+        for suffix, form in _FILE_SUFFIXES.items():
+            if text.endswith(suffix):
+                return ImageRef(text, form)
+        raise ImageFormError(
+            "an image file must end in .sif, .sqsh, .sqfs, .squashfs or .img (or '/' for a "
+            "sandbox folder)"
+        )
+    if text.startswith("docker:"):
+        rest = text.removeprefix("docker:")
+        if _OCI.match(rest):
+            return ImageRef(text, "shifter")
+    if _OCI.match(text):
+        return ImageRef(text, "oci")
+    raise ImageFormError(
+        "not an OCI reference ([registry/]name[:tag][@digest], lower-case name), a URI "
+        "(docker://, oras://, library://, shub://), a Shifter name (docker:name:tag) or an "
+        "absolute image file path"
+    )
+
+
+def oci_name(ref: ImageRef) -> str | None:
+    """The plain OCI reference behind forms that carry one, else None."""
+    if ref.form == "oci":
+        return ref.text
+    if ref.form == "docker-uri":
+        return ref.text.removeprefix("docker://")
+    if ref.form == "shifter":
+        return ref.text.removeprefix("docker:")
+    return None
+
+
+def for_apptainer(ref: ImageRef) -> str:
+    """Apptainer: OCI names become docker:// URIs; URIs and files stay as written."""
+    name = oci_name(ref)
+    if ref.form in ("oci", "shifter") and name is not None:
+        return f"docker://{name}"
+    return ref.text
+
+
+def for_podman(ref: ImageRef) -> str | None:
+    """Podman and podman-hpc take plain OCI references; files and other URIs they cannot run."""
+    return oci_name(ref)
+
+
+def for_shifter(ref: ImageRef) -> str | None:
+    """Shifter: `docker:repo/img:tag`, Docker Hub names without the docker.io/library prefix."""
+    name = oci_name(ref)
+    if name is None:
+        return None
+    for prefix in ("docker.io/library/", "docker.io/"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last and "@" not in last:
+        name += ":latest"
+    return f"docker:{name}"

@@ -1,0 +1,144 @@
+"""What negotiation decided for one JobSpec on one resource.
+
+`Decision` is the internal result handed to the scheduler, runtime and template code: it still
+knows which words came from the site (`SiteWord`) and which from the user. `Plan` is its
+public, JSON-serialisable summary, with the exact batch script, as the `plan` command and the
+API show it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.profile import LoadedResource, Queue, RuntimeConfig
+from iri_gateway.shell import SiteWord
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The job's size, with defaults filled in and per-node figures derived."""
+
+    node_count: int
+    process_count: int
+    processes_per_node: int | None
+    cpus_per_process: int | None
+    gpus_per_process: int
+    memory_mib: int | None
+    walltime_seconds: int | None
+    exclusive: bool
+
+    @property
+    def processes_on_busiest_node(self) -> int:
+        """Processes on the fullest node: the explicit figure or an even spread rounded up."""
+        if self.processes_per_node is not None:
+            return self.processes_per_node
+        return -(-self.process_count // self.node_count)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpus_per_process * self.processes_on_busiest_node
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A checked bind mount."""
+
+    source: str
+    target: str
+    read_only: bool
+
+    def bind_spec(self, rw_suffix: bool = True) -> str:
+        """`source:target:ro|rw` (or without `:rw` when the runtime defaults to it)."""
+        if self.read_only:
+            return f"{self.source}:{self.target}:ro"
+        return f"{self.source}:{self.target}:rw" if rw_suffix else f"{self.source}:{self.target}"
+
+
+@dataclass
+class Decision:
+    """Everything negotiation settled; renderers only lay it out."""
+
+    spec: JobSpec
+    resource: LoadedResource
+    queue: Queue | None
+    shape: JobShape
+    launcher: Literal["none", "parallel", "mpi"]
+    runtime: str
+    runtime_config: RuntimeConfig | None
+    image: str | None
+    image_form: str | None
+    use_gpu: bool
+    gpu_flags: list[SiteWord]
+    devices: list[str]
+    use_mpi: bool
+    mounts: list[Mount]
+    environment: dict[str, str]
+    workdir: str | None
+    network: str
+    extra_options: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+class GpuView(BaseModel):
+    """How GPUs reach the container."""
+
+    flags: list[str] = Field(description="Vendor flags passed to the runtime")
+    devices: list[str] = Field(description="CDI devices passed to the runtime")
+    gpus_per_node: int = Field(description="GPUs requested per node")
+
+
+class MpiView(BaseModel):
+    """How MPI is launched and bound."""
+
+    flavour: str = Field(description="The site's MPI implementation")
+    launcher: str = Field(description="The launcher command")
+    container_flags: list[str] = Field(description="Runtime flags binding MPI into the image")
+    modules: list[str] = Field(description="Modules loaded for MPI")
+
+
+class MountView(BaseModel):
+    """A bind mount as it will be made."""
+
+    source: str
+    target: str
+    read_only: bool
+
+
+class ShapeView(BaseModel):
+    """The job's size as the scheduler will be asked for it."""
+
+    node_count: int
+    process_count: int
+    processes_per_node: int | None
+    cpus_per_process: int | None
+    gpus_per_process: int
+    gpus_per_node: int
+    memory_mib: int | None
+    walltime_seconds: int | None
+    exclusive: bool
+
+
+class Plan(BaseModel):
+    """A dry run's answer: how the job would run, and the exact script submission would use."""
+
+    facility: str = Field(description="Facility id")
+    resource: str = Field(description="Resource id")
+    scheduler: str = Field(description="'slurm', 'pbs' or 'local'")
+    queue: str | None = Field(description="Queue or partition chosen")
+    runtime: str = Field(description="Container runtime chosen ('none': no container)")
+    image: str | None = Field(description="Image reference as the runtime receives it")
+    image_form: str | None = Field(description="Form the image was given in")
+    launcher: str = Field(description="'none', 'parallel' (N copies) or 'mpi'")
+    gpu: GpuView | None = Field(description="GPU binding, when GPUs are used")
+    mpi: MpiView | None = Field(description="MPI binding, when MPI is used")
+    mounts: list[MountView] = Field(description="Bind mounts")
+    shape: ShapeView = Field(description="Job size")
+    pre_submit: list[list[str]] = Field(
+        description="Commands (argv) to run on the login node before submission"
+    )
+    warnings: list[str] = Field(description="Things the user should know; not errors")
+    script: str = Field(description="The batch script, byte for byte as it would be submitted")

@@ -1,0 +1,494 @@
+"""The facility profile: what a site's admin writes in YAML to describe its machines.
+
+A profile names the facility and its resources. Each resource says which scheduler runs it,
+how it is reached, its queues and their limits, its node hardware, how MPI is bound, and, per
+container runtime, how GPUs, MPI, mounts, networks, images and extra options work there.
+
+Strings that an admin writes into shell positions (module names, site environment values,
+launcher arguments, runtime flags, bind paths) are *site words*: they are trusted, written into
+the batch script inside double quotes, so `$VAR` references expand on the compute node. Values
+from a user's JobSpec are never treated that way.
+
+The JSON Schema of `FacilityProfile` is shipped as `facility_profiles/schema.json`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from iri_gateway.models.jobspec import RuntimeName
+
+Identifier = Annotated[
+    str,
+    Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=63),
+]
+SiteWord = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="A shell word written by the site admin; `$VAR` expands at run time.",
+    ),
+]
+SetupLine = Annotated[
+    str,
+    Field(
+        min_length=1,
+        pattern=r"^[^\n\r]*$",
+        description="One line of shell written by the site admin, run as written.",
+    ),
+]
+EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+SchedulerKind = Literal["slurm", "pbs", "local"]
+ImageForm = Literal[
+    "oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs", "sandbox",
+    "shifter",
+]
+
+
+class _Strict(BaseModel):
+    """Profile objects refuse unknown keys, so a typo is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class FacilityInfo(_Strict):
+    """Who runs these machines."""
+
+    id: Identifier = Field(description="Short facility id, e.g. 'nersc'")
+    name: str = Field(description="Human-readable facility name")
+    description: str = Field(default="", description="One paragraph about the facility")
+    url: str | None = Field(default=None, description="Facility home page")
+    example: bool = Field(
+        default=False,
+        description="True for profiles shipped as examples modelled on public documentation; "
+        "they are not endorsed by the facility.",
+    )
+    sources: list[str] = Field(
+        default_factory=list, description="Public documents the profile follows"
+    )
+
+
+class SshConnection(_Strict):
+    """How the gateway reaches a login node over SSH (used by job submission)."""
+
+    host: str = Field(description="Login node host name or address")
+    port: int = Field(default=22, ge=1, le=65535, description="SSH port")
+    known_hosts: str = Field(description="known_hosts file pinning the login node's host key")
+    key_file: str | None = Field(default=None, description="Private key of the gateway")
+    user_mapping: dict[str, str] = Field(
+        default_factory=dict,
+        description="Gateway user name -> account on the login node; unmapped users are refused",
+    )
+
+
+class Connection(_Strict):
+    """Where the scheduler commands run."""
+
+    mode: Literal["local", "ssh"] = Field(default="local", description="'local' or 'ssh'")
+    ssh: SshConnection | None = Field(default=None, description="Settings for mode 'ssh'")
+
+    @model_validator(mode="after")
+    def _ssh_needs_settings(self) -> Connection:
+        if self.mode == "ssh" and self.ssh is None:
+            raise ValueError("connection mode 'ssh' needs an 'ssh' block (host, known_hosts)")
+        return self
+
+
+class Queue(_Strict):
+    """A Slurm partition/QOS or PBS queue with its limits."""
+
+    name: Identifier = Field(description="Queue or partition name as the scheduler knows it")
+    default: bool = Field(default=False, description="Used when the job names no queue")
+    max_walltime: int | None = Field(default=None, ge=1, description="Longest walltime, seconds")
+    default_walltime: int | None = Field(
+        default=None, ge=1, description="Walltime given to jobs that ask for none, seconds"
+    )
+    max_nodes: int | None = Field(default=None, ge=1, description="Most nodes one job may use")
+    min_nodes: int = Field(default=1, ge=1, description="Fewest nodes one job may use")
+    constraint: str | None = Field(
+        default=None, description="Node constraint added to every job (Slurm --constraint)"
+    )
+    select_by: Literal["partition", "qos"] = Field(
+        default="partition",
+        description="Slurm: pass the queue name as --partition (default) or as --qos "
+        "(NERSC style)",
+    )
+
+    @model_validator(mode="after")
+    def _defaults_within_limits(self) -> Queue:
+        if (
+            self.default_walltime is not None
+            and self.max_walltime is not None
+            and self.default_walltime > self.max_walltime
+        ):
+            raise ValueError(
+                f"default_walltime {self.default_walltime} exceeds max_walltime "
+                f"{self.max_walltime}"
+            )
+        if self.max_nodes is not None and self.min_nodes > self.max_nodes:
+            raise ValueError(f"min_nodes {self.min_nodes} exceeds max_nodes {self.max_nodes}")
+        return self
+
+
+class Cpu(_Strict):
+    """Per-node CPU facts."""
+
+    arch: str = Field(description="CPU architecture, e.g. 'x86_64', 'aarch64'")
+    model: str | None = Field(default=None, description="CPU model name")
+    cores: int = Field(ge=1, description="Physical cores per node")
+    mhz: int | None = Field(default=None, ge=1, description="Base clock in MHz")
+
+
+class Gpus(_Strict):
+    """Per-node GPU facts."""
+
+    count: int = Field(ge=1, description="GPUs (or schedulable GPU dies) per node")
+    vendor: Literal["nvidia", "amd", "intel"] = Field(description="GPU vendor")
+    model: str = Field(description="GPU model, e.g. 'a100', 'mi250x'")
+    memory_gib: float | None = Field(default=None, gt=0, description="Memory per GPU, GiB")
+    cuda: str | None = Field(default=None, description="CUDA version the driver supports")
+    rocm: str | None = Field(default=None, description="ROCm version installed")
+
+    @model_validator(mode="after")
+    def _toolkit_matches_vendor(self) -> Gpus:
+        if self.cuda is not None and self.vendor != "nvidia":
+            raise ValueError(f"'cuda' is an NVIDIA version, but vendor is {self.vendor!r}")
+        if self.rocm is not None and self.vendor != "amd":
+            raise ValueError(f"'rocm' is an AMD version, but vendor is {self.vendor!r}")
+        return self
+
+
+class Nodes(_Strict):
+    """The compute nodes of a resource (one homogeneous kind)."""
+
+    count: int = Field(ge=1, description="Number of compute nodes")
+    cpu: Cpu = Field(description="CPU facts per node")
+    memory_gib: float = Field(gt=0, description="Memory per node, GiB")
+    gpus: Gpus | None = Field(default=None, description="GPUs per node; absent when none")
+
+
+class Mpi(_Strict):
+    """How the site launches MPI programs."""
+
+    flavour: str = Field(description="MPI implementation, e.g. 'cray-mpich', 'mpich', 'openmpi'")
+    launcher: Literal["srun", "mpiexec", "mpirun"] = Field(description="The site's launcher")
+    launcher_args: list[SiteWord] = Field(
+        default_factory=list,
+        description="Arguments after the launcher, e.g. '--mpi=pmi2'. Placeholders "
+        "{nodes}, {processes}, {processes_per_node}, {cpus_per_process} are filled in.",
+    )
+    accepts: list[Literal["srun", "mpiexec", "mpirun"]] = Field(
+        default=["srun", "mpiexec", "mpirun"],
+        description="JobSpec launcher names this site maps to its own launcher",
+    )
+    modules: list[SiteWord] = Field(default_factory=list, description="Modules loaded for MPI")
+    setup_commands: list[SetupLine] = Field(
+        default_factory=list,
+        description="Shell lines run first, verbatim (e.g. 'module use /soft/modulefiles')",
+    )
+    env: dict[EnvName, str] = Field(default_factory=dict, description="Host environment for MPI")
+
+
+class GpuBinding(_Strict):
+    """How a runtime gives the container the node's GPUs."""
+
+    flags: list[SiteWord] = Field(
+        default_factory=list, description="Vendor flags, e.g. ['--nv'], ['--rocm'], ['--gpu']"
+    )
+    cdi_devices: list[str] = Field(
+        default_factory=list,
+        description="CDI device names this runtime can inject, e.g. 'nvidia.com/gpu=all'; "
+        "a trailing '*' matches any suffix",
+    )
+    default_devices: list[str] = Field(
+        default_factory=list,
+        description="CDI devices given when a job asks for GPUs and names none",
+    )
+    env: dict[EnvName, str] = Field(default_factory=dict, description="Host environment")
+    modules: list[SiteWord] = Field(default_factory=list, description="Modules to load")
+
+    @model_validator(mode="after")
+    def _has_a_way(self) -> GpuBinding:
+        if not self.flags and not self.cdi_devices and not self.env:
+            raise ValueError("a GPU binding needs vendor 'flags', 'cdi_devices' or 'env'")
+        for device in self.default_devices:
+            if not device_offered(device, self.cdi_devices):
+                raise ValueError(f"default device {device!r} is not in cdi_devices")
+        return self
+
+
+class MpiBinding(_Strict):
+    """How a runtime binds the site's MPI into the container."""
+
+    flags: list[SiteWord] = Field(default_factory=list, description="e.g. ['--mpi']")
+    gpu_flags: list[SiteWord] | None = Field(
+        default=None,
+        description="Flags used instead of `flags` when the job also uses GPUs (e.g. "
+        "['--cuda-mpi'])",
+    )
+    modules: list[SiteWord] = Field(default_factory=list, description="Modules to load")
+    env: dict[EnvName, str] = Field(default_factory=dict, description="Host environment")
+    binds: list[SiteWord] = Field(default_factory=list, description="Host paths bound in")
+
+
+class MountPolicy(_Strict):
+    """Which host paths a job may mount into its container."""
+
+    allowed_sources: list[str] = Field(
+        default_factory=list,
+        description="Absolute path prefixes a mount source must lie under (component-wise)",
+    )
+    read_write: bool = Field(default=True, description="False: only read-only mounts")
+
+    @field_validator("allowed_sources")
+    @classmethod
+    def _absolute(cls, prefixes: list[str]) -> list[str]:
+        for prefix in prefixes:
+            if not prefix.startswith("/"):
+                raise ValueError(f"allowed source {prefix!r} must be an absolute path")
+        return prefixes
+
+
+class ImageStaging(_Strict):
+    """Whether and how an image is prepared before it runs."""
+
+    when: Literal["never", "job", "submit"] = Field(
+        default="never",
+        description="'job': in the batch script before launch; 'submit': on the login node "
+        "before submission; 'never': the runtime fetches on demand",
+    )
+    command: list[SiteWord] = Field(
+        default_factory=list, description="Command prefix; the image reference is appended"
+    )
+
+    @model_validator(mode="after")
+    def _command_when_staged(self) -> ImageStaging:
+        if self.when != "never" and not self.command:
+            raise ValueError(f"staging when {self.when!r} needs a 'command'")
+        return self
+
+
+class RuntimeConfig(_Strict):
+    """One container runtime as a resource offers it."""
+
+    executable: SiteWord | None = Field(
+        default=None, description="Program name or path; default: the runtime's own name"
+    )
+    modules: list[SiteWord] = Field(default_factory=list, description="Modules to load first")
+    setup_commands: list[SetupLine] = Field(
+        default_factory=list,
+        description="Shell lines run first, verbatim (e.g. 'module use /soft/modulefiles')",
+    )
+    env: dict[EnvName, str] = Field(default_factory=dict, description="Host environment")
+    flags: list[SiteWord] = Field(
+        default_factory=list, description="Flags on every launch, e.g. ['--fakeroot']"
+    )
+    binds: list[SiteWord] = Field(default_factory=list, description="Site bind mounts")
+    gpu: GpuBinding | None = Field(default=None, description="GPU binding; absent: no GPUs")
+    mpi: MpiBinding | None = Field(default=None, description="MPI binding; absent: no MPI")
+    mounts: MountPolicy = Field(default_factory=MountPolicy, description="Mount policy")
+    networks: list[Literal["host", "none"]] = Field(
+        default=["host"], description="Networks a job may ask for"
+    )
+    image_forms: list[ImageForm] = Field(
+        description="Image reference forms accepted (translated to the runtime's own form)"
+    )
+    staging: ImageStaging = Field(default_factory=ImageStaging, description="Image staging")
+    allowed_extra_options: list[str] = Field(
+        default_factory=list,
+        description="Regular expressions; a job's extra option must match one fully",
+    )
+
+    @field_validator("allowed_extra_options")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(
+                    f"pattern {pattern!r} is not a regular expression: {error}"
+                ) from None
+        return patterns
+
+
+class Runtimes(_Strict):
+    """The container runtimes of a resource."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    default: RuntimeName = Field(description="Runtime used when the job names none")
+    apptainer: RuntimeConfig | None = None
+    podman_hpc: RuntimeConfig | None = Field(default=None, alias="podman-hpc")
+    shifter: RuntimeConfig | None = None
+    podman: RuntimeConfig | None = None
+
+    def get(self, name: str) -> RuntimeConfig | None:
+        """The configuration of runtime `name`, or None when the resource lacks it."""
+        return {
+            "apptainer": self.apptainer,
+            "podman-hpc": self.podman_hpc,
+            "shifter": self.shifter,
+            "podman": self.podman,
+        }.get(name)
+
+    def available(self) -> list[str]:
+        """Names of the runtimes this resource offers ('none' means bare execution)."""
+        names = [n for n in ("apptainer", "podman-hpc", "shifter", "podman") if self.get(n)]
+        return names
+
+    @model_validator(mode="after")
+    def _default_exists(self) -> Runtimes:
+        if self.default != "none" and self.get(self.default) is None:
+            raise ValueError(
+                f"default runtime {self.default!r} is not configured; configured: "
+                f"{', '.join(self.available()) or 'none'}"
+            )
+        return self
+
+
+class SchedulerConfig(_Strict):
+    """The batch system of a resource."""
+
+    kind: SchedulerKind = Field(description="'slurm', 'pbs' or 'local'")
+    directives: list[str] = Field(
+        default_factory=list,
+        description="Directive options added to every job, e.g. ['-l filesystems=home:eagle']",
+    )
+    gpu_request: Literal["gpus-per-task", "gpus-per-node", "gres", "ngpus"] | None = Field(
+        default=None,
+        description="How GPUs are requested: Slurm --gpus-per-task (default), "
+        "--gpus-per-node or --gres; PBS: ngpus in the select chunk (default)",
+    )
+    allowed_custom_attributes: list[str] = Field(
+        default_factory=list,
+        description="JobSpec custom_attributes keys passed on as scheduler options",
+    )
+
+    @model_validator(mode="after")
+    def _gpu_request_fits(self) -> SchedulerConfig:
+        if self.gpu_request is None:
+            return self
+        if self.kind == "pbs" and self.gpu_request != "ngpus":
+            raise ValueError(
+                f"gpu_request {self.gpu_request!r} is Slurm syntax; PBS uses 'ngpus'"
+            )
+        if self.kind == "slurm" and self.gpu_request == "ngpus":
+            raise ValueError(
+                "gpu_request 'ngpus' is PBS syntax; Slurm uses gpus-per-task, gpus-per-node "
+                "or gres"
+            )
+        return self
+
+    @property
+    def gpu_request_style(self) -> str:
+        """The GPU request form in force: the configured one or the scheduler's usual one."""
+        if self.gpu_request is not None:
+            return self.gpu_request
+        return "ngpus" if self.kind == "pbs" else "gpus-per-task"
+
+
+class Resource(_Strict):
+    """One compute resource (a machine, or a partition of one) that runs jobs."""
+
+    id: Identifier = Field(description="Resource id used in the API, e.g. 'perlmutter-gpu'")
+    name: str = Field(description="Human-readable name")
+    description: str = Field(default="", description="What the resource is")
+    scheduler: SchedulerConfig = Field(description="Batch system")
+    connection: Connection = Field(default_factory=Connection, description="How it is reached")
+    queues: list[Queue] = Field(min_length=1, description="Queues or partitions")
+    nodes: Nodes = Field(description="Compute node hardware")
+    labels: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Extra hardware facts for flavour requirements"
+    )
+    mpi: Mpi | None = Field(default=None, description="MPI support; absent: none")
+    runtimes: Runtimes = Field(description="Container runtimes")
+    templates_dir: str | None = Field(
+        default=None,
+        description="Directory searched before the built-in templates (relative to the "
+        "profile file)",
+    )
+
+    @model_validator(mode="after")
+    def _queues_consistent(self) -> Resource:
+        names = [q.name for q in self.queues]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"queue names repeat: {', '.join(duplicates)}")
+        defaults = [q.name for q in self.queues if q.default]
+        if len(defaults) > 1:
+            raise ValueError(f"only one queue may be the default; marked: {', '.join(defaults)}")
+        for queue in self.queues:
+            if queue.max_nodes is not None and queue.max_nodes > self.nodes.count:
+                raise ValueError(
+                    f"queue {queue.name!r} allows {queue.max_nodes} nodes but the resource "
+                    f"has {self.nodes.count}"
+                )
+        if self.scheduler.kind == "local" and self.nodes.count != 1:
+            raise ValueError("a 'local' resource is this one machine: nodes.count must be 1")
+        return self
+
+    @property
+    def default_queue(self) -> Queue | None:
+        """The queue marked default, or the only queue."""
+        for queue in self.queues:
+            if queue.default:
+                return queue
+        return self.queues[0] if len(self.queues) == 1 else None
+
+    def queue(self, name: str) -> Queue | None:
+        """The queue called `name`, if any."""
+        return next((q for q in self.queues if q.name == name), None)
+
+
+class FacilityProfile(_Strict):
+    """A facility profile file: the facility and its resources."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "iri-gateway facility profile",
+        },
+    )
+
+    facility: FacilityInfo = Field(description="The facility")
+    resources: list[Resource] = Field(min_length=1, description="Its compute resources")
+
+    @model_validator(mode="after")
+    def _unique_resources(self) -> FacilityProfile:
+        ids = [r.id for r in self.resources]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"resource ids repeat: {', '.join(duplicates)}")
+        return self
+
+
+def device_offered(device: str, offered: list[str]) -> bool:
+    """True when CDI `device` is one of `offered` (a trailing '*' matches any suffix)."""
+    for pattern in offered:
+        if pattern.endswith("*"):
+            if device.startswith(pattern[:-1]):
+                return True
+        elif device == pattern:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class LoadedResource:
+    """A resource together with the profile and file it came from."""
+
+    profile: FacilityProfile
+    resource: Resource
+    source: Path
+    templates_dir: Path | None
+
+    @property
+    def id(self) -> str:
+        return self.resource.id

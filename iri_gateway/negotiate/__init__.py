@@ -1,0 +1,108 @@
+"""JobSpec x resource -> Decision, or every reason it cannot run there. Pure: no I/O.
+
+Each check appends to one list of problems, so a user sees all that is wrong at once, each
+with the JSON path of the field, the reason, and what the resource offers instead.
+"""
+
+from __future__ import annotations
+
+from iri_gateway.errors import JobRejectedError, Problem
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.plan import Decision
+from iri_gateway.models.profile import LoadedResource
+from iri_gateway.negotiate import container as ctr
+from iri_gateway.negotiate.fields import (
+    check_custom_attributes,
+    check_directive_values,
+    check_environment,
+    launch_mode,
+)
+from iri_gateway.negotiate.shape import (
+    check_hardware,
+    check_queue_limits,
+    choose_queue,
+    derive_shape,
+)
+
+__all__ = ["negotiate"]
+
+
+def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
+    """Decide how `spec` runs on `loaded`; raise JobRejectedError listing every problem."""
+    resource = loaded.resource
+    problems: list[Problem] = []
+    warnings: list[str] = []
+
+    if spec.executable is None and spec.container is None:
+        problems.append(Problem("executable", "required when no container image is given"))
+    check_environment(spec, problems)
+    check_directive_values(spec, resource, problems)
+    check_custom_attributes(spec, resource, problems)
+
+    queue = choose_queue(spec, resource, problems)
+    shape = derive_shape(spec, queue, problems)
+    check_hardware(shape, resource, problems)
+    if queue is not None:
+        check_queue_limits(shape, queue, problems)
+    mode = launch_mode(spec, resource, shape.process_count, problems, warnings)
+    if resource.scheduler.kind == "local" and (mode != "none" or shape.process_count > 1):
+        problems.append(Problem(
+            "resources.process_count", f"{resource.id} runs one process per job", "1"
+        ))
+    if resource.scheduler.kind == "pbs" and mode == "parallel" and resource.mpi is None:
+        problems.append(Problem(
+            "resources.process_count", f"{resource.id} has no launcher for several processes",
+            "1",
+        ))
+
+    container = spec.container
+    choice = ctr.choose_runtime(container, resource, problems)
+    use_gpu = shape.gpus_per_process > 0
+    use_mpi = mode == "mpi" and shape.process_count > 1
+    workdir = spec.directory
+    network = "host"
+    if container is not None:
+        ctr.check_unknown_fields(container, problems, warnings)
+        use_gpu = container.gpu if container.gpu is not None else use_gpu
+        use_mpi = container.mpi if container.mpi is not None else use_mpi
+        workdir = container.workdir or spec.directory
+        network = container.network
+        if container.workdir is not None and not container.workdir.startswith("/"):
+            problems.append(Problem("container.workdir", "must be an absolute path"))
+        if choice is not None:
+            if choice.config is None and container.runtime == "none":
+                warnings.append(f"runtime 'none': image {container.image!r} is not used")
+            ctr.check_image(container, choice, resource.id, problems)
+            ctr.check_gpu(container, choice, use_gpu, resource, problems)
+            ctr.check_mounts(container, choice, problems)
+            ctr.check_network(container, choice, problems)
+            ctr.check_extra_options(container, choice, problems)
+    if use_mpi and choice is not None:
+        ctr.check_mpi(choice, resource, problems)
+    if use_gpu and shape.gpus_per_process == 0 and resource.nodes.gpus is None:
+        problems.append(Problem("container.gpu", f"the nodes of {resource.id} have no GPUs",
+                                "gpu: false"))
+
+    if problems or choice is None:
+        raise JobRejectedError(resource.id, problems)
+    return Decision(
+        spec=spec,
+        resource=loaded,
+        queue=queue,
+        shape=shape,
+        launcher=mode,
+        runtime=choice.runtime.name,
+        runtime_config=choice.config,
+        image=choice.image,
+        image_form=choice.image_form,
+        use_gpu=use_gpu,
+        gpu_flags=choice.gpu_flags,
+        devices=choice.devices,
+        use_mpi=use_mpi,
+        mounts=choice.mounts,
+        environment=dict(spec.environment),
+        workdir=workdir if choice.config is not None else None,
+        network=network,
+        extra_options=choice.extra_options,
+        warnings=warnings,
+    )

@@ -1,0 +1,242 @@
+"""Container checks: runtime, image form, GPUs and CDI devices, MPI, mounts, network, options."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+
+from iri_gateway.errors import Problem
+from iri_gateway.images import ImageFormError, parse_image
+from iri_gateway.models.jobspec import RUNTIME_NAMES, Container
+from iri_gateway.models.plan import Mount
+from iri_gateway.models.profile import Resource, RuntimeConfig, device_offered
+from iri_gateway.runtimes import RUNTIMES, Runtime
+from iri_gateway.shell import SiteWord, has_control_characters
+
+_MOUNT_FORBIDDEN = re.compile(r"[:,;]")
+KNOWN_CONTAINER_FIELDS = frozenset(Container.model_fields)
+_NOT_YET = {"flavours": "image flavours are not supported by this gateway version"}
+
+
+@dataclass
+class ContainerChoice:
+    """The runtime and container settings negotiation settled on."""
+
+    runtime: Runtime
+    config: RuntimeConfig | None
+    image: str | None = None
+    image_form: str | None = None
+    gpu_flags: list[SiteWord] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    extra_options: list[str] = field(default_factory=list)
+
+
+def choose_runtime(
+    container: Container | None, resource: Resource, problems: list[Problem]
+) -> ContainerChoice | None:
+    """The runtime asked for, else the resource's default; None (with a problem) if absent."""
+    if container is None:
+        return ContainerChoice(RUNTIMES["none"], None)
+    wanted = container.runtime or resource.runtimes.default
+    offered = ", ".join([*resource.runtimes.available(), "none"])
+    if wanted == "none":
+        return ContainerChoice(RUNTIMES["none"], None)
+    config = resource.runtimes.get(wanted)
+    if config is None:
+        problems.append(Problem(
+            "container.runtime", f"{resource.id} does not offer runtime {wanted!r}", offered
+        ))
+        return None
+    return ContainerChoice(RUNTIMES[wanted], config)
+
+
+def check_unknown_fields(
+    container: Container, problems: list[Problem], warnings: list[str]
+) -> None:
+    """Extension fields this version does not implement are refused; others are flagged."""
+    for key in container.model_extra or {}:
+        if key in _NOT_YET:
+            problems.append(Problem(f"container.{key}", _NOT_YET[key]))
+        else:
+            warnings.append(f"container.{key}: not a field this gateway knows; ignored")
+
+
+def check_image(
+    container: Container, choice: ContainerChoice, resource_id: str, problems: list[Problem]
+) -> None:
+    """The image must be a known form that both the runtime and the site accept."""
+    config = choice.config
+    if config is None:
+        return
+    try:
+        ref = parse_image(container.image)
+    except ImageFormError as error:
+        problems.append(Problem("container.image", str(error)))
+        return
+    accepted = [f for f in config.image_forms if f in choice.runtime.image_forms]
+    translated = choice.runtime.image_reference(ref) if ref.form in accepted else None
+    if translated is None:
+        problems.append(Problem(
+            "container.image",
+            f"{choice.runtime.name} on {resource_id} does not accept {ref.form} images",
+            ", ".join(accepted),
+        ))
+        return
+    choice.image, choice.image_form = translated, ref.form
+
+
+def check_gpu(
+    container: Container,
+    choice: ContainerChoice,
+    use_gpu: bool,
+    resource: Resource,
+    problems: list[Problem],
+) -> None:
+    """GPUs go in by CDI devices when named (or by default), else by the vendor flags.
+
+    A resource without GPUs is reported once, by the hardware check, not again here.
+    """
+    config = choice.config
+    if config is None:
+        return
+    binding = config.gpu
+    name = choice.runtime.name
+    if container.devices:
+        offered = binding.cdi_devices if binding else []
+        if not offered or not choice.runtime.supports_cdi:
+            problems.append(Problem(
+                "container.devices", f"{name} here cannot inject CDI devices",
+                "vendor GPU flags via container.gpu" if binding and binding.flags else None,
+            ))
+        else:
+            for index, device in enumerate(container.devices):
+                if not device_offered(device, offered):
+                    problems.append(Problem(
+                        f"container.devices[{index}]", f"CDI device {device!r} is not offered",
+                        ", ".join(offered),
+                    ))
+            choice.devices = list(container.devices)
+    if not use_gpu or resource.nodes.gpus is None:
+        return
+    if binding is None:
+        problems.append(Problem(
+            "container.gpu", f"runtime {name} has no GPU binding on this resource", "gpu: false"
+        ))
+        return
+    if container.devices:
+        return
+    if binding.default_devices and choice.runtime.supports_cdi:
+        choice.devices = list(binding.default_devices)
+    else:
+        choice.gpu_flags = [SiteWord(flag) for flag in binding.flags]
+
+
+def check_mpi(choice: ContainerChoice, resource: Resource, problems: list[Problem]) -> None:
+    """MPI in a container needs the site's MPI and a binding for the chosen runtime."""
+    if resource.mpi is None:
+        problems.append(Problem(
+            "container.mpi", f"{resource.id} has no MPI", "mpi: false, or launcher 'single'"
+        ))
+        return
+    if choice.config is not None and choice.config.mpi is None:
+        with_mpi = [
+            n for n in resource.runtimes.available()
+            if (c := resource.runtimes.get(n)) is not None and c.mpi is not None
+        ]
+        problems.append(Problem(
+            "container.mpi",
+            f"runtime {choice.runtime.name} cannot bind {resource.mpi.flavour} here",
+            ", ".join(with_mpi) or "no runtime here binds MPI",
+        ))
+
+
+def check_mounts(container: Container, choice: ContainerChoice, problems: list[Problem]) -> None:
+    """Mount paths must be absolute, clean, expressible, and (sources) inside the allow-list."""
+    config = choice.config
+    if config is None:
+        if container.volume_mounts:
+            problems.append(Problem(
+                "container.volume_mounts", "mounts need a container runtime", "runtime: none"
+            ))
+        return
+    policy = config.mounts
+    for index, mount in enumerate(container.volume_mounts):
+        where = f"container.volume_mounts[{index}]"
+        bad = _path_problem(mount.source, f"{where}.source") or _path_problem(
+            mount.target, f"{where}.target"
+        )
+        if bad:
+            problems.append(bad)
+            continue
+        if not any(_under(mount.source, prefix) for prefix in policy.allowed_sources):
+            problems.append(Problem(
+                f"{where}.source", f"{mount.source!r} is outside the paths this site lets "
+                "jobs mount", ", ".join(policy.allowed_sources) or "no mounts",
+            ))
+            continue
+        if not mount.read_only and not policy.read_write:
+            problems.append(Problem(
+                f"{where}.read_only", "only read-only mounts are allowed here", "read_only: true"
+            ))
+            continue
+        choice.mounts.append(Mount(mount.source, mount.target, mount.read_only))
+
+
+def _path_problem(path: str, where: str) -> Problem | None:
+    if not path.startswith("/"):
+        return Problem(where, f"{path!r} is relative; mount paths must be absolute")
+    if ".." in path.split("/"):
+        return Problem(where, f"{path!r} contains '..'")
+    if _MOUNT_FORBIDDEN.search(path) or has_control_characters(path):
+        return Problem(
+            where, f"{path!r} contains ':', ',', ';' or a control character, which runtimes' "
+            "mount syntax cannot express",
+        )
+    return None
+
+
+def _under(path: str, prefix: str) -> bool:
+    """True when `path` is `prefix` or inside it, comparing whole path components."""
+    path, prefix = posixpath.normpath(path), posixpath.normpath(prefix)
+    return prefix == "/" or path == prefix or path.startswith(prefix + "/")
+
+
+def check_network(
+    container: Container, choice: ContainerChoice, problems: list[Problem]
+) -> None:
+    """`network: none` needs a runtime and site that can isolate the network."""
+    config = choice.config
+    if container.network == "host" or config is None:
+        return
+    if container.network not in config.networks or not choice.runtime.supports_network_none:
+        problems.append(Problem(
+            "container.network", f"{choice.runtime.name} here cannot run without a network",
+            ", ".join(config.networks),
+        ))
+
+
+def check_extra_options(
+    container: Container, choice: ContainerChoice, problems: list[Problem]
+) -> None:
+    """Options for the chosen runtime must match the site's allow-list; others are unused."""
+    for runtime_name in container.extra_options:
+        if runtime_name not in RUNTIME_NAMES:
+            problems.append(Problem(
+                f"container.extra_options.{runtime_name}", "not a runtime name",
+                ", ".join(RUNTIME_NAMES),
+            ))
+    config = choice.config
+    options = container.extra_options.get(choice.runtime.name, [])
+    if config is None:
+        return
+    patterns = [re.compile(p) for p in config.allowed_extra_options]
+    for index, option in enumerate(options):
+        if not any(p.fullmatch(option) for p in patterns):
+            problems.append(Problem(
+                f"container.extra_options.{choice.runtime.name}[{index}]",
+                f"{option!r} is not on the site's allow-list for {choice.runtime.name}",
+                ", ".join(config.allowed_extra_options) or "no extra options",
+            ))
+    choice.extra_options = list(options)

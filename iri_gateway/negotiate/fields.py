@@ -1,0 +1,116 @@
+"""Checks of free-text fields: environment names, values bound for directives, launchers."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from iri_gateway.errors import Problem
+from iri_gateway.models.jobspec import MPI_LAUNCHERS, JobSpec
+from iri_gateway.models.profile import Resource
+from iri_gateway.shell import has_control_characters, pbs_directive_safe
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ATTRIBUTE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+LaunchMode = Literal["none", "parallel", "mpi"]
+
+
+def check_environment(spec: JobSpec, problems: list[Problem]) -> None:
+    """Variable names must be shell identifiers; any value is fine (it is quoted)."""
+    for name in spec.environment:
+        if not _ENV_NAME.match(name):
+            problems.append(Problem(
+                f"environment.{name}",
+                "not a valid variable name; use letters, digits and '_', not starting with a "
+                "digit",
+            ))
+
+
+def directive_fields(spec: JobSpec) -> dict[str, str]:
+    """JobSpec values that the scheduler reads from directive lines, by JSON path."""
+    fields = {
+        "name": spec.name,
+        "directory": spec.directory,
+        "stdout_path": spec.stdout_path,
+        "stderr_path": spec.stderr_path,
+        "stdin_path": spec.stdin_path,
+    }
+    if spec.attributes is not None:
+        fields["attributes.queue_name"] = spec.attributes.queue_name
+        fields["attributes.account"] = spec.attributes.account
+        fields["attributes.reservation_id"] = spec.attributes.reservation_id
+        for key, value in spec.attributes.custom_attributes.items():
+            fields[f"attributes.custom_attributes.{key}"] = value
+    return {path: value for path, value in fields.items() if value is not None}
+
+
+def check_directive_values(spec: JobSpec, resource: Resource, problems: list[Problem]) -> None:
+    """A newline would end a directive line and start a shell command: refuse controls.
+
+    PBS directives have no quoting the gateway can rely on, so blanks and quotes are refused
+    there too.
+    """
+    pbs = resource.scheduler.kind == "pbs"
+    for path, value in directive_fields(spec).items():
+        if has_control_characters(value):
+            problems.append(Problem(path, "contains a newline or other control character"))
+        elif pbs and path != "directory" and not pbs_directive_safe(value):
+            problems.append(Problem(
+                path, "PBS directives cannot carry blanks, quotes, '\\' or '#'",
+            ))
+        elif pbs and path.endswith("_path") and ":" in value:
+            problems.append(Problem(path, "PBS reads 'host:path' here; ':' is not allowed"))
+
+
+def check_custom_attributes(spec: JobSpec, resource: Resource, problems: list[Problem]) -> None:
+    """Custom scheduler attributes pass only when the site allows that key."""
+    if spec.attributes is None:
+        return
+    allowed = resource.scheduler.allowed_custom_attributes
+    for key in spec.attributes.custom_attributes:
+        where = f"attributes.custom_attributes.{key}"
+        if not _ATTRIBUTE_KEY.match(key):
+            problems.append(Problem(where, "not an option name (letters, digits, '-', '_')"))
+        elif key not in allowed:
+            problems.append(Problem(
+                where, f"{resource.scheduler.kind} option {key!r} is not allowed here",
+                ", ".join(allowed) or "no custom attributes",
+            ))
+
+
+def launch_mode(
+    spec: JobSpec, resource: Resource, processes: int, problems: list[Problem],
+    warnings: list[str],
+) -> LaunchMode:
+    """How processes start: directly, as N copies through the launcher, or as MPI ranks."""
+    launcher = spec.launcher
+    if launcher is None:
+        return "parallel" if processes > 1 else "none"
+    if launcher == "single":
+        if processes > 1:
+            warnings.append(
+                f"launcher 'single' starts one process; the other {processes - 1} of "
+                "process_count only reserve resources"
+            )
+        return "none"
+    if launcher == "multiple":
+        return "parallel"
+    if launcher in MPI_LAUNCHERS:
+        mpi = resource.mpi
+        if mpi is None:
+            problems.append(Problem(
+                "launcher", f"{resource.id} has no MPI launcher", "single, multiple"
+            ))
+            return "none"
+        if launcher not in mpi.accepts:
+            problems.append(Problem(
+                "launcher", f"{launcher!r} is not used on {resource.id}",
+                ", ".join(["single", "multiple", *mpi.accepts]),
+            ))
+            return "none"
+        if launcher != mpi.launcher:
+            warnings.append(f"launcher {launcher!r} runs as the site's {mpi.launcher!r}")
+        return "mpi"
+    offered = ["single", "multiple", *(resource.mpi.accepts if resource.mpi else [])]
+    problems.append(Problem("launcher", f"unknown launcher {launcher!r}", ", ".join(offered)))
+    return "none"

@@ -1,0 +1,141 @@
+"""Size and placement checks: node/process counts, GPUs, CPUs, memory, queue and walltime."""
+
+from __future__ import annotations
+
+from iri_gateway.errors import Problem
+from iri_gateway.models.jobspec import JobSpec, ResourceSpec
+from iri_gateway.models.plan import JobShape
+from iri_gateway.models.profile import Queue, Resource
+
+_MIB = 1024 * 1024
+
+
+def derive_shape(spec: JobSpec, queue: Queue | None, problems: list[Problem]) -> JobShape:
+    """Fill in the counts the JobSpec leaves out, and report counts that contradict each other.
+
+    Defaults follow PSI/J: one node; one process per node unless a process count is given;
+    with processes_per_node and process_count, just enough nodes to hold them.
+    """
+    res = spec.resources or ResourceSpec()
+    ppn = res.processes_per_node
+    if res.node_count is not None:
+        nodes = res.node_count
+    elif res.process_count is not None and ppn is not None:
+        nodes = -(-res.process_count // ppn)
+    else:
+        nodes = 1
+    processes = res.process_count if res.process_count is not None else nodes * (ppn or 1)
+    if processes < nodes:
+        problems.append(Problem(
+            "resources.process_count",
+            f"{processes} processes cannot occupy {nodes} nodes; every node needs one",
+            f"at least {nodes} processes, or node_count <= {processes}",
+        ))
+    if ppn is not None and processes > nodes * ppn:
+        problems.append(Problem(
+            "resources.process_count",
+            f"{processes} processes do not fit on {nodes} nodes x {ppn} per node",
+            f"at most {nodes * ppn}",
+        ))
+    walltime = spec.attributes.duration if spec.attributes else None
+    if walltime is None and queue is not None:
+        walltime = queue.default_walltime
+    memory_mib = -(-res.memory // _MIB) if res.memory is not None else None
+    return JobShape(
+        node_count=nodes,
+        process_count=processes,
+        processes_per_node=ppn,
+        cpus_per_process=res.cpu_cores_per_process,
+        gpus_per_process=res.gpu_cores_per_process or 0,
+        memory_mib=memory_mib,
+        walltime_seconds=walltime,
+        exclusive=res.exclusive_node_use,
+    )
+
+
+def check_hardware(shape: JobShape, resource: Resource, problems: list[Problem]) -> None:
+    """The shape must fit the resource's nodes: count, GPUs, cores and memory per node."""
+    nodes = resource.nodes
+    if shape.node_count > nodes.count:
+        problems.append(Problem(
+            "resources.node_count",
+            f"{shape.node_count} nodes asked; {resource.id} has {nodes.count}",
+            f"at most {nodes.count}",
+        ))
+    if shape.gpus_per_process:
+        if nodes.gpus is None:
+            problems.append(Problem(
+                "resources.gpu_cores_per_process",
+                f"GPUs asked, but the nodes of {resource.id} have none",
+                "0 (CPU only)",
+            ))
+        elif shape.gpus_per_node > nodes.gpus.count:
+            problems.append(Problem(
+                "resources.gpu_cores_per_process",
+                f"{shape.gpus_per_process} GPUs per process x "
+                f"{shape.processes_on_busiest_node} processes per node = "
+                f"{shape.gpus_per_node} GPUs per node; the nodes have {nodes.gpus.count}",
+                f"at most {nodes.gpus.count} {nodes.gpus.vendor} {nodes.gpus.model} per node",
+            ))
+    if shape.cpus_per_process is not None:
+        cores = shape.cpus_per_process * shape.processes_on_busiest_node
+        if cores > nodes.cpu.cores:
+            problems.append(Problem(
+                "resources.cpu_cores_per_process",
+                f"{shape.cpus_per_process} cores per process x "
+                f"{shape.processes_on_busiest_node} processes per node = {cores} cores per "
+                f"node; the nodes have {nodes.cpu.cores}",
+                f"at most {nodes.cpu.cores} cores per node",
+            ))
+    if shape.memory_mib is not None:
+        available = int(nodes.memory_gib * 1024)
+        if shape.memory_mib > available:
+            problems.append(Problem(
+                "resources.memory",
+                f"{shape.memory_mib} MiB per node asked; the nodes have {available} MiB",
+                f"at most {available * _MIB} bytes",
+            ))
+
+
+def choose_queue(spec: JobSpec, resource: Resource, problems: list[Problem]) -> Queue | None:
+    """The queue the job names, else the resource's default; None with a problem otherwise."""
+    wanted = spec.attributes.queue_name if spec.attributes else None
+    offered = ", ".join(q.name for q in resource.queues)
+    if wanted is None:
+        queue = resource.default_queue
+        if queue is None:
+            problems.append(Problem(
+                "attributes.queue_name",
+                f"{resource.id} has no default queue; name one",
+                offered,
+            ))
+        return queue
+    queue = resource.queue(wanted)
+    if queue is None:
+        problems.append(Problem(
+            "attributes.queue_name", f"no queue {wanted!r} on {resource.id}", offered
+        ))
+    return queue
+
+
+def check_queue_limits(shape: JobShape, queue: Queue, problems: list[Problem]) -> None:
+    """Walltime and node count must lie within the queue's limits."""
+    walltime = shape.walltime_seconds
+    if queue.max_walltime is not None and walltime is not None and walltime > queue.max_walltime:
+        problems.append(Problem(
+            "attributes.duration",
+            f"{walltime} s exceeds the {queue.name!r} limit of {queue.max_walltime} s",
+            f"at most {queue.max_walltime} s",
+        ))
+    if queue.max_nodes is not None and shape.node_count > queue.max_nodes:
+        problems.append(Problem(
+            "resources.node_count",
+            f"{shape.node_count} nodes exceed the {queue.name!r} limit of {queue.max_nodes}",
+            f"at most {queue.max_nodes}",
+        ))
+    if shape.node_count < queue.min_nodes:
+        problems.append(Problem(
+            "resources.node_count",
+            f"queue {queue.name!r} takes jobs of at least {queue.min_nodes} nodes",
+            f"at least {queue.min_nodes}",
+        ))

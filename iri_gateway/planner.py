@@ -1,0 +1,83 @@
+"""The one path from JobSpec to Plan, shared by dry runs and submission.
+
+`make_plan` negotiates and renders; what it returns as `script` is byte for byte what
+submission sends to the scheduler, because submission calls this same function.
+"""
+
+from __future__ import annotations
+
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.plan import (
+    Decision,
+    GpuView,
+    MountView,
+    MpiView,
+    Plan,
+    ShapeView,
+)
+from iri_gateway.models.profile import LoadedResource
+from iri_gateway.negotiate import negotiate
+from iri_gateway.render import pre_submit_commands, render_script
+from iri_gateway.schedulers import SCHEDULERS
+
+
+def make_plan(spec: JobSpec, loaded: LoadedResource) -> Plan:
+    """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run."""
+    decision = negotiate(spec, loaded)
+    return describe(decision, render_script(decision))
+
+
+def describe(decision: Decision, script: str) -> Plan:
+    """The public summary of a decision and its rendered script."""
+    resource = decision.resource.resource
+    shape = decision.shape
+    gpu = None
+    if decision.use_gpu:
+        gpu = GpuView(
+            flags=list(decision.gpu_flags),
+            devices=list(decision.devices),
+            gpus_per_node=shape.gpus_per_node,
+        )
+    mpi = None
+    if decision.use_mpi and resource.mpi is not None:
+        config = decision.runtime_config
+        binding = config.mpi if config is not None else None
+        flags: list[str] = []
+        if binding is not None:
+            chosen = binding.gpu_flags if decision.use_gpu and binding.gpu_flags else None
+            flags = list(chosen if chosen is not None else binding.flags)
+        launcher = SCHEDULERS[resource.scheduler.kind].launcher(decision)
+        mpi = MpiView(
+            flavour=resource.mpi.flavour,
+            launcher=" ".join(launcher),
+            container_flags=flags,
+            modules=list(resource.mpi.modules) + (list(binding.modules) if binding else []),
+        )
+    return Plan(
+        facility=decision.resource.profile.facility.id,
+        resource=decision.resource.id,
+        scheduler=resource.scheduler.kind,
+        queue=decision.queue.name if decision.queue else None,
+        runtime=decision.runtime,
+        image=decision.image,
+        image_form=decision.image_form,
+        launcher=decision.launcher,
+        gpu=gpu,
+        mpi=mpi,
+        mounts=[MountView(source=m.source, target=m.target, read_only=m.read_only)
+                for m in decision.mounts],
+        shape=ShapeView(
+            node_count=shape.node_count,
+            process_count=shape.process_count,
+            processes_per_node=shape.processes_per_node,
+            cpus_per_process=shape.cpus_per_process,
+            gpus_per_process=shape.gpus_per_process,
+            gpus_per_node=shape.gpus_per_node,
+            memory_mib=shape.memory_mib,
+            walltime_seconds=shape.walltime_seconds,
+            exclusive=shape.exclusive,
+        ),
+        pre_submit=[list(command) for command in pre_submit_commands(decision)],
+        warnings=list(decision.warnings),
+        script=script,
+    )

@@ -1,0 +1,170 @@
+"""Load facility profiles from YAML, refusing broken ones with file:line and the field path.
+
+A profile is parsed with ruamel.yaml, which remembers where every key and item stands, and
+validated with the pydantic models of `models.profile`. Each validation error is traced back
+through the YAML tree to the line an admin has to fix. Nothing is defaulted silently: unknown
+keys are errors (the models forbid them), and so is a resource id defined twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from importlib import resources as package_resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError
+from iri_gateway.models.profile import FacilityProfile, LoadedResource
+
+
+def builtin_profiles_dir() -> Path:
+    """The folder of profiles shipped inside the package."""
+    return Path(str(package_resources.files("iri_gateway") / "facility_profiles"))
+
+
+def builtin_profile(name: str) -> Path:
+    """Path of a shipped profile, e.g. `builtin_profile('local')`."""
+    path = builtin_profiles_dir() / f"{name}.yaml"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in builtin_profiles_dir().glob("*.yaml"))
+        raise ProfileError([ProfileIssue(str(path), None, "", f"no shipped profile {name!r}; "
+                                         f"shipped: {', '.join(shipped)}")])
+    return path
+
+
+def load_profile(path: Path) -> FacilityProfile:
+    """Read and validate one profile file; raise ProfileError naming file, line and field."""
+    tree = _read_yaml(path)
+    try:
+        return FacilityProfile.model_validate(tree)
+    except ValidationError as error:
+        raise ProfileError([_issue(path, tree, detail) for detail in error.errors()]) from None
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ProfileError([ProfileIssue(str(path), None, "", f"cannot read: {error}")]) from None
+    try:
+        tree = YAML(typ="rt").load(text)
+    except MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark is not None else None
+        reason = f"not valid YAML: {error.problem or error.context}"
+        raise ProfileError([ProfileIssue(str(path), line, "", reason)]) from None
+    if not isinstance(tree, dict):
+        raise ProfileError(
+            [ProfileIssue(str(path), 1, "", "a profile is a mapping with 'facility' and "
+                          "'resources'")]
+        )
+    return tree
+
+
+def _issue(path: Path, tree: Any, detail: Any) -> ProfileIssue:
+    """Turn one pydantic error into a located issue by walking the YAML tree along `loc`."""
+    loc: tuple[Any, ...] = tuple(detail["loc"])
+    reason = str(detail["msg"]).removeprefix("Value error, ")
+    if detail["type"] == "extra_forbidden":
+        reason = "unknown key (check the spelling against schema.json)"
+    return ProfileIssue(str(path), _locate(tree, loc), _dotted(loc), reason)
+
+
+def _locate(tree: Any, loc: Sequence[Any]) -> int:
+    """Line (1-based) of the deepest node along `loc` that exists in the YAML tree."""
+    node: Any = tree
+    line = 1
+    for key in loc:
+        if isinstance(node, CommentedMap) and key in node:
+            position = node.lc.key(key)
+        elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
+            position = node.lc.item(key)
+        else:
+            break
+        node = node[key]
+        line = position[0] + 1
+    return line
+
+
+def _dotted(loc: Iterable[Any]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+class ProfileRegistry:
+    """The resources of every loaded profile, by id."""
+
+    def __init__(self, loaded: Iterable[LoadedResource]) -> None:
+        self._resources: dict[str, LoadedResource] = {}
+        for item in loaded:
+            if item.id in self._resources:
+                first = self._resources[item.id].source
+                raise ProfileError([ProfileIssue(
+                    str(item.source), None, "resources",
+                    f"resource id {item.id!r} is already defined in {first}",
+                )])
+            self._resources[item.id] = item
+
+    @classmethod
+    def from_files(cls, paths: Iterable[Path]) -> ProfileRegistry:
+        """Load every file; all broken files are reported together."""
+        issues: list[ProfileIssue] = []
+        loaded: list[LoadedResource] = []
+        for path in paths:
+            try:
+                profile = load_profile(path)
+            except ProfileError as error:
+                issues.extend(error.issues)
+                continue
+            for resource in profile.resources:
+                templates = None
+                if resource.templates_dir is not None:
+                    templates = (path.parent / resource.templates_dir).resolve()
+                    if not templates.is_dir():
+                        issues.append(ProfileIssue(
+                            str(path), None, f"resources.{resource.id}.templates_dir",
+                            f"{templates} is not a directory",
+                        ))
+                loaded.append(LoadedResource(profile, resource, path, templates))
+        if issues:
+            raise ProfileError(issues)
+        return cls(loaded)
+
+    @classmethod
+    def from_paths(cls, paths: Iterable[Path]) -> ProfileRegistry:
+        """Files as given; folders contribute their `*.yaml` files in name order."""
+        files: list[Path] = []
+        for path in paths:
+            files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+        return cls.from_files(files)
+
+    @classmethod
+    def builtin(cls) -> ProfileRegistry:
+        """Every profile shipped with the package."""
+        return cls.from_paths([builtin_profiles_dir()])
+
+    def get(self, resource_id: str) -> LoadedResource:
+        """The resource `resource_id`; UnknownResourceError lists the known ones."""
+        try:
+            return self._resources[resource_id]
+        except KeyError:
+            raise UnknownResourceError(resource_id, list(self._resources)) from None
+
+    def __iter__(self) -> Iterator[LoadedResource]:
+        return iter(self._resources.values())
+
+    def __len__(self) -> int:
+        return len(self._resources)
+
+    def ids(self) -> list[str]:
+        return list(self._resources)

@@ -1,0 +1,148 @@
+"""Decision -> batch script, through Jinja templates that only lay out what Python decided.
+
+The environment uses StrictUndefined (a missing value is an error, not an empty string), no
+HTML escaping (this is bash, not HTML), and quoting filters: `sh` quotes a word by its kind
+(user words single-quoted, site words double-quoted), `shjoin` quotes a command line, `site`
+double-quotes an admin value, and `shlines` writes a long command as continued lines.
+
+A resource's own template directory, when its profile sets one, is searched first, so a site
+can override any template or runtime fragment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources as package_resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from iri_gateway import __version__
+from iri_gateway.errors import TemplateError
+from iri_gateway.models.plan import Decision
+from iri_gateway.runtimes import RUNTIMES
+from iri_gateway.schedulers import SCHEDULERS
+from iri_gateway.shell import SiteWord, join, quote, quote_site
+
+_CONTINUATION = " \\\n    "
+
+
+def builtin_templates_dir() -> Path:
+    """The templates shipped inside the package."""
+    return Path(str(package_resources.files("iri_gateway") / "templates"))
+
+
+def _shlines(groups: Iterable[Iterable[str]]) -> str:
+    """Quote each group of words and join the non-empty groups as continued lines."""
+    parts = [join(group) for group in groups]
+    return _CONTINUATION.join(part for part in parts if part)
+
+
+@lru_cache(maxsize=32)
+def template_environment(site_dir: Path | None) -> jinja2.Environment:
+    """One compiled environment per template search path (site folder first)."""
+    loaders: list[jinja2.BaseLoader] = []
+    if site_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(str(site_dir)))
+    loaders.append(jinja2.FileSystemLoader(str(builtin_templates_dir())))
+    environment = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+    environment.filters["sh"] = quote
+    environment.filters["shjoin"] = join
+    environment.filters["site"] = quote_site
+    environment.filters["shlines"] = _shlines
+    return environment
+
+
+@dataclass(frozen=True)
+class SiteSetup:
+    """What the profile runs before the launch: raw setup lines, modules, host variables."""
+
+    commands: list[str]
+    modules: list[SiteWord]
+    env: dict[str, SiteWord]
+
+
+def _site_setup(decision: Decision) -> SiteSetup:
+    resource = decision.resource.resource
+    config = decision.runtime_config
+    commands: list[str] = []
+    modules: list[str] = []
+    env: dict[str, str] = {}
+    mpi_used = decision.launcher == "mpi" or decision.use_mpi
+    if mpi_used and resource.mpi is not None:
+        commands += resource.mpi.setup_commands
+        modules += resource.mpi.modules
+        env.update(resource.mpi.env)
+    if config is not None:
+        commands += config.setup_commands
+        modules += config.modules
+        env.update(config.env)
+        if decision.use_gpu and config.gpu is not None:
+            modules += config.gpu.modules
+            env.update(config.gpu.env)
+        if decision.use_mpi and config.mpi is not None:
+            modules += config.mpi.modules
+            env.update(config.mpi.env)
+    return SiteSetup(
+        commands=list(dict.fromkeys(commands)),
+        modules=[SiteWord(m) for m in dict.fromkeys(modules)],
+        env={k: SiteWord(v) for k, v in env.items()},
+    )
+
+
+def _staging(decision: Decision, when: str) -> list[list[str]]:
+    config = decision.runtime_config
+    if config is None or decision.image is None or config.staging.when != when:
+        return []
+    return [[*(SiteWord(word) for word in config.staging.command), decision.image]]
+
+
+def pre_submit_commands(decision: Decision) -> list[list[str]]:
+    """Commands to run on the login node before submitting (image staging 'submit')."""
+    return _staging(decision, "submit")
+
+
+def render_script(decision: Decision) -> str:
+    """The batch script for a decision: exactly what submission sends to the scheduler."""
+    scheduler = SCHEDULERS[decision.resource.resource.scheduler.kind]
+    invocation = RUNTIMES[decision.runtime].invocation(decision)
+    setup = _site_setup(decision)
+    spec = decision.spec
+    context: dict[str, Any] = {
+        "version": __version__,
+        "facility": decision.resource.profile.facility.id,
+        "resource": decision.resource.id,
+        "runtime": decision.runtime,
+        "directives": scheduler.directives(decision, invocation),
+        "directory": spec.directory,
+        "stdin": spec.stdin_path,
+        "stdout": spec.stdout_path,
+        "stderr": spec.stderr_path,
+        "setup_commands": setup.commands,
+        "modules": setup.modules,
+        "site_env": setup.env,
+        "pre_launch": spec.pre_launch,
+        "post_launch": spec.post_launch,
+        "stage": _staging(decision, "job"),
+        "launcher": scheduler.launcher(decision),
+        "rt": invocation,
+    }
+    environment = template_environment(decision.resource.templates_dir)
+    try:
+        return environment.get_template(scheduler.template).render(context)
+    except jinja2.TemplateError as error:
+        where = getattr(error, "filename", None) or scheduler.template
+        line = getattr(error, "lineno", None)
+        location = f"{where}:{line}" if line else where
+        raise TemplateError(f"template {location} failed: {error}") from error

@@ -1,0 +1,60 @@
+"""Apptainer (and SingularityCE): `apptainer exec|run [options] IMAGE [command]`.
+
+Job environment travels as `APPTAINERENV_<NAME>` host variables (exported by the fragment),
+not as `--env`, whose comma-separated parsing would split values containing commas.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from iri_gateway import images
+from iri_gateway.images import ImageRef
+from iri_gateway.models.profile import ImageForm
+from iri_gateway.runtimes.base import (
+    Invocation,
+    command_of,
+    executable_of,
+    site_binds,
+    site_flags,
+)
+
+if TYPE_CHECKING:
+    from iri_gateway.models.plan import Decision
+
+name = "apptainer"
+image_forms: frozenset[ImageForm] = frozenset(
+    {"oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs", "sandbox",
+     "shifter"}
+)
+supports_network_none = True
+supports_cdi = True
+
+
+def image_reference(ref: ImageRef) -> str | None:
+    return images.for_apptainer(ref)
+
+
+def invocation(decision: Decision) -> Invocation:
+    options: list[str] = ["exec" if decision.spec.executable else "run"]
+    options += site_flags(decision)
+    if not decision.spec.inherit_environment:
+        options.append("--cleanenv")
+    for bind in site_binds(decision):
+        options += ["--bind", bind]
+    for mount in decision.mounts:
+        options += ["--bind", mount.bind_spec()]
+    for device in decision.devices:
+        options += ["--device", device]
+    if decision.network == "none":
+        options += ["--net", "--network", "none"]
+    if decision.workdir is not None:
+        options += ["--cwd", decision.workdir]
+    options += decision.extra_options
+    return Invocation(
+        executable=executable_of(decision, "apptainer"),
+        options=options,
+        image=decision.image,
+        command=command_of(decision),
+        container_env=dict(decision.environment),
+    )

@@ -1,0 +1,57 @@
+"""Podman: `podman run --rm [options] IMAGE [command]`, also the base of podman-hpc.
+
+The user's executable replaces the image's entrypoint through `--entrypoint` in its JSON-array
+form, which podman takes literally whatever characters the path holds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from iri_gateway import images
+from iri_gateway.images import ImageRef
+from iri_gateway.models.profile import ImageForm
+from iri_gateway.runtimes.base import Invocation, executable_of, site_binds, site_flags
+
+if TYPE_CHECKING:
+    from iri_gateway.models.plan import Decision
+
+name = "podman"
+image_forms: frozenset[ImageForm] = frozenset({"oci", "docker-uri", "shifter"})
+supports_network_none = True
+supports_cdi = True
+
+
+def image_reference(ref: ImageRef) -> str | None:
+    return images.for_podman(ref)
+
+
+def podman_invocation(decision: Decision, default_executable: str) -> Invocation:
+    """The podman command line; podman-hpc passes the same options through to podman."""
+    options: list[str] = ["run", "--rm"]
+    options += site_flags(decision)
+    options += ["--network", decision.network]
+    for bind in site_binds(decision):
+        options += ["--volume", bind]
+    for mount in decision.mounts:
+        options += ["--volume", mount.bind_spec()]
+    for device in decision.devices:
+        options += ["--device", device]
+    for key, value in decision.environment.items():
+        options += ["--env", f"{key}={value}"]
+    if decision.workdir is not None:
+        options += ["--workdir", decision.workdir]
+    if decision.spec.executable is not None:
+        options.append("--entrypoint=" + json.dumps([decision.spec.executable]))
+    options += decision.extra_options
+    return Invocation(
+        executable=executable_of(decision, default_executable),
+        options=options,
+        image=decision.image,
+        command=list(decision.spec.arguments),
+    )
+
+
+def invocation(decision: Decision) -> Invocation:
+    return podman_invocation(decision, "podman")

@@ -1,0 +1,76 @@
+"""Shifter (NERSC): `shifter [--image=...] [options] -- command`.
+
+Under Slurm the image and volumes go into the batch header as SPANK options
+(`#SBATCH --image=`, `#SBATCH --volume=`) so every node prepares them before the job starts,
+as NERSC recommends; elsewhere they are command-line options.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from iri_gateway import images
+from iri_gateway.images import ImageRef
+from iri_gateway.models.profile import ImageForm
+from iri_gateway.runtimes.base import (
+    Invocation,
+    command_of,
+    executable_of,
+    site_binds,
+    site_flags,
+)
+from iri_gateway.shell import SiteWord
+
+if TYPE_CHECKING:
+    from iri_gateway.models.plan import Decision
+
+name = "shifter"
+image_forms: frozenset[ImageForm] = frozenset({"oci", "docker-uri", "shifter"})
+supports_network_none = False
+supports_cdi = False
+
+
+def image_reference(ref: ImageRef) -> str | None:
+    return images.for_shifter(ref)
+
+
+def invocation(decision: Decision) -> Invocation:
+    volumes = [mount.bind_spec(rw_suffix=False) for mount in decision.mounts]
+    spank = decision.resource.resource.scheduler.kind == "slurm"
+    options: list[str] = []
+    scheduler_options: list[tuple[str, str]] = []
+    if spank:
+        if decision.image is not None:
+            scheduler_options.append(("image", decision.image))
+        if volumes:
+            scheduler_options.append(("volume", ";".join(volumes)))
+    else:
+        if decision.image is not None:
+            options.append(f"--image={decision.image}")
+        options += [f"--volume={volume}" for volume in volumes]
+    options += _merge_modules(site_flags(decision))
+    options += [f"--volume={bind}" for bind in site_binds(decision)]
+    if not decision.spec.inherit_environment:
+        options.append("--clearenv")
+    options += [f"--env={key}={value}" for key, value in decision.environment.items()]
+    if decision.workdir is not None:
+        options.append(f"--workdir={decision.workdir}")
+    if decision.spec.executable is None:
+        options.append("--entrypoint")
+    options += decision.extra_options
+    return Invocation(
+        executable=executable_of(decision, "shifter"),
+        options=options,
+        image=decision.image,
+        command=command_of(decision),
+        scheduler_options=scheduler_options,
+    )
+
+
+def _merge_modules(flags: list[str]) -> list[str]:
+    """Shifter takes one `--module=a,b` list; a second `--module` would replace the first."""
+    modules = [f.removeprefix("--module=") for f in flags if f.startswith("--module=")]
+    others = [f for f in flags if not f.startswith("--module=")]
+    if not modules:
+        return others
+    return [*others, SiteWord("--module=" + ",".join(dict.fromkeys(modules)))]

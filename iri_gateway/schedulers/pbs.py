@@ -1,0 +1,64 @@
+"""PBS Pro / OpenPBS batch scripts: `#PBS` directives, one `select` chunk kind, `mpiexec`."""
+
+from __future__ import annotations
+
+from iri_gateway.models.plan import Decision
+from iri_gateway.runtimes.base import Invocation
+from iri_gateway.schedulers.base import hms, site_launcher
+
+name = "pbs"
+template = "pbs.sh.j2"
+
+
+def _select(decision: Decision) -> str:
+    shape = decision.shape
+    nodes = decision.resource.resource.nodes
+    per_node = shape.processes_on_busiest_node
+    if shape.cpus_per_process is not None:
+        ncpus = shape.cpus_per_process * per_node
+    else:
+        ncpus = nodes.cpu.cores if shape.exclusive else per_node
+    chunk = [f"select={shape.node_count}", f"ncpus={ncpus}", f"mpiprocs={per_node}"]
+    if shape.gpus_per_process:
+        chunk.append(f"ngpus={shape.gpus_per_node}")
+    if shape.memory_mib is not None:
+        chunk.append(f"mem={shape.memory_mib}mb")
+    return ":".join(chunk)
+
+
+def directives(decision: Decision, invocation: Invocation) -> list[str]:
+    spec, shape = decision.spec, decision.shape
+    attributes = spec.attributes
+    lines: list[str] = []
+    if spec.name:
+        lines.append(f"#PBS -N {spec.name}")
+    queue = decision.queue
+    if attributes and attributes.reservation_id:
+        lines.append(f"#PBS -q {attributes.reservation_id}")
+    elif queue is not None:
+        lines.append(f"#PBS -q {queue.name}")
+    if attributes and attributes.account:
+        lines.append(f"#PBS -A {attributes.account}")
+    lines.append(f"#PBS -l {_select(decision)}")
+    lines.append(f"#PBS -l place=scatter{':excl' if shape.exclusive else ''}")
+    if shape.walltime_seconds is not None:
+        lines.append(f"#PBS -l walltime={hms(shape.walltime_seconds)}")
+    if spec.stdout_path:
+        lines.append(f"#PBS -o {spec.stdout_path}")
+    if spec.stderr_path:
+        lines.append(f"#PBS -e {spec.stderr_path}")
+    elif spec.stdout_path:
+        lines.append("#PBS -j oe")
+    if spec.inherit_environment:
+        lines.append("#PBS -V")
+    if attributes:
+        for key, value in attributes.custom_attributes.items():
+            lines.append(f"#PBS -l {key}={value}")
+    lines += [f"#PBS {directive}" for directive in decision.resource.resource.scheduler.directives]
+    return lines
+
+
+def launcher(decision: Decision) -> list[str]:
+    if decision.launcher == "none":
+        return []
+    return site_launcher(decision, "mpiexec")
