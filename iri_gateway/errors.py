@@ -3,6 +3,7 @@
     GatewayError                 base; `code` is stable and machine-readable
     ├── ProfileError             a facility profile cannot be read or is invalid (file:line)
     ├── UnknownResourceError     a resource id that no loaded profile defines
+    ├── InvalidJobSpecError      a document is not a valid JobSpec: every field at fault
     ├── JobRejectedError         a JobSpec cannot run on a resource: all problems at once
     └── TemplateError            a site template failed to render
 
@@ -12,8 +13,20 @@ exit codes. Nothing below the API knows about HTTP.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+
+def json_path(loc: Iterable[Any]) -> str:
+    """A validation location as a JSON path: `container.volume_mounts[0].source`."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "(document)"
 
 
 class GatewayError(Exception):
@@ -88,6 +101,18 @@ class JobRejectedError(GatewayError):
         super().__init__(
             f"the job cannot run on {resource_id!r}:\n"
             + "\n".join(f"  {problem}" for problem in self.problems)
+        )
+
+
+class InvalidJobSpecError(GatewayError):
+    """The input is not a JobSpec: bad JSON, or fields that fail the IRI schema."""
+
+    code = "invalid_jobspec"
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            "not a valid JobSpec:\n" + "\n".join(f"  {problem}" for problem in self.problems)
         )
 
 

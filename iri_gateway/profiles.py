@@ -8,6 +8,7 @@ keys are errors (the models forbid them), and so is a resource id defined twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources as package_resources
 from pathlib import Path
@@ -18,7 +19,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
-from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError
+from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError, json_path
 from iri_gateway.models.profile import FacilityProfile, LoadedResource
 
 
@@ -72,7 +73,7 @@ def _issue(path: Path, tree: Any, detail: Any) -> ProfileIssue:
     reason = str(detail["msg"]).removeprefix("Value error, ")
     if detail["type"] == "extra_forbidden":
         reason = "unknown key (check the spelling against schema.json)"
-    return ProfileIssue(str(path), _locate(tree, loc), _dotted(loc), reason)
+    return ProfileIssue(str(path), _locate(tree, loc), json_path(loc), reason)
 
 
 def _locate(tree: Any, loc: Sequence[Any]) -> int:
@@ -91,14 +92,10 @@ def _locate(tree: Any, loc: Sequence[Any]) -> int:
     return line
 
 
-def _dotted(loc: Iterable[Any]) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
+def profile_json_schema() -> str:
+    """The JSON Schema of a profile file, as shipped in `facility_profiles/schema.json`."""
+    schema = FacilityProfile.model_json_schema(by_alias=True)
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 class ProfileRegistry:

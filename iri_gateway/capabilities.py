@@ -1,0 +1,160 @@
+"""What a resource offers, in one queryable document: hardware facts, queues, runtimes, MPI.
+
+The same document backs `iri-gateway capabilities` and (in the API) the capabilities
+endpoint. Hardware facts are derived from the structured profile, never hand-written, so
+flavour requirements can be checked against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from iri_gateway.models.profile import LoadedResource, Resource, RuntimeConfig
+
+
+def hardware_facts(resource: Resource) -> dict[str, Any]:
+    """The standard facts of DESIGN.md Contract 1 for one resource, plus its labels."""
+    nodes = resource.nodes
+    facts: dict[str, Any] = {
+        "gpu_count": nodes.gpus.count if nodes.gpus else 0,
+        "cpu_arch": nodes.cpu.arch,
+        "cpu_cores": nodes.cpu.cores,
+        "memory_gib": nodes.memory_gib,
+        "node_count": nodes.count,
+        "runtime": [*resource.runtimes.available(), "none"],
+    }
+    if nodes.cpu.mhz is not None:
+        facts["cpu_mhz"] = nodes.cpu.mhz
+    if nodes.gpus is not None:
+        facts["gpu_vendor"] = nodes.gpus.vendor
+        facts["gpu_model"] = nodes.gpus.model
+        if nodes.gpus.memory_gib is not None:
+            facts["gpu_memory_gib"] = nodes.gpus.memory_gib
+        if nodes.gpus.cuda is not None:
+            facts["nvidia_cuda"] = nodes.gpus.cuda
+        if nodes.gpus.rocm is not None:
+            facts["rocm"] = nodes.gpus.rocm
+    if resource.mpi is not None:
+        facts["mpi"] = resource.mpi.flavour
+    facts.update(resource.labels)
+    return facts
+
+
+class QueueCapability(BaseModel):
+    """A queue and its limits."""
+
+    name: str
+    default: bool
+    max_walltime: int | None = Field(description="Seconds")
+    default_walltime: int | None = Field(description="Seconds")
+    max_nodes: int | None
+
+
+class RuntimeCapability(BaseModel):
+    """One container runtime as this resource offers it."""
+
+    name: str
+    default: bool
+    gpu: str | None = Field(description="How GPUs are bound (flags or CDI devices), or None")
+    cdi_devices: list[str]
+    mpi: str | None = Field(description="How MPI is bound, or None")
+    mount_sources: list[str] = Field(description="Allowed mount source prefixes")
+    read_write_mounts: bool
+    networks: list[str]
+    image_forms: list[str]
+    allowed_extra_options: list[str]
+    image_staging: str
+
+
+class Capabilities(BaseModel):
+    """Everything a user may ask of one resource."""
+
+    facility: str
+    resource: str
+    name: str
+    description: str
+    scheduler: str
+    connection: str
+    hardware: dict[str, Any]
+    queues: list[QueueCapability]
+    mpi: dict[str, Any] | None
+    runtimes: list[RuntimeCapability]
+    allowed_custom_attributes: list[str]
+    example_profile: bool
+
+
+def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapability:
+    gpu = config.gpu
+    mpi = config.mpi
+    gpu_text = None
+    if gpu is not None:
+        parts = []
+        if gpu.flags:
+            parts.append("flags " + " ".join(gpu.flags))
+        if gpu.cdi_devices:
+            parts.append("CDI")
+        if gpu.env and not parts:
+            parts.append("environment")
+        gpu_text = ", ".join(parts)
+    mpi_text = None
+    if mpi is not None:
+        mpi_text = " ".join(mpi.flags) or "environment and binds"
+        if mpi.gpu_flags:
+            mpi_text += f" (with GPUs: {' '.join(mpi.gpu_flags)})"
+    staging = config.staging
+    return RuntimeCapability(
+        name=name,
+        default=default,
+        gpu=gpu_text,
+        cdi_devices=list(gpu.cdi_devices) if gpu else [],
+        mpi=mpi_text,
+        mount_sources=list(config.mounts.allowed_sources),
+        read_write_mounts=config.mounts.read_write,
+        networks=list(config.networks),
+        image_forms=list(config.image_forms),
+        allowed_extra_options=list(config.allowed_extra_options),
+        image_staging=staging.when if staging.when == "never"
+        else f"{staging.when}: {' '.join(staging.command)} IMAGE",
+    )
+
+
+def capabilities(loaded: LoadedResource) -> Capabilities:
+    """The capability document of one loaded resource."""
+    resource = loaded.resource
+    runtimes = [
+        _runtime(name, config, name == resource.runtimes.default)
+        for name in resource.runtimes.available()
+        if (config := resource.runtimes.get(name)) is not None
+    ]
+    mpi = None
+    if resource.mpi is not None:
+        mpi = {
+            "flavour": resource.mpi.flavour,
+            "launcher": resource.mpi.launcher,
+            "accepts": list(resource.mpi.accepts),
+        }
+    return Capabilities(
+        facility=loaded.profile.facility.id,
+        resource=resource.id,
+        name=resource.name,
+        description=resource.description,
+        scheduler=resource.scheduler.kind,
+        connection=resource.connection.mode,
+        hardware=hardware_facts(resource),
+        queues=[
+            QueueCapability(
+                name=q.name,
+                default=q is resource.default_queue,
+                max_walltime=q.max_walltime,
+                default_walltime=q.default_walltime,
+                max_nodes=q.max_nodes,
+            )
+            for q in resource.queues
+        ],
+        mpi=mpi,
+        runtimes=runtimes,
+        allowed_custom_attributes=list(resource.scheduler.allowed_custom_attributes),
+        example_profile=loaded.profile.facility.example,
+    )

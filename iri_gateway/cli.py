@@ -1,0 +1,255 @@
+"""The `iri-gateway` command line (DESIGN.md Contract 3).
+
+Exit codes: 0 success; 2 the job cannot run (or is not a valid JobSpec), with one problem per
+line on stderr, each naming its field path; 1 any other error (broken profile, unknown
+resource, failed check). `--json` gives machine-readable output where a program reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from iri_gateway import __version__
+from iri_gateway.capabilities import capabilities as capabilities_of
+from iri_gateway.errors import (
+    GatewayError,
+    InvalidJobSpecError,
+    JobRejectedError,
+    ProfileError,
+)
+from iri_gateway.jobspec_io import load_jobspec_text
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.planner import make_plan
+from iri_gateway.profile_check import check_scripts, find_shellcheck, run_matrix
+from iri_gateway.profiles import ProfileRegistry, profile_json_schema
+
+EXIT_ERROR = 1
+EXIT_CANNOT_RUN = 2
+
+app = typer.Typer(
+    help="HPC job-spec gateway: portable container JobSpecs -> Slurm/PBS batch scripts.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+profile_app = typer.Typer(help="Work with facility profiles.", no_args_is_help=True)
+app.add_typer(profile_app, name="profile")
+
+ProfileOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Profile file or folder of *.yaml (repeatable); default: the shipped profiles.",
+    ),
+]
+JobArgument = Annotated[str, typer.Argument(help="JobSpec JSON file, or '-' for stdin.")]
+ResourceOption = Annotated[
+    str | None,
+    typer.Option("--resource", "-r", help="Resource id; may be left out if only one is loaded."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = Console(highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    _err.print(message, markup=False)
+    raise typer.Exit(code)
+
+
+def _registry(profiles: list[Path] | None) -> ProfileRegistry:
+    try:
+        if profiles:
+            return ProfileRegistry.from_paths(profiles)
+        return ProfileRegistry.builtin()
+    except ProfileError as error:
+        _fail(f"invalid profile:\n{error}")
+
+
+def _read_job(job: str) -> JobSpec:
+    try:
+        text = sys.stdin.read() if job == "-" else Path(job).read_text(encoding="utf-8")
+    except OSError as error:
+        _fail(f"cannot read {job}: {error.strerror}")
+    try:
+        return load_jobspec_text(text)
+    except InvalidJobSpecError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+
+
+def _pick_resource(registry: ProfileRegistry, resource: str | None) -> str:
+    if resource is not None:
+        return resource
+    if len(registry) == 1:
+        return registry.ids()[0]
+    _fail(f"name a resource with --resource; loaded: {', '.join(registry.ids())}")
+
+
+@app.command()
+def render(
+    job: JobArgument,
+    profile: ProfileOption = None,
+    resource: ResourceOption = None,
+) -> None:
+    """Print the batch script that would be submitted for JOB on a resource."""
+    registry = _registry(profile)
+    spec = _read_job(job)
+    try:
+        plan = make_plan(spec, registry.get(_pick_resource(registry, resource)))
+    except JobRejectedError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    except GatewayError as error:
+        _fail(str(error))
+    for warning in plan.warnings:
+        _err.print(f"warning: {warning}", markup=False)
+    sys.stdout.write(plan.script)
+
+
+@app.command()
+def plan(
+    job: JobArgument,
+    profile: ProfileOption = None,
+    resource: ResourceOption = None,
+) -> None:
+    """Dry run as JSON: chosen runtime, bindings, warnings and the exact script.
+
+    When the job cannot run, the JSON lists every problem and the exit code is 2.
+    """
+    registry = _registry(profile)
+    spec = _read_job(job)
+    resource_id = _pick_resource(registry, resource)
+    try:
+        result = make_plan(spec, registry.get(resource_id))
+    except JobRejectedError as error:
+        document = {
+            "resource": resource_id,
+            "problems": [
+                {"name": p.field, "reason": p.reason, "offered": p.offered}
+                for p in error.problems
+            ],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        raise typer.Exit(EXIT_CANNOT_RUN) from None
+    except GatewayError as error:
+        _fail(str(error))
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+
+
+@app.command()
+def capabilities(
+    profile: ProfileOption = None,
+    resource: ResourceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show every resource of the loaded profiles: hardware, queues, runtimes, MPI."""
+    registry = _registry(profile)
+    try:
+        chosen = [registry.get(resource)] if resource else list(registry)
+    except GatewayError as error:
+        _fail(str(error))
+    documents = [capabilities_of(loaded) for loaded in chosen]
+    if as_json:
+        sys.stdout.write(json.dumps([d.model_dump() for d in documents], indent=2) + "\n")
+        return
+    table = Table(title="Resources", show_lines=True)
+    for column in ("resource", "scheduler", "nodes", "GPUs / node", "queues", "runtimes", "MPI"):
+        table.add_column(column)
+    for doc in documents:
+        hardware = doc.hardware
+        gpus = "-"
+        if hardware["gpu_count"]:
+            version = hardware.get("nvidia_cuda") or hardware.get("rocm")
+            gpus = f"{hardware['gpu_count']} x {hardware['gpu_vendor']} {hardware['gpu_model']}"
+            gpus += f" ({'CUDA' if 'nvidia_cuda' in hardware else 'ROCm'} {version})" \
+                if version else ""
+        queues = "\n".join(
+            f"{q.name}{' *' if q.default else ''}"
+            + (f" <= {q.max_walltime // 3600}h" if q.max_walltime else "")
+            + (f", <= {q.max_nodes} nodes" if q.max_nodes else "")
+            for q in doc.queues
+        )
+        runtimes = "\n".join(
+            f"{r.name}{' *' if r.default else ''}"
+            + (f" gpu: {r.gpu}" if r.gpu else "")
+            + (f" mpi: {r.mpi}" if r.mpi else "")
+            for r in doc.runtimes
+        )
+        mpi = f"{doc.mpi['flavour']} via {doc.mpi['launcher']}" if doc.mpi else "-"
+        table.add_row(
+            f"{doc.resource}\n{doc.facility}{' (example)' if doc.example_profile else ''}",
+            doc.scheduler,
+            f"{hardware['node_count']} x {hardware['cpu_cores']} cores, "
+            f"{hardware['memory_gib']:g} GiB",
+            gpus,
+            queues,
+            runtimes or "none",
+            mpi,
+        )
+    _out.print(table)
+    _out.print("* default")
+
+
+@profile_app.command("check")
+def profile_check(
+    files: Annotated[list[Path], typer.Argument(help="Profile files or folders.")],
+    no_shellcheck: Annotated[
+        bool, typer.Option("--no-shellcheck", help="Skip shellcheck (bash -n still runs).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Validate profiles, render sample jobs on every resource and runtime, lint the scripts."""
+    registry = _registry(files)
+    shellcheck = None
+    if not no_shellcheck:
+        shellcheck = find_shellcheck()
+        if shellcheck is None:
+            _fail("shellcheck is not installed (Debian: apt-get install shellcheck); "
+                  "install it or pass --no-shellcheck")
+    rows = run_matrix(registry)
+    check_scripts(rows, shellcheck)
+    failed = [row for row in rows if row.outcome == "FAIL"]
+    if as_json:
+        document = [
+            {"resource": r.resource, "runtime": r.runtime, "sample": r.sample,
+             "outcome": r.outcome, "detail": r.detail}
+            for r in rows
+        ]
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        table = Table(title=f"Profile check ({len(registry)} resources)")
+        for column in ("resource", "runtime", "sample", "result", "detail"):
+            table.add_column(column)
+        styles = {"ok": "green", "unsupported": "yellow", "FAIL": "bold red"}
+        for row in rows:
+            table.add_row(row.resource, row.runtime, row.sample,
+                          f"[{styles[row.outcome]}]{row.outcome}[/]", row.detail)
+        _out.print(table)
+        linted = "bash -n and shellcheck -S warning" if shellcheck else "bash -n only"
+        _out.print(f"{len(rows) - len(failed)} of {len(rows)} samples passed ({linted}).")
+    if failed:
+        raise typer.Exit(EXIT_ERROR)
+
+
+@profile_app.command("schema")
+def profile_schema() -> None:
+    """Print the JSON Schema of facility profiles (shipped as facility_profiles/schema.json)."""
+    sys.stdout.write(profile_json_schema())
+
+
+@app.command()
+def version() -> None:
+    """Print the gateway's version."""
+    sys.stdout.write(f"iri-gateway {__version__}\n")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
