@@ -145,10 +145,15 @@ class ProfileRegistry:
             files.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
         return cls.from_files(files)
 
+    @staticmethod
+    def builtin_files() -> list[Path]:
+        """The profile files shipped with the package."""
+        return sorted(builtin_profiles_dir().glob("*.yaml"))
+
     @classmethod
     def builtin(cls) -> ProfileRegistry:
         """Every profile shipped with the package."""
-        return cls.from_paths([builtin_profiles_dir()])
+        return cls.from_files(cls.builtin_files())
 
     def get(self, resource_id: str) -> LoadedResource:
         """The resource `resource_id`; UnknownResourceError lists the known ones."""

@@ -3,6 +3,7 @@
 Any JobSpec that validates against the official schema validates here unchanged: the official
 objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes`,
 `VolumeMount`) allow them here too, and `JobSpec` itself forbids them, as the spec does.
+Validation is strict, like the JSON Schema: "2" is not a node count.
 Our extensions live inside `container` (where the official schema allows extra fields) and are
 all optional; see DESIGN.md, Contract 1.
 """
@@ -28,7 +29,7 @@ _ATTRIBUTES_DESCRIPTION = (
 class _Open(BaseModel):
     """Official objects that allow additional properties."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", strict=True)
 
     attributes: dict[str, Any] | None = Field(default=None, description=_ATTRIBUTES_DESCRIPTION)
 
@@ -131,7 +132,7 @@ class JobAttributes(_Open):
 class JobSpec(BaseModel):
     """Official IRI v2 `JobSpec` (PSI/J field names). Extra top-level fields are refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     attributes: JobAttributes | None = Field(
         default=None, description="Additional job attributes such as duration, queue, account"
