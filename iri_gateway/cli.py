@@ -60,6 +60,15 @@ _err = Console(stderr=True, highlight=False, soft_wrap=True)
 _out = Console(highlight=False, soft_wrap=True)
 
 
+def human_duration(seconds: int) -> str:
+    """3600 -> '1h', 1800 -> '30m', 5400 -> '1h30m', 90 -> '1m30s'."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
+             f"{secs}s" if secs else ""]
+    return "".join(parts) or "0s"
+
+
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     _err.print(message, markup=False)
     raise typer.Exit(code)
@@ -160,7 +169,8 @@ def capabilities(
         sys.stdout.write(json.dumps([d.model_dump() for d in documents], indent=2) + "\n")
         return
     table = Table(title="Resources", show_lines=True)
-    for column in ("resource", "scheduler", "nodes", "GPUs / node", "queues", "runtimes", "MPI"):
+    table.add_column("resource", no_wrap=True)
+    for column in ("scheduler", "nodes", "GPUs / node", "queues", "runtimes", "MPI"):
         table.add_column(column)
     for doc in documents:
         hardware = doc.hardware
@@ -172,14 +182,14 @@ def capabilities(
                 if version else ""
         queues = "\n".join(
             f"{q.name}{' *' if q.default else ''}"
-            + (f" <= {q.max_walltime // 3600}h" if q.max_walltime else "")
+            + (f" <= {human_duration(q.max_walltime)}" if q.max_walltime else "")
             + (f", <= {q.max_nodes} nodes" if q.max_nodes else "")
             for q in doc.queues
         )
         runtimes = "\n".join(
             f"{r.name}{' *' if r.default else ''}"
-            + (f" gpu: {r.gpu}" if r.gpu else "")
-            + (f" mpi: {r.mpi}" if r.mpi else "")
+            + (f"\n  gpu: {r.gpu}" if r.gpu else "")
+            + (f"\n  mpi: {r.mpi}" if r.mpi else "")
             for r in doc.runtimes
         )
         mpi = f"{doc.mpi['flavour']} via {doc.mpi['launcher']}" if doc.mpi else "-"
@@ -225,8 +235,9 @@ def profile_check(
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         table = Table(title=f"Profile check ({len(registry)} resources)")
-        for column in ("resource", "runtime", "sample", "result", "detail"):
-            table.add_column(column)
+        for column in ("resource", "runtime", "sample", "result"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("detail")
         styles = {"ok": "green", "unsupported": "yellow", "FAIL": "bold red"}
         for row in rows:
             table.add_row(row.resource, row.runtime, row.sample,

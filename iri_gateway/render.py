@@ -142,7 +142,24 @@ def render_script(decision: Decision) -> str:
     try:
         return environment.get_template(scheduler.template).render(context)
     except jinja2.TemplateError as error:
-        where = getattr(error, "filename", None) or scheduler.template
-        line = getattr(error, "lineno", None)
-        location = f"{where}:{line}" if line else where
-        raise TemplateError(f"template {location} failed: {error}") from error
+        raise TemplateError(
+            f"template {_template_location(error, scheduler.template)} failed: {error}"
+        ) from error
+
+
+def _template_location(error: jinja2.TemplateError, fallback: str) -> str:
+    """`file:line` of a template error: from a syntax error, or from the rewritten traceback.
+
+    Jinja rewrites render-time tracebacks so that template frames carry the template's own
+    file name and line; the innermost such frame is where the template failed.
+    """
+    if isinstance(error, jinja2.TemplateSyntaxError) and error.filename:
+        return f"{error.filename}:{error.lineno}"
+    location = fallback
+    traceback = error.__traceback__
+    while traceback is not None:
+        filename = traceback.tb_frame.f_code.co_filename
+        if filename.endswith(".j2"):
+            location = f"{filename}:{traceback.tb_lineno}"
+        traceback = traceback.tb_next
+    return location

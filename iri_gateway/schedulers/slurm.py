@@ -57,7 +57,7 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
         lines.append(_line("mem", f"{shape.memory_mib}M"))
     if shape.walltime_seconds is not None:
         days, rest = divmod(shape.walltime_seconds, 86400)
-        lines.append(_line("time", f"{days}-{hms(rest)}" if days else hms(rest)))
+        lines.append(_line("time", f"{days}-{hms(rest):0>8}" if days else hms(rest)))
     if shape.exclusive:
         lines.append(_line("exclusive"))
     if not spec.inherit_environment:
