@@ -146,7 +146,7 @@ def test_site_template_directory_is_searched_first(tmp_path: Path) -> None:
         registry.get("testsite-gpu"),
     )
     assert "# site fragment" in plan.script
-    assert plan.script.startswith("#!/bin/bash\n#SBATCH"), "the built-in slurm.sh.j2 still frames it"
+    assert plan.script.startswith("#!/bin/bash\n#SBATCH"), "built-in slurm.sh.j2 frames it"
 
 
 def test_broken_site_template_names_the_file(tmp_path: Path) -> None:
