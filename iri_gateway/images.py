@@ -67,6 +67,10 @@ def parse_image(text: str) -> ImageRef:
             "an image file must end in .sif, .sqsh, .sqfs, .squashfs or .img (or '/' for a "
             "sandbox folder)"
         )
+    if any(text.endswith(suffix) for suffix in _FILE_SUFFIXES) and ":" not in text:
+        raise ImageFormError(
+            f"{text!r} looks like an image file; give its absolute path (e.g. /path/{text})"
+        )
     if text.startswith("docker:"):
         rest = text.removeprefix("docker:")
         if _OCI.match(rest):
