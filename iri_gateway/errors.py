@@ -24,6 +24,8 @@ def json_path(loc: Iterable[Any]) -> str:
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif part == "":
+            text += '[""]'
         else:
             text += f".{part}" if text else str(part)
     return text or "(document)"

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
-PositiveInt = Annotated[int, Field(ge=1)]
+def _whole_number(value: Any) -> Any:
+    """JSON Schema counts 2.0 and 1.6e10 as integers; so do we (strings and bools stay errors)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+PositiveInt = Annotated[int, BeforeValidator(_whole_number), Field(ge=1)]
 
 RUNTIME_NAMES = ("apptainer", "podman-hpc", "shifter", "podman", "none")
 RuntimeName = Literal["apptainer", "podman-hpc", "shifter", "podman", "none"]

@@ -51,9 +51,10 @@ ImageForm = Literal[
 
 
 class _Strict(BaseModel):
-    """Profile objects refuse unknown keys, so a typo is an error, not a silent default."""
+    """Profile objects refuse unknown keys and wrong types ('8' is not a core count), so a
+    typo is an error, never a silent default; the same rules as schema.json."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class FacilityInfo(_Strict):
@@ -320,7 +321,7 @@ class RuntimeConfig(_Strict):
 class Runtimes(_Strict):
     """The container runtimes of a resource."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     default: RuntimeName = Field(description="Runtime used when the job names none")
     apptainer: RuntimeConfig | None = None
@@ -451,6 +452,7 @@ class FacilityProfile(_Strict):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "title": "iri-gateway facility profile",
