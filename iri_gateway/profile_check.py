@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Literal
 
 from iri_gateway.errors import JobRejectedError, TemplateError
-from iri_gateway.models.jobspec import Container, JobSpec, ResourceSpec, VolumeMount
+from iri_gateway.models.jobspec import (
+    Container,
+    JobSpec,
+    ResourceSpec,
+    RuntimeName,
+    VolumeMount,
+)
 from iri_gateway.models.profile import LoadedResource, RuntimeConfig
 from iri_gateway.planner import make_plan
 from iri_gateway.profiles import ProfileRegistry
@@ -52,7 +58,7 @@ class CheckRow:
     script: str | None = None
 
 
-def sample_job(sample: Sample, loaded: LoadedResource, runtime: str) -> JobSpec:
+def sample_job(sample: Sample, loaded: LoadedResource, runtime: RuntimeName) -> JobSpec:
     """A representative job of kind `sample` that fits `loaded` and uses `runtime`."""
     resource = loaded.resource
     gpus = "gpu" in sample
@@ -101,7 +107,8 @@ def run_matrix(registry: ProfileRegistry) -> list[CheckRow]:
     """Negotiate and render every sample on every resource and runtime."""
     rows: list[CheckRow] = []
     for loaded in registry:
-        for runtime in [*loaded.resource.runtimes.available(), "none"]:
+        runtimes: list[RuntimeName] = [*loaded.resource.runtimes.available(), "none"]
+        for runtime in runtimes:
             for sample in SAMPLES:
                 spec = sample_job(sample, loaded, runtime)
                 try:

@@ -338,10 +338,10 @@ class Runtimes(_Strict):
             "podman": self.podman,
         }.get(name)
 
-    def available(self) -> list[str]:
-        """Names of the runtimes this resource offers ('none' means bare execution)."""
-        names = [n for n in ("apptainer", "podman-hpc", "shifter", "podman") if self.get(n)]
-        return names
+    def available(self) -> list[RuntimeName]:
+        """Names of the container runtimes this resource offers (bare execution not counted)."""
+        names: tuple[RuntimeName, ...] = ("apptainer", "podman-hpc", "shifter", "podman")
+        return [name for name in names if self.get(name)]
 
     @model_validator(mode="after")
     def _default_exists(self) -> Runtimes:
