@@ -39,5 +39,28 @@ def problems_for(
     return caught.value.problems
 
 
+def site_with_templates(folder: Path, templates: dict[str, str], dirname: str = "tpl") -> Path:
+    """A copy of the test site profile whose `testsite-gpu` uses a folder of site templates.
+
+    `templates` maps relative template paths (e.g. `runtimes/podman.sh.j2`) to their text;
+    an empty mapping names a folder that does not exist. Returns the profile file.
+    """
+    for relative, text in templates.items():
+        path = folder / dirname / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    profile = folder / "site.yaml"
+    profile.write_text(TEST_PROFILE.read_text().replace(
+        "    name: Test GPU cluster\n",
+        f"    name: Test GPU cluster\n    templates_dir: {dirname}\n",
+    ))
+    return profile
+
+
+LAUNCH_LINE = (
+    "{{ [launcher, [rt.executable] + rt.options, [rt.image], rt.command] | shlines }}\n"
+)
+
+
 def fields(problems: list[Problem]) -> list[str]:
     return [problem.field for problem in problems]

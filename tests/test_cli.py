@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TEST_PROFILE
+from tests.conftest import LAUNCH_LINE, TEST_PROFILE, site_with_templates
 
 GOOD_JOB: dict[str, Any] = {
     "executable": "/bin/app",
@@ -154,16 +154,9 @@ def test_profile_check_passes_on_the_shipped_profiles() -> None:
 
 
 def test_profile_check_fails_on_a_template_shellcheck_rejects(tmp_path: Path) -> None:
-    templates = tmp_path / "tpl"
-    (templates / "runtimes").mkdir(parents=True)
-    (templates / "runtimes" / "podman.sh.j2").write_text(
-        "cd $HOME/x\n{{ [launcher, [rt.executable] + rt.options, [rt.image], rt.command]"
-        " | shlines }}\n"
+    profile = site_with_templates(
+        tmp_path, {"runtimes/podman.sh.j2": "cd $HOME/x\n" + LAUNCH_LINE}
     )
-    profile = tmp_path / "site.yaml"
-    profile.write_text(TEST_PROFILE.read_text().replace(
-        "    name: Test GPU cluster\n", "    name: Test GPU cluster\n    templates_dir: tpl\n"
-    ))
     result = cli("profile", "check", "--json", str(profile))
     assert result.returncode == 1
     failed = [row for row in json.loads(result.stdout) if row["outcome"] == "FAIL"]

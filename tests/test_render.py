@@ -16,7 +16,7 @@ from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.planner import make_plan
 from iri_gateway.profiles import ProfileRegistry
 from iri_gateway.shell import has_control_characters, slurm_directive_value
-from tests.conftest import TEST_PROFILE, plan_for
+from tests.conftest import LAUNCH_LINE, plan_for, site_with_templates
 
 IMAGE = "docker.io/library/ubuntu:22.04"
 
@@ -127,18 +127,8 @@ def test_slurm_memory_and_not_exclusive(registry: ProfileRegistry) -> None:
 
 
 def test_site_template_directory_is_searched_first(tmp_path: Path) -> None:
-    templates = tmp_path / "site-templates"
-    (templates / "runtimes").mkdir(parents=True)
-    (templates / "runtimes" / "podman.sh.j2").write_text(
-        "# site fragment\n{{ [launcher, [rt.executable] + rt.options, [rt.image], rt.command]"
-        " | shlines }}\n"
-    )
-    profile = tmp_path / "site.yaml"
-    profile.write_text(
-        TEST_PROFILE.read_text().replace(
-            "    name: Test GPU cluster\n",
-            "    name: Test GPU cluster\n    templates_dir: site-templates\n",
-        )
+    profile = site_with_templates(
+        tmp_path, {"runtimes/podman.sh.j2": "# site fragment\n" + LAUNCH_LINE}
     )
     registry = ProfileRegistry.from_files([profile])
     plan = make_plan(
@@ -150,15 +140,7 @@ def test_site_template_directory_is_searched_first(tmp_path: Path) -> None:
 
 
 def test_broken_site_template_names_the_file(tmp_path: Path) -> None:
-    templates = tmp_path / "tpl"
-    templates.mkdir()
-    (templates / "slurm.sh.j2").write_text("#!/bin/bash\n\n{{ no_such_value }}\n")
-    profile = tmp_path / "site.yaml"
-    profile.write_text(
-        TEST_PROFILE.read_text().replace(
-            "    name: Test GPU cluster\n", "    name: Test GPU cluster\n    templates_dir: tpl\n"
-        )
-    )
+    profile = site_with_templates(tmp_path, {"slurm.sh.j2": "#!/bin/bash\n\n{{ no_such_value }}\n"})
     loaded = ProfileRegistry.from_files([profile]).get("testsite-gpu")
     with pytest.raises(TemplateError) as caught:
         make_plan(parse_jobspec({"executable": "/bin/app"}), loaded)
@@ -168,12 +150,7 @@ def test_broken_site_template_names_the_file(tmp_path: Path) -> None:
 def test_missing_templates_dir_is_a_profile_error(tmp_path: Path) -> None:
     from iri_gateway.errors import ProfileError
 
-    profile = tmp_path / "site.yaml"
-    profile.write_text(
-        TEST_PROFILE.read_text().replace(
-            "    name: Test GPU cluster\n", "    name: Test GPU cluster\n    templates_dir: nope\n"
-        )
-    )
+    profile = site_with_templates(tmp_path, {}, dirname="nope")
     with pytest.raises(ProfileError, match="is not a directory"):
         ProfileRegistry.from_files([profile])
 
