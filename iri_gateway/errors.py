@@ -5,7 +5,13 @@
     ├── UnknownResourceError     a resource id that no loaded profile defines
     ├── InvalidJobSpecError      a document is not a valid JobSpec: every field at fault
     ├── JobRejectedError         a JobSpec cannot run on a resource: all problems at once
-    └── TemplateError            a site template failed to render
+    ├── TemplateError            a site template failed to render
+    ├── TransportError           a command could not be run (transport/base.py)
+    └── SchedulerError           a scheduler command failed; keeps argv, exit code, stdout, stderr
+        ├── SubmitError          the scheduler refused the job (its own words in `stderr`)
+        ├── CancelError
+        ├── UpdateError
+        └── StatusError
 
 The API layer (a later issue) maps these to problem+json in one place; the CLI maps them to
 exit codes. Nothing below the API knows about HTTP.
@@ -122,3 +128,51 @@ class TemplateError(GatewayError):
     """A (site) template failed to render; names the template and the cause."""
 
     code = "template_error"
+
+
+class SchedulerError(GatewayError):
+    """A scheduler command failed. The scheduler's own words are kept, never paraphrased."""
+
+    code = "scheduler_error"
+    action = "scheduler command"
+
+    def __init__(
+        self, argv: Sequence[str], exit_code: int, stdout: str, stderr: str, hint: str = ""
+    ) -> None:
+        self.argv = list(argv)
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
+        words = stderr.strip() or stdout.strip() or "no output"
+        super().__init__(
+            f"{self.action} failed: `{' '.join(self.argv)}` exited {exit_code}: {words}"
+            + (f" ({hint})" if hint else "")
+        )
+
+
+class SubmitError(SchedulerError):
+    """The scheduler refused the submission."""
+
+    code = "submit_failed"
+    action = "submission"
+
+
+class CancelError(SchedulerError):
+    """The scheduler refused to cancel the job."""
+
+    code = "cancel_failed"
+    action = "cancel"
+
+
+class UpdateError(SchedulerError):
+    """The scheduler refused to change the job."""
+
+    code = "update_failed"
+    action = "update"
+
+
+class StatusError(SchedulerError):
+    """The scheduler's status query failed."""
+
+    code = "status_failed"
+    action = "status query"

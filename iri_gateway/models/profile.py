@@ -92,6 +92,11 @@ class Connection(_Strict):
 
     mode: Literal["local", "ssh"] = Field(default="local", description="'local' or 'ssh'")
     ssh: SshConnection | None = Field(default=None, description="Settings for mode 'ssh'")
+    work_root: str | None = Field(
+        default=None,
+        description="Folder where jobs that name no directory run, one sub-folder per job "
+        "(default: the gateway's data directory locally, '~/iri-gateway-jobs' over SSH)",
+    )
 
     @model_validator(mode="after")
     def _ssh_needs_settings(self) -> Connection:
@@ -369,6 +374,17 @@ class SchedulerConfig(_Strict):
     allowed_custom_attributes: list[str] = Field(
         default_factory=list,
         description="JobSpec custom_attributes keys passed on as scheduler options",
+    )
+    history: Literal["accounting", "jobcomp", "none"] = Field(
+        default="accounting",
+        description="Slurm: where finished jobs are looked up — 'accounting' (sacct with "
+        "slurmdbd), 'jobcomp' (sacct -c, the job completion log) or 'none'",
+    )
+    history_window: int = Field(
+        default=300, ge=1,
+        description="Seconds a finished job stays visible in the live queue (Slurm "
+        "MinJobAge); a submission attempt younger than this that the queue does not show "
+        "surely never reached the scheduler",
     )
 
     @model_validator(mode="after")

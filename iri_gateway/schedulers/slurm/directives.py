@@ -7,9 +7,6 @@ from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.base import hms, site_launcher
 from iri_gateway.shell import slurm_directive_value, slurm_filename
 
-name = "slurm"
-template = "slurm.sh.j2"
-
 
 def _line(option: str, value: str | int | None = None) -> str:
     if value is None:

@@ -6,9 +6,6 @@ from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.base import hms, site_launcher
 
-name = "pbs"
-template = "pbs.sh.j2"
-
 
 def _select(decision: Decision) -> str:
     shape = decision.shape

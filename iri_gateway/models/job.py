@@ -1,0 +1,47 @@
+"""Job states (IRI `JobState`) and what a scheduler reports about one job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    """The IRI v2 job states (from PSI/J)."""
+
+    NEW = "new"
+    QUEUED = "queued"
+    HELD = "held"
+    ACTIVE = "active"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+    @property
+    def final(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELED)
+
+
+@dataclass(frozen=True)
+class NativeStatus:
+    """One job as the scheduler sees it, mapped to an IRI state, with its own words kept.
+
+    `state` is None when the scheduler reports a state this gateway does not know: the job
+    keeps its previous IRI state and tracking goes on, with the native state in the message.
+    """
+
+    native_id: str
+    state: JobState | None
+    native_state: str
+    exit_code: int | None = None
+    reason: str | None = None
+
+    @property
+    def message(self) -> str:
+        """Human-readable: the scheduler's state, and its reason when it gave one."""
+        text = self.native_state
+        if self.reason and self.reason not in ("None", "(null)"):
+            text += f" ({self.reason})"
+        if self.exit_code is not None and self.state is not None and self.state.final:
+            text += f", exit code {self.exit_code}"
+        return text

@@ -1,0 +1,114 @@
+"""The `local` scheduler: each job is a detached bash process on the gateway host.
+
+Every job gets a folder under the data directory holding the script, the process id, the
+exit code once it ends, and the default stdout/stderr. The process is started in its own
+session (`setsid --fork`), so it outlives a gateway restart and is never a zombie of ours;
+status reads the folder, so a restarted gateway picks its jobs up where they are.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Collection
+from pathlib import Path
+
+from iri_gateway.errors import CancelError, SubmitError, UpdateError
+from iri_gateway.models.job import JobState, NativeStatus
+from iri_gateway.schedulers.batch import JobChanges
+
+_WRAPPER = (
+    'echo "$$" > pid.tmp && mv pid.tmp pid; '
+    "bash script.sh > stdout 2> stderr < /dev/null; "
+    'echo "$?" > exit_code.tmp && mv exit_code.tmp exit_code'
+)
+
+
+class LocalBatch:
+    """Jobs as local processes, one folder each under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _folder(self, native_id: str) -> Path:
+        if "/" in native_id or native_id in ("", ".", ".."):
+            raise ValueError(f"not a local job id: {native_id!r}")
+        return self.root / native_id
+
+    def submit(self, script: str, *, tag: str) -> str:
+        native_id = tag.rsplit(":", 1)[-1]
+        folder = self._folder(native_id)
+        folder.mkdir(parents=True, exist_ok=False)
+        (folder / "script.sh").write_text(script, encoding="utf-8")
+        (folder / "tag").write_text(tag, encoding="utf-8")
+        argv = ["setsid", "--fork", "bash", "-c", _WRAPPER]
+        try:
+            subprocess.run(argv, cwd=folder, check=True, timeout=30,
+                           stdin=subprocess.DEVNULL, capture_output=True)
+        except (OSError, subprocess.SubprocessError) as error:
+            stderr = getattr(error, "stderr", b"") or b""
+            raise SubmitError(argv, getattr(error, "returncode", -1), "",
+                              stderr.decode() or str(error)) from None
+        return native_id
+
+    def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:
+        found: dict[str, NativeStatus] = {}
+        for native_id in native_ids:
+            folder = self._folder(native_id)
+            if folder.is_dir():
+                found[native_id] = self._status(native_id, folder)
+        return found
+
+    def _status(self, native_id: str, folder: Path) -> NativeStatus:
+        canceled = (folder / "canceled").exists()
+        exit_file = folder / "exit_code"
+        if exit_file.exists():
+            code = int(exit_file.read_text().strip())
+            if canceled:
+                return NativeStatus(native_id, JobState.CANCELED, "CANCELED", code)
+            state = JobState.COMPLETED if code == 0 else JobState.FAILED
+            return NativeStatus(native_id, state, "EXITED", code)
+        pid_file = folder / "pid"
+        if not pid_file.exists():
+            return NativeStatus(native_id, JobState.QUEUED, "STARTING")
+        pid = int(pid_file.read_text().strip())
+        if _alive_in(pid, folder):
+            return NativeStatus(native_id, JobState.ACTIVE, "RUNNING", reason=f"pid {pid}")
+        if canceled:
+            return NativeStatus(native_id, JobState.CANCELED, "CANCELED")
+        return NativeStatus(native_id, JobState.FAILED, "VANISHED",
+                            reason=f"process {pid} ended without recording an exit code")
+
+    def cancel(self, native_id: str) -> None:
+        folder = self._folder(native_id)
+        (folder / "canceled").touch()
+        pid_file = folder / "pid"
+        if not pid_file.exists() or (folder / "exit_code").exists():
+            return
+        pid = int(pid_file.read_text().strip())
+        if not _alive_in(pid, folder):
+            return
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        except PermissionError as error:
+            raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
+
+    def find(self, tag: str) -> str | None:
+        native_id = tag.rsplit(":", 1)[-1]
+        folder = self._folder(native_id)
+        return native_id if (folder / "tag").exists() else None
+
+    def update(self, native_id: str, changes: JobChanges) -> None:
+        raise UpdateError(["update", native_id], 1, "",
+                          "local jobs start at once; there is no queued job to change")
+
+
+def _alive_in(pid: int, folder: Path) -> bool:
+    """True when `pid` runs and is ours (its working directory is the job folder)."""
+    try:
+        return Path(f"/proc/{pid}/cwd").resolve() == folder.resolve()
+    except OSError:
+        return False

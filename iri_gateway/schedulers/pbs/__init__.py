@@ -1,0 +1,8 @@
+"""PBS Pro / OpenPBS: batch-script directives (rendering) and one module per command."""
+
+from iri_gateway.schedulers.pbs.directives import directives, launcher
+
+name = "pbs"
+template = "pbs.sh.j2"
+
+__all__ = ["directives", "launcher", "name", "template"]

@@ -1,0 +1,49 @@
+"""Slurm through a transport: sbatch, squeue (+ sacct for history), scancel, scontrol."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from iri_gateway.models.job import NativeStatus
+from iri_gateway.schedulers.batch import JobChanges
+from iri_gateway.schedulers.slurm import sacct, sbatch, scancel, scontrol, squeue
+from iri_gateway.transport.base import Transport
+
+
+class SlurmBatch:
+    """Slurm's commands for one account; `history` says where finished jobs are found."""
+
+    def __init__(self, transport: Transport, *, history: str = "jobcomp") -> None:
+        self.transport = transport
+        self.history = history
+
+    def submit(self, script: str, *, tag: str) -> str:
+        return sbatch.parse(self.transport.run(sbatch.argv(tag), stdin=script, timeout=120))
+
+    def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:
+        """One squeue call for all jobs; sacct only for the ones finished or gone from it."""
+        wanted = set(native_ids)
+        if not wanted:
+            return {}
+        live, _ = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
+        found = {job_id: live[job_id] for job_id in wanted if job_id in live}
+        settled = [job_id for job_id in wanted if job_id not in live or _final(live[job_id])]
+        if settled and self.history != "none":
+            command = sacct.argv(settled, jobcomp=self.history == "jobcomp")
+            past = sacct.parse(self.transport.run(command, idempotent=True))
+            found.update({job_id: past[job_id] for job_id in settled if job_id in past})
+        return found
+
+    def cancel(self, native_id: str) -> None:
+        scancel.parse(self.transport.run(scancel.argv(native_id)))
+
+    def find(self, tag: str) -> str | None:
+        _, tags = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
+        return tags.get(tag)
+
+    def update(self, native_id: str, changes: JobChanges) -> None:
+        scontrol.parse(self.transport.run(scontrol.argv(native_id, changes)))
+
+
+def _final(status: NativeStatus) -> bool:
+    return status.state is not None and status.state.final

@@ -1,0 +1,45 @@
+"""`sacct`: history of jobs that left the queue or finished, with their exit codes.
+
+Without slurmdbd, `sacct -c` reads the job completion log (jobcomp/filetxt); with
+accounting storage, plain `sacct` works. The profile says which (`history: accounting` or
+`jobcomp`). `State` may read `CANCELLED by 1000`; `ExitCode` is `code:signal`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from iri_gateway.errors import StatusError
+from iri_gateway.models.job import NativeStatus
+from iri_gateway.schedulers.slurm.states import map_state
+from iri_gateway.transport.base import CommandResult
+
+
+def argv(job_ids: Collection[str], jobcomp: bool) -> list[str]:
+    command = ["sacct", "-c"] if jobcomp else ["sacct", "-X"]
+    return [*command, "--noheader", "--parsable2", f"--jobs={','.join(sorted(job_ids))}",
+            "--format=JobID,State,ExitCode"]
+
+
+def exit_code(text: str) -> int | None:
+    """`3:0` -> 3; `0:15` (killed by signal 15) -> 256 + 15, as the PBS convention does."""
+    code, _, signal = text.partition(":")
+    try:
+        value, sig = int(code), int(signal or 0)
+    except ValueError:
+        return None
+    return value if sig == 0 or value != 0 else 256 + sig
+
+
+def parse(result: CommandResult) -> dict[str, NativeStatus]:
+    """The last record per job id (a requeued job has several)."""
+    if not result.ok:
+        raise StatusError(result.argv, result.exit_code, result.stdout, result.stderr)
+    statuses: dict[str, NativeStatus] = {}
+    for line in result.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) < 3 or not parts[0].strip() or "." in parts[0]:
+            continue
+        job_id, native, code = parts[0].strip(), parts[1].strip(), parts[2].strip()
+        statuses[job_id] = NativeStatus(job_id, map_state(native), native, exit_code(code))
+    return statuses

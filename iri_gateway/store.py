@@ -1,0 +1,241 @@
+"""The job store: every job the gateway accepted, its intent, its script and its history.
+
+SQLAlchemy 2 with SQLite by default (a file in the data directory) or PostgreSQL by URL.
+The intent (`desired`: submitted or canceled) is written before the gateway acts, so after a
+crash the reconciler knows what was meant and finishes it. Records leave the store as
+`JobRecord` values, never as live ORM objects, so no session leaks into callers.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Float,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from iri_gateway.models.job import JobState
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class _JobRow(_Base):
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("owner", "idempotency_key", name="uq_owner_key"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    resource_id: Mapped[str] = mapped_column(String(63), index=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    effective_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    script: Mapped[str] = mapped_column(Text)
+    native_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    desired: Mapped[str] = mapped_column(String(16))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    message: Mapped[str | None] = mapped_column(Text)
+    history: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    submit_attempted_at: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as stored: what was asked, what was decided, what happened."""
+
+    id: str
+    owner: str
+    resource_id: str
+    idempotency_key: str | None
+    request_hash: str | None
+    spec: dict[str, Any]
+    effective_spec: dict[str, Any]
+    plan: dict[str, Any]
+    script: str
+    native_id: str | None
+    state: JobState
+    desired: str
+    exit_code: int | None
+    message: str | None
+    history: list[dict[str, Any]]
+    submit_attempted_at: float | None
+    created_at: float
+    updated_at: float
+
+    @property
+    def tag(self) -> str:
+        """The mark put on the scheduler's job so the gateway can find it again."""
+        return job_tag(self.id)
+
+
+def job_tag(job_id: str) -> str:
+    return f"iri-gateway:{job_id}"
+
+
+def _record(row: _JobRow) -> JobRecord:
+    return JobRecord(
+        id=row.id, owner=row.owner, resource_id=row.resource_id,
+        idempotency_key=row.idempotency_key, request_hash=row.request_hash,
+        spec=row.spec, effective_spec=row.effective_spec, plan=row.plan, script=row.script,
+        native_id=row.native_id, state=JobState(row.state), desired=row.desired,
+        exit_code=row.exit_code, message=row.message, history=list(row.history),
+        submit_attempted_at=row.submit_attempted_at, created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+class JobStore:
+    """CRUD and state transitions of job records."""
+
+    def __init__(self, url: str, *, clock: Any = time.time) -> None:
+        connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
+        self.engine: Engine = create_engine(url, connect_args=connect_args)
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        _Base.metadata.create_all(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._clock = clock
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        with self._sessions.begin() as session:
+            yield session
+
+    def create(
+        self,
+        *,
+        owner: str,
+        resource_id: str,
+        spec: dict[str, Any],
+        effective_spec: dict[str, Any],
+        plan: dict[str, Any],
+        script: str,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> JobRecord:
+        """Record a new job with the intent to submit it, before anything is sent."""
+        now = self._clock()
+        row = _JobRow(
+            id=str(uuid.uuid4()), owner=owner, resource_id=resource_id,
+            idempotency_key=idempotency_key, request_hash=request_hash, spec=spec,
+            effective_spec=effective_spec, plan=plan, script=script, native_id=None,
+            state=JobState.NEW.value, desired="submitted", exit_code=None,
+            message="accepted by the gateway",
+            history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
+            submit_attempted_at=None, created_at=now, updated_at=now,
+        )
+        with self._session() as session:
+            session.add(row)
+        return _record(row)
+
+    def get(self, job_id: str) -> JobRecord | None:
+        with self._session() as session:
+            row = session.get(_JobRow, job_id)
+            return _record(row) if row else None
+
+    def by_idempotency_key(self, owner: str, key: str) -> JobRecord | None:
+        with self._session() as session:
+            row = session.scalars(
+                select(_JobRow).where(_JobRow.owner == owner, _JobRow.idempotency_key == key)
+            ).first()
+            return _record(row) if row else None
+
+    def find(
+        self,
+        *,
+        owner: str | None = None,
+        resource_id: str | None = None,
+        states: Sequence[JobState] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        query = select(_JobRow).order_by(_JobRow.created_at, _JobRow.id)
+        if owner is not None:
+            query = query.where(_JobRow.owner == owner)
+        if resource_id is not None:
+            query = query.where(_JobRow.resource_id == resource_id)
+        if states is not None:
+            query = query.where(_JobRow.state.in_([s.value for s in states]))
+        query = query.offset(offset)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._session() as session:
+            return [_record(row) for row in session.scalars(query)]
+
+    def unsettled(self) -> list[JobRecord]:
+        """Jobs whose state is not final: the ones the poller and reconciler care about."""
+        finals = [s.value for s in JobState if s.final]
+        with self._session() as session:
+            rows = session.scalars(select(_JobRow).where(_JobRow.state.not_in(finals)))
+            return [_record(row) for row in rows]
+
+    def mark_submit_attempt(self, job_id: str) -> JobRecord:
+        """Say, before sending, that a submission is being tried now."""
+        return self._update(job_id, submit_attempted_at=self._clock())
+
+    def set_native_id(self, job_id: str, native_id: str, message: str) -> JobRecord:
+        """The scheduler accepted the job: it is queued from now on."""
+        return self._transition(job_id, JobState.QUEUED, message, native_id=native_id)
+
+    def request_cancel(self, job_id: str) -> JobRecord:
+        return self._update(job_id, desired="canceled")
+
+    def transition(
+        self, job_id: str, state: JobState, message: str, *, exit_code: int | None = None
+    ) -> JobRecord:
+        """Move to `state` (recorded in the history when it changes)."""
+        return self._transition(job_id, state, message, exit_code=exit_code)
+
+    def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
+        now = self._clock()
+        with self._session() as session:
+            row = session.get(_JobRow, job_id)
+            if row is None:
+                raise KeyError(job_id)
+            for key, value in fields.items():
+                if value is not None:
+                    setattr(row, key, value)
+            if row.state != state.value or row.message != message:
+                row.history = [*row.history, {"state": state.value, "time": now,
+                                              "message": message}]
+            row.state, row.message, row.updated_at = state.value, message, now
+            return _record(row)
+
+    def _update(self, job_id: str, **fields: Any) -> JobRecord:
+        with self._session() as session:
+            row = session.get(_JobRow, job_id)
+            if row is None:
+                raise KeyError(job_id)
+            for key, value in fields.items():
+                setattr(row, key, value)
+            row.updated_at = self._clock()
+            return _record(row)
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    """WAL lets readers and the poller's writer work at once; a busy wait beats an error."""
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()

@@ -1,0 +1,63 @@
+"""The thin seam between scheduler adapters and where commands run.
+
+A transport runs an argv (optionally feeding stdin) and returns what came back; it knows
+nothing about schedulers. Local runs a subprocess; SSH runs the same argv on a login node.
+Reading job output is expressed as commands too (`tail -c`, `head -c`), so both transports
+share one implementation of it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from iri_gateway.errors import GatewayError
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command did: its argv, exit code and both output streams."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def describe(self) -> str:
+        """One line for error messages: the command and the tail of its stderr."""
+        err = self.stderr.strip().splitlines()[-1] if self.stderr.strip() else ""
+        return f"`{shlex.join(self.argv)}` exited {self.exit_code}" + (f": {err}" if err else "")
+
+
+class TransportError(GatewayError):
+    """The command could not be run at all (connection lost, program missing, time-out)."""
+
+    code = "transport_error"
+
+
+class Transport(Protocol):
+    """Runs commands where the scheduler lives."""
+
+    name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        timeout: float = 60.0,
+        idempotent: bool = False,
+    ) -> CommandResult:
+        """Run `argv`; raise TransportError only when it could not be run or timed out.
+
+        `idempotent` lets a transport retry a command that may already have run.
+        """
+
+    def close(self) -> None:
+        """Release connections; the transport may be used again afterwards."""
