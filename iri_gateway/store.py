@@ -125,6 +125,7 @@ class JobStore:
     def create(
         self,
         *,
+        job_id: str | None = None,
         owner: str,
         resource_id: str,
         spec: dict[str, Any],
@@ -137,7 +138,7 @@ class JobStore:
         """Record a new job with the intent to submit it, before anything is sent."""
         now = self._clock()
         row = _JobRow(
-            id=str(uuid.uuid4()), owner=owner, resource_id=resource_id,
+            id=job_id or str(uuid.uuid4()), owner=owner, resource_id=resource_id,
             idempotency_key=idempotency_key, request_hash=request_hash, spec=spec,
             effective_spec=effective_spec, plan=plan, script=script, native_id=None,
             state=JobState.NEW.value, desired="submitted", exit_code=None,

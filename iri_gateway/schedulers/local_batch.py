@@ -43,13 +43,16 @@ class LocalBatch:
         (folder / "script.sh").write_text(script, encoding="utf-8")
         (folder / "tag").write_text(tag, encoding="utf-8")
         argv = ["setsid", "--fork", "bash", "-c", _WRAPPER]
+        launcher_log = folder / "launcher.log"
         try:
-            subprocess.run(argv, cwd=folder, check=True, timeout=30,
-                           stdin=subprocess.DEVNULL, capture_output=True)
+            # No pipes: the detached job would hold them open and make us wait for it.
+            with launcher_log.open("wb") as log:
+                subprocess.run(argv, cwd=folder, check=True, timeout=30,
+                               stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         except (OSError, subprocess.SubprocessError) as error:
-            stderr = getattr(error, "stderr", b"") or b""
+            words = launcher_log.read_text(errors="replace") if launcher_log.exists() else ""
             raise SubmitError(argv, getattr(error, "returncode", -1), "",
-                              stderr.decode() or str(error)) from None
+                              words or str(error)) from None
         return native_id
 
     def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:

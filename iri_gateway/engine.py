@@ -1,0 +1,316 @@
+"""The service layer: submit, track, cancel, update, read output, and reconcile after a crash.
+
+Nothing is lost and nothing is sent twice: the job is recorded (with the intent to submit)
+before the scheduler hears of it, every submission carries the gateway's job id as a tag,
+and on start-up `reconcile` finishes what a crash interrupted — a record without a native id
+is looked up by its tag and adopted, and resubmitted only when the scheduler surely never saw
+it; a cancel that may not have reached the scheduler is sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from iri_gateway.backends import Backend, Backends
+from iri_gateway.errors import GatewayError, SchedulerError
+from iri_gateway.models.job import JobState, NativeStatus
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.profile import LoadedResource
+from iri_gateway.planner import make_plan
+from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.schedulers.batch import JobChanges
+from iri_gateway.store import JobRecord, JobStore
+from iri_gateway.transport.base import TransportError
+
+
+class JobNotFoundError(GatewayError):
+    """No job with that id belongs to the caller (another user's job is 'not found' too)."""
+
+    code = "job_not_found"
+
+
+class IdempotencyConflictError(GatewayError):
+    """The idempotency key was used before with a different request."""
+
+    code = "idempotency_conflict"
+
+
+class JobNotChangeableError(GatewayError):
+    """The job is past the point where it can be changed or cancelled."""
+
+    code = "job_not_changeable"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submitted (or re-found) job and whether the idempotency key was seen before."""
+
+    record: JobRecord
+    replayed: bool
+
+
+Stream = Literal["stdout", "stderr"]
+
+
+def request_hash(resource_id: str, spec: dict[str, Any]) -> str:
+    """A stable digest of a submission request, to tell a retry from a different request."""
+    text = json.dumps({"resource": resource_id, "spec": spec}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Engine:
+    """Jobs on every resource of the registry, recorded in the store."""
+
+    def __init__(
+        self,
+        *,
+        registry: ProfileRegistry,
+        store: JobStore,
+        backends: Backends,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self.store = store
+        self.backends = backends
+        self.clock = clock
+
+    # ---- submission ------------------------------------------------------------------------
+
+    def submit(
+        self,
+        *,
+        owner: str,
+        resource_id: str,
+        spec: JobSpec,
+        idempotency_key: str | None = None,
+    ) -> Submission:
+        """Plan, record, then submit; the record exists before the scheduler is asked."""
+        loaded = self.registry.get(resource_id)
+        document = spec.model_dump(mode="json", exclude_unset=True)
+        digest = request_hash(resource_id, document)
+        if idempotency_key is not None:
+            earlier = self.store.by_idempotency_key(owner, idempotency_key)
+            if earlier is not None:
+                if earlier.request_hash != digest:
+                    raise IdempotencyConflictError(
+                        f"idempotency key {idempotency_key!r} was used for a different request "
+                        f"(job {earlier.id})"
+                    )
+                return Submission(earlier, replayed=True)
+        backend = self.backends.get(loaded, owner)
+        job_id = str(uuid.uuid4())
+        effective = self._effective_spec(spec, backend, job_id)
+        plan = make_plan(effective, loaded)
+        record = self.store.create(
+            job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
+            effective_spec=effective.model_dump(mode="json", exclude_unset=True),
+            plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
+            idempotency_key=idempotency_key, request_hash=digest,
+        )
+        return Submission(self._send(record, loaded, backend), replayed=False)
+
+    def _effective_spec(self, spec: JobSpec, backend: Backend, job_id: str) -> JobSpec:
+        """The spec as it will run: a job folder when none is named, output files in it."""
+        changes: dict[str, Any] = {}
+        directory = spec.directory or posixpath.join(backend.work_root, job_id)
+        if spec.directory is None:
+            changes["directory"] = directory
+        if spec.stdout_path is None:
+            changes["stdout_path"] = "stdout.txt" if spec.directory is None else (
+                f"iri-{job_id}.out"
+            )
+        if spec.stderr_path is None:
+            changes["stderr_path"] = "stderr.txt" if spec.directory is None else (
+                f"iri-{job_id}.err"
+            )
+        return spec.model_copy(update=changes) if changes else spec
+
+    def _send(self, record: JobRecord, loaded: LoadedResource, backend: Backend) -> JobRecord:
+        """Stage, create the job folder, submit; the outcome is recorded whatever it is."""
+        record = self.store.mark_submit_attempt(record.id)
+        try:
+            for command in record.plan.get("pre_submit", []):
+                result = backend.transport.run(command, timeout=3600, idempotent=True)
+                if not result.ok:
+                    raise SchedulerError(result.argv, result.exit_code, result.stdout,
+                                         result.stderr, hint="image staging")
+            directory = record.effective_spec["directory"]
+            made = backend.transport.run(["mkdir", "-p", "--", directory], idempotent=True)
+            if not made.ok:
+                raise SchedulerError(made.argv, made.exit_code, made.stdout, made.stderr,
+                                     hint="creating the job directory")
+            native_id = backend.batch.submit(record.script, tag=record.tag)
+        except SchedulerError as error:
+            self.store.transition(record.id, JobState.FAILED, str(error))
+            raise
+        except TransportError as error:
+            # The scheduler may or may not have the job: leave it for the reconciler.
+            return self.store.transition(
+                record.id, JobState.NEW, f"submission outcome unknown, will check: {error}"
+            )
+        return self.store.set_native_id(record.id, native_id, f"submitted as {native_id}")
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def get(self, *, owner: str, job_id: str) -> JobRecord:
+        record = self.store.get(job_id)
+        if record is None or record.owner != owner:
+            raise JobNotFoundError(f"no job {job_id!r}")
+        return record
+
+    # ---- cancel and update -------------------------------------------------------------------
+
+    def cancel(self, *, owner: str, job_id: str) -> JobRecord:
+        """Record the intent, then ask the scheduler; the poller sees the job end."""
+        record = self.get(owner=owner, job_id=job_id)
+        if record.state.final:
+            return record
+        record = self.store.request_cancel(record.id)
+        return self._send_cancel(record)
+
+    def _send_cancel(self, record: JobRecord) -> JobRecord:
+        loaded = self.registry.get(record.resource_id)
+        backend = self.backends.get(loaded, record.owner)
+        native_id = record.native_id or backend.batch.find(record.tag)
+        if native_id is None:
+            return self.store.transition(
+                record.id, JobState.CANCELED, "canceled before it reached the scheduler"
+            )
+        backend.batch.cancel(native_id)
+        if record.native_id is None:
+            self.store.set_native_id(record.id, native_id, f"found as {native_id}")
+        return self.store.transition(
+            record.id, record.state if record.state != JobState.NEW else JobState.QUEUED,
+            "cancel requested",
+        )
+
+    def update(self, *, owner: str, job_id: str, changes: JobChanges) -> JobRecord:
+        """The IRI update operation, for a job still waiting in the queue."""
+        record = self.get(owner=owner, job_id=job_id)
+        if record.state not in (JobState.QUEUED, JobState.HELD) or record.native_id is None:
+            raise JobNotChangeableError(
+                f"job {job_id} is {record.state.value}; only queued jobs can be changed"
+            )
+        loaded = self.registry.get(record.resource_id)
+        self.backends.get(loaded, owner).batch.update(record.native_id, changes)
+        return self.store.transition(record.id, record.state, "updated")
+
+    # ---- tracking --------------------------------------------------------------------------
+
+    def refresh(self, resource_id: str) -> int:
+        """One status cycle for a resource: one batched query per account; returns changes."""
+        loaded = self.registry.get(resource_id)
+        pending = [r for r in self.store.unsettled() if r.resource_id == resource_id
+                   and r.native_id is not None]
+        by_account: dict[str, list[JobRecord]] = {}
+        for record in pending:
+            by_account.setdefault(self.backends.account(loaded, record.owner), []).append(record)
+        changed = 0
+        for records in by_account.values():
+            backend = self.backends.get(loaded, records[0].owner)
+            ids = {r.native_id for r in records if r.native_id is not None}
+            statuses = backend.batch.statuses(ids)
+            for record in records:
+                status = statuses.get(record.native_id or "")
+                if status is not None and self._apply(record, status):
+                    changed += 1
+        return changed
+
+    def _apply(self, record: JobRecord, status: NativeStatus) -> bool:
+        state = status.state or record.state
+        if state == JobState.FAILED and record.desired == "canceled":
+            state = JobState.CANCELED
+        if state == record.state and status.message == record.message:
+            return False
+        self.store.transition(record.id, state, status.message, exit_code=status.exit_code)
+        return True
+
+    # ---- recovery --------------------------------------------------------------------------
+
+    def reconcile(self) -> list[str]:
+        """Finish what a crash interrupted; returns one line per action taken."""
+        actions: list[str] = []
+        for record in self.store.unsettled():
+            loaded = self.registry.get(record.resource_id)
+            backend = self.backends.get(loaded, record.owner)
+            if record.native_id is None:
+                actions.append(self._recover_submission(record, loaded, backend))
+            elif record.desired == "canceled":
+                self._send_cancel(record)
+                actions.append(f"{record.id}: cancel sent again")
+        return actions
+
+    def _recover_submission(
+        self, record: JobRecord, loaded: LoadedResource, backend: Backend
+    ) -> str:
+        native_id = backend.batch.find(record.tag)
+        if native_id is not None:
+            self.store.set_native_id(record.id, native_id, f"adopted {native_id} after restart")
+            if record.desired == "canceled":
+                backend.batch.cancel(native_id)
+            return f"{record.id}: adopted {native_id}"
+        if record.desired == "canceled":
+            self.store.transition(record.id, JobState.CANCELED, "canceled before submission")
+            return f"{record.id}: canceled before submission"
+        window = loaded.resource.scheduler.history_window
+        attempted = record.submit_attempted_at
+        if attempted is None or self.clock() - attempted < window:
+            try:
+                self._send(record, loaded, backend)
+            except SchedulerError:
+                return f"{record.id}: resubmission refused by the scheduler"
+            return f"{record.id}: resubmitted (the scheduler never saw it)"
+        self.store.transition(
+            record.id, JobState.FAILED,
+            "lost: the submission may have reached the scheduler, which no longer shows it",
+        )
+        return f"{record.id}: marked lost"
+
+    # ---- output ----------------------------------------------------------------------------
+
+    def output_path(self, record: JobRecord, stream: Stream) -> str:
+        spec = record.effective_spec
+        path = spec.get(f"{stream}_path") or ""
+        return path if path.startswith("/") else posixpath.join(spec["directory"], path)
+
+    def read_output(
+        self,
+        *,
+        owner: str,
+        job_id: str,
+        stream: Stream = "stdout",
+        tail: int | None = None,
+        head: int | None = None,
+        offset: int = 0,
+        length: int | None = None,
+    ) -> str:
+        """Part of a job's output: its last or first bytes, or a byte range."""
+        record = self.get(owner=owner, job_id=job_id)
+        path = self.output_path(record, stream)
+        if tail is not None:
+            argv = ["tail", "-c", str(tail), "--", path]
+        elif head is not None:
+            argv = ["head", "-c", str(head), "--", path]
+        else:
+            argv = ["dd", f"if={path}", "iflag=skip_bytes,count_bytes", f"skip={offset}",
+                    "status=none"] + ([f"count={length}"] if length is not None else [])
+        loaded = self.registry.get(record.resource_id)
+        result = self.backends.get(loaded, owner).transport.run(argv, idempotent=True)
+        if not result.ok:
+            raise OutputUnavailableError(
+                f"{stream} of job {job_id} cannot be read at {path}: {result.stderr.strip()}"
+            )
+        return result.stdout
+
+
+class OutputUnavailableError(GatewayError):
+    """The job's output file does not exist (yet) or cannot be read."""
+
+    code = "output_unavailable"

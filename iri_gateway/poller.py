@@ -1,0 +1,81 @@
+"""Status tracking: per resource, one batched status query per cycle, at an adaptive pace.
+
+A resource with a job submitted moments ago is polled often (jobs start or fail fast right
+after submission); one whose jobs have all waited long is polled slowly. Whatever the number
+of jobs, a cycle makes one status query per resource and account (see `Engine.refresh`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from iri_gateway.engine import Engine
+from iri_gateway.errors import GatewayError
+from iri_gateway.models.job import JobState
+from iri_gateway.store import JobRecord
+
+log = logging.getLogger(__name__)
+
+
+def interval_for(records: list[JobRecord], now: float, fast: float, slow: float) -> float:
+    """Seconds until the next poll: `fast` for fresh or running jobs, growing to `slow`.
+
+    The interval doubles for every minute the youngest job has waited in the queue.
+    """
+    if not records:
+        return slow
+    if any(r.state == JobState.ACTIVE for r in records):
+        return min(slow, fast * 2)
+    youngest = min(now - r.created_at for r in records)
+    return min(slow, fast * 2 ** (youngest / 60))
+
+
+class Poller:
+    """Drives `Engine.refresh` for every resource with unsettled jobs."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        fast: float = 1.0,
+        slow: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.fast, self.slow = fast, slow
+        self.clock = clock
+        self._next: dict[str, float] = {}
+        self.errors: dict[str, str] = {}
+
+    def cycle(self, *, force: bool = False) -> dict[str, int]:
+        """Refresh every resource that is due (all of them with `force`); changes per resource."""
+        now = self.clock()
+        by_resource: dict[str, list[JobRecord]] = {}
+        for record in self.engine.store.unsettled():
+            if record.native_id is not None:
+                by_resource.setdefault(record.resource_id, []).append(record)
+        changes: dict[str, int] = {}
+        for resource_id, records in by_resource.items():
+            if not force and self._next.get(resource_id, 0.0) > now:
+                continue
+            try:
+                changes[resource_id] = self.engine.refresh(resource_id)
+                self.errors.pop(resource_id, None)
+            except GatewayError as error:
+                self.errors[resource_id] = str(error)
+                log.warning("status of %s failed: %s", resource_id, error)
+            self._next[resource_id] = now + interval_for(records, now, self.fast, self.slow)
+        return changes
+
+    def nudge(self, resource_id: str) -> None:
+        """Poll this resource at the next cycle (e.g. right after a submission)."""
+        self._next[resource_id] = 0.0
+
+    def run(self, stop: threading.Event, tick: float = 0.5) -> None:
+        """Cycle until `stop` is set; errors are recorded per resource, never fatal."""
+        while not stop.is_set():
+            self.cycle()
+            stop.wait(tick)
