@@ -112,7 +112,7 @@ class Engine:
             job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
             effective_spec=effective.model_dump(mode="json", exclude_unset=True),
             plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
-            idempotency_key=idempotency_key, request_hash=digest,
+            idempotency_key=idempotency_key, request_hash=digest, submitting=True,
         )
         return Submission(self._send(record, loaded, backend), replayed=False)
 
@@ -132,20 +132,27 @@ class Engine:
             )
         return spec.model_copy(update=changes) if changes else spec
 
-    def _send(self, record: JobRecord, loaded: LoadedResource, backend: Backend) -> JobRecord:
-        """Stage, create the job folder, submit; the outcome is recorded whatever it is."""
-        record = self.store.mark_submit_attempt(record.id)
+    def _send(
+        self, record: JobRecord, loaded: LoadedResource, backend: Backend, *, fresh: bool = True
+    ) -> JobRecord:
+        """Stage, create the job folder, submit; the outcome is recorded whatever it is.
+
+        `fresh` submissions had their attempt recorded with the record itself; a
+        resubmission records its new attempt first.
+        """
+        if not fresh:
+            record = self.store.mark_submit_attempt(record.id)
         try:
             for command in record.plan.get("pre_submit", []):
                 result = backend.transport.run(command, timeout=3600, idempotent=True)
                 if not result.ok:
                     raise SchedulerError(result.argv, result.exit_code, result.stdout,
                                          result.stderr, hint="image staging")
-            directory = record.effective_spec["directory"]
-            made = backend.transport.run(["mkdir", "-p", "--", directory], idempotent=True)
-            if not made.ok:
-                raise SchedulerError(made.argv, made.exit_code, made.stdout, made.stderr,
-                                     hint="creating the job directory")
+            backend.transport.make_directory(record.effective_spec["directory"])
+        except (SchedulerError, TransportError) as error:
+            self.store.transition(record.id, JobState.FAILED, f"not submitted: {error}")
+            raise
+        try:
             native_id = backend.batch.submit(record.script, tag=record.tag)
         except SchedulerError as error:
             self.store.transition(record.id, JobState.FAILED, str(error))
@@ -263,8 +270,8 @@ class Engine:
         attempted = record.submit_attempted_at
         if attempted is None or self.clock() - attempted < window:
             try:
-                self._send(record, loaded, backend)
-            except SchedulerError:
+                self._send(record, loaded, backend, fresh=False)
+            except (SchedulerError, TransportError):
                 return f"{record.id}: resubmission refused by the scheduler"
             return f"{record.id}: resubmitted (the scheduler never saw it)"
         self.store.transition(

@@ -134,8 +134,13 @@ class JobStore:
         script: str,
         idempotency_key: str | None = None,
         request_hash: str | None = None,
+        submitting: bool = False,
     ) -> JobRecord:
-        """Record a new job with the intent to submit it, before anything is sent."""
+        """Record a new job with the intent to submit it, before anything is sent.
+
+        `submitting` also records that the submission is being tried now (one commit
+        instead of two on the hot path).
+        """
         now = self._clock()
         row = _JobRow(
             id=job_id or str(uuid.uuid4()), owner=owner, resource_id=resource_id,
@@ -144,7 +149,7 @@ class JobStore:
             state=JobState.NEW.value, desired="submitted", exit_code=None,
             message="accepted by the gateway",
             history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
-            submit_attempted_at=None, created_at=now, updated_at=now,
+            submit_attempted_at=now if submitting else None, created_at=now, updated_at=now,
         )
         with self._session() as session:
             session.add(row)
@@ -238,5 +243,8 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     """WAL lets readers and the poller's writer work at once; a busy wait beats an error."""
     cursor = connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
+    # In WAL mode NORMAL survives a crash of the process (what reconcile is for); only a
+    # power loss can drop the last commits.
+    cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()

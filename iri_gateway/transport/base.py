@@ -59,5 +59,8 @@ class Transport(Protocol):
         `idempotent` lets a transport retry a command that may already have run.
         """
 
+    def make_directory(self, path: str) -> None:
+        """Create `path` and its parents (like `mkdir -p`); TransportError if impossible."""
+
     def close(self) -> None:
         """Release connections; the transport may be used again afterwards."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 
@@ -36,6 +37,18 @@ class LocalTransport:
         except subprocess.TimeoutExpired as error:
             raise TransportError(f"`{' '.join(argv)}` timed out after {timeout:g} s") from error
         return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+    def make_directory(self, path: str) -> None:
+        """In-process when running as ourselves (no fork on the submission path)."""
+        if self._prefix:
+            result = self.run(["mkdir", "-p", "--", path])
+            if not result.ok:
+                raise TransportError(f"cannot create {path}: {result.describe()}")
+            return
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as error:
+            raise TransportError(f"cannot create {path}: {error.strerror}") from None
 
     def close(self) -> None:
         """Nothing to release."""

@@ -145,5 +145,10 @@ class SshTransport:
                 delay *= 2
         raise AssertionError("unreachable")
 
+    def make_directory(self, path: str) -> None:
+        result = self.run(["mkdir", "-p", "--", path], idempotent=True)
+        if not result.ok:
+            raise TransportError(f"cannot create {path}: {result.describe()}")
+
     def close(self) -> None:
         self._drop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.slurm import sacct, sbatch, scancel, scontrol, squeue
@@ -30,7 +31,11 @@ class SlurmBatch:
         settled = [job_id for job_id in wanted if job_id not in live or _final(live[job_id])]
         if settled and self.history != "none":
             command = sacct.argv(settled, jobcomp=self.history == "jobcomp")
-            past = sacct.parse(self.transport.run(command, idempotent=True))
+            try:
+                past = sacct.parse(self.transport.run(command, idempotent=True))
+            except StatusError as error:
+                # The live queue's word on the state still holds; only the exit code is missing.
+                return {job_id: _without_history(status, error) for job_id, status in found.items()}
             found.update({job_id: past[job_id] for job_id in settled if job_id in past})
         return found
 
@@ -47,3 +52,10 @@ class SlurmBatch:
 
 def _final(status: NativeStatus) -> bool:
     return status.state is not None and status.state.final
+
+
+def _without_history(status: NativeStatus, error: StatusError) -> NativeStatus:
+    if not _final(status):
+        return status
+    reason = f"exit code unavailable: {error.stderr.strip() or error}"
+    return NativeStatus(status.native_id, status.state, status.native_state, None, reason)
