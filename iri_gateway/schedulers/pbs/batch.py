@@ -1,0 +1,39 @@
+"""PBS Pro / OpenPBS through a transport: qsub, qstat (with -x for history), qdel, qalter/qmove."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from iri_gateway.models.job import NativeStatus
+from iri_gateway.schedulers.batch import JobChanges
+from iri_gateway.schedulers.pbs import qalter, qdel, qstat, qsub
+from iri_gateway.transport.base import Transport
+
+
+class PbsBatch:
+    """PBS's commands for one account."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def submit(self, script: str, *, tag: str) -> str:
+        return qsub.parse(self.transport.run(qsub.argv(tag), stdin=script, timeout=120))
+
+    def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:
+        """One qstat call for all jobs; `-x` includes the finished ones, so none is needed after."""
+        wanted = set(native_ids)
+        if not wanted:
+            return {}
+        jobs = qstat.parse(self.transport.run(qstat.argv(wanted), idempotent=True))
+        return qstat.statuses(jobs, wanted)
+
+    def cancel(self, native_id: str) -> None:
+        qdel.parse(self.transport.run(qdel.argv(native_id)))
+
+    def find(self, tag: str) -> str | None:
+        jobs = qstat.parse(self.transport.run(qstat.argv(), idempotent=True))
+        return qstat.find_tag(jobs, tag)
+
+    def update(self, native_id: str, changes: JobChanges) -> None:
+        for command in qalter.commands(native_id, changes):
+            qalter.parse(self.transport.run(command))

@@ -1,0 +1,212 @@
+"""`qstat -f -F json -x`: every job the gateway asks about, live or finished, in one call.
+
+`-x` adds finished (F) and moved (M) jobs from the server's job history, so no second query of
+any history is needed. The document (OpenPBS qstat.c, `-F json`) is
+
+    {"timestamp": <epoch>, "pbs_version": "...", "pbs_server": "...",
+     "Jobs": {"<id>": {"Job_Name": ..., "job_state": "R", "substate": 42, "queue": ...,
+                       "Variable_List": {...}, "comment": ..., "Exit_status": 0, ...}}}
+
+with times as ctime(3) strings ("Tue Oct  4 21:23:20 2022", server local time) and every value
+that looks like a number printed as a JSON number (so `Variable_List` values and even job names
+may be numbers). `Jobs` is absent when no job was found.
+
+qstat asks the server about each listed id in turn: for an id the server does not know it
+prints `qstat: Unknown Job Id <id>` on standard error and goes on, prints the JSON for the
+others at the end, and exits with the last PBS error number modulo 256 (15001 -> 153). So a
+non-zero exit is fine when every complaint is an unknown job id and the JSON is there; any other
+complaint (`qstat: cannot connect to server ...`, which still prints the bare header) is a
+StatusError: leaving the jobs out would claim that the server no longer knows them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from iri_gateway.errors import StatusError
+from iri_gateway.models.job import NativeStatus
+from iri_gateway.schedulers.pbs.qsub import TAG_VARIABLE
+from iri_gateway.schedulers.pbs.states import ENDED, explain_exit, map_state, was_deleted
+from iri_gateway.transport.base import CommandResult
+
+_UNKNOWN_JOB = re.compile(r"^qstat: Unknown Job Id (\S+)$")
+_CTIME = "%a %b %d %H:%M:%S %Y"
+
+
+class MalformedDocument(ValueError):
+    """The text is not a qstat JSON document of the expected shape."""
+
+
+@dataclass(frozen=True)
+class PbsJob:
+    """One job of a qstat document: the attributes the gateway reads, parsed."""
+
+    job_id: str
+    state: str
+    substate: int | None = None
+    exit_status: int | None = None
+    comment: str | None = None
+    queue: str | None = None
+    name: str | None = None
+    variables: Mapping[str, str] = field(default_factory=dict)
+    submitted: datetime | None = None  # ctime
+    started: datetime | None = None  # stime
+    modified: datetime | None = None  # mtime
+    ended: datetime | None = None  # obittime, where the server reports it
+
+    @property
+    def deleted(self) -> bool:
+        return was_deleted(self.substate, self.comment)
+
+    def status(self, native_id: str | None = None) -> NativeStatus:
+        """This job as a NativeStatus, under `native_id` (the id the gateway asked for)."""
+        ended = self.state in ENDED
+        exit_code = self.exit_status if ended else None
+        state = map_state(self.state, exit_code, deleted=self.deleted)
+        words = [explain_exit(exit_code)] if ended else []
+        words.append(self.comment)
+        reason = "; ".join(word for word in words if word) or None
+        return NativeStatus(native_id or self.job_id, state, self.state, exit_code, reason)
+
+
+def argv(job_ids: Collection[str] = ()) -> list[str]:
+    """Full status of the listed jobs; with none, of every job the account may see."""
+    return ["qstat", "-f", "-F", "json", "-x", *sorted(job_ids)]
+
+
+def parse(result: CommandResult) -> dict[str, PbsJob]:
+    """The jobs of the document, by the id qstat reports; StatusError with qstat's words."""
+    complaints = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+    unknown = [line for line in complaints if _UNKNOWN_JOB.match(line)]
+    if not result.ok and (not unknown or len(unknown) != len(complaints)):
+        raise StatusError(result.argv, result.exit_code, result.stdout, result.stderr)
+    try:
+        return parse_document(result.stdout)
+    except MalformedDocument as error:
+        raise StatusError(
+            result.argv, result.exit_code, result.stdout, result.stderr,
+            hint=f"unusable qstat JSON: {error}",
+        ) from None
+
+
+def parse_document(text: str) -> dict[str, PbsJob]:
+    """Jobs of a `qstat -f -F json` document by id; MalformedDocument when it has another shape."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise MalformedDocument(f"not JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise MalformedDocument("the document is not a JSON object")
+    jobs = document.get("Jobs", {})
+    if not isinstance(jobs, dict):
+        raise MalformedDocument("'Jobs' is not an object")
+    return {str(job_id): _job(str(job_id), attributes) for job_id, attributes in jobs.items()}
+
+
+def statuses(jobs: Mapping[str, PbsJob], asked: Collection[str]) -> dict[str, NativeStatus]:
+    """The asked ids that the document has, as NativeStatus; the others are left out.
+
+    An id is matched exactly, or else by its sequence number (the part before the first '.')
+    when exactly one reported job has it: `123` and `123.pbs01.example.org` are one job.
+    """
+    by_sequence: dict[str, list[str]] = {}
+    for job_id in jobs:
+        by_sequence.setdefault(_sequence(job_id), []).append(job_id)
+    found: dict[str, NativeStatus] = {}
+    for native_id in asked:
+        if native_id in jobs:
+            found[native_id] = jobs[native_id].status(native_id)
+            continue
+        candidates = by_sequence.get(_sequence(native_id), [])
+        if len(candidates) == 1 and _same_server(native_id, candidates[0]):
+            found[native_id] = jobs[candidates[0]].status(native_id)
+    return found
+
+
+def find_tag(jobs: Mapping[str, PbsJob], tag: str) -> str | None:
+    """The id of the job whose Variable_List carries the gateway's tag (the newest if several)."""
+    matches = [job_id for job_id, job in jobs.items() if job.variables.get(TAG_VARIABLE) == tag]
+    if not matches:
+        return None
+    return max(matches, key=lambda job_id: (_number(_sequence(job_id)), job_id))
+
+
+def _job(job_id: str, attributes: Any) -> PbsJob:
+    if not isinstance(attributes, dict):
+        raise MalformedDocument(f"job {job_id}: its attributes are not an object")
+    state = attributes.get("job_state")
+    if not isinstance(state, str) or not state.strip():
+        raise MalformedDocument(f"job {job_id}: 'job_state' is missing or not a string")
+    return PbsJob(
+        job_id=job_id,
+        state=state.strip(),
+        substate=_integer(job_id, attributes, "substate"),
+        exit_status=_integer(job_id, attributes, "Exit_status"),
+        comment=_text(attributes.get("comment")),
+        queue=_text(attributes.get("queue")),
+        name=_text(attributes.get("Job_Name")),
+        variables=_variables(attributes.get("Variable_List")),
+        submitted=_time(attributes.get("ctime")),
+        started=_time(attributes.get("stime")),
+        modified=_time(attributes.get("mtime")),
+        ended=_time(attributes.get("obittime")),
+    )
+
+
+def _integer(job_id: str, attributes: dict[str, Any], name: str) -> int | None:
+    value = attributes.get(name)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
+        return int(value)
+    raise MalformedDocument(f"job {job_id}: {name!r} is not an integer: {value!r}")
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    return str(value)
+
+
+def _variables(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(key): str(item) for key, item in value.items() if item is not None}
+
+
+def _time(value: Any) -> datetime | None:
+    """ctime(3) text (server local time, naive) or epoch seconds (UTC); None if neither."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        try:
+            return datetime.strptime(value.strip(), _CTIME)
+        except ValueError:
+            return None
+    return None
+
+
+def _sequence(job_id: str) -> str:
+    return job_id.split(".", 1)[0]
+
+
+def _same_server(asked: str, reported: str) -> bool:
+    """`123` matches any server; `123.pbs01` matches `123.pbs01.example.org` and back."""
+    asked_server = asked.partition(".")[2]
+    reported_server = reported.partition(".")[2]
+    if not asked_server or not reported_server:
+        return True
+    return (reported_server.startswith(asked_server + ".")
+            or asked_server.startswith(reported_server + "."))
+
+
+def _number(sequence: str) -> int:
+    digits = re.match(r"\d+", sequence)
+    return int(digits.group()) if digits else -1
