@@ -126,6 +126,7 @@ def render_script(decision: Decision) -> str:
         "runtime": decision.runtime,
         "directives": scheduler.directives(decision, invocation),
         "directory": spec.directory,
+        "inherit_environment": spec.inherit_environment,
         "stdin": spec.stdin_path,
         "stdout": spec.stdout_path,
         "stderr": spec.stderr_path,

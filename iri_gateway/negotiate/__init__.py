@@ -12,10 +12,13 @@ from iri_gateway.models.plan import Decision
 from iri_gateway.models.profile import LoadedResource
 from iri_gateway.negotiate import container as ctr
 from iri_gateway.negotiate.fields import (
+    SEPARATOR_REASON,
     check_custom_attributes,
     check_directive_values,
     check_environment,
+    check_nul,
     launch_mode,
+    slurm_separator,
 )
 from iri_gateway.negotiate.shape import (
     check_hardware,
@@ -35,6 +38,7 @@ def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
 
     if spec.executable is None and spec.container is None:
         problems.append(Problem("executable", "required when no container image is given"))
+    check_nul(spec, problems)
     check_environment(spec, problems)
     check_directive_values(spec, resource, problems)
     check_custom_attributes(spec, resource, problems)
@@ -77,6 +81,16 @@ def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
             ctr.check_mounts(container, choice, problems)
             ctr.check_network(container, choice, problems)
             ctr.check_extra_options(container, choice, problems)
+    if choice is not None and choice.runtime.name == "shifter" and (
+        resource.scheduler.kind == "slurm"
+    ):
+        # Shifter's image and volumes travel as #SBATCH lines under Slurm.
+        spank = [("container.image", choice.image or "")] + [
+            (f"container.volume_mounts[{i}]", f"{m.source}:{m.target}")
+            for i, m in enumerate(choice.mounts)
+        ]
+        problems.extend(Problem(path, SEPARATOR_REASON) for path, value in spank
+                        if slurm_separator(value))
     if use_mpi and choice is not None:
         ctr.check_mpi(choice, resource, problems)
     if use_gpu and shape.gpus_per_process == 0 and resource.nodes.gpus is None:

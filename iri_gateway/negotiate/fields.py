@@ -11,6 +11,10 @@ from iri_gateway.models.profile import Resource
 from iri_gateway.shell import has_control_characters, pbs_directive_safe
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHELL_OWNED = frozenset(
+    {"_", "UID", "EUID", "PPID", "BASHOPTS", "SHELLOPTS", "BASH_VERSINFO", "BASHPID",
+     "BASH_ARGV0", "RANDOM", "SECONDS", "LINENO", "SRANDOM", "EPOCHSECONDS", "EPOCHREALTIME"}
+)
 _ATTRIBUTE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 LaunchMode = Literal["none", "parallel", "mpi"]
 
@@ -23,6 +27,11 @@ def check_environment(spec: JobSpec, problems: list[Problem]) -> None:
                 f"environment.{name}",
                 "not a valid variable name; use letters, digits and '_', not starting with a "
                 "digit",
+            ))
+        elif name in _SHELL_OWNED:
+            problems.append(Problem(
+                f"environment.{name}", "bash owns this variable (read-only or set by bash "
+                "itself), so the job could not receive the value",
             ))
 
 
@@ -51,15 +60,58 @@ def check_directive_values(spec: JobSpec, resource: Resource, problems: list[Pro
     there too.
     """
     pbs = resource.scheduler.kind == "pbs"
+    slurm = resource.scheduler.kind == "slurm"
     for path, value in directive_fields(spec).items():
         if has_control_characters(value):
             problems.append(Problem(path, "contains a newline or other control character"))
+        elif slurm and slurm_separator(value):
+            problems.append(Problem(path, SEPARATOR_REASON))
+        elif slurm and path in ("stdout_path", "stderr_path") and "\\" in value:
+            problems.append(Problem(
+                path, "Slurm drops every '\\' from an output path that holds one, so the "
+                "file would land elsewhere",
+            ))
         elif pbs and path != "directory" and not pbs_directive_safe(value):
             problems.append(Problem(
                 path, "PBS directives cannot carry blanks, quotes, '\\' or '#'",
             ))
         elif pbs and path.endswith("_path") and ":" in value:
             problems.append(Problem(path, "PBS reads 'host:path' here; ':' is not allowed"))
+
+
+SEPARATOR_REASON = (
+    "sbatch reads any directive line containing 'hetjob' or 'packjob' as the start of a new "
+    "heterogeneous-job component"
+)
+
+
+def slurm_separator(value: str) -> bool:
+    """True when sbatch would take a directive line holding `value` for a hetjob separator."""
+    lowered = value.lower()
+    return "hetjob" in lowered or "packjob" in lowered
+
+
+def check_nul(spec: JobSpec, problems: list[Problem]) -> None:
+    """No argv, environment or script can carry a NUL byte: refuse it wherever it is."""
+    for path, value in _strings(spec.model_dump(mode="python", exclude_none=True), ""):
+        if "\x00" in value:
+            problems.append(Problem(path or "(document)", "contains a NUL character"))
+
+
+def _strings(node: object, path: str) -> list[tuple[str, str]]:
+    """Every string in a dumped JobSpec (keys too), with its JSON path."""
+    if isinstance(node, str):
+        return [(path, node)]
+    found: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            child = f"{path}.{key}" if path else str(key)
+            found.append((child, str(key)))
+            found.extend(_strings(value, child))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found.extend(_strings(value, f"{path}[{index}]"))
+    return found
 
 
 def check_custom_attributes(spec: JobSpec, resource: Resource, problems: list[Problem]) -> None:

@@ -42,6 +42,8 @@ def podman_invocation(decision: Decision, default_executable: str) -> Invocation
         options += ["--env", f"{key}={value}"]
     if decision.workdir is not None:
         options += ["--workdir", decision.workdir]
+    if decision.spec.stdin_path is not None:
+        options.append("--interactive")  # without it the container's stdin is empty
     if decision.spec.executable is not None:
         options.append("--entrypoint=" + json.dumps([decision.spec.executable]))
     options += decision.extra_options

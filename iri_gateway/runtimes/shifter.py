@@ -19,7 +19,6 @@ from iri_gateway.runtimes.base import (
     site_binds,
     site_flags,
 )
-from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
@@ -48,7 +47,7 @@ def invocation(decision: Decision) -> Invocation:
         if decision.image is not None:
             options.append(f"--image={decision.image}")
         options += [f"--volume={volume}" for volume in volumes]
-    options += _merge_modules(site_flags(decision))
+    options += _merge_modules([*site_flags(decision), *decision.extra_options])
     options += [f"--volume={bind}" for bind in site_binds(decision)]
     if not decision.spec.inherit_environment:
         options.append("--clearenv")
@@ -57,7 +56,6 @@ def invocation(decision: Decision) -> Invocation:
         options.append(f"--workdir={decision.workdir}")
     if decision.spec.executable is None:
         options.append("--entrypoint")
-    options += decision.extra_options
     return Invocation(
         executable=executable_of(decision, "shifter"),
         options=options,
@@ -73,4 +71,5 @@ def _merge_modules(flags: list[str]) -> list[str]:
     others = [f for f in flags if not f.startswith("--module=")]
     if not modules:
         return others
-    return [*others, SiteWord("--module=" + ",".join(dict.fromkeys(modules)))]
+    # A plain (single-quoted) word: user module names from extra options may be in it.
+    return [*others, "--module=" + ",".join(dict.fromkeys(modules))]

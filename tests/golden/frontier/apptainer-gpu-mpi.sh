@@ -12,7 +12,7 @@
 cd -- /tmp/iri-check || exit 1
 module load rocm
 module load cray-mpich-abi
-export APPTAINER_BINDPATH="/usr/share/libdrm,/var/spool/slurmd,/opt/cray,${PWD}"
+export APPTAINER_BINDPATH=/usr/share/libdrm,/var/spool/slurmd,/opt/cray
 export APPTAINERENV_LD_LIBRARY_PATH="$CRAY_MPICH_ROOTDIR/gtl/lib:/opt/rocm/lib:$CRAY_LD_LIBRARY_PATH:$LD_LIBRARY_PATH:/opt/cray/pe/lib64"
 export MPICH_GPU_SUPPORT_ENABLED=1
 export APPTAINERENV_OMP_NUM_THREADS=2
