@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Iterable
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SAFE_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII).fullmatch
 _BARE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _PLAIN_DIRECTIVE = re.compile(r"^[A-Za-z0-9_@%+=:,./\-\[\]]*$")
 
@@ -30,8 +31,10 @@ class SiteWord(str):
 
 def quote(word: str) -> str:
     """Quote one word for bash: site words in double quotes, user words in single quotes."""
-    if isinstance(word, SiteWord):
+    if type(word) is SiteWord:
         return quote_site(word)
+    if word and _SAFE_WORD(word):  # the common case, without shlex's extra calls
+        return word
     return shlex.quote(word)
 
 

@@ -14,6 +14,7 @@ The JSON Schema of `FacilityProfile` is shipped as `facility_profiles/schema.jso
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,7 +258,7 @@ class MountPolicy(_Strict):
         for prefix in prefixes:
             if not prefix.startswith("/"):
                 raise ValueError(f"allowed source {prefix!r} must be an absolute path")
-        return prefixes
+        return [posixpath.normpath(prefix) for prefix in prefixes]
 
 
 class ImageStaging(_Strict):
@@ -323,6 +324,12 @@ class RuntimeConfig(_Strict):
         return patterns
 
 
+_RUNTIME_ATTRIBUTES = {
+    "apptainer": "apptainer", "podman-hpc": "podman_hpc", "shifter": "shifter",
+    "podman": "podman",
+}
+
+
 class Runtimes(_Strict):
     """The container runtimes of a resource."""
 
@@ -336,12 +343,8 @@ class Runtimes(_Strict):
 
     def get(self, name: str) -> RuntimeConfig | None:
         """The configuration of runtime `name`, or None when the resource lacks it."""
-        return {
-            "apptainer": self.apptainer,
-            "podman-hpc": self.podman_hpc,
-            "shifter": self.shifter,
-            "podman": self.podman,
-        }.get(name)
+        attribute = _RUNTIME_ATTRIBUTES.get(name)
+        return getattr(self, attribute) if attribute else None
 
     def available(self) -> list[RuntimeName]:
         """Names of the container runtimes this resource offers (bare execution not counted)."""

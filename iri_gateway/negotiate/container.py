@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from iri_gateway.errors import Problem
 from iri_gateway.images import ImageFormError, parse_image
@@ -184,6 +185,11 @@ def check_mounts(container: Container, choice: ContainerChoice, problems: list[P
         choice.mounts.append(Mount(mount.source, mount.target, mount.read_only))
 
 
+@lru_cache(maxsize=256)
+def _compiled(patterns: tuple[str, ...]) -> list[re.Pattern[str]]:
+    return [re.compile(pattern) for pattern in patterns]
+
+
 def _path_problem(path: str, where: str) -> Problem | None:
     if not path.startswith("/"):
         return Problem(where, f"{path!r} is relative; mount paths must be absolute")
@@ -198,8 +204,11 @@ def _path_problem(path: str, where: str) -> Problem | None:
 
 
 def _under(path: str, prefix: str) -> bool:
-    """True when `path` is `prefix` or inside it, comparing whole path components."""
-    path, prefix = posixpath.normpath(path), posixpath.normpath(prefix)
+    """True when `path` is `prefix` or inside it, comparing whole path components.
+
+    Profile prefixes are normalised when the profile loads.
+    """
+    path = posixpath.normpath(path)
     return prefix == "/" or path == prefix or path.startswith(prefix + "/")
 
 
@@ -231,7 +240,7 @@ def check_extra_options(
     options = container.extra_options.get(choice.runtime.name, [])
     if config is None:
         return
-    patterns = [re.compile(p) for p in config.allowed_extra_options]
+    patterns = _compiled(tuple(config.allowed_extra_options))
     for index, option in enumerate(options):
         if not any(p.fullmatch(option) for p in patterns):
             problems.append(Problem(

@@ -93,6 +93,8 @@ def slurm_separator(value: str) -> bool:
 
 def check_nul(spec: JobSpec, problems: list[Problem]) -> None:
     """No argv, environment or script can carry a NUL byte: refuse it wherever it is."""
+    if "\\u0000" not in spec.model_dump_json():  # one fast pass; locate only when present
+        return
     for path, value in _strings(spec.model_dump(mode="python", exclude_none=True), ""):
         if "\x00" in value:
             problems.append(Problem(path or "(document)", "contains a NUL character"))

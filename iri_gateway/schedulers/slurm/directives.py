@@ -11,7 +11,9 @@ from iri_gateway.shell import slurm_directive_value, slurm_filename
 def _line(option: str, value: str | int | None = None) -> str:
     if value is None:
         return f"#SBATCH --{option}"
-    return f"#SBATCH --{option}={slurm_directive_value(str(value))}"
+    if isinstance(value, int):
+        return f"#SBATCH --{option}={value}"
+    return f"#SBATCH --{option}={slurm_directive_value(value)}"
 
 
 def directives(decision: Decision, invocation: Invocation) -> list[str]:
