@@ -372,7 +372,12 @@ def expected_refusals(doc: dict[str, Any], combo: Combo) -> set[str]:
     'hetjob'/'packjob' anywhere in such a value and '\\' in output paths."""
     pbs = combo.scheduler == "pbs"
     slurm = combo.scheduler == "slurm"
-    return {
+    refused = set()
+    container = doc.get("container")
+    if (combo.runtime.startswith("podman") and container is not None
+            and "workdir" not in container and any(c in doc.get("directory", "") for c in ":,")):
+        refused.add("directory")  # podman binds the job directory; -v cannot carry ':' ','
+    return refused | {
         key for key in DIRECTIVE_FIELDS
         if (value := doc.get(key)) is not None and (
             CONTROL.search(value)
@@ -585,10 +590,13 @@ def execute(job: HostileJob, combo: Combo, base: Path) -> Run:
         (root / "nodefile").write_text("localhost\n")
         env["PBS_NODEFILE"] = str(root / "nodefile")
         env["PBS_O_WORKDIR"] = str(root)
+    cwd = root
+    if combo.scheduler == "slurm" and "chdir" in sbatch_options(script):
+        cwd = Path(sbatch_options(script)["chdir"][-1])  # sbatch --chdir, before the script
     path = root / "job.sh"
     path.write_text(script, encoding="utf-8")
     process = subprocess.run(
-        [BASH, str(path)], cwd=root, env=env, stdin=subprocess.DEVNULL,
+        [BASH, str(path)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
         capture_output=True, encoding="utf-8", errors="replace", timeout=60,
     )
     return Run(combo, doc, planned, root, process, read_lines(root / "recorder.jsonl"),
@@ -618,7 +626,14 @@ def user_binds(run: Run) -> list[str]:
     if run.combo.runtime == "shifter":
         return [f"{m['source']}:{m['target']}" + (":ro" if m["read_only"] else "")
                 for m in mounts]
-    return [f"{m['source']}:{m['target']}:{'ro' if m['read_only'] else 'rw'}" for m in mounts]
+    binds = [f"{m['source']}:{m['target']}:{'ro' if m['read_only'] else 'rw'}" for m in mounts]
+    container = run.doc.get("container", {})
+    if run.combo.runtime.startswith("podman") and "workdir" not in container and (
+        "directory" in run.doc
+    ):
+        # Podman has no view of the host: the gateway binds the job directory to run in it.
+        binds.append(f"{run.doc['directory']}:{run.doc['directory']}:rw")
+    return binds
 
 
 def assert_ran_exactly(job: HostileJob, run: Run, check_stdin: bool = True) -> None:

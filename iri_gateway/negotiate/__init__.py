@@ -26,8 +26,11 @@ from iri_gateway.negotiate.shape import (
     choose_queue,
     derive_shape,
 )
+from iri_gateway.shell import SiteWord
 
-__all__ = ["negotiate"]
+__all__ = ["JOB_DIRECTORY", "negotiate"]
+
+JOB_DIRECTORY = SiteWord("$PWD")
 
 
 def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
@@ -63,13 +66,16 @@ def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
     choice = ctr.choose_runtime(container, resource, problems)
     use_gpu = shape.gpus_per_process > 0
     use_mpi = mode == "mpi" and shape.process_count > 1
-    workdir = spec.directory
+    # Without an explicit container workdir, the container starts where the job runs: the
+    # script has already entered `directory`, so the runtime is pointed at "$PWD" (which also
+    # works for a directory relative to the login account's home).
+    workdir: str | None = JOB_DIRECTORY if spec.directory else None
     network = "host"
     if container is not None:
         ctr.check_unknown_fields(container, problems, warnings)
         use_gpu = container.gpu if container.gpu is not None else use_gpu
         use_mpi = container.mpi if container.mpi is not None else use_mpi
-        workdir = container.workdir or spec.directory
+        workdir = container.workdir or workdir
         network = container.network
         if container.workdir is not None and not container.workdir.startswith("/"):
             problems.append(Problem("container.workdir", "must be an absolute path"))
@@ -91,6 +97,14 @@ def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
         ]
         problems.extend(Problem(path, SEPARATOR_REASON) for path, value in spank
                         if slurm_separator(value))
+    if (
+        choice is not None and workdir is JOB_DIRECTORY and choice.runtime.name.startswith("podman")
+        and spec.directory is not None and any(c in spec.directory for c in ":,")
+    ):
+        problems.append(Problem(
+            "directory", f"{choice.runtime.name} mounts the job directory into the container "
+            "and cannot express ':' or ',' in its path", "container.workdir",
+        ))
     if use_mpi and choice is not None:
         ctr.check_mpi(choice, resource, problems)
     if use_gpu and shape.gpus_per_process == 0 and resource.nodes.gpus is None:

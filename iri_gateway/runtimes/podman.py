@@ -13,6 +13,7 @@ from iri_gateway import images
 from iri_gateway.images import ImageRef
 from iri_gateway.models.profile import ImageForm
 from iri_gateway.runtimes.base import Invocation, executable_of, site_binds, site_flags
+from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
@@ -41,6 +42,8 @@ def podman_invocation(decision: Decision, default_executable: str) -> Invocation
     for key, value in decision.environment.items():
         options += ["--env", f"{key}={value}"]
     if decision.workdir is not None:
+        if isinstance(decision.workdir, SiteWord):  # the job directory: podman needs it bound
+            options += ["--volume", SiteWord(f"{decision.workdir}:{decision.workdir}:rw")]
         options += ["--workdir", decision.workdir]
     if decision.spec.stdin_path is not None:
         options.append("--interactive")  # without it the container's stdin is empty

@@ -19,6 +19,7 @@ from iri_gateway.runtimes.base import (
     site_binds,
     site_flags,
 )
+from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
@@ -53,7 +54,8 @@ def invocation(decision: Decision) -> Invocation:
         options.append("--clearenv")
     options += [f"--env={key}={value}" for key, value in decision.environment.items()]
     if decision.workdir is not None:
-        options.append(f"--workdir={decision.workdir}")
+        workdir = f"--workdir={decision.workdir}"
+        options.append(SiteWord(workdir) if isinstance(decision.workdir, SiteWord) else workdir)
     if decision.spec.executable is None:
         options.append("--entrypoint")
     return Invocation(

@@ -10,7 +10,7 @@
 cd -- /tmp/iri-check || exit 1
 module load apptainer
 export APPTAINERENV_OMP_NUM_THREADS=2
-apptainer exec --bind /flare/iri-check/data:/data:ro --cwd /tmp/iri-check \
+apptainer exec --bind /flare/iri-check/data:/data:ro --cwd "$PWD" \
     /images/app.sif \
     /opt/app/bin/app --input '/data/in put.txt'
 iri_status=$?

@@ -14,7 +14,7 @@ export APPTAINERENV_ONEAPI_DEVICE_SELECTOR=level_zero:gpu
 export APPTAINERENV_LD_LIBRARY_PATH="/hostlib:$LD_LIBRARY_PATH"
 export APPTAINERENV_OMP_NUM_THREADS=2
 mpiexec -n 8 -ppn 4 \
-    apptainer exec --bind /opt/cray/pals/1.4/lib/libpmix.so.2:/hostlib/libpmix.so.2 --bind /flare/iri-check/data:/data:ro --cwd /tmp/iri-check \
+    apptainer exec --bind /opt/cray/pals/1.4/lib/libpmix.so.2:/hostlib/libpmix.so.2 --bind /flare/iri-check/data:/data:ro --cwd "$PWD" \
     /images/app.sif \
     /opt/app/bin/app --input '/data/in put.txt'
 iri_status=$?

@@ -12,7 +12,7 @@ module load apptainer
 export APPTAINERENV_ZE_FLAT_DEVICE_HIERARCHY=FLAT
 export APPTAINERENV_ONEAPI_DEVICE_SELECTOR=level_zero:gpu
 export APPTAINERENV_OMP_NUM_THREADS=2
-apptainer exec --bind /flare/iri-check/data:/data:ro --cwd /tmp/iri-check \
+apptainer exec --bind /flare/iri-check/data:/data:ro --cwd "$PWD" \
     /images/app.sif \
     /opt/app/bin/app --input '/data/in put.txt'
 iri_status=$?

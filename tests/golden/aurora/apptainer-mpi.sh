@@ -12,7 +12,7 @@ module load apptainer
 export APPTAINERENV_LD_LIBRARY_PATH="/hostlib:$LD_LIBRARY_PATH"
 export APPTAINERENV_OMP_NUM_THREADS=2
 mpiexec -n 4 -ppn 2 \
-    apptainer exec --bind /opt/cray/pals/1.4/lib/libpmix.so.2:/hostlib/libpmix.so.2 --bind /flare/iri-check/data:/data:ro --cwd /tmp/iri-check \
+    apptainer exec --bind /opt/cray/pals/1.4/lib/libpmix.so.2:/hostlib/libpmix.so.2 --bind /flare/iri-check/data:/data:ro --cwd "$PWD" \
     /images/app.sif \
     /opt/app/bin/app --input '/data/in put.txt'
 iri_status=$?

@@ -11,7 +11,7 @@ cd -- /tmp/iri-check || exit 1
 module use /soft/modulefiles
 module load spack-pe-base apptainer
 export APPTAINERENV_OMP_NUM_THREADS=2
-apptainer exec --fakeroot --nv --bind /eagle/iri-check/data:/data:ro --cwd /tmp/iri-check \
+apptainer exec --fakeroot --nv --bind /eagle/iri-check/data:/data:ro --cwd "$PWD" \
     /images/app.sif \
     /opt/app/bin/app --input '/data/in put.txt'
 iri_status=$?

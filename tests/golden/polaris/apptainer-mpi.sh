@@ -14,7 +14,7 @@ module load cray-mpich-abi
 export APPTAINERENV_LD_LIBRARY_PATH="$CRAY_LD_LIBRARY_PATH:$LD_LIBRARY_PATH:/opt/cray/pe/pals/1.2.12/lib"
 export APPTAINERENV_OMP_NUM_THREADS=2
 mpiexec --hostfile "$PBS_NODEFILE" -n 4 --ppn 2 \
-    apptainer exec --fakeroot --bind /opt --bind /var/run/palsd/ --bind /eagle/iri-check/data:/data:ro --cwd /tmp/iri-check \
+    apptainer exec --fakeroot --bind /opt --bind /var/run/palsd/ --bind /eagle/iri-check/data:/data:ro --cwd "$PWD" \
     /images/app.sif \
     /opt/app/bin/app --input '/data/in put.txt'
 iri_status=$?

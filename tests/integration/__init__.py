@@ -1,0 +1,1 @@
+"""Integration tests against the real test cluster that `scripts/cluster` starts."""

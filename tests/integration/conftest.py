@@ -1,0 +1,116 @@
+"""The real test cluster: `scripts/cluster start` once per session, then its settings.
+
+The cluster (munged + Slurm with fake nodes n1..n4, an sshd login node on 127.0.0.1:2222 with
+user alice, Podman with local images and a CDI spec of fake GPUs) is left running when the
+session ends, so the next run reuses it; `scripts/cluster stop` is for people. A cluster that
+cannot start fails every test that needs it, with the script's output: it is never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
+# A cold start on a fresh machine installs Debian packages first (~30 s); later ones take ~2 s.
+START_TIMEOUT = 900
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "integration: needs the real test cluster that scripts/cluster starts "
+        "(Slurm, sshd, Podman; root on Debian 12)",
+    )
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """Where the running test cluster is, as `scripts/cluster env` tells it."""
+
+    dir: Path
+    slurm_conf: Path
+    ssh_host: str
+    ssh_port: int
+    ssh_user: str
+    ssh_key: Path
+    ssh_known_hosts: Path
+    cdi_devices: tuple[str, ...]
+    test_image: str
+    image_cuda: str
+    image_cpu: str
+
+    @classmethod
+    def from_env_lines(cls, text: str) -> ClusterInfo:
+        """Parse the `export NAME=VALUE` lines that `scripts/cluster env` prints."""
+        values: dict[str, str] = {}
+        for line in text.splitlines():
+            words = shlex.split(line)
+            if not words:
+                continue
+            if words[0] != "export" or len(words) != 2 or "=" not in words[1]:
+                raise ValueError(f"unexpected line from scripts/cluster env: {line!r}")
+            name, value = words[1].split("=", 1)
+            values[name] = value
+        return cls(
+            dir=Path(values["IRI_CLUSTER_DIR"]),
+            slurm_conf=Path(values["SLURM_CONF"]),
+            ssh_host=values["IRI_SSH_HOST"],
+            ssh_port=int(values["IRI_SSH_PORT"]),
+            ssh_user=values["IRI_SSH_USER"],
+            ssh_key=Path(values["IRI_SSH_KEY"]),
+            ssh_known_hosts=Path(values["IRI_SSH_KNOWN_HOSTS"]),
+            cdi_devices=tuple(values["IRI_CDI_DEVICES"].split(",")),
+            test_image=values["IRI_TEST_IMAGE"],
+            image_cuda=values["IRI_TEST_IMAGE_CUDA"],
+            image_cpu=values["IRI_TEST_IMAGE_CPU"],
+        )
+
+
+def _run_script(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            [str(CLUSTER_SCRIPT), command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(
+            f"scripts/cluster {command} did not finish within {timeout} s\n"
+            f"--- stdout\n{expired.stdout!s}\n--- stderr\n{expired.stderr!s}",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[ClusterInfo]:
+    """The running test cluster; `SLURM_CONF` points at it for the whole session."""
+    started = _run_script("start", START_TIMEOUT)
+    if started.returncode != 0:
+        pytest.fail(
+            f"scripts/cluster start failed (exit {started.returncode}): the integration tests "
+            f"need the real test cluster.\n--- stdout\n{started.stdout}\n"
+            f"--- stderr\n{started.stderr}",
+            pytrace=False,
+        )
+    env = _run_script("env", 30)
+    if env.returncode != 0:
+        pytest.fail(f"scripts/cluster env failed:\n{env.stderr}", pytrace=False)
+    info = ClusterInfo.from_env_lines(env.stdout)
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(info.slurm_conf)
+    try:
+        yield info
+    finally:
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous
