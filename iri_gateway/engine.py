@@ -26,7 +26,7 @@ from iri_gateway.models.profile import LoadedResource
 from iri_gateway.planner import make_plan
 from iri_gateway.profiles import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.store import JobRecord, JobStore
+from iri_gateway.store import JobRecord, JobStore, StateChange
 from iri_gateway.transport.base import TransportError
 
 
@@ -219,25 +219,18 @@ class Engine:
         by_account: dict[str, list[JobRecord]] = {}
         for record in pending:
             by_account.setdefault(self.backends.account(loaded, record.owner), []).append(record)
-        changed = 0
+        changes: list[StateChange] = []
         for records in by_account.values():
             backend = self.backends.get(loaded, records[0].owner)
             ids = {r.native_id for r in records if r.native_id is not None}
             statuses = backend.batch.statuses(ids)
             for record in records:
                 status = statuses.get(record.native_id or "")
-                if status is not None and self._apply(record, status):
-                    changed += 1
-        return changed
-
-    def _apply(self, record: JobRecord, status: NativeStatus) -> bool:
-        state = status.state or record.state
-        if state == JobState.FAILED and record.desired == "canceled":
-            state = JobState.CANCELED
-        if state == record.state and status.message == record.message:
-            return False
-        self.store.transition(record.id, state, status.message, exit_code=status.exit_code)
-        return True
+                change = _change_for(record, status) if status is not None else None
+                if change is not None:
+                    changes.append(change)
+        self.store.transition_many(changes)
+        return len(changes)
 
     # ---- recovery --------------------------------------------------------------------------
 
@@ -315,6 +308,20 @@ class Engine:
                 f"{stream} of job {job_id} cannot be read at {path}: {result.stderr.strip()}"
             )
         return result.stdout
+
+
+def _change_for(record: JobRecord, status: NativeStatus) -> StateChange | None:
+    """What a scheduler report changes for a record, if anything.
+
+    An unknown native state keeps the previous IRI state; a job killed after the user asked
+    to cancel it is canceled, whatever the scheduler calls it.
+    """
+    state = status.state or record.state
+    if state == JobState.FAILED and record.desired == "canceled":
+        state = JobState.CANCELED
+    if state == record.state and status.message == record.message:
+        return None
+    return StateChange(record.id, state, status.message, status.exit_code)
 
 
 class OutputUnavailableError(GatewayError):

@@ -213,19 +213,28 @@ class JobStore:
         """Move to `state` (recorded in the history when it changes)."""
         return self._transition(job_id, state, message, exit_code=exit_code)
 
+    def transition_many(self, changes: Sequence[StateChange]) -> None:
+        """Apply a poll cycle's changes in one transaction (one commit, not one per job)."""
+        if not changes:
+            return
+        now = self._clock()
+        with self._session() as session:
+            rows = {row.id: row for row in session.scalars(
+                select(_JobRow).where(_JobRow.id.in_([change.job_id for change in changes]))
+            )}
+            for change in changes:
+                row = rows.get(change.job_id)
+                if row is not None:
+                    _change(row, change.state, change.message, now,
+                            {"exit_code": change.exit_code})
+
     def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
         now = self._clock()
         with self._session() as session:
             row = session.get(_JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
-            for key, value in fields.items():
-                if value is not None:
-                    setattr(row, key, value)
-            if row.state != state.value or row.message != message:
-                row.history = [*row.history, {"state": state.value, "time": now,
-                                              "message": message}]
-            row.state, row.message, row.updated_at = state.value, message, now
+            _change(row, state, message, now, fields)
             return _record(row)
 
     def _update(self, job_id: str, **fields: Any) -> JobRecord:
@@ -237,6 +246,26 @@ class JobStore:
                 setattr(row, key, value)
             row.updated_at = self._clock()
             return _record(row)
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A new state for one job, as a poll cycle found it."""
+
+    job_id: str
+    state: JobState
+    message: str
+    exit_code: int | None = None
+
+
+def _change(row: _JobRow, state: JobState, message: str, now: float,
+            fields: dict[str, Any]) -> None:
+    for key, value in fields.items():
+        if value is not None:
+            setattr(row, key, value)
+    if row.state != state.value or row.message != message:
+        row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
+    row.state, row.message, row.updated_at = state.value, message, now
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
