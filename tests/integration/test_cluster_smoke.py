@@ -62,7 +62,8 @@ def wait_until_ended(job_id: str, query: Query = local_query) -> tuple[str, str]
         for line in query(argv).splitlines():
             fields = line.split("|")
             if fields[0] == job_id:
-                return fields[1], fields[2]
+                # sacct may say "CANCELLED by 0"; the state is the first word.
+                return fields[1].split()[0], fields[2]
         assert time.monotonic() < deadline, f"job {job_id} did not end in {JOB_DEADLINE} s"
         time.sleep(POLL)
 
