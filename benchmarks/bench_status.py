@@ -22,12 +22,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_submit import profile  # noqa: E402
+from bench_submit import profile
 
-from iri_gateway.backends import Backends  # noqa: E402
-from iri_gateway.engine import Engine  # noqa: E402
-from iri_gateway.store import JobStore  # noqa: E402
-from iri_gateway.profiles import ProfileRegistry  # noqa: E402
+from iri_gateway.backends import Backends
+from iri_gateway.engine import Engine
+from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.store import JobStore
 
 
 class TimedTransport:
