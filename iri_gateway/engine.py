@@ -211,11 +211,16 @@ class Engine:
 
     # ---- tracking --------------------------------------------------------------------------
 
-    def refresh(self, resource_id: str) -> int:
-        """One status cycle for a resource: one batched query per account; returns changes."""
+    def refresh(self, resource_id: str, pending: list[JobRecord] | None = None) -> int:
+        """One status cycle for a resource: one batched query per account; returns changes.
+
+        `pending` are the resource's unsettled records when the caller has already read them
+        (the poller does, for all resources at once).
+        """
         loaded = self.registry.get(resource_id)
-        pending = [r for r in self.store.unsettled() if r.resource_id == resource_id
-                   and r.native_id is not None]
+        if pending is None:
+            pending = [r for r in self.store.unsettled() if r.resource_id == resource_id]
+        pending = [r for r in pending if r.native_id is not None]
         by_account: dict[str, list[JobRecord]] = {}
         for record in pending:
             by_account.setdefault(self.backends.account(loaded, record.owner), []).append(record)

@@ -62,7 +62,7 @@ class Poller:
             if not force and self._next.get(resource_id, 0.0) > now:
                 continue
             try:
-                changes[resource_id] = self.engine.refresh(resource_id)
+                changes[resource_id] = self.engine.refresh(resource_id, records)
                 self.errors.pop(resource_id, None)
             except GatewayError as error:
                 self.errors[resource_id] = str(error)
