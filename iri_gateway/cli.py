@@ -249,6 +249,65 @@ def profile_check(
         raise typer.Exit(EXIT_ERROR)
 
 
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    profiles: Annotated[
+        list[Path] | None,
+        typer.Option("--profiles", help="Profile files or folders (default: the local one)."),
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Store, tokens and job folders (default: XDG data dir).")
+    ] = None,
+) -> None:
+    """Run the gateway: the IRI API v2 on embedded defaults (SQLite, the `local` resource)."""
+    import uvicorn
+
+    from iri_gateway.api.app import create_app
+    from iri_gateway.auth import TokenFile
+    from iri_gateway.settings import Settings
+
+    overrides: dict[str, object] = {}
+    if profiles:
+        overrides["profiles"] = profiles
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+        application = create_app(settings)
+    except ProfileError as error:
+        _fail(f"invalid profile:\n{error}")
+    tokens = TokenFile(settings.tokens_path)
+    if len(tokens) == 0:
+        token = tokens.issue("admin")
+        application.state.tokens.reload()
+        _err.print(f"Created {settings.tokens_path} with a token for user 'admin' "
+                   f"(shown once):\n  {token}", markup=False)
+    resources = ", ".join(application.state.engine.registry.ids())
+    _err.print(f"iri-gateway {__version__}: http://{host}:{port}/api/v2 (resources: "
+               f"{resources}; data: {settings.data_dir})", markup=False)
+    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
+@app.command("token")
+def token_create(
+    user: Annotated[str, typer.Argument(help="Gateway user name the token stands for.")],
+    project: Annotated[
+        list[str] | None, typer.Option("--project", help="Project the user may charge.")
+    ] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Data directory of the server.")] = None,
+) -> None:
+    """Create a bearer token for USER in the server's tokens file and print it (once)."""
+    from iri_gateway.auth import TokenFile
+    from iri_gateway.settings import Settings
+
+    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
+    sys.stdout.write(TokenFile(settings.tokens_path).issue(user, project or []) + "\n")
+
+
 @profile_app.command("schema")
 def profile_schema() -> None:
     """Print the JSON Schema of facility profiles (shipped as facility_profiles/schema.json)."""

@@ -1,0 +1,76 @@
+"""The FastAPI application factory: `create_app(settings)`; nothing is built at import time.
+
+On start-up the engine reconciles what a crash may have left half-done, then a poller thread
+keeps job states current; requests read states from the store, never from the scheduler.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from iri_gateway import __version__
+from iri_gateway.api import problems
+from iri_gateway.api.routers import account, compute, facility, filesystem, status
+from iri_gateway.auth import TokenFile
+from iri_gateway.backends import Backends
+from iri_gateway.engine import Engine
+from iri_gateway.poller import Poller
+from iri_gateway.profiles import ProfileRegistry, builtin_profile
+from iri_gateway.settings import Settings
+from iri_gateway.store import JobStore
+
+
+def build_engine(settings: Settings) -> Engine:
+    """Profiles, store and backends as the settings say; profile errors are fatal here."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    paths = settings.profiles or [builtin_profile("local")]
+    return Engine(
+        registry=ProfileRegistry.from_paths(paths),
+        store=JobStore(settings.store_url),
+        backends=Backends(settings.data_dir),
+    )
+
+
+def create_app(settings: Settings, *, engine: Engine | None = None,
+               run_poller: bool = True) -> FastAPI:
+    """The gateway's HTTP application."""
+    engine = engine or build_engine(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine.reconcile()
+        stop = threading.Event()
+        thread = None
+        if run_poller:
+            poller = Poller(engine, fast=settings.poll_fast, slow=settings.poll_slow)
+            thread = threading.Thread(target=poller.run, args=(stop,), name="poller",
+                                      daemon=True)
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if thread is not None:
+                thread.join(timeout=10)
+            engine.backends.close()
+
+    app = FastAPI(
+        title="iri-gateway",
+        version=__version__,
+        description="HPC job-spec gateway implementing the DOE IRI Facility API v2, with "
+        "capability, plan and placement extensions (tag `extensions`).",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.tokens = TokenFile(settings.tokens_path)
+    app.state.in_flight = compute.InFlightKeys()
+    problems.install(app)
+    for module in (facility, status, account, compute, filesystem):
+        app.include_router(module.router)
+    app.include_router(compute.extensions)
+    return app

@@ -1,0 +1,37 @@
+"""Typed FastAPI dependencies: the engine, the caller, the settings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from iri_gateway.auth import Principal, TokenFile
+from iri_gateway.engine import Engine
+from iri_gateway.settings import Settings
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+def get_engine(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def get_settings_dep(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    tokens: TokenFile = request.app.state.tokens
+    return tokens.authenticate(credentials.credentials if credentials else None)
+
+
+EngineDep = Annotated[Engine, Depends(get_engine)]
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]

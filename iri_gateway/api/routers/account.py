@@ -1,0 +1,7 @@
+"""The IRI `account` operations (being written; see issue #4)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(prefix="/api/v2", tags=["account"])

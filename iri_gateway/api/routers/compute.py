@@ -1,0 +1,220 @@
+"""Compute: the official job operations, and the capability, plan and placement extensions.
+
+Views are thin: they resolve the caller and the project, then call the engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Request, Response
+
+from iri_gateway.api.deps import EngineDep, PrincipalDep
+from iri_gateway.api.models import Job, job_view
+from iri_gateway.api.problems import ApiProblem
+from iri_gateway.auth import Principal
+from iri_gateway.capabilities import Capabilities, capabilities
+from iri_gateway.engine import Engine, JobNotFoundError
+from iri_gateway.errors import JobRejectedError
+from iri_gateway.models.job import JobState
+from iri_gateway.models.jobspec import JobAttributes, JobSpec
+from iri_gateway.models.plan import Plan
+from iri_gateway.planner import make_plan
+from iri_gateway.schedulers.batch import JobChanges
+from iri_gateway.store import JobRecord
+
+router = APIRouter(prefix="/api/v2/compute", tags=["compute"])
+extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"])
+
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
+ProjectHeader = Annotated[
+    str | None,
+    Header(alias="X-IRI-Facility-Project",
+           description="Trusted forwarded project; give the account here or in the spec"),
+]
+
+
+class InFlightKeys:
+    """Idempotency keys whose first request is still being processed (per app)."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def claim(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            if key in self._keys:
+                return False
+            self._keys.add(key)
+            return True
+
+    def release(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._keys.discard(key)
+
+
+def _with_account(spec: JobSpec, header: str | None, principal: Principal) -> JobSpec:
+    """The effective account comes from exactly one place: the spec or the header."""
+    in_spec = spec.attributes.account if spec.attributes else None
+    if in_spec and header:
+        raise ApiProblem(400, "Bad Request", "give the project either in "
+                         "attributes.account or in X-IRI-Facility-Project, not both",
+                         [{"name": "attributes.account", "reason": "also given as header"}])
+    account = in_spec or header
+    if not account:
+        raise ApiProblem(400, "Bad Request", "no project: set attributes.account or the "
+                         "X-IRI-Facility-Project header",
+                         [{"name": "attributes.account", "reason": "required"}])
+    if principal.projects and account not in principal.projects:
+        raise ApiProblem(403, "Forbidden", f"user {principal.user!r} may not charge project "
+                         f"{account!r}; allowed: {', '.join(principal.projects)}")
+    if in_spec:
+        return spec
+    attributes = (spec.attributes or JobAttributes()).model_copy(update={"account": account})
+    return spec.model_copy(update={"attributes": attributes})
+
+
+def _owned(engine: Engine, principal: Principal, resource_id: str, job_id: str) -> JobRecord:
+    record = engine.get(owner=principal.user, job_id=job_id)
+    if record.resource_id != resource_id:
+        raise JobNotFoundError(f"no job {job_id!r} on {resource_id!r}")
+    return record
+
+
+@router.post("/job/{resource_id}", operation_id="launchJob", response_model=Job,
+             response_model_exclude_none=True, summary="Submit Job")
+def launch_job(
+    resource_id: str,
+    spec: JobSpec,
+    engine: EngineDep,
+    principal: PrincipalDep,
+    request: Request,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+    project: ProjectHeader = None,
+) -> Job:
+    """Submit a job; with an `Idempotency-Key`, a retry returns the first job."""
+    engine.registry.get(resource_id)
+    effective = _with_account(spec, project, principal)
+    in_flight: InFlightKeys = request.app.state.in_flight
+    marker = (principal.user, idempotency_key) if idempotency_key else None
+    if marker is not None and not in_flight.claim(marker):
+        raise ApiProblem(409, "Conflict", "a request with this Idempotency-Key is still "
+                         "being processed")
+    try:
+        submission = engine.submit(owner=principal.user, resource_id=resource_id,
+                                   spec=effective, idempotency_key=idempotency_key)
+    finally:
+        if marker is not None:
+            in_flight.release(marker)
+    if idempotency_key is not None:
+        response.headers["Idempotency-Key-Reply"] = "hit" if submission.replayed else "miss"
+    return job_view(submission.record)
+
+
+@router.put("/job/{resource_id}/{job_id}", operation_id="updateJob", response_model=Job,
+            response_model_exclude_none=True, summary="Update Job")
+def update_job(
+    resource_id: str,
+    job_id: str,
+    spec: JobSpec,
+    engine: EngineDep,
+    principal: PrincipalDep,
+    idempotency_key: IdempotencyKey = None,
+    project: ProjectHeader = None,
+) -> Job:
+    """Change a queued job: duration, queue, name or account."""
+    _owned(engine, principal, resource_id, job_id)
+    effective = _with_account(spec, project, principal)
+    attributes = effective.attributes or JobAttributes()
+    changes = JobChanges(duration=attributes.duration, queue_name=attributes.queue_name,
+                         name=effective.name, account=attributes.account)
+    record = engine.update(owner=principal.user, job_id=job_id, changes=changes)
+    return job_view(record)
+
+
+@router.get("/status/{resource_id}/{job_id}", operation_id="getJob", response_model=Job,
+            response_model_exclude_none=True, summary="Get Job Status")
+def get_job(
+    resource_id: str,
+    job_id: str,
+    engine: EngineDep,
+    principal: PrincipalDep,
+    historical: bool | None = False,
+    include_spec: bool | None = False,
+) -> Job:
+    """A job's status, from the store (the poller keeps it current)."""
+    record = _owned(engine, principal, resource_id, job_id)
+    return job_view(record, include_spec=bool(include_spec))
+
+
+@router.post("/status/{resource_id}", operation_id="getJobs", response_model=list[Job],
+             response_model_exclude_none=True, summary="Get Jobs")
+def get_jobs(
+    resource_id: str,
+    engine: EngineDep,
+    principal: PrincipalDep,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=0, le=1000)] = 100,
+    historical: bool | None = False,
+    include_spec: bool | None = False,
+    filters: Annotated[dict[str, Any] | None, Body()] = None,
+) -> list[Job]:
+    """The caller's jobs on a resource; finished ones only with `historical`."""
+    engine.registry.get(resource_id)
+    states = None if historical else [s for s in JobState if not s.final]
+    wanted = (filters or {}).get("state")
+    if isinstance(wanted, str):
+        states = [JobState(wanted)] if wanted in JobState._value2member_map_ else []
+    records = engine.store.find(owner=principal.user, resource_id=resource_id, states=states,
+                                offset=offset, limit=limit)
+    name = (filters or {}).get("name")
+    if isinstance(name, str):
+        records = [r for r in records if r.spec.get("name") == name]
+    return [job_view(r, include_spec=bool(include_spec)) for r in records]
+
+
+@router.delete("/cancel/{resource_id}/{job_id}", operation_id="cancelJob", status_code=204,
+               summary="Cancel Job")
+def cancel_job(
+    resource_id: str, job_id: str, engine: EngineDep, principal: PrincipalDep
+) -> Response:
+    """Ask for the job to be cancelled; its state turns `canceled` when the scheduler says so."""
+    _owned(engine, principal, resource_id, job_id)
+    engine.cancel(owner=principal.user, job_id=job_id)
+    return Response(status_code=204)
+
+
+@extensions.get("/capabilities/{resource_id}", operation_id="getComputeCapabilities",
+                response_model=Capabilities, summary="Capabilities of a resource")
+def get_capabilities(resource_id: str, engine: EngineDep,
+                     principal: PrincipalDep) -> Capabilities:
+    """Runtimes, GPU and MPI bindings, mount policy, extra options, hardware facts, limits."""
+    return capabilities(engine.registry.get(resource_id))
+
+
+@extensions.post("/plan/{resource_id}", operation_id="planJob", response_model=Plan,
+                 summary="Dry run")
+def plan_job(resource_id: str, spec: JobSpec, engine: EngineDep,
+             principal: PrincipalDep) -> Plan:
+    """How the job would run, and the exact batch script; 422 lists every problem."""
+    return make_plan(spec, engine.registry.get(resource_id))
+
+
+@extensions.post("/placement", operation_id="placeJob", summary="Where can this run?")
+def place_job(spec: JobSpec, engine: EngineDep, principal: PrincipalDep) -> list[dict[str, Any]]:
+    """Every resource, those that can run the job first, with the reasons for the others."""
+    ranked: list[dict[str, Any]] = []
+    for loaded in engine.registry:
+        try:
+            plan = make_plan(spec, loaded)
+        except JobRejectedError as error:
+            ranked.append({"resource": loaded.id, "runnable": False,
+                           "problems": [{"name": p.field, "reason": p.reason,
+                                         "offered": p.offered} for p in error.problems]})
+        else:
+            ranked.append({"resource": loaded.id, "runnable": True, "runtime": plan.runtime,
+                           "queue": plan.queue, "warnings": plan.warnings})
+    ranked.sort(key=lambda entry: (not entry["runnable"], len(entry.get("problems", []))))
+    return ranked

@@ -1,0 +1,60 @@
+"""Gateway settings (pydantic-settings): environment variables `IRI_GATEWAY_*`, or arguments.
+
+Nothing reads settings at import time: `create_app(settings)` and the CLI build them, and
+tests pass their own.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/iri-gateway`, else `~/.local/share/iri-gateway`."""
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "iri-gateway"
+
+
+class Settings(BaseSettings):
+    """Everything `iri-gateway serve` can be told."""
+
+    model_config = SettingsConfigDict(env_prefix="IRI_GATEWAY_", extra="forbid")
+
+    data_dir: Path = Field(default_factory=default_data_dir,
+                           description="Store, tokens file, local job folders")
+    profiles: list[Path] = Field(
+        default_factory=list,
+        description="Profile files or folders; empty: the built-in `local` profile only",
+    )
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: SQLite in the data directory"
+    )
+    tokens_file: Path | None = Field(
+        default=None, description="Bearer tokens (JSON); default: tokens.json in data_dir"
+    )
+    poll_fast: float = Field(default=1.0, gt=0, description="Seconds between early polls")
+    poll_slow: float = Field(default=30.0, gt=0, description="Longest seconds between polls")
+    facility_name: str = Field(default="iri-gateway", description="Name in GET /facility")
+    outages: list[str] = Field(
+        default_factory=list, description="Resource ids an admin declares down (incidents)"
+    )
+
+    @property
+    def store_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'jobs.db'}"
+
+    @property
+    def tokens_path(self) -> Path:
+        return self.tokens_file or self.data_dir / "tokens.json"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Settings from the environment, built once on first use (tests override the dependency)."""
+    return Settings()
