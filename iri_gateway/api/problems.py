@@ -22,6 +22,7 @@ from iri_gateway.engine import (
     OutputUnavailableError,
 )
 from iri_gateway.errors import (
+    CancelError,
     GatewayError,
     InvalidJobSpecError,
     JobRejectedError,
@@ -30,6 +31,7 @@ from iri_gateway.errors import (
     SubmitError,
     TemplateError,
     UnknownResourceError,
+    UpdateError,
     json_path,
 )
 from iri_gateway.transport.base import TransportError
@@ -46,6 +48,8 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (JobRejectedError, 422, "Unprocessable Entity"),
     (JobNotChangeableError, 409, "Conflict"),
     (SubmitError, 422, "Unprocessable Entity"),
+    (UpdateError, 409, "Conflict"),
+    (CancelError, 409, "Conflict"),
     (SchedulerError, 502, "Bad Gateway"),
     (TransportError, 503, "Service Unavailable"),
     (TemplateError, 500, "Internal Server Error"),

@@ -1,0 +1,215 @@
+"""The compute API over HTTP (ASGI): auth, project resolution, idempotency, isolation, extensions."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from iri_gateway.api.app import create_app
+from iri_gateway.settings import Settings
+
+pytestmark = pytest.mark.anyio
+JOB: dict[str, Any] = {"executable": "/bin/sh", "arguments": ["-c", "echo hi"]}
+PROJECT = {"X-IRI-Facility-Project": "proj1"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> FastAPI:
+    return create_app(Settings(data_dir=tmp_path), run_poller=False)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        yield client
+
+
+def bearer(app: FastAPI, user: str, projects: list[str] | None = None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {app.state.tokens.issue(user, projects or ['proj1'])}"}
+
+
+async def launch(client: httpx.AsyncClient, headers: dict[str, str], body: dict[str, Any] = JOB,
+                 **extra: str) -> httpx.Response:
+    return await client.post("/api/v2/compute/job/local", json=body,
+                             headers={**headers, **PROJECT, **extra})
+
+
+def problem_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.headers["content-type"] == "application/problem+json", response.text
+    body: dict[str, Any] = response.json()
+    assert body["status"] == response.status_code and body["instance"].startswith("http")
+    return body
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/api/v2/compute/job/local"),
+        ("GET", "/api/v2/compute/status/local/x"),
+        ("POST", "/api/v2/compute/status/local"),
+        ("DELETE", "/api/v2/compute/cancel/local/x"),
+        ("PUT", "/api/v2/compute/job/local/x"),
+        ("GET", "/api/v2/compute/capabilities/local"),
+        ("POST", "/api/v2/compute/plan/local"),
+        ("POST", "/api/v2/compute/placement"),
+    ],
+)
+@pytest.mark.parametrize("token", [None, "not-a-token"])
+async def test_compute_needs_a_valid_token(
+    client: httpx.AsyncClient, method: str, path: str, token: str | None
+) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = await client.request(method, path, json=JOB, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    problem_of(response)
+
+
+async def test_launch_then_get(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    response = await launch(client, alice)
+    assert response.status_code == 200, response.text
+    job = response.json()
+    assert job["status"]["state"] == "queued"
+    assert job["job_spec"]["attributes"]["account"] == "proj1"
+    got = await client.get(f"/api/v2/compute/status/local/{job['id']}", headers=alice)
+    assert got.status_code == 200 and got.json()["id"] == job["id"]
+    assert "job_spec" not in got.json(), "include_spec defaults to false"
+    deadline = time.monotonic() + 20
+    while app.state.engine.store.get(job["id"]).state.value != "completed":
+        assert time.monotonic() < deadline
+        app.state.engine.refresh("local")
+        time.sleep(0.05)
+    done = await client.get(f"/api/v2/compute/status/local/{job['id']}?include_spec=true",
+                            headers=alice)
+    assert done.json()["status"]["state"] == "completed"
+    assert done.json()["status"]["exit_code"] == 0
+    assert done.json()["job_spec"]["executable"] == "/bin/sh"
+
+
+async def test_project_must_be_given_exactly_once(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    neither = await client.post("/api/v2/compute/job/local", json=JOB, headers=alice)
+    assert neither.status_code == 400
+    assert problem_of(neither)["invalid_params"][0]["name"] == "attributes.account"
+    both = await launch(client, alice, {**JOB, "attributes": {"account": "proj1"}})
+    assert both.status_code == 400
+    in_spec = await client.post("/api/v2/compute/job/local", headers=alice,
+                                json={**JOB, "attributes": {"account": "proj1"}})
+    assert in_spec.status_code == 200
+    foreign = await client.post("/api/v2/compute/job/local", headers=alice,
+                                json={**JOB, "attributes": {"account": "other"}})
+    assert foreign.status_code == 403
+
+
+async def test_idempotency_key_semantics(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    first = await launch(client, alice, **{"Idempotency-Key": "k-1"})
+    again = await launch(client, alice, **{"Idempotency-Key": "k-1"})
+    assert first.headers["idempotency-key-reply"] == "miss"
+    assert again.headers["idempotency-key-reply"] == "hit"
+    assert first.json()["id"] == again.json()["id"]
+    changed = await launch(client, alice, {**JOB, "arguments": ["-c", "echo other"]},
+                           **{"Idempotency-Key": "k-1"})
+    assert changed.status_code == 422
+    assert "different request" in problem_of(changed)["detail"]
+    app.state.in_flight.claim(("alice", "k-2"))  # the first request is still being processed
+    duplicate = await launch(client, alice, **{"Idempotency-Key": "k-2"})
+    assert duplicate.status_code == 409
+    problem_of(duplicate)
+    assert len(app.state.engine.store.find(owner="alice")) == 1, "nothing submitted twice"
+
+
+async def test_other_users_jobs_are_not_found(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice, bob = bearer(app, "alice"), bearer(app, "bob")
+    job_id = (await launch(client, alice)).json()["id"]
+    for method, path, body in [
+        ("GET", f"/api/v2/compute/status/local/{job_id}", None),
+        ("DELETE", f"/api/v2/compute/cancel/local/{job_id}", None),
+        ("PUT", f"/api/v2/compute/job/local/{job_id}", {**JOB, "name": "x"}),
+    ]:
+        response = await client.request(method, path, json=body, headers={**bob, **PROJECT})
+        assert response.status_code == 404, (method, response.text)
+        problem_of(response)
+    listed = await client.post("/api/v2/compute/status/local?historical=true", headers=bob)
+    assert listed.json() == []
+    mine = await client.post("/api/v2/compute/status/local?historical=true", headers=alice)
+    assert [job["id"] for job in mine.json()] == [job_id]
+
+
+async def test_wrong_resource_in_path_is_not_found(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    job_id = (await launch(client, alice)).json()["id"]
+    response = await client.get(f"/api/v2/compute/status/elsewhere/{job_id}", headers=alice)
+    assert response.status_code == 404
+    unknown = await client.post("/api/v2/compute/job/elsewhere", json=JOB,
+                                headers={**alice, **PROJECT})
+    assert unknown.status_code == 404
+    assert "known: local" in problem_of(unknown)["detail"]
+
+
+async def test_invalid_jobspec_lists_every_field(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    response = await launch(client, alice, {"executable": "x", "resources": {"node_count": 0},
+                                            "roles": []})
+    assert response.status_code == 422
+    names = {p["name"] for p in problem_of(response)["invalid_params"]}
+    assert names == {"resources.node_count", "roles"}
+
+
+async def test_job_that_cannot_run_is_422_with_every_problem(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    alice = bearer(app, "alice")
+    body = {"executable": "/bin/true", "environment": {"1X": "y"},
+            "resources": {"node_count": 2, "gpu_cores_per_process": 1}}
+    for path in ("/api/v2/compute/job/local", "/api/v2/compute/plan/local"):
+        response = await client.post(path, json=body, headers={**alice, **PROJECT})
+        assert response.status_code == 422
+        names = {p["name"] for p in problem_of(response)["invalid_params"]}
+        assert names >= {"environment.1X", "resources.node_count",
+                         "resources.gpu_cores_per_process"}
+    assert app.state.engine.store.find() == [], "a refused job is not recorded"
+
+
+async def test_plan_capabilities_placement(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    plan = await client.post("/api/v2/compute/plan/local", json=JOB, headers=alice)
+    assert plan.status_code == 200
+    assert plan.json()["script"].startswith("#!/bin/bash\n")
+    caps = await client.get("/api/v2/compute/capabilities/local", headers=alice)
+    assert caps.json()["hardware"]["node_count"] == 1
+    placement = await client.post("/api/v2/compute/placement", json=JOB, headers=alice)
+    assert placement.json() == [{"resource": "local", "runnable": True, "runtime": "none",
+                                 "queue": "local", "warnings": []}]
+
+
+async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    job_id = (await launch(client, alice, {"executable": "/bin/sleep",
+                                           "arguments": ["30"]})).json()["id"]
+    update = await client.put(f"/api/v2/compute/job/local/{job_id}",
+                              json={"executable": "/bin/sleep", "name": "renamed"},
+                              headers={**alice, **PROJECT})
+    assert update.status_code in (409, 422), "local jobs start at once; not changeable"
+    problem_of(update)
+    cancel = await client.delete(f"/api/v2/compute/cancel/local/{job_id}", headers=alice)
+    assert cancel.status_code == 204
+    deadline = time.monotonic() + 20
+    while not app.state.engine.store.get(job_id).state.final:
+        assert time.monotonic() < deadline
+        app.state.engine.refresh("local")
+        time.sleep(0.05)
+    assert app.state.engine.store.get(job_id).state.value == "canceled"
