@@ -1,4 +1,4 @@
-"""The compute API over HTTP (ASGI): auth, project resolution, idempotency, isolation, extensions."""
+"""The compute API over HTTP (ASGI): auth, projects, idempotency, isolation, extensions."""
 
 from __future__ import annotations
 
