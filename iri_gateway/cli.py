@@ -314,6 +314,14 @@ def profile_schema() -> None:
     sys.stdout.write(profile_json_schema())
 
 
+@app.command("openapi")
+def openapi_command() -> None:
+    """Print the gateway's OpenAPI document (shipped as openapi/openapi.json)."""
+    from iri_gateway.api.export import openapi_document
+
+    sys.stdout.write(openapi_document())
+
+
 @app.command()
 def version() -> None:
     """Print the gateway's version."""

@@ -116,6 +116,9 @@ class JobStore:
         _Base.metadata.create_all(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
+        # Read-through cache of records by id: this process is the store's only writer (the
+        # poller runs in it), so every write refreshes the cache and reads by id need no query.
+        self._cache: dict[str, JobRecord] = {}
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -153,12 +156,19 @@ class JobStore:
         )
         with self._session() as session:
             session.add(row)
-        return _record(row)
+        return self._remember(_record(row))
 
     def get(self, job_id: str) -> JobRecord | None:
+        cached = self._cache.get(job_id)
+        if cached is not None:
+            return cached
         with self._session() as session:
             row = session.get(_JobRow, job_id)
-            return _record(row) if row else None
+            return self._remember(_record(row)) if row else None
+
+    def _remember(self, record: JobRecord) -> JobRecord:
+        self._cache[record.id] = record
+        return record
 
     def by_idempotency_key(self, owner: str, key: str) -> JobRecord | None:
         with self._session() as session:
@@ -222,11 +232,15 @@ class JobStore:
             rows = {row.id: row for row in session.scalars(
                 select(_JobRow).where(_JobRow.id.in_([change.job_id for change in changes]))
             )}
+            changed = []
             for change in changes:
                 row = rows.get(change.job_id)
                 if row is not None:
                     _change(row, change.state, change.message, now,
                             {"exit_code": change.exit_code})
+                    changed.append(row)
+        for row in changed:
+            self._remember(_record(row))
 
     def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
         now = self._clock()
@@ -235,7 +249,8 @@ class JobStore:
             if row is None:
                 raise KeyError(job_id)
             _change(row, state, message, now, fields)
-            return _record(row)
+            record = _record(row)
+        return self._remember(record)
 
     def _update(self, job_id: str, **fields: Any) -> JobRecord:
         with self._session() as session:
@@ -245,7 +260,8 @@ class JobStore:
             for key, value in fields.items():
                 setattr(row, key, value)
             row.updated_at = self._clock()
-            return _record(row)
+            record = _record(row)
+        return self._remember(record)
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,19 @@ from iri_gateway.settings import Settings
 _bearer = HTTPBearer(auto_error=False)
 
 
-def get_engine(request: Request) -> Engine:
+# Dependencies are `async def` on purpose: they only read app state, and a sync dependency
+# would be sent to the thread pool on every request.
+async def get_engine(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_principal(
+async def get_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:

@@ -136,7 +136,7 @@ def update_job(
 
 @router.get("/status/{resource_id}/{job_id}", operation_id="getJob", response_model=Job,
             response_model_exclude_none=True, summary="Get Job Status")
-def get_job(
+async def get_job(
     resource_id: str,
     job_id: str,
     engine: EngineDep,
@@ -144,7 +144,11 @@ def get_job(
     historical: bool | None = False,
     include_spec: bool | None = False,
 ) -> Job:
-    """A job's status, from the store (the poller keeps it current)."""
+    """A job's status, from the store (the poller keeps it current).
+
+    Served on the event loop: a known job is a read of the store's in-memory record, and
+    only an unknown id costs a (short, indexed) database query.
+    """
     record = _owned(engine, principal, resource_id, job_id)
     return job_view(record, include_spec=bool(include_spec))
 

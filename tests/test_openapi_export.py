@@ -1,0 +1,15 @@
+"""openapi/openapi.json is the gateway's own OpenAPI document, exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iri_gateway.api.export import openapi_document
+
+SHIPPED = Path(__file__).parent.parent / "openapi" / "openapi.json"
+
+
+def test_shipped_openapi_matches_the_app() -> None:
+    assert SHIPPED.read_text() == openapi_document(), (
+        "openapi/openapi.json is stale: run `iri-gateway openapi > openapi/openapi.json`"
+    )
