@@ -141,7 +141,7 @@ async def get_job(
     job_id: str,
     engine: EngineDep,
     principal: PrincipalDep,
-    historical: bool | None = False,
+    historical: bool | None = True,
     include_spec: bool | None = False,
 ) -> Job:
     """A job's status, from the store (the poller keeps it current).
