@@ -328,6 +328,9 @@ def version() -> None:
     sys.stdout.write(f"iri-gateway {__version__}\n")
 
 
+from iri_gateway.cli_client import register; register(app)  # noqa: E402, E702, I001
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -47,6 +47,10 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
             "native_id": record.native_id,
             "resource_id": record.resource_id,
             "history": record.history,
+            # Where the job runs and writes, as the gateway filled them in.
+            "directory": record.effective_spec.get("directory"),
+            "stdout_path": record.effective_spec.get("stdout_path"),
+            "stderr_path": record.effective_spec.get("stderr_path"),
         },
     )
     spec = JobSpec.model_validate(record.spec) if include_spec else None

@@ -1,0 +1,398 @@
+"""The filesystem operations (ls, head, tail, view, stat) and the task operations, over HTTP.
+
+Real jobs run on the `local` resource; their output is then read through the official
+task-based operations: POST answers a `TaskSubmitResponse`, `getTask` holds the result. Only
+paths inside the caller's own job directories are served; everything else is a 404 that says
+nothing about whether the path exists.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from iri_gateway.api.routers.filesystem import MAX_READ
+from iri_gateway.models.job import JobState
+from iri_gateway.store import JobRecord
+from tests.api.conftest import OfficialSchemas
+
+pytestmark = pytest.mark.anyio
+V2 = "/api/v2"
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1"}
+
+
+async def run_job(app: FastAPI, client: httpx.AsyncClient, token: str, script: str,
+                  **extra: Any) -> JobRecord:
+    """Submit `sh -c script` on `local` and refresh until it is final."""
+    spec = {"executable": "/bin/sh", "arguments": ["-c", script], **extra}
+    response = await client.post(f"{V2}/compute/job/local", json=spec, headers=auth(token))
+    assert response.status_code == 200, response.text
+    job_id = response.json()["id"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        app.state.engine.refresh("local")
+        record: JobRecord | None = app.state.engine.store.get(job_id)
+        assert record is not None
+        if record.state.final:
+            assert record.state == JobState.COMPLETED, record
+            return record
+        await anyio.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+async def fs(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
+             official: OfficialSchemas | None = None) -> httpx.Response:
+    """POST a filesystem operation; the raw answer (task submission or problem)."""
+    response = await client.post(f"{V2}/filesystem/{operation}/local", json=body,
+                                 headers=auth(token))
+    if official is not None and response.status_code == 200:
+        official.check("TaskSubmitResponse", response.json())
+    return response
+
+
+async def result(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
+                 official: OfficialSchemas | None = None) -> Any:
+    """The `output` of a filesystem operation's task (which must have completed)."""
+    response = await fs(client, token, operation, body, official)
+    assert response.status_code == 200, response.text
+    submitted = response.json()
+    assert submitted["task_uri"].endswith(f"{V2}/task/{submitted['task_id']}")
+    task = await client.get(f"{V2}/task/{submitted['task_id']}", headers=auth(token))
+    assert task.status_code == 200, task.text
+    if official is not None:
+        official.check("Task", task.json())
+    assert task.json()["status"] == "completed"
+    assert task.json()["command"]["command"] == operation
+    return task.json()["result"]["output"]
+
+
+def stdout_of(record: JobRecord) -> str:
+    return str(Path(record.effective_spec["directory"]) / "stdout.txt")
+
+
+async def assert_not_found(client: httpx.AsyncClient, token: str, operation: str,
+                           body: dict[str, Any]) -> None:
+    response = await fs(client, token, operation, body)
+    assert response.status_code == 404, (operation, body, response.text)
+    assert response.headers["content-type"] == "application/problem+json"
+    assert "job directories" in response.json()["detail"]
+
+
+FIVE_LINES = "for i in 1 2 3 4 5; do echo line$i; done"
+
+
+async def test_tail_head_view_of_a_job_output(app: FastAPI, client: httpx.AsyncClient,
+                                              token: str, official: OfficialSchemas) -> None:
+    record = await run_job(app, client, token, FIVE_LINES)
+    path = stdout_of(record)  # "line1\n" ... "line5\n": 30 bytes
+    tail = await result(client, token, "tail", {"path": path, "lines": 2}, official)
+    assert tail == {"content": "line4\nline5\n", "content_type": "lines", "start_position": 18,
+                    "end_position": 30, "file_size": 30, "truncated": False}
+    tail = await result(client, token, "tail", {"path": path, "bytes": 4})
+    assert (tail["content"], tail["start_position"]) == ("ne5\n", 26)
+    tail = await result(client, token, "tail", {"path": path, "lines": 3, "skipHeading": True})
+    assert tail["content"] == "line4\nline5\n"
+    tail = await result(client, token, "tail", {"path": path, "bytes": 24, "skipHeading": True})
+    assert tail["content"] == "line5\n"
+    tail = await result(client, token, "tail", {"path": path})
+    assert tail["content"].count("\n") == 5, "10 lines by default: the whole file"
+
+    head = await result(client, token, "head", {"path": path, "lines": 2}, official)
+    assert (head["content"], head["end_position"]) == ("line1\nline2\n", 12)
+    head = await result(client, token, "head", {"path": path, "bytes": 3})
+    assert head["content"] == "lin"
+    head = await result(client, token, "head", {"path": path, "lines": 4, "skipTrailing": True})
+    assert head["content"] == "line1\n"
+    head = await result(client, token, "head", {"path": path, "bytes": 24, "skipTrailing": True})
+    assert head["content"] == "line1\n"
+
+    view = await result(client, token, "view", {"path": path, "offset": 6, "size": 5}, official)
+    assert (view["content"], view["start_position"], view["end_position"]) == ("line2", 6, 11)
+    view = await result(client, token, "view", {"path": path})
+    assert view["content"] == "".join(f"line{i}\n" for i in range(1, 6))
+    view = await result(client, token, "view", {"path": path, "offset": 100})
+    assert view["content"] == "" and view["start_position"] == 30
+
+
+async def test_relative_paths_are_under_the_job_root(app: FastAPI, client: httpx.AsyncClient,
+                                                     token: str) -> None:
+    """A job without `directory` runs in `<id>/` of the job root: `<id>/stdout.txt`."""
+    record = await run_job(app, client, token, "echo hello; echo oops >&2")
+    assert (await result(client, token, "tail", {"path": f"{record.id}/stdout.txt"})
+            )["content"] == "hello\n"
+    assert (await result(client, token, "head", {"path": f"{record.id}/stderr.txt"})
+            )["content"] == "oops\n"
+    await assert_not_found(client, token, "tail", {"path": "../../etc/passwd"})
+    await assert_not_found(client, token, "tail", {"path": f"{record.id}/../x"})
+
+
+async def test_stat_and_ls(app: FastAPI, client: httpx.AsyncClient, token: str,
+                           official: OfficialSchemas) -> None:
+    script = ("echo hi; mkdir -p sub/deeper; echo x > sub/f; echo y > sub/deeper/g; "
+              "echo h > .hidden; ln -s sub/f inner-link")
+    record = await run_job(app, client, token, script)
+    directory = record.effective_spec["directory"]
+    info = await result(client, token, "stat", {"path": stdout_of(record)}, official)
+    assert info["size"] == 3 and info["nlink"] == 1
+    assert info["mode"] & 0o170000 == 0o100000, "a regular file"
+    link = await result(client, token, "stat", {"path": f"{directory}/inner-link"})
+    assert link["mode"] & 0o170000 == 0o120000, "the link itself without dereference"
+    followed = await result(client, token, "stat",
+                            {"path": f"{directory}/inner-link", "dereference": True})
+    assert followed["mode"] & 0o170000 == 0o100000 and followed["size"] == 2
+
+    entries = await result(client, token, "ls", {"path": directory}, official)
+    by_name = {e["name"]: e for e in entries}
+    assert set(by_name) == {"stdout.txt", "stderr.txt", "sub", "inner-link"}
+    assert by_name["sub"]["type"] == "directory"
+    stdout = by_name["stdout.txt"]
+    assert (stdout["type"], stdout["size"], stdout["link_target"]) == ("file", "3", None)
+    assert stdout["permissions"][:2] == "rw" and len(stdout["permissions"]) == 9
+    assert stdout["last_modified"].endswith("Z") and stdout["user"] and stdout["group"]
+    link = by_name["inner-link"]
+    assert (link["type"], link["link_target"]) == ("symlink", "sub/f")
+
+    everything = await result(client, token, "ls", {"path": directory, "recursive": True,
+                                                    "showHidden": True, "dereference": True,
+                                                    "numericUid": True})
+    names = [e["name"] for e in everything]
+    assert names == sorted(names)
+    assert {".hidden", "sub/f", "sub/deeper", "sub/deeper/g"} <= set(names)
+    dereferenced = next(e for e in everything if e["name"] == "inner-link")
+    assert dereferenced["type"] == "file" and dereferenced["link_target"] == "sub/f"
+    assert dereferenced["user"].isdigit()
+
+    one = await result(client, token, "ls", {"path": stdout_of(record)})
+    assert [e["name"] for e in one] == ["stdout.txt"]
+    sub = await result(client, token, "ls", {"path": f"{directory}/sub/deeper/../"})
+    assert {e["name"] for e in sub} == {"f", "deeper"}
+
+
+async def test_paths_outside_the_callers_job_directories_are_not_found(
+    app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path
+) -> None:
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret\n")
+    script = (f"echo out; ln -s {outside} leak; ln -s {tmp_path} leakdir; ln -s /etc etc; "
+              "mkdir sub; ln -s ../../ up")
+    record = await run_job(app, client, token, script)
+    directory = record.effective_spec["directory"]
+    for operation in ("tail", "head", "view", "stat", "ls"):
+        for path in (
+            str(outside),  # exists, but outside
+            "/etc/passwd",
+            f"{directory}/../{record.id}-other",  # `..` leaves the directory
+            f"{directory}/../../../secret.txt",
+            f"{directory}/sub/../../{record.id}x/stdout.txt",
+            f"{directory}/leak",  # symbolic link pointing out
+            f"{directory}/leakdir/secret.txt",  # through a link to a folder outside
+            f"{directory}/etc/passwd",
+            f"{directory}/up",
+            f"{directory}/up/secret.txt",
+            f"{directory}/missing.txt",  # inside, but missing: the same answer
+            "relative/missing",
+        ):
+            await assert_not_found(client, token, operation, {"path": path})
+    # The links are listed as links, never followed out, not even with dereference.
+    entries = await result(client, token, "ls", {"path": directory, "dereference": True,
+                                                 "recursive": True})
+    kinds = {e["name"]: e["type"] for e in entries}
+    assert kinds["leak"] == kinds["leakdir"] == kinds["etc"] == "symlink"
+    assert not any(name.startswith(("leakdir/", "etc/")) for name in kinds)
+
+
+async def test_another_users_job_directory_is_not_found(
+    app: FastAPI, client: httpx.AsyncClient, token: str
+) -> None:
+    bob = app.state.tokens.issue("bob", ["proj1"])
+    bobs = await run_job(app, client, bob, "echo bob")
+    alices = await run_job(app, client, token, "echo alice")
+    assert (await result(client, bob, "tail", {"path": stdout_of(bobs)}))["content"] == "bob\n"
+    for operation in ("tail", "head", "view", "stat", "ls"):
+        await assert_not_found(client, token, operation, {"path": stdout_of(bobs)})
+        await assert_not_found(client, token, operation,
+                               {"path": bobs.effective_spec["directory"]})
+        await assert_not_found(client, token, operation, {"path": f"{bobs.id}/stdout.txt"})
+        await assert_not_found(client, token, operation,
+                               {"path": f"{alices.id}/../{bobs.id}/stdout.txt"})
+    tasks = await client.get(f"{V2}/task", headers=auth(token))
+    assert tasks.status_code == 200 and tasks.json() == []
+
+
+async def test_a_link_between_the_callers_own_folders_is_followed(
+    app: FastAPI, client: httpx.AsyncClient, token: str
+) -> None:
+    record = await run_job(app, client, token, "echo data > real.txt; ln -s real.txt alias")
+    directory = record.effective_spec["directory"]
+    content = await result(client, token, "head", {"path": f"{directory}/alias"})
+    assert content["content"] == "data\n"
+
+
+async def test_explicit_directory_and_output_names(
+    app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "runs" / "one"
+    record = await run_job(app, client, token, "echo mine", directory=str(workdir))
+    path = str(workdir / f"iri-{record.id}.out")
+    assert (await result(client, token, "tail", {"path": path}))["content"] == "mine\n"
+    await assert_not_found(client, token, "ls", {"path": str(tmp_path / "runs")})
+
+
+async def test_a_job_directory_that_is_a_link(
+    app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    record = await run_job(app, client, token, "echo linked", directory=str(tmp_path / "alias"))
+    entries = await result(client, token, "ls", {"path": str(tmp_path / "alias")})
+    assert f"iri-{record.id}.out" in [e["name"] for e in entries]
+    info = await result(client, token, "stat", {"path": str(tmp_path / "alias")})
+    assert info["mode"] & 0o170000 == 0o040000
+    out = await result(client, token, "tail", {"path": f"{tmp_path}/alias/iri-{record.id}.out"})
+    assert out["content"] == "linked\n"
+    await assert_not_found(client, token, "ls", {"path": str(tmp_path / "real")})
+
+
+async def test_limits_and_invalid_requests(app: FastAPI, client: httpx.AsyncClient,
+                                           token: str) -> None:
+    # 40,000 lines of 100 bytes: 4 MB.
+    record = await run_job(app, client, token,
+                           "i=0; while [ $i -lt 40000 ]; do printf '%099d\\n' $i; i=$((i+1)); "
+                           "done")
+    path = stdout_of(record)
+    size = 40_000 * 100
+    tail = await result(client, token, "tail", {"path": path, "lines": 2})
+    assert tail["content"] == f"{39998:099d}\n{39999:099d}\n" and not tail["truncated"]
+    assert tail["start_position"] == size - 200
+    many = await result(client, token, "tail", {"path": path, "lines": 30_000})
+    assert many["truncated"] and len(many["content"]) <= MAX_READ
+    assert many["content"].endswith(f"{39999:099d}\n") and many["end_position"] == size
+    assert many["content"].startswith(f"{size // 100 - len(many['content']) // 100:099d}")
+    head = await result(client, token, "head", {"path": path, "lines": 20_000})
+    assert head["truncated"] and len(head["content"]) == MAX_READ // 100 * 100
+    view = await result(client, token, "view", {"path": path})
+    assert len(view["content"]) == MAX_READ and view["file_size"] == size
+    page = await result(client, token, "view", {"path": path, "offset": size - 100})
+    assert page["content"] == f"{39999:099d}\n"
+    skipped = await result(client, token, "tail", {"path": path, "lines": 2,
+                                                   "skipHeading": True})
+    assert skipped["start_position"] == 200 and skipped["truncated"]
+    assert skipped["content"].startswith(f"{2:099d}\n")
+    assert len(skipped["content"]) == MAX_READ // 100 * 100, "whole lines only"
+    most = await result(client, token, "head", {"path": path, "lines": 2,
+                                                "skipTrailing": True})
+    assert most["truncated"] and len(most["content"]) == MAX_READ // 100 * 100
+    rest = await result(client, token, "head", {"path": path, "bytes": size - 100,
+                                                "skipTrailing": True})
+    assert rest["content"] == f"{0:099d}\n"
+
+    invalid: list[tuple[str, dict[str, Any], str]] = [
+        ("view", {"path": path, "size": MAX_READ + 1}, "size"),
+        ("view", {"path": path, "size": 0}, "size"),
+        ("view", {"path": path, "offset": -1}, "offset"),
+        ("head", {"path": path, "bytes": MAX_READ + 1}, "bytes"),
+        ("head", {"path": path, "bytes": 1, "lines": 1}, "bytes"),
+        ("head", {"path": path, "lines": -1}, "lines"),
+        ("tail", {"path": path, "bytes": MAX_READ + 1}, "bytes"),
+        ("tail", {"path": path, "lines": 0}, "lines"),
+        ("tail", {"path": path, "lines": 39_999, "skipHeading": True}, "lines"),
+        ("head", {"path": path, "lines": 39_999, "skipTrailing": True}, "lines"),
+        ("tail", {"path": ""}, "path"),
+        ("stat", {"path": "x\u0000y"}, "path"),
+        ("ls", {}, "path"),
+    ]
+    for operation, body, field in invalid:
+        response = await fs(client, token, operation, body)
+        assert response.status_code == 422, (operation, body, response.text)
+        assert field in [p["name"] for p in response.json()["invalid_params"]], response.text
+
+    directory = record.effective_spec["directory"]
+    response = await fs(client, token, "head", {"path": directory})
+    assert response.status_code == 400 and "directory" in response.json()["detail"]
+
+
+async def test_output_that_is_not_clean_utf8_is_still_served(
+    app: FastAPI, client: httpx.AsyncClient, token: str
+) -> None:
+    record = await run_job(app, client, token, "printf 'caf\\303\\251 \\377 ok\\n'")
+    path = stdout_of(record)
+    whole = await result(client, token, "view", {"path": path})
+    assert whole["content"].startswith("café ") and whole["content"].endswith(" ok\n")
+    cut = await result(client, token, "view", {"path": path, "offset": 4, "size": 2})
+    assert cut["content"] in (" ", "\ufffd ")
+
+
+async def test_tasks_belong_to_their_caller(app: FastAPI, client: httpx.AsyncClient,
+                                            token: str, official: OfficialSchemas) -> None:
+    record = await run_job(app, client, token, "echo one")
+    submitted = (await fs(client, token, "tail", {"path": stdout_of(record)})).json()
+    task_id = submitted["task_id"]
+    listed = await client.get(f"{V2}/task", headers=auth(token))
+    assert listed.status_code == 200
+    official.check("Task", listed.json(), array=True)
+    assert [t["id"] for t in listed.json()] == [task_id]
+
+    bob = app.state.tokens.issue("bob", [])
+    assert (await client.get(f"{V2}/task/{task_id}", headers=auth(bob))).status_code == 404
+    assert (await client.get(f"{V2}/task", headers=auth(bob))).json() == []
+    assert (await client.delete(f"{V2}/task/{task_id}", headers=auth(bob))).status_code == 404
+
+    deleted = await client.delete(f"{V2}/task/{task_id}", headers=auth(token))
+    assert deleted.status_code == 200 and task_id in deleted.json()
+    assert (await client.get(f"{V2}/task/{task_id}", headers=auth(token))).status_code == 404
+
+
+async def test_authentication_and_unknown_resource(client: httpx.AsyncClient,
+                                                   token: str) -> None:
+    response = await client.post(f"{V2}/filesystem/ls/local", json={"path": "/"})
+    assert response.status_code == 401
+    assert (await client.get(f"{V2}/task")).status_code == 401
+    response = await client.post(f"{V2}/filesystem/ls/nowhere", json={"path": "/"},
+                                 headers=auth(token))
+    assert response.status_code == 404
+
+
+async def test_a_path_without_any_job_touches_nothing(
+    app: FastAPI, client: httpx.AsyncClient, token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside every job directory, the answer comes before any command runs."""
+    await run_job(app, client, token, "true")
+    backend = app.state.engine.backends.get(app.state.engine.registry.get("local"), "alice")
+    ran: list[list[str]] = []
+    real_run = backend.transport.run
+
+    def spy(argv: list[str], **kwargs: Any) -> Any:
+        ran.append(list(argv))
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(backend.transport, "run", spy)
+    await assert_not_found(client, token, "stat", {"path": "/etc/passwd"})
+    assert ran == []
+
+
+async def test_relative_job_directories_are_relative_to_where_commands_run(
+    app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over SSH job directories may be relative (to the login home): compared resolved."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rel" / "run").mkdir(parents=True)
+    (tmp_path / "rel" / "run" / "out.txt").write_text("relative\n")
+    (tmp_path / "rel" / "other.txt").write_text("no\n")
+    app.state.engine.store.create(
+        owner="alice", resource_id="local", spec={}, plan={}, script="",
+        effective_spec={"directory": "rel/run"},
+    )
+    out = await result(client, token, "head", {"path": str(tmp_path / "rel/run/out.txt")})
+    assert out["content"] == "relative\n"
+    await assert_not_found(client, token, "head", {"path": str(tmp_path / "rel/other.txt")})
+    await assert_not_found(client, token, "head", {"path": "rel/run/out.txt"})
