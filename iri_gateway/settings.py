@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -38,12 +39,29 @@ class Settings(BaseSettings):
     tokens_file: Path | None = Field(
         default=None, description="Bearer tokens (JSON); default: tokens.json in data_dir"
     )
+    auth: Literal["tokens", "jwt"] = Field(
+        default="tokens", description="'tokens' (the tokens file) or 'jwt' (JWKS-verified JWTs)"
+    )
+    jwks_url: str | None = Field(default=None, description="JWKS URL of the identity provider")
+    jwt_issuer: str | None = Field(default=None, description="Expected `iss` of tokens")
+    jwt_audience: str | None = Field(default=None, description="Expected `aud` of tokens")
+    jwt_username_claim: str = Field(default="sub", description="Claim naming the user")
+    jwt_projects_claim: str = Field(default="projects", description="Claim listing projects")
     poll_fast: float = Field(default=1.0, gt=0, description="Seconds between early polls")
     poll_slow: float = Field(default=30.0, gt=0, description="Longest seconds between polls")
     facility_name: str = Field(default="iri-gateway", description="Name in GET /facility")
     outages: list[str] = Field(
         default_factory=list, description="Resource ids an admin declares down (incidents)"
     )
+
+    @model_validator(mode="after")
+    def _jwt_complete(self) -> Settings:
+        if self.auth == "jwt":
+            missing = [name for name in ("jwks_url", "jwt_issuer", "jwt_audience")
+                       if getattr(self, name) is None]
+            if missing:
+                raise ValueError(f"auth 'jwt' needs {', '.join(missing)}")
+        return self
 
     @property
     def store_url(self) -> str:

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from iri_gateway import __version__
 from iri_gateway.api import problems
 from iri_gateway.api.routers import account, compute, facility, filesystem, status
-from iri_gateway.auth import TokenFile
+from iri_gateway.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
 from iri_gateway.poller import Poller
@@ -33,6 +33,17 @@ def build_engine(settings: Settings) -> Engine:
         store=JobStore(settings.store_url),
         backends=Backends(settings.data_dir),
     )
+
+
+def _authenticator(settings: Settings, tokens: TokenFile) -> Authenticator:
+    if settings.auth == "jwt":
+        assert settings.jwks_url and settings.jwt_issuer and settings.jwt_audience
+        return JwtVerifier(
+            jwks_url=settings.jwks_url, issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience, username_claim=settings.jwt_username_claim,
+            projects_claim=settings.jwt_projects_claim,
+        )
+    return tokens
 
 
 def create_app(settings: Settings, *, engine: Engine | None = None,
@@ -68,6 +79,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.settings = settings
     app.state.engine = engine
     app.state.tokens = TokenFile(settings.tokens_path)
+    app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.in_flight = compute.InFlightKeys()
     problems.install(app)
     for module in (facility, status, account, compute, filesystem):

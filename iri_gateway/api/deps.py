@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from iri_gateway.auth import Principal, TokenFile
+from iri_gateway.auth import Authenticator, Principal
 from iri_gateway.engine import Engine
 from iri_gateway.settings import Settings
 
@@ -30,8 +30,8 @@ async def get_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    tokens: TokenFile = request.app.state.tokens
-    return tokens.authenticate(credentials.credentials if credentials else None)
+    authenticator: Authenticator = request.app.state.authenticator
+    return authenticator.authenticate(credentials.credentials if credentials else None)
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]

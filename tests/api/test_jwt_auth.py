@@ -1,0 +1,124 @@
+"""JWT bearer tokens verified against a JWKS served by a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from fastapi import FastAPI
+
+from iri_gateway.api.app import create_app
+from iri_gateway.settings import Settings
+
+pytestmark = pytest.mark.anyio
+ISSUER, AUDIENCE = "https://idp.test", "iri-gateway"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def keys() -> tuple[Any, Any]:
+    good = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return good, other
+
+
+@pytest.fixture(scope="module")
+def jwks_url(keys: tuple[Any, Any]) -> Iterator[str]:
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(keys[0].public_key()))
+    document = json.dumps({"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]})
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = document.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+    server.shutdown()
+
+
+@pytest.fixture
+async def client(jwks_url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(data_dir=tmp_path, auth="jwt", jwks_url=jwks_url, jwt_issuer=ISSUER,
+                        jwt_audience=AUDIENCE, jwt_username_claim="preferred_username")
+    app: FastAPI = create_app(settings, run_poller=False)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as client:
+        yield client
+
+
+def token(key: Any, **claims: Any) -> str:
+    body = {"iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 300,
+            "preferred_username": "carol", "projects": "p1 p2", **claims}
+    return jwt.encode(body, key, algorithm="RS256", headers={"kid": "k1"})
+
+
+async def caps(client: httpx.AsyncClient, bearer: str) -> httpx.Response:
+    return await client.get("/api/v2/compute/capabilities/local",
+                            headers={"Authorization": f"Bearer {bearer}"})
+
+
+async def test_valid_token_is_accepted(client: httpx.AsyncClient, keys: tuple[Any, Any]) -> None:
+    assert (await caps(client, token(keys[0]))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [{"exp": int(time.time()) - 10}, {"iss": "https://evil.test"}, {"aud": "other"},
+     {"preferred_username": ""}],
+    ids=["expired", "issuer", "audience", "no-user"],
+)
+async def test_bad_claims_are_refused(client: httpx.AsyncClient, keys: tuple[Any, Any],
+                                      claims: dict[str, Any]) -> None:
+    response = await caps(client, token(keys[0], **claims))
+    assert response.status_code == 401
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_wrong_key_and_unsigned_tokens_are_refused(
+    client: httpx.AsyncClient, keys: tuple[Any, Any]
+) -> None:
+    assert (await caps(client, token(keys[1]))).status_code == 401
+    unsigned = jwt.encode({"iss": ISSUER, "aud": AUDIENCE, "exp": int(time.time()) + 60,
+                           "preferred_username": "carol"}, None, algorithm="none",
+                          headers={"kid": "k1"})
+    assert (await caps(client, unsigned)).status_code == 401
+
+
+async def test_projects_come_from_the_token(client: httpx.AsyncClient,
+                                            keys: tuple[Any, Any]) -> None:
+    headers = {"Authorization": f"Bearer {token(keys[0])}"}
+    job = {"executable": "/bin/true"}
+    allowed = await client.post("/api/v2/compute/job/local", json=job,
+                                headers={**headers, "X-IRI-Facility-Project": "p2"})
+    assert allowed.status_code == 200, allowed.text
+    refused = await client.post("/api/v2/compute/job/local", json=job,
+                                headers={**headers, "X-IRI-Facility-Project": "p3"})
+    assert refused.status_code == 403
+
+
+def test_jwt_mode_needs_its_settings(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="jwks_url"):
+        Settings(data_dir=tmp_path, auth="jwt")
