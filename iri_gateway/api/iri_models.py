@@ -61,6 +61,20 @@ StrictDateTime = Annotated[datetime, BeforeValidator(_strict_datetime)]
 are accepted.' (numbers and bare dates are refused)."""
 
 
+def _strict_bool(value: object) -> object:
+    """`true` or `false` (any case, surrounding blanks ignored), as the official reference
+    implementation reads them; not `1`, `yes`, `on` or `t`, which pydantic would take."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError("expected true or false")
+
+
+StrictBool = Annotated[bool, BeforeValidator(_strict_bool)]
+"""Official query boolean: 'Strict boolean. Only true/false allowed (bool or string).'"""
+
+
 def utc_timestamp(seconds: float) -> datetime:
     """A POSIX time as an aware UTC datetime, to the second."""
     return datetime.fromtimestamp(int(seconds), UTC)

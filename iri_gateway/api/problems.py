@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from iri_gateway.auth import AuthenticationError
 from iri_gateway.backends import NoAccountError
@@ -37,6 +38,9 @@ from iri_gateway.errors import (
 from iri_gateway.transport.base import TransportError
 
 PROBLEM = "application/problem+json"
+REQUEST_NOT_VALID = "the request is not valid"
+"""`detail` of a request its parameters or body models refuse (FastAPI's validation)."""
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (AuthenticationError, 401, "Unauthorized"),
     (UnknownResourceError, 404, "Not Found"),
@@ -79,11 +83,20 @@ def problem(request: Request, status: int, title: str, detail: str,
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
+# Errors about one request field that carry no `problems` of their own.
+_FIELD_AT_FAULT: list[tuple[type[GatewayError], str]] = [
+    (IdempotencyConflictError, "Idempotency-Key"),
+]
+
+
 def _params(error: GatewayError) -> list[dict[str, str]]:
     problems = getattr(error, "problems", None)
-    if not problems:
-        return []
-    return [{"name": p.field, "reason": str(p).split(": ", 1)[-1]} for p in problems]
+    if problems:
+        return [{"name": p.field, "reason": str(p).split(": ", 1)[-1]} for p in problems]
+    for kind, field in _FIELD_AT_FAULT:
+        if isinstance(error, kind):
+            return [{"name": field, "reason": str(error)}]
+    return []
 
 
 def install(app: FastAPI) -> None:
@@ -112,9 +125,23 @@ def install(app: FastAPI) -> None:
             if detail.get("type") == "extra_forbidden":
                 reason = "unknown field; the IRI JobSpec does not define it"
             params.append({"name": json_path(loc), "reason": reason})
-        return problem(request, 422, "Unprocessable Entity", "the request is not valid", params)
+        return problem(request, 422, "Unprocessable Entity", REQUEST_NOT_VALID, params)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        headers = dict(getattr(error, "headers", None) or {})
+        if error.status_code == 405:
+            # Starlette names only the methods of the first route matching the path; RFC 9110
+            # wants every method the resource supports (e.g. GET and DELETE of /task/{id}).
+            headers["Allow"] = ", ".join(allowed_methods(request))
         return problem(request, error.status_code, str(error.detail), str(error.detail),
-                       headers=getattr(error, "headers", None))
+                       headers=headers or None)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the application serves at the request's path."""
+    return [
+        method for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
+               for route in request.app.router.routes)
+    ]

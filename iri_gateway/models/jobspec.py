@@ -15,14 +15,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
-def _whole_number(value: Any) -> Any:
+def whole_number(value: Any) -> Any:
     """JSON Schema counts 2.0 and 1.6e10 as integers; so do we (strings and bools stay errors)."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
 
 
-PositiveInt = Annotated[int, BeforeValidator(_whole_number), Field(ge=1)]
+JsonInt = Annotated[int, BeforeValidator(whole_number)]
+"""An integer as JSON Schema defines it: 2 and 2.0 both are; "2" and true are not."""
+PositiveInt = Annotated[JsonInt, Field(ge=1)]
 
 RUNTIME_NAMES = ("apptainer", "podman-hpc", "shifter", "podman", "none")
 RuntimeName = Literal["apptainer", "podman-hpc", "shifter", "podman", "none"]

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 
 from iri_gateway.api.deps import EngineDep, PrincipalDep
+from iri_gateway.api.iri_models import StrictBool
 from iri_gateway.api.models import Job, job_view
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.auth import Principal
@@ -27,6 +28,7 @@ from iri_gateway.store import JobRecord
 router = APIRouter(prefix="/api/v2/compute", tags=["compute"])
 extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"])
 
+MAX_SQL_OFFSET = 2**63 - 1
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 ProjectHeader = Annotated[
     str | None,
@@ -141,8 +143,8 @@ async def get_job(
     job_id: str,
     engine: EngineDep,
     principal: PrincipalDep,
-    historical: bool | None = True,
-    include_spec: bool | None = False,
+    historical: StrictBool | None = True,
+    include_spec: StrictBool | None = False,
 ) -> Job:
     """A job's status, from the store (the poller keeps it current).
 
@@ -161,8 +163,8 @@ def get_jobs(
     principal: PrincipalDep,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=0, le=1000)] = 100,
-    historical: bool | None = False,
-    include_spec: bool | None = False,
+    historical: StrictBool | None = False,
+    include_spec: StrictBool | None = False,
     filters: Annotated[dict[str, Any] | None, Body()] = None,
 ) -> list[Job]:
     """The caller's jobs on a resource; finished ones only with `historical`."""
@@ -171,8 +173,10 @@ def get_jobs(
     wanted = (filters or {}).get("state")
     if isinstance(wanted, str):
         states = [JobState(wanted)] if wanted in JobState._value2member_map_ else []
+    # The official offset has no maximum, SQL's OFFSET does (a signed 64-bit integer); no
+    # store holds that many jobs, so a larger offset is past the end all the same.
     records = engine.store.find(owner=principal.user, resource_id=resource_id, states=states,
-                                offset=offset, limit=limit)
+                                offset=min(offset, MAX_SQL_OFFSET), limit=limit)
     name = (filters or {}).get("name")
     if isinstance(name, str):
         records = [r for r in records if r.spec.get("name") == name]

@@ -41,6 +41,7 @@ from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.auth import Principal
 from iri_gateway.engine import Engine
+from iri_gateway.models.jobspec import JsonInt
 from iri_gateway.transport.base import CommandResult, Transport
 
 router = APIRouter(prefix="/api/v2")
@@ -62,10 +63,13 @@ _TASK: list[str | Enum] = ["task"]
 
 
 # ---- official request bodies ---------------------------------------------------------------
+# Strict, like the official JSON Schema: "1" is not a byte count and "yes" not a boolean.
 
 
 class PostLsRequest(BaseModel):
     """Request body for the ls endpoint."""
+
+    model_config = ConfigDict(strict=True)
 
     path: str = Field(description="The path to list", examples=["/home/user"])
     show_hidden: bool = Field(default=False, alias="showHidden", description="Show hidden files")
@@ -79,12 +83,13 @@ class PostLsRequest(BaseModel):
 class PostHeadRequest(BaseModel):
     """Request body for the head endpoint."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, strict=True)
 
     path: str = Field(description="File path", examples=["/home/user/file.txt"])
-    bytes_: int | None = Field(default=None, alias="bytes",
+    bytes_: JsonInt | None = Field(default=None, alias="bytes",
                                description="Return the first NUM bytes of the file")
-    lines: int | None = Field(default=None, description="Return the first NUM lines of the file")
+    lines: JsonInt | None = Field(default=None,
+                                  description="Return the first NUM lines of the file")
     skip_trailing: bool = Field(default=False, alias="skipTrailing",
                                 description="Return the whole file without the last NUM "
                                 "bytes/lines")
@@ -93,13 +98,13 @@ class PostHeadRequest(BaseModel):
 class PostTailRequest(BaseModel):
     """Request body for the tail endpoint."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True, strict=True)
 
     path: str = Field(min_length=1, description="File path", examples=["/home/user/file.txt"])
-    bytes_: int | None = Field(default=None, ge=1, alias="bytes",
+    bytes_: JsonInt | None = Field(default=None, ge=1, alias="bytes",
                                description="Return the last NUM bytes of the file")
-    lines: int | None = Field(default=None, ge=1, description="Return the last NUM lines of the "
-                              "file")
+    lines: JsonInt | None = Field(default=None, ge=1,
+                                  description="Return the last NUM lines of the file")
     skip_heading: bool = Field(default=False, alias="skipHeading",
                                description="Return the whole file without the first NUM "
                                "bytes/lines")
@@ -108,14 +113,18 @@ class PostTailRequest(BaseModel):
 class PostViewRequest(BaseModel):
     """Request body for the view endpoint."""
 
+    model_config = ConfigDict(strict=True)
+
     path: str = Field(description="File path", examples=["/home/user/file.txt"])
     # As in the official schema: minimum 1, default 0 (0, the default, means "up to the limit").
-    size: int = Field(default=0, ge=1, description="Number of bytes to retrieve from the file")
-    offset: int = Field(default=0, ge=0, description="Byte offset to start reading from")
+    size: JsonInt = Field(default=0, ge=1, description="Number of bytes to retrieve from the file")
+    offset: JsonInt = Field(default=0, ge=0, description="Byte offset to start reading from")
 
 
 class PostStatRequest(BaseModel):
     """Request body for the stat endpoint."""
+
+    model_config = ConfigDict(strict=True)
 
     path: str = Field(description="A file or folder path", examples=["/home/user/file.txt"])
     dereference: bool = Field(default=False, description="Follow symbolic links")
