@@ -1,39 +1,20 @@
-"""The compute API over HTTP (ASGI): auth, projects, idempotency, isolation, extensions."""
+"""The compute API over HTTP (ASGI): auth, projects, idempotency, isolation, extensions.
+
+The app and client fixtures come from tests/api/conftest.py.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
-from iri_gateway.api.app import create_app
-from iri_gateway.settings import Settings
-
 pytestmark = pytest.mark.anyio
 JOB: dict[str, Any] = {"executable": "/bin/sh", "arguments": ["-c", "echo hi"]}
 PROJECT = {"X-IRI-Facility-Project": "proj1"}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> FastAPI:
-    return create_app(Settings(data_dir=tmp_path), run_poller=False)
-
-
-@pytest.fixture
-async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-        yield client
 
 
 def bearer(app: FastAPI, user: str, projects: list[str] | None = None) -> dict[str, str]:
