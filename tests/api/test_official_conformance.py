@@ -266,16 +266,25 @@ def _runnable(spec: dict[str, Any]) -> dict[str, Any]:
     return runnable
 
 
+def _valid_official_body(context: Any, body: dict[str, Any]) -> bool:
+    """True when `body` is valid against the official request schema of the operation."""
+    operation = context.operation
+    if operation is None:
+        return False
+    content = (operation.definition.raw.get("requestBody") or {}).get("content", {})
+    reference = content.get("application/json", {}).get("schema", {}).get("$ref", "")
+    name = reference.rsplit("/", 1)[-1]
+    return bool(name) and OFFICIAL_SCHEMAS.validator(name).is_valid(body)
+
+
 @schema.hook
 def flatmap_body(context: Any, body: Any) -> Any:
     """As often as the generated body: a runnable JobSpec (launchJob, updateJob), or a
     filesystem `path` that names a file or folder of a job."""
-    if not isinstance(body, dict):
+    # Only in place of a valid body: an invalid one is there to be refused.
+    if not (isinstance(body, dict) and _valid_official_body(context, body)):
         return st.just(body)
     if _operation_id(context) in ("launchJob", "updateJob"):
-        # Only in place of a valid JobSpec: an invalid one is there to be refused.
-        if not OFFICIAL_SCHEMAS.validator("JobSpec").is_valid(body):
-            return st.just(body)
         return st.sampled_from([body, _runnable(body)])
     known = SERVER.paths if SERVER is not None else []
     if isinstance(body.get("path"), str) and known:
