@@ -505,3 +505,21 @@ def test_query_booleans_are_strict(server: Server, value: str, status: int) -> N
     assert answer.status_code == status
     if status == 422:
         assert answer.json()["invalid_params"][0]["name"] == "query.historical"
+
+
+@pytest.mark.parametrize(("attributes", "field"), [
+    ({"queue_name": "de\u0000bug"}, "attributes.queue_name"),
+    ({"queue_name": "no-such-queue"}, "attributes.queue_name"),
+    ({"duration": 10**6}, "attributes.duration"),
+])
+def test_update_is_checked_like_a_submission(server: Server, attributes: dict[str, Any],
+                                             field: str) -> None:
+    """A NUL in the queue reached scontrol's argv: 500. An update must leave a job the
+    resource accepts, or be refused with the field at fault."""
+    headers = {**_auth(server), "X-IRI-Facility-Project": PROJECT}
+    job = httpx.post(f"{server.base_url}/api/v2/compute/job/{RESOURCE}", headers=headers,
+                     json={"executable": "iri-conformance-no-such-program"}).json()
+    answer = httpx.put(f"{server.base_url}/api/v2/compute/job/{RESOURCE}/{job['id']}",
+                       headers=headers, json={"attributes": attributes})
+    assert answer.status_code == 422
+    assert field in [p["name"] for p in answer.json()["invalid_params"]]
