@@ -10,10 +10,10 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__
-from iri_gateway.api import problems
+from iri_gateway.api import deps, problems
 from iri_gateway.api.routers import account, compute, facility, filesystem, status
 from iri_gateway.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.backends import Backends
@@ -75,6 +75,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         description="HPC job-spec gateway implementing the DOE IRI Facility API v2, with "
         "capability, plan and placement extensions (tag `extensions`).",
         lifespan=lifespan,
+        dependencies=[Depends(deps.single_valued_query)],
     )
     app.state.settings = settings
     app.state.engine = engine

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import types
+import typing
+from collections import Counter
+from collections.abc import Iterator
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from iri_gateway.auth import Authenticator, Principal
@@ -32,6 +37,40 @@ async def get_principal(
 ) -> Principal:
     authenticator: Authenticator = request.app.state.authenticator
     return authenticator.authenticate(credentials.credentials if credentials else None)
+
+
+def _takes_many(annotation: Any) -> bool:
+    """True for `list[...]`, `set[...]`, `tuple[...]`, also inside `Optional` or `Annotated`."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _takes_many(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes_many(arg) for arg in typing.get_args(annotation))
+    return (origin or annotation) in (list, set, frozenset, tuple)
+
+
+def _query_fields(dependant: Any) -> Iterator[tuple[str, Any]]:
+    """(name, annotation) of every query parameter of a route and its sub-dependencies."""
+    for field in getattr(dependant, "query_params", []):
+        yield field.alias, field.field_info.annotation
+    for sub in getattr(dependant, "dependencies", []):
+        yield from _query_fields(sub)
+
+
+async def single_valued_query(request: Request) -> None:
+    """A query parameter that takes one value must be given once: FastAPI would keep the
+    last of `?offset=abc&offset=0` and silently ignore the others (a 422 here instead)."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    counts = Counter(name for name, _ in request.query_params.multi_items())
+    errors = [
+        {"type": "repeated", "loc": ("query", name),
+         "msg": "given more than once; this parameter takes one value",
+         "input": request.query_params.getlist(name)}
+        for name, annotation in dict(_query_fields(dependant)).items()
+        if counts[name] > 1 and not _takes_many(annotation)
+    ]
+    if errors:
+        raise RequestValidationError(errors)
 
 
 EngineDep = Annotated[Engine, Depends(get_engine)]

@@ -523,3 +523,11 @@ def test_update_is_checked_like_a_submission(server: Server, attributes: dict[st
                        headers=headers, json={"attributes": attributes})
     assert answer.status_code == 422
     assert field in [p["name"] for p in answer.json()["invalid_params"]]
+
+
+def test_a_single_valued_query_parameter_given_twice_is_refused(server: Server) -> None:
+    """`?offset=abc&offset=0` was read as offset 0: FastAPI keeps the last value."""
+    answer = httpx.get(f"{server.base_url}/api/v2/account/capabilities",
+                       params=[("offset", "abc"), ("offset", "0")])
+    assert answer.status_code == 422
+    assert [p["name"] for p in answer.json()["invalid_params"]] == ["query.offset"]
