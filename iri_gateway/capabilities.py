@@ -1,8 +1,8 @@
 """What a resource offers, in one queryable document: hardware facts, queues, runtimes, MPI.
 
 The same document backs `iri-gateway capabilities` and (in the API) the capabilities
-endpoint. Hardware facts are derived from the structured profile, never hand-written, so
-flavour requirements can be checked against them.
+endpoint. Hardware facts are derived from the structured profile (`iri_gateway.facts`), never
+hand-written, so flavour requirements can be checked against them.
 """
 
 from __future__ import annotations
@@ -11,35 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from iri_gateway.models.profile import LoadedResource, Resource, RuntimeConfig
-
-
-def hardware_facts(resource: Resource) -> dict[str, Any]:
-    """The standard facts of DESIGN.md Contract 1 for one resource, plus its labels."""
-    nodes = resource.nodes
-    facts: dict[str, Any] = {
-        "gpu_count": nodes.gpus.count if nodes.gpus else 0,
-        "cpu_arch": nodes.cpu.arch,
-        "cpu_cores": nodes.cpu.cores,
-        "memory_gib": nodes.memory_gib,
-        "node_count": nodes.count,
-        "runtime": [*resource.runtimes.available(), "none"],
-    }
-    if nodes.cpu.mhz is not None:
-        facts["cpu_mhz"] = nodes.cpu.mhz
-    if nodes.gpus is not None:
-        facts["gpu_vendor"] = nodes.gpus.vendor
-        facts["gpu_model"] = nodes.gpus.model
-        if nodes.gpus.memory_gib is not None:
-            facts["gpu_memory_gib"] = nodes.gpus.memory_gib
-        if nodes.gpus.cuda is not None:
-            facts["nvidia_cuda"] = nodes.gpus.cuda
-        if nodes.gpus.rocm is not None:
-            facts["rocm"] = nodes.gpus.rocm
-    if resource.mpi is not None:
-        facts["mpi"] = resource.mpi.flavour
-    facts.update(resource.labels)
-    return facts
+from iri_gateway.models.profile import LoadedResource, RuntimeConfig
 
 
 class QueueCapability(BaseModel):
@@ -142,7 +114,7 @@ def capabilities(loaded: LoadedResource) -> Capabilities:
         description=resource.description,
         scheduler=resource.scheduler.kind,
         connection=resource.connection.mode,
-        hardware=hardware_facts(resource),
+        hardware=dict(loaded.facts),
         queues=[
             QueueCapability(
                 name=q.name,

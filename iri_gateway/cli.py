@@ -18,14 +18,18 @@ from rich.table import Table
 
 from iri_gateway import __version__
 from iri_gateway.capabilities import capabilities as capabilities_of
+from iri_gateway.cli_views import placement_table
 from iri_gateway.errors import (
     GatewayError,
     InvalidJobSpecError,
     JobRejectedError,
+    ManifestError,
     ProfileError,
 )
-from iri_gateway.jobspec_io import load_jobspec_text
+from iri_gateway.flavour_manifest import flavours_from_manifest
+from iri_gateway.jobspec_io import load_jobspec_text, parse_jobspec
 from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.placement import place
 from iri_gateway.planner import make_plan
 from iri_gateway.profile_check import check_scripts, find_shellcheck, run_matrix
 from iri_gateway.profiles import ProfileRegistry, profile_json_schema
@@ -40,6 +44,8 @@ app = typer.Typer(
 )
 profile_app = typer.Typer(help="Work with facility profiles.", no_args_is_help=True)
 app.add_typer(profile_app, name="profile")
+flavours_app = typer.Typer(help="Work with image flavours of an app.", no_args_is_help=True)
+app.add_typer(flavours_app, name="flavours")
 
 ProfileOption = Annotated[
     list[Path] | None,
@@ -172,6 +178,9 @@ def capabilities(
     table.add_column("resource", no_wrap=True)
     for column in ("scheduler", "nodes", "GPUs / node", "queues", "runtimes", "MPI"):
         table.add_column(column)
+    facts = Table(title="Hardware facts (for flavour requirements)", show_lines=True)
+    facts.add_column("resource", no_wrap=True)
+    facts.add_column("facts")
     for doc in documents:
         hardware = doc.hardware
         gpus = "-"
@@ -203,8 +212,72 @@ def capabilities(
             runtimes or "none",
             mpi,
         )
+        facts.add_row(doc.resource,
+                      "\n".join(f"{name}: {_fact(value)}" for name, value in hardware.items()))
     _out.print(table)
     _out.print("* default")
+    _out.print(facts)
+
+
+def _fact(value: object) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@app.command()
+def placement(
+    job: JobArgument,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Where could JOB run? Every resource of the loaded profiles ranked: runnable ones first,
+    best image flavour first, with the reasons for the others.
+
+    Exit 0 when at least one resource can run the job, 2 when none can.
+    """
+    registry = _registry(profile)
+    spec = _read_job(job)
+    ranked = place(spec, registry)
+    if as_json:
+        sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2)
+                         + "\n")
+    else:
+        _out.print(placement_table(ranked))
+    if not any(p.runnable for p in ranked):
+        raise typer.Exit(EXIT_CANNOT_RUN)
+
+
+@flavours_app.command("import")
+def flavours_import(
+    manifest: Annotated[Path, typer.Argument(help="App manifest (YAML) of flavours.")],
+    job: Annotated[
+        str | None,
+        typer.Option("--job", help="JobSpec JSON file (or '-') to put the flavours into; "
+                     "its container.flavours are replaced."),
+    ] = None,
+) -> None:
+    """Convert an app manifest's flavours into a JobSpec `container.flavours` list (JSON).
+
+    With --job, print that JobSpec with the flavours in it instead. Exit 2 when the manifest
+    or the resulting JobSpec is invalid, each fault on stderr with its file and line.
+    """
+    try:
+        flavours = flavours_from_manifest(manifest)
+    except ManifestError as error:
+        _fail(str(error), EXIT_CANNOT_RUN)
+    listed = [f.model_dump(mode="json", exclude_defaults=True) for f in flavours]
+    if job is None:
+        sys.stdout.write(json.dumps(listed, indent=2) + "\n")
+        return
+    spec = _read_job(job)
+    document = spec.model_dump(mode="json", exclude_unset=True)
+    document["container"] = {**document.get("container", {}), "flavours": listed}
+    try:
+        merged = parse_jobspec(document)
+    except InvalidJobSpecError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    sys.stdout.write(merged.model_dump_json(indent=2, exclude_unset=True) + "\n")
 
 
 @profile_app.command("check")

@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from iri_gateway.cli_views import placement_table
 from iri_gateway.client import (
     DEFAULT_URL,
     TOKEN_ENV,
@@ -126,7 +127,7 @@ def _show_job(job: JobInfo) -> None:
     for key in ("resource_id", "native_id"):
         if job.meta_data.get(key):
             table.add_row(key.replace("_", " "), str(job.meta_data[key]))
-    for key in ("runtime", "queue"):
+    for key in ("runtime", "queue", "flavour", "image"):
         if job.attributes.get(key):
             table.add_row(key, str(job.attributes[key]))
     _out.print(table)
@@ -295,27 +296,14 @@ def placement(
     server: ServerOption = DEFAULT_URL,
     token: TokenOption = None,
 ) -> None:
-    """Where could JOB run? Every resource of the server, the runnable ones first."""
+    """Where could JOB run? Every resource of the server ranked, runnable ones first."""
     spec = _read_spec(job)
     with _gateway(server, token) as client:
         ranked = client.placement(spec)
     if as_json:
-        sys.stdout.write(json.dumps(ranked, indent=2) + "\n")
+        sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2) + "\n")
         return
-    table = Table(title="Placement", show_lines=True)
-    for column in ("resource", "runnable", "runtime", "queue", "notes"):
-        table.add_column(column)
-    for entry in ranked:
-        notes = [f"{p.get('name')}: {p.get('reason')}" for p in entry.get("problems", [])]
-        notes += [str(w) for w in entry.get("warnings", [])]
-        table.add_row(
-            str(entry.get("resource")),
-            "[green]yes[/]" if entry.get("runnable") else "[red]no[/]",
-            str(entry.get("runtime") or "-"),
-            str(entry.get("queue") or "-"),
-            "\n".join(notes),
-        )
-    _out.print(table)
+    _out.print(placement_table(ranked))
 
 
 COMMANDS: list[tuple[str, Callable[..., None]]] = [

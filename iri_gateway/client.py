@@ -34,6 +34,7 @@ from iri_gateway.capabilities import Capabilities
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
+from iri_gateway.placement import Placement
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "IRI_GATEWAY_URL"
@@ -323,11 +324,10 @@ class GatewayClient:
             self._json("POST", f"/compute/plan/{resource}", json=self._spec(spec))
         )
 
-    def placement(self, spec: SpecLike) -> list[dict[str, Any]]:
-        """Every resource, those that can run the job first, with reasons for the others."""
-        ranked: list[dict[str, Any]] = self._json("POST", "/compute/placement",
-                                                  json=self._spec(spec))
-        return ranked
+    def placement(self, spec: SpecLike) -> list[Placement]:
+        """Every resource ranked (runnable first, best flavour first), reasons for the others."""
+        ranked = self._json("POST", "/compute/placement", json=self._spec(spec))
+        return [Placement.model_validate(entry) for entry in ranked]
 
     def capabilities(self, resource: str) -> Capabilities:
         """Runtimes, GPU and MPI bindings, mounts, extra options, hardware, limits."""

@@ -2,6 +2,7 @@
 
     GatewayError                 base; `code` is stable and machine-readable
     ├── ProfileError             a facility profile cannot be read or is invalid (file:line)
+    ├── ManifestError            an app manifest of flavours cannot be read or is invalid
     ├── UnknownResourceError     a resource id that no loaded profile defines
     ├── InvalidJobSpecError      a document is not a valid JobSpec: every field at fault
     ├── JobRejectedError         a JobSpec cannot run on a resource: all problems at once
@@ -45,7 +46,7 @@ class GatewayError(Exception):
 
 @dataclass(frozen=True)
 class ProfileIssue:
-    """One thing wrong in a profile file, located as an admin would look for it."""
+    """One thing wrong in a YAML file (a profile, a manifest), located as a person looks for it."""
 
     file: str
     line: int | None
@@ -61,6 +62,16 @@ class ProfileError(GatewayError):
     """A profile file is unreadable, not YAML, or does not validate."""
 
     code = "invalid_profile"
+
+    def __init__(self, issues: Sequence[ProfileIssue]) -> None:
+        self.issues = list(issues)
+        super().__init__("\n".join(str(issue) for issue in self.issues))
+
+
+class ManifestError(GatewayError):
+    """An app manifest (flavours deployment file) is unreadable or does not validate."""
+
+    code = "invalid_manifest"
 
     def __init__(self, issues: Sequence[ProfileIssue]) -> None:
         self.issues = list(issues)

@@ -61,6 +61,8 @@ def describe(decision: Decision, script: str) -> Plan:
         runtime=decision.runtime,
         image=decision.image,
         image_form=decision.image_form,
+        flavour=decision.flavour,
+        flavours=list(decision.flavours),
         launcher=decision.launcher,
         gpu=gpu,
         mpi=mpi,

@@ -9,18 +9,16 @@ keys are errors (the models forbid them), and so is a resource id defined twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from importlib import resources as package_resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
 
 from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError, json_path
 from iri_gateway.models.profile import FacilityProfile, LoadedResource
+from iri_gateway.yaml_source import locate_line, read_yaml_mapping
 
 
 def builtin_profiles_dir() -> Path:
@@ -48,23 +46,8 @@ def load_profile(path: Path) -> FacilityProfile:
 
 
 def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ProfileError([ProfileIssue(str(path), None, "", f"cannot read: {error}")]) from None
-    try:
-        tree = YAML(typ="rt").load(text)
-    except MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark is not None else None
-        reason = f"not valid YAML: {error.problem or error.context}"
-        raise ProfileError([ProfileIssue(str(path), line, "", reason)]) from None
-    if not isinstance(tree, dict):
-        raise ProfileError(
-            [ProfileIssue(str(path), 1, "", "a profile is a mapping with 'facility' and "
-                          "'resources'")]
-        )
-    return tree
+    return read_yaml_mapping(path, ProfileError, "a profile is a mapping with 'facility' and "
+                             "'resources'")
 
 
 def _issue(path: Path, tree: Any, detail: Any) -> ProfileIssue:
@@ -73,23 +56,7 @@ def _issue(path: Path, tree: Any, detail: Any) -> ProfileIssue:
     reason = str(detail["msg"]).removeprefix("Value error, ")
     if detail["type"] == "extra_forbidden":
         reason = "unknown key (check the spelling against schema.json)"
-    return ProfileIssue(str(path), _locate(tree, loc), json_path(loc), reason)
-
-
-def _locate(tree: Any, loc: Sequence[Any]) -> int:
-    """Line (1-based) of the deepest node along `loc` that exists in the YAML tree."""
-    node: Any = tree
-    line = 1
-    for key in loc:
-        if isinstance(node, CommentedMap) and key in node:
-            position = node.lc.key(key)
-        elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
-            position = node.lc.item(key)
-        else:
-            break
-        node = node[key]
-        line = position[0] + 1
-    return line
+    return ProfileIssue(str(path), locate_line(tree, loc), json_path(loc), reason)
 
 
 def profile_json_schema() -> str:

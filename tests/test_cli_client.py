@@ -166,7 +166,7 @@ def test_extensions(gateway: GatewayClient) -> None:
     plan = gateway.plan("local", shell("true"))
     assert plan.resource == "local" and plan.runtime == "none" and "#!" in plan.script
     ranked = gateway.placement(shell("true"))
-    assert ranked[0]["resource"] == "local" and ranked[0]["runnable"]
+    assert ranked[0].resource == "local" and ranked[0].runnable
     assert gateway.capabilities("local").resource == "local"
     with pytest.raises(GatewayClientError) as caught:
         gateway.plan("local", {**shell("true"), "resources": {"node_count": 10_000}})
@@ -266,9 +266,9 @@ def test_cli_errors_and_extensions(server: Server, tmp_path: Path) -> None:
     assert plan.returncode == 0 and json.loads(plan.stdout)["runtime"] == "none"
     refused = cli(server, "remote-plan", str(too_big), "-r", "local")
     assert refused.returncode == 2 and "resources.node_count" in refused.stderr
-    placed = cli(server, "placement", str(good))
+    placed = cli(server, "remote-placement", str(good))
     assert placed.returncode == 0 and "local" in placed.stdout
-    assert json.loads(cli(server, "placement", str(good), "--json").stdout)[0]["runnable"]
+    assert json.loads(cli(server, "remote-placement", str(good), "--json").stdout)[0]["runnable"]
 
     assert cli(server, "submit", str(not_json), "-r", "local").returncode == 2
     unknown = cli(server, "status", "no-such-job", "-r", "local")

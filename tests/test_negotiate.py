@@ -259,13 +259,6 @@ def test_unknown_launcher(registry: ProfileRegistry) -> None:
     assert only(problems, "launcher").offered == "single, multiple, srun, mpirun, mpiexec"
 
 
-def test_flavours_are_refused_until_supported(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        container={"image": IMAGE, "flavours": [{"name": "cpu", "image": IMAGE}]},
-    ))
-    assert "not supported" in only(problems, "container.flavours").reason
-
-
 def test_every_problem_is_reported_at_once(registry: ProfileRegistry) -> None:
     problems = problems_for(registry, "perlmutter-gpu", {
         "executable": "/bin/app",

@@ -56,4 +56,7 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
     spec = JobSpec.model_validate(record.spec) if include_spec else None
     return Job(id=record.id, status=status, job_spec=spec,
                attributes={"runtime": record.plan.get("runtime"),
-                           "queue": record.plan.get("queue")})
+                           "queue": record.plan.get("queue"),
+                           "image": record.plan.get("image"),
+                           "flavour": record.plan.get("flavour"),
+                           "flavours": record.plan.get("flavours", [])})

@@ -12,7 +12,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+from iri_gateway.constraints import (
+    ConstraintError,
+    RequirementValue,
+    parse_requirements,
+    requirements_mapping,
+)
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 def whole_number(value: Any) -> Any:
@@ -53,11 +67,59 @@ class VolumeMount(_Open):
     read_only: bool = Field(default=True, description="Whether the mount should be read-only")
 
 
+def _valid_requirements(
+    requirements: dict[str, RequirementValue],
+) -> dict[str, RequirementValue]:
+    try:
+        parse_requirements(requirements)
+    except ConstraintError as error:
+        raise ValueError(str(error)) from None
+    return requirements
+
+
+Requirements = Annotated[
+    dict[str, RequirementValue],
+    BeforeValidator(requirements_mapping),
+    AfterValidator(_valid_requirements),
+]
+"""Fact -> constraint; a list of one-key mappings is accepted too and stored as a mapping."""
+
+FLAVOUR_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+class Flavour(BaseModel):
+    """Extension: one hardware-specific image of the job; the best one the resource runs wins."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: Annotated[str, Field(pattern=FLAVOUR_NAME, max_length=64)] = Field(
+        description="Flavour name, unique in the job (letters, digits, '.', '_', '-')"
+    )
+    image: NonEmptyStr = Field(description="The image of this flavour")
+    priority: JsonInt = Field(
+        default=0, description="Higher wins among the flavours a resource can run"
+    )
+    requirements: Requirements = Field(
+        default_factory=dict,
+        description="Hardware fact -> constraint, e.g. {gpu_count: '>= 2', nvidia_cuda: '> 11'} "
+        "(or a list of one-key mappings); every one must hold on the resource.",
+    )
+    runtime: RuntimeName | None = Field(
+        default=None, description="Runtime for this flavour; default: container.runtime"
+    )
+    extra_options: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Options added to container.extra_options when this flavour is chosen",
+    )
+
+
 class Container(_Open):
     """Official `Container` plus the gateway's optional extensions (DESIGN.md Contract 1)."""
 
-    image: NonEmptyStr = Field(
-        description="The container image to use (e.g., 'docker.io/library/ubuntu:latest')"
+    image: NonEmptyStr | None = Field(
+        default=None,
+        description="The container image to use (e.g., 'docker.io/library/ubuntu:latest'); "
+        "required unless `flavours` are given, and then the image used when no flavour fits.",
     )
     volume_mounts: list[VolumeMount] = Field(
         default_factory=list, description="List of volume mounts for the container"
@@ -92,6 +154,21 @@ class Container(_Open):
         description="Extension: site-specific escape hatch, {runtime name: [option, ...]}; "
         "each option must match the resource's allow-list for that runtime.",
     )
+    flavours: list[Flavour] = Field(
+        default_factory=list,
+        description="Extension: alternative hardware-specific images; the gateway picks the "
+        "highest-priority flavour whose requirements hold and whose job negotiates there.",
+    )
+
+    @model_validator(mode="after")
+    def _image_or_flavours(self) -> Container:
+        if self.image is None and not self.flavours:
+            raise ValueError("image is required unless flavours are given")
+        names = [flavour.name for flavour in self.flavours]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"flavour names must be unique; given twice: {', '.join(twice)}")
+        return self
 
 
 class ResourceSpec(_Open):

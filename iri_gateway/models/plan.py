@@ -9,7 +9,7 @@ API show it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -58,6 +58,29 @@ class Mount:
         return f"{self.source}:{self.target}:rw" if rw_suffix else f"{self.source}:{self.target}"
 
 
+FlavourStatus = Literal["chosen", "rejected", "outranked"]
+
+
+@dataclass(frozen=True)
+class FlavourOutcome:
+    """What became of one image flavour on a resource, and why.
+
+    A plain dataclass rather than a model: placement makes one per flavour and resource, and
+    pydantic still validates, serialises and documents it inside `Plan` and `Placement`.
+    """
+
+    name: Annotated[str, Field(description="Flavour name")]
+    priority: Annotated[int, Field(description="Its priority")]
+    status: Annotated[FlavourStatus, Field(
+        description="'chosen'; 'rejected' (a requirement failed, or its job cannot run "
+        "here); 'outranked' (it fits, but a higher-priority flavour was chosen)"
+    )]
+    reason: Annotated[str | None, Field(
+        description="For a rejected flavour, the first requirement or problem that failed; "
+        "for an outranked one, the flavour chosen"
+    )]
+
+
 @dataclass
 class Decision:
     """Everything negotiation settled; renderers only lay it out."""
@@ -81,6 +104,8 @@ class Decision:
     network: str
     extra_options: list[str]
     warnings: list[str] = field(default_factory=list)
+    flavour: str | None = None
+    flavours: list[FlavourOutcome] = field(default_factory=list)
 
 
 class GpuView(BaseModel):
@@ -132,6 +157,13 @@ class Plan(BaseModel):
     runtime: str = Field(description="Container runtime chosen ('none': no container)")
     image: str | None = Field(description="Image reference as the runtime receives it")
     image_form: str | None = Field(description="Form the image was given in")
+    flavour: str | None = Field(
+        default=None, description="The image flavour chosen, when the job lists flavours"
+    )
+    flavours: list[FlavourOutcome] = Field(
+        default_factory=list,
+        description="Every flavour of the job, in declaration order, with what became of it",
+    )
     launcher: str = Field(description="'none', 'parallel' (N copies) or 'mpi'")
     gpu: GpuView | None = Field(description="GPU binding, when GPUs are used")
     mpi: MpiView | None = Field(description="MPI binding, when MPI is used")

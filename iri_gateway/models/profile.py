@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from iri_gateway.constraints import STANDARD_FACTS
+from iri_gateway.facts import hardware_facts
 from iri_gateway.models.jobspec import RuntimeName
 
 Identifier = Annotated[
@@ -434,6 +439,19 @@ class Resource(_Strict):
         "profile file)",
     )
 
+    @field_validator("labels")
+    @classmethod
+    def _labels_are_not_standard_facts(
+        cls, labels: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        clashes = sorted(set(labels) & set(STANDARD_FACTS))
+        if clashes:
+            raise ValueError(
+                f"standard facts cannot be labels ({', '.join(clashes)}): they are derived "
+                "from nodes, runtimes and mpi; describe the hardware there instead"
+            )
+        return labels
+
     @model_validator(mode="after")
     def _queues_consistent(self) -> Resource:
         names = [q.name for q in self.queues]
@@ -513,3 +531,8 @@ class LoadedResource:
     @property
     def id(self) -> str:
         return self.resource.id
+
+    @cached_property
+    def facts(self) -> Mapping[str, Any]:
+        """The resource's hardware facts, derived once (see `iri_gateway.facts`)."""
+        return MappingProxyType(hardware_facts(self.resource))

@@ -6,6 +6,8 @@ with the JSON path of the field, the reason, and what the resource offers instea
 
 from __future__ import annotations
 
+from functools import partial
+
 from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Decision
@@ -20,6 +22,7 @@ from iri_gateway.negotiate.fields import (
     launch_mode,
     slurm_separator,
 )
+from iri_gateway.negotiate.flavours import FlavourChoice
 from iri_gateway.negotiate.shape import (
     check_hardware,
     check_queue_limits,
@@ -28,20 +31,49 @@ from iri_gateway.negotiate.shape import (
 )
 from iri_gateway.shell import SiteWord
 
-__all__ = ["JOB_DIRECTORY", "negotiate"]
+__all__ = ["JOB_DIRECTORY", "FlavourChoice", "negotiate", "prepare_flavours"]
 
 JOB_DIRECTORY = SiteWord("$PWD")
 
 
-def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
-    """Decide how `spec` runs on `loaded`; raise JobRejectedError listing every problem."""
+def negotiate(
+    spec: JobSpec, loaded: LoadedResource, flavours: FlavourChoice | None = None
+) -> Decision:
+    """Decide how `spec` runs on `loaded`; raise JobRejectedError listing every problem.
+
+    A job with image flavours runs as its best flavour there (see `negotiate.flavours`);
+    `flavours`, from `prepare_flavours(spec)`, saves that work when one job meets many
+    resources.
+    """
+    if spec.container is not None and spec.container.flavours:
+        choice = flavours or FlavourChoice(spec, spec.container)
+        return choice.decide(loaded, _negotiate_flavour)
+    return _negotiate_one(spec, loaded)
+
+
+def prepare_flavours(spec: JobSpec) -> FlavourChoice | None:
+    """The resource-independent part of choosing `spec`'s flavour, or None without flavours."""
+    if spec.container is not None and spec.container.flavours:
+        return FlavourChoice(spec, spec.container)
+    return None
+
+
+def _negotiate_one(
+    spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool = False
+) -> Decision:
+    """Negotiation of a job with (at most) one image.
+
+    `nul_checked`: the job's text was already searched for NUL (a flavour's job: its whole
+    text is in the job that `FlavourChoice` checked once).
+    """
     resource = loaded.resource
     problems: list[Problem] = []
     warnings: list[str] = []
 
     if spec.executable is None and spec.container is None:
         problems.append(Problem("executable", "required when no container image is given"))
-    check_nul(spec, problems)
+    if not nul_checked:
+        check_nul(spec, problems)
     check_environment(spec, problems)
     check_directive_values(spec, resource, problems)
     check_custom_attributes(spec, resource, problems)
@@ -72,7 +104,7 @@ def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
     workdir: str | None = JOB_DIRECTORY if spec.directory else None
     network = "host"
     if container is not None:
-        ctr.check_unknown_fields(container, problems, warnings)
+        ctr.check_unknown_fields(container, warnings)
         use_gpu = container.gpu if container.gpu is not None else use_gpu
         use_mpi = container.mpi if container.mpi is not None else use_mpi
         workdir = container.workdir or workdir
@@ -134,3 +166,6 @@ def negotiate(spec: JobSpec, loaded: LoadedResource) -> Decision:
         extra_options=choice.extra_options,
         warnings=warnings,
     )
+
+
+_negotiate_flavour = partial(_negotiate_one, nul_checked=True)

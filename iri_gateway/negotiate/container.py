@@ -17,7 +17,6 @@ from iri_gateway.shell import SiteWord, has_control_characters
 
 _MOUNT_FORBIDDEN = re.compile(r"[:,;]")
 KNOWN_CONTAINER_FIELDS = frozenset(Container.model_fields)
-_NOT_YET = {"flavours": "image flavours are not supported by this gateway version"}
 
 
 @dataclass
@@ -53,15 +52,10 @@ def choose_runtime(
     return ContainerChoice(RUNTIMES[wanted], config)
 
 
-def check_unknown_fields(
-    container: Container, problems: list[Problem], warnings: list[str]
-) -> None:
-    """Extension fields this version does not implement are refused; others are flagged."""
+def check_unknown_fields(container: Container, warnings: list[str]) -> None:
+    """Fields this gateway does not know are flagged, not silently dropped."""
     for key in container.model_extra or {}:
-        if key in _NOT_YET:
-            problems.append(Problem(f"container.{key}", _NOT_YET[key]))
-        else:
-            warnings.append(f"container.{key}: not a field this gateway knows; ignored")
+        warnings.append(f"container.{key}: not a field this gateway knows; ignored")
 
 
 def check_image(
@@ -70,6 +64,9 @@ def check_image(
     """The image must be a known form that both the runtime and the site accept."""
     config = choice.config
     if config is None:
+        return
+    if container.image is None:
+        problems.append(Problem("container.image", "required unless flavours are given"))
         return
     try:
         ref = parse_image(container.image)
@@ -130,8 +127,15 @@ def check_gpu(
         return
     if binding.default_devices and choice.runtime.supports_cdi:
         choice.devices = list(binding.default_devices)
-    else:
+    elif binding.flags or binding.env:
         choice.gpu_flags = [SiteWord(flag) for flag in binding.flags]
+    else:
+        # Only named CDI devices reach the GPUs here; without a name nothing would, and a GPU
+        # job that silently runs without GPUs is worse than a refusal.
+        problems.append(Problem(
+            "container.devices", f"{name} here gives GPUs only as named CDI devices, and the "
+            "site names no default", ", ".join(binding.cdi_devices),
+        ))
 
 
 def check_mpi(choice: ContainerChoice, resource: Resource, problems: list[Problem]) -> None:

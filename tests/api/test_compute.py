@@ -173,8 +173,10 @@ async def test_plan_capabilities_placement(app: FastAPI, client: httpx.AsyncClie
     caps = await client.get("/api/v2/compute/capabilities/local", headers=alice)
     assert caps.json()["hardware"]["node_count"] == 1
     placement = await client.post("/api/v2/compute/placement", json=JOB, headers=alice)
-    assert placement.json() == [{"resource": "local", "runnable": True, "runtime": "none",
-                                 "queue": "local", "warnings": []}]
+    assert placement.json() == [{"resource": "local", "facility": "local", "runnable": True,
+                                 "flavour": None, "priority": None, "runtime": "none",
+                                 "queue": "local", "image": None, "flavours": [],
+                                 "warnings": [], "problems": []}]
 
 
 async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> None:
@@ -194,3 +196,40 @@ async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> Non
         app.state.engine.refresh("local")
         time.sleep(0.05)
     assert app.state.engine.store.get(job_id).state.value == "canceled"
+
+
+FLAVOURED: dict[str, Any] = {
+    "executable": "/bin/sh", "arguments": ["-c", "echo hi"],
+    "container": {"flavours": [
+        {"name": "cuda", "image": "docker.io/lab/app:cuda", "priority": 100,
+         "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}]},
+        {"name": "bare", "image": "docker.io/lab/app:cpu", "priority": 1, "runtime": "none",
+         "requirements": {"gpu_count": "== 0"}},
+    ]},
+}
+
+
+async def test_flavours_over_http(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    plan = (await client.post("/api/v2/compute/plan/local", json=FLAVOURED, headers=alice)).json()
+    assert plan["flavour"] == "bare"
+    assert plan["flavours"][0] == {"name": "cuda", "priority": 100, "status": "rejected",
+                                   "reason": "gpu_count >= 2: local has gpu_count 0"}
+    placed = (await client.post("/api/v2/compute/placement", json=FLAVOURED,
+                                headers=alice)).json()
+    assert [(p["resource"], p["flavour"], p["priority"]) for p in placed] == [
+        ("local", "bare", 1)
+    ]
+    # The job record names the flavour it ran with.
+    job_id = (await launch(client, alice, FLAVOURED)).json()["id"]
+    job = (await client.get(f"/api/v2/compute/status/local/{job_id}", headers=alice)).json()
+    assert job["attributes"]["flavour"] == "bare"
+    assert [f["status"] for f in job["attributes"]["flavours"]] == ["rejected", "chosen"]
+    # A malformed requirement is a 422 naming the flavour and the fact.
+    broken = {**FLAVOURED, "container": {"flavours": [
+        {"name": "cuda", "image": "x", "requirements": {"nvidia_cuda": "> eleven"}}]}}
+    refused = await client.post("/api/v2/compute/placement", json=broken, headers=alice)
+    assert refused.status_code == 422
+    params = problem_of(refused)["invalid_params"]
+    assert [p["name"] for p in params] == ["container.flavours[0].requirements"]
+    assert "nvidia_cuda is a version; 'eleven' is not a version" in params[0]["reason"]

@@ -17,10 +17,10 @@ from iri_gateway.api.problems import ApiProblem
 from iri_gateway.auth import Principal
 from iri_gateway.capabilities import Capabilities, capabilities
 from iri_gateway.engine import Engine, JobNotFoundError
-from iri_gateway.errors import JobRejectedError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.plan import Plan
+from iri_gateway.placement import Placement, place
 from iri_gateway.planner import make_plan
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.store import JobRecord
@@ -226,19 +226,8 @@ def plan_job(resource_id: str, spec: JobSpec, engine: EngineDep,
     return make_plan(spec, engine.registry.get(resource_id))
 
 
-@extensions.post("/placement", operation_id="placeJob", summary="Where can this run?")
-def place_job(spec: JobSpec, engine: EngineDep, principal: PrincipalDep) -> list[dict[str, Any]]:
-    """Every resource, those that can run the job first, with the reasons for the others."""
-    ranked: list[dict[str, Any]] = []
-    for loaded in engine.registry:
-        try:
-            plan = make_plan(spec, loaded)
-        except JobRejectedError as error:
-            ranked.append({"resource": loaded.id, "runnable": False,
-                           "problems": [{"name": p.field, "reason": p.reason,
-                                         "offered": p.offered} for p in error.problems]})
-        else:
-            ranked.append({"resource": loaded.id, "runnable": True, "runtime": plan.runtime,
-                           "queue": plan.queue, "warnings": plan.warnings})
-    ranked.sort(key=lambda entry: (not entry["runnable"], len(entry.get("problems", []))))
-    return ranked
+@extensions.post("/placement", operation_id="placeJob", response_model=list[Placement],
+                 summary="Where can this run?")
+def place_job(spec: JobSpec, engine: EngineDep, principal: PrincipalDep) -> list[Placement]:
+    """Every resource ranked: runnable first, best flavour first, with reasons for the rest."""
+    return place(spec, engine.registry)

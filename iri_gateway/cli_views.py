@@ -1,0 +1,37 @@
+"""Tables the local and the client commands print alike (rich), from the shared models."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from iri_gateway.placement import Placement
+
+
+def placement_table(ranked: Sequence[Placement]) -> Table:
+    """One row per resource, best first: runnable, flavour, runtime, queue, and why (not)."""
+    table = Table(title="Placement", show_lines=True)
+    table.add_column("resource", no_wrap=True)
+    for column in ("runnable", "flavour", "runtime", "queue", "notes"):
+        table.add_column(column)
+    for entry in ranked:
+        # A flavour's problem already names its flavour; other problems need their field.
+        notes = [p.reason if p.name.startswith("container.flavours") else f"{p.name}: {p.reason}"
+                 for p in entry.problems]
+        if entry.runnable:
+            notes += [f"flavour {f.name} {f.status}: {f.reason}" for f in entry.flavours
+                      if f.status == "rejected"]
+        notes += entry.warnings
+        flavour = entry.flavour or "-"
+        if entry.priority is not None:
+            flavour += f" ({entry.priority})"
+        table.add_row(
+            entry.resource,
+            "[green]yes[/]" if entry.runnable else "[red]no[/]",
+            flavour,
+            entry.runtime or "-",
+            entry.queue or "-",
+            "\n".join(notes),
+        )
+    return table

@@ -1,0 +1,173 @@
+"""Choosing among a job's image flavours on one resource (DESIGN.md Contract 1).
+
+Flavours are tried from the highest priority down (ties in declaration order). A flavour is
+chosen when every requirement holds on the resource's hardware facts *and* the whole job,
+with that flavour's image, runtime and options, negotiates cleanly; the first such flavour
+wins and the ones below it are only checked against their requirements (they were
+outranked, not refused). Every flavour gets an outcome with the reason, so the plan, the job
+record and placement can say why a flavour was not used.
+
+What does not depend on the resource (parsed requirements, the order, each flavour's job) is
+worked out once per job in `FlavourChoice`, so placement over many resources reuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from iri_gateway.constraints import Constraint, first_failure, parse_requirements
+from iri_gateway.errors import JobRejectedError, Problem
+from iri_gateway.models.jobspec import Container, Flavour, JobSpec
+from iri_gateway.models.plan import Decision, FlavourOutcome, FlavourStatus
+from iri_gateway.models.profile import LoadedResource
+from iri_gateway.negotiate.fields import check_nul
+
+GPU_FACTS = frozenset({"gpu_count", "gpu_vendor", "gpu_model", "gpu_memory_gib",
+                       "nvidia_cuda", "rocm"})
+_NO_GPU_FACTS = {"gpu_count": 0}
+
+Negotiator = Callable[[JobSpec, LoadedResource], Decision]
+
+
+@dataclass
+class _Candidate:
+    index: int
+    flavour: Flavour
+    constraints: list[Constraint]
+    spec: JobSpec | None = None  # the flavour's job, built on first use
+
+
+def demands_gpus(constraints: list[Constraint]) -> bool:
+    """True when the requirements cannot hold on a node without GPUs.
+
+    Such a flavour is built for GPUs, so its container is given the node's GPUs unless the
+    job says `container.gpu` itself.
+    """
+    return first_failure([c for c in constraints if c.fact in GPU_FACTS], _NO_GPU_FACTS,
+                         "a node without GPUs") is not None
+
+
+def flavour_spec(spec: JobSpec, container: Container, flavour: Flavour,
+                 constraints: list[Constraint]) -> JobSpec:
+    """The job as it runs with one flavour: its image, runtime, options, and GPUs if built for.
+
+    Extra options add to the job's own (job level first, then the flavour's).
+    """
+    options = {name: list(values) for name, values in container.extra_options.items()}
+    for name, values in flavour.extra_options.items():
+        options[name] = options.get(name, []) + list(values)
+    gpu = container.gpu
+    if gpu is None and demands_gpus(constraints):
+        gpu = True
+    chosen = container.model_copy(update={
+        "image": flavour.image,
+        "runtime": flavour.runtime or container.runtime,
+        "extra_options": options,
+        "gpu": gpu,
+        "flavours": [],
+    })
+    return spec.model_copy(update={"container": chosen})
+
+
+def _outcome(flavour: Flavour, status: FlavourStatus, reason: str | None) -> FlavourOutcome:
+    return FlavourOutcome(flavour.name, flavour.priority, status, reason)
+
+
+def _flavour_field(index: int, problem: Problem) -> str:
+    """Where a problem of a flavour's job points: fields the flavour set are its own."""
+    prefix = f"container.flavours[{index}]"
+    for own in ("container.image", "container.runtime", "container.extra_options"):
+        if problem.field == own or problem.field.startswith((own + ".", own + "[")):
+            return prefix + problem.field[len("container"):]
+    return problem.field
+
+
+class FlavourChoice:
+    """One job's flavours, ready to be matched against any number of resources."""
+
+    def __init__(self, spec: JobSpec, container: Container) -> None:
+        self.spec = spec
+        self.container = container
+        self.candidates = sorted(
+            (
+                _Candidate(index, flavour, parse_requirements(flavour.requirements))
+                for index, flavour in enumerate(container.flavours)
+            ),
+            key=lambda c: (-c.flavour.priority, c.index),
+        )
+        # NUL anywhere refuses the job on every resource; checked once here, so each
+        # flavour's negotiation need not search the same text again.
+        self.nul_problems: list[Problem] = []
+        check_nul(spec, self.nul_problems)
+
+    def _spec_of(self, candidate: _Candidate) -> JobSpec:
+        if candidate.spec is None:
+            candidate.spec = flavour_spec(self.spec, self.container, candidate.flavour,
+                                          candidate.constraints)
+        return candidate.spec
+
+    def decide(self, loaded: LoadedResource, negotiate_one: Negotiator) -> Decision:
+        """The decision for the best flavour `loaded` runs; JobRejectedError naming each reason."""
+        if self.nul_problems:
+            raise JobRejectedError(loaded.id, self.nul_problems)
+        container = self.container
+        outcomes: dict[int, FlavourOutcome] = {}
+        problems: list[Problem] = []
+        seen: set[tuple[str, str]] = set()
+        chosen: tuple[_Candidate, Decision] | None = None
+        for candidate in self.candidates:
+            flavour = candidate.flavour
+            failed = first_failure(candidate.constraints, loaded.facts, loaded.id)
+            if failed is not None:
+                outcomes[candidate.index] = _outcome(flavour, "rejected", failed)
+                problems.append(Problem(f"container.flavours[{candidate.index}].requirements",
+                                        f"flavour {flavour.name!r}: {failed}"))
+                continue
+            if chosen is not None:
+                winner = chosen[0].flavour
+                outcomes[candidate.index] = _outcome(
+                    flavour, "outranked",
+                    f"{winner.name!r} (priority {winner.priority}) was chosen",
+                )
+                continue
+            try:
+                decision = negotiate_one(self._spec_of(candidate), loaded)
+            except JobRejectedError as error:
+                first = error.problems[0]
+                outcomes[candidate.index] = _outcome(
+                    flavour, "rejected",
+                    f"{_flavour_field(candidate.index, first)}: {first.reason}",
+                )
+                for problem in error.problems:
+                    mapped = Problem(_flavour_field(candidate.index, problem),
+                                     f"flavour {flavour.name!r}: {problem.reason}",
+                                     problem.offered)
+                    if (mapped.field, problem.reason) not in seen:
+                        seen.add((mapped.field, problem.reason))
+                        problems.append(mapped)
+                continue
+            outcomes[candidate.index] = _outcome(flavour, "chosen", None)
+            if decision.use_gpu and decision.shape.gpus_per_process == 0 and (
+                container.gpu is None
+            ):
+                decision.warnings.append(
+                    f"flavour {flavour.name!r} is built for GPUs: its container is given the "
+                    "node's GPUs, but the job asks the scheduler for none "
+                    "(set resources.gpu_cores_per_process to reserve them)"
+                )
+            chosen = (candidate, decision)
+        ordered = [outcomes[index] for index in range(len(container.flavours))]
+        if chosen is not None:
+            decision = chosen[1]
+            decision.flavour = chosen[0].flavour.name
+            decision.flavours = ordered
+            return decision
+        if container.image is None:
+            raise JobRejectedError(loaded.id, problems)
+        decision = negotiate_one(self.spec.model_copy(update={
+            "container": container.model_copy(update={"flavours": []})
+        }), loaded)
+        decision.flavours = ordered
+        decision.warnings.insert(0, f"no flavour fits {loaded.id}; container.image is used")
+        return decision

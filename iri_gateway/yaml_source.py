@@ -1,0 +1,56 @@
+"""YAML files read with their line numbers, so every error can point at file:line.
+
+ruamel.yaml's round-trip loader remembers where each key and item stands; profiles and app
+manifests are read through here and their validation errors located with `locate_line`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from iri_gateway.errors import GatewayError, ProfileIssue
+
+
+def read_yaml_mapping(
+    path: Path, error: Callable[[list[ProfileIssue]], GatewayError], shape: str
+) -> Any:
+    """The YAML mapping in `path`; `error([issue])` is raised when unreadable or not a mapping.
+
+    `shape` says what the file should look like, for the message when it is not a mapping.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as failure:
+        raise error([ProfileIssue(str(path), None, "", f"cannot read: {failure}")]) from None
+    try:
+        tree = YAML(typ="rt").load(text)
+    except MarkedYAMLError as failure:
+        mark = failure.problem_mark or failure.context_mark
+        line = mark.line + 1 if mark is not None else None
+        reason = f"not valid YAML: {failure.problem or failure.context}"
+        raise error([ProfileIssue(str(path), line, "", reason)]) from None
+    if not isinstance(tree, dict):
+        raise error([ProfileIssue(str(path), 1, "", shape)])
+    return tree
+
+
+def locate_line(tree: Any, loc: Sequence[Any]) -> int:
+    """Line (1-based) of the deepest node along `loc` that exists in the YAML tree."""
+    node: Any = tree
+    line = 1
+    for key in loc:
+        if isinstance(node, CommentedMap) and key in node:
+            position = node.lc.key(key)
+        elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
+            position = node.lc.item(key)
+        else:
+            break
+        node = node[key]
+        line = position[0] + 1
+    return line

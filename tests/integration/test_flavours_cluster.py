@@ -1,0 +1,144 @@
+"""Image flavours on the real test cluster: each resource runs the image it should.
+
+One JobSpec lists two flavours, `cuda` (needs >= 2 GPUs with CUDA > 11) and `cpu` (needs a
+CPU faster than 1400 MHz). The profile's `cluster-gpu` has 4 nvidia GPUs (CUDA 12.2) per node,
+`cluster` and `cluster-ssh` have none. The test images each hold `/etc/iri-flavour` naming
+their flavour (scripts/cluster), so the job's output proves which image really ran.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iri_gateway.backends import Backends
+from iri_gateway.engine import Engine
+from iri_gateway.jobspec_io import parse_jobspec
+from iri_gateway.models.job import JobState
+from iri_gateway.poller import Poller
+from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.store import JobRecord, JobStore
+from tests.integration.conftest import ClusterInfo
+
+pytestmark = pytest.mark.integration
+
+TEMPLATE = Path(__file__).parent / "cluster-profile.yaml.in"
+
+
+@pytest.fixture(scope="module")
+def profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cluster profile with the running cluster's SSH settings filled in."""
+    text = TEMPLATE.read_text()
+    for placeholder, value in {
+        "@@SSH_PORT@@": str(cluster.ssh_port), "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
+        "@@SSH_KEY@@": str(cluster.ssh_key), "@@SSH_USER@@": cluster.ssh_user,
+    }.items():
+        text = text.replace(placeholder, value)
+    path = tmp_path_factory.mktemp("flavours-profile") / "cluster.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def engine(profile: Path, tmp_path: Path) -> Iterator[Engine]:
+    engine = Engine(registry=ProfileRegistry.from_files([profile]),
+                    store=JobStore(f"sqlite:///{tmp_path}/jobs.db"), backends=Backends(tmp_path))
+    yield engine
+    for record in engine.store.unsettled():
+        if record.native_id:
+            subprocess.run(["scancel", record.native_id], capture_output=True, timeout=30)
+    engine.backends.close()
+
+
+def flavoured_job(cluster: ClusterInfo) -> dict[str, Any]:
+    return {
+        "executable": "/bin/sh",
+        # The flavour file of the image, and the fake GPUs the CDI spec injected (if any).
+        "arguments": ["-c", 'cat /etc/iri-flavour; echo "gpus=${IRI_FAKE_GPU-}"'],
+        "container": {
+            "runtime": "podman",
+            "flavours": [
+                {"name": "cuda", "image": cluster.image_cuda, "priority": 100,
+                 "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}]},
+                {"name": "cpu", "image": cluster.image_cpu, "priority": 20,
+                 "requirements": {"cpu_mhz": "> 1400"}},
+            ],
+        },
+    }
+
+
+def wait_all_final(engine: Engine, job_ids: list[str], timeout: float = 120
+                   ) -> dict[str, JobRecord]:
+    """Poll (one batched status query per resource and cycle) until every job has ended."""
+    poller = Poller(engine)
+    deadline = time.monotonic() + timeout
+    while True:
+        poller.cycle(force=True)
+        records = {job_id: engine.store.get(job_id) for job_id in job_ids}
+        done = {job_id: r for job_id, r in records.items() if r is not None and r.state.final}
+        if len(done) == len(job_ids):
+            return done
+        assert time.monotonic() < deadline, f"not ended in {timeout} s: {records}"
+        time.sleep(0.3)
+
+
+def outcomes(record: JobRecord) -> dict[str, dict[str, Any]]:
+    return {outcome["name"]: outcome for outcome in record.plan["flavours"]}
+
+
+def check_ran_flavour(engine: Engine, record: JobRecord, owner: str, chosen: str,
+                      chosen_image: str, other_image: str, gpus: str = "") -> None:
+    stderr = engine.read_output(owner=owner, job_id=record.id, stream="stderr")
+    assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, stderr)
+    assert record.plan["flavour"] == chosen
+    assert record.plan["image"] == chosen_image
+    assert chosen_image in record.script
+    assert other_image not in record.script
+    # The file inside the image names its flavour: the container that ran was the chosen one;
+    # a GPU flavour's container also got the node's (fake) GPUs through CDI.
+    assert engine.read_output(owner=owner, job_id=record.id) == f"{chosen}\ngpus={gpus}\n"
+
+
+def test_each_resource_runs_its_best_flavour(engine: Engine, cluster: ClusterInfo) -> None:
+    on_gpu = engine.submit(owner="root", resource_id="cluster-gpu",
+                           spec=parse_jobspec(flavoured_job(cluster))).record
+    on_cpu = engine.submit(owner="root", resource_id="cluster",
+                           spec=parse_jobspec(flavoured_job(cluster))).record
+    for record in (on_gpu, on_cpu):
+        assert record.native_id, record
+    done = wait_all_final(engine, [on_gpu.id, on_cpu.id])
+    on_gpu, on_cpu = done[on_gpu.id], done[on_cpu.id]
+
+    check_ran_flavour(engine, on_gpu, "root", "cuda", cluster.image_cuda, cluster.image_cpu,
+                      gpus="0,1")
+    gpu_outcomes = outcomes(on_gpu)
+    assert gpu_outcomes["cuda"]["status"] == "chosen"
+    assert gpu_outcomes["cuda"]["priority"] == 100
+    assert gpu_outcomes["cpu"]["status"] == "outranked"
+    assert "cuda" in gpu_outcomes["cpu"]["reason"]
+    # Built for GPUs: the container gets the node's GPUs, but none were asked of Slurm.
+    assert any("gpu_cores_per_process" in warning for warning in on_gpu.plan["warnings"]), (
+        on_gpu.plan["warnings"])
+
+    check_ran_flavour(engine, on_cpu, "root", "cpu", cluster.image_cpu, cluster.image_cuda)
+    cpu_outcomes = outcomes(on_cpu)
+    assert cpu_outcomes["cpu"]["status"] == "chosen"
+    assert cpu_outcomes["cuda"]["status"] == "rejected"
+    assert "gpu_count" in cpu_outcomes["cuda"]["reason"]
+    assert [outcome["name"] for outcome in on_cpu.plan["flavours"]] == ["cuda", "cpu"], (
+        "outcomes in declaration order")
+
+
+def test_flavour_over_ssh_with_rootless_podman(engine: Engine, cluster: ClusterInfo) -> None:
+    record = engine.submit(owner="alice", resource_id="cluster-ssh",
+                           spec=parse_jobspec(flavoured_job(cluster))).record
+    assert record.native_id, record
+    record = wait_all_final(engine, [record.id])[record.id]
+    check_ran_flavour(engine, record, "alice", "cpu", cluster.image_cpu, cluster.image_cuda)
+    assert outcomes(record)["cuda"]["status"] == "rejected"
+    assert "gpu_count" in outcomes(record)["cuda"]["reason"]
