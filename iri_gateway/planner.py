@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import (
+    ClusterView,
     Decision,
     GpuView,
     MountView,
     MpiView,
     Plan,
+    RoleView,
     ShapeView,
 )
 from iri_gateway.models.profile import LoadedResource
@@ -53,6 +55,20 @@ def describe(decision: Decision, script: str) -> Plan:
             container_flags=flags,
             modules=list(resource.mpi.modules) + (list(binding.modules) if binding else []),
         )
+    cluster = None
+    if decision.cluster is not None:
+        cluster = ClusterView(
+            size=decision.cluster.size,
+            hosts=decision.cluster.hosts,
+            primary=decision.cluster.members[0].name,
+            roles=[
+                RoleView(name=role.name, count=role.count, members_per_node=role.per_node,
+                         node_count=role.node_count, runtime=role.decision.runtime,
+                         image=role.decision.image,
+                         gpus_per_member=role.decision.shape.gpus_per_process)
+                for role in decision.cluster.roles
+            ],
+        )
     return Plan(
         facility=decision.resource.profile.facility.id,
         resource=decision.resource.id,
@@ -64,6 +80,7 @@ def describe(decision: Decision, script: str) -> Plan:
         flavour=decision.flavour,
         flavours=list(decision.flavours),
         launcher=decision.launcher,
+        cluster=cluster,
         gpu=gpu,
         mpi=mpi,
         mounts=[MountView(source=m.source, target=m.target, read_only=m.read_only)

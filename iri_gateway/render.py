@@ -12,7 +12,7 @@ can override any template or runtime fragment.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources as package_resources
 from pathlib import Path
@@ -24,7 +24,7 @@ from iri_gateway import __version__
 from iri_gateway.errors import TemplateError
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes import RUNTIMES
-from iri_gateway.schedulers import SCHEDULERS
+from iri_gateway.schedulers import SCHEDULERS, Scheduler
 from iri_gateway.shell import SiteWord, join, quote, quote_site
 
 _CONTINUATION = " \\\n    "
@@ -101,11 +101,26 @@ def _site_setup(decision: Decision) -> SiteSetup:
     )
 
 
-def _staging(decision: Decision, when: str) -> list[list[str]]:
+def _one_staging(decision: Decision, when: str) -> list[list[str]]:
     config = decision.runtime_config
     if config is None or decision.image is None or config.staging.when != when:
         return []
     return [[*(SiteWord(word) for word in config.staging.command), decision.image]]
+
+
+def _members_decisions(decision: Decision) -> list[Decision]:
+    """The decision of each role of a cluster job, or just the job's own."""
+    if decision.cluster is None:
+        return [decision]
+    return [role.decision for role in decision.cluster.roles]
+
+
+def _staging(decision: Decision, when: str) -> list[list[str]]:
+    """Image staging commands, once per distinct image (every role's, for a cluster job)."""
+    commands: list[list[str]] = []
+    for each in _members_decisions(decision):
+        commands += [c for c in _one_staging(each, when) if c not in commands]
+    return commands
 
 
 def pre_submit_commands(decision: Decision) -> list[list[str]]:
@@ -113,11 +128,50 @@ def pre_submit_commands(decision: Decision) -> list[list[str]]:
     return _staging(decision, "submit")
 
 
+def _merged_setup(decision: Decision) -> SiteSetup:
+    """The site setup every role needs, each line once (a plain job: its own)."""
+    setups = [_site_setup(each) for each in _members_decisions(decision)]
+    return SiteSetup(
+        commands=list(dict.fromkeys(c for s in setups for c in s.commands)),
+        modules=list(dict.fromkeys(m for s in setups for m in s.modules)),
+        env={k: v for s in setups for k, v in s.env.items()},
+    )
+
+
+def _cluster_context(decision: Decision, scheduler: Scheduler) -> dict[str, Any] | None:
+    """Per member of a cluster job: its host, launcher, runtime command line and stdin."""
+    cluster = decision.cluster
+    if cluster is None:
+        return None
+    layout = scheduler.cluster_layout(decision)
+    hosts_bind = SiteWord("$iri_cluster_dir/hosts:/etc/hosts:ro")
+    members = []
+    for number, member in enumerate(cluster.members):
+        role = cluster.roles[member.role_number].decision
+        own = replace(
+            role,
+            environment={**role.environment, "IRI_CLUSTER_ROLE_INDEX": str(member.index)},
+            binds=[*role.binds, hosts_bind] if role.runtime_config is not None else role.binds,
+        )
+        members.append({
+            "name": member.name,
+            "role": member.role,
+            "index": member.index,
+            "host": layout.hosts[number],
+            "launcher": layout.launchers[number],
+            "runtime": own.runtime,
+            "rt": RUNTIMES[own.runtime].invocation(own),
+            "stdin": decision.spec.stdin_path if number == 0 else None,
+        })
+    return {"job_id": layout.job_id, "discovery": layout.discovery,
+            "address": layout.address, "stop": layout.stop, "members": members}
+
+
 def render_script(decision: Decision) -> str:
     """The batch script for a decision: exactly what submission sends to the scheduler."""
     scheduler = SCHEDULERS[decision.resource.resource.scheduler.kind]
     invocation = RUNTIMES[decision.runtime].invocation(decision)
-    setup = _site_setup(decision)
+    setup = _merged_setup(decision)
     spec = decision.spec
     context: dict[str, Any] = {
         "version": __version__,
@@ -138,6 +192,7 @@ def render_script(decision: Decision) -> str:
         "stage": _staging(decision, "job"),
         "launcher": scheduler.launcher(decision),
         "rt": invocation,
+        "cluster": _cluster_context(decision, scheduler),
     }
     environment = template_environment(decision.resource.templates_dir)
     try:

@@ -71,11 +71,11 @@ def test_render_refusal_exits_2_with_one_problem_per_line(tmp_path: Path) -> Non
 def test_invalid_jobspec_exits_2_with_field_paths(tmp_path: Path) -> None:
     job = tmp_path / "bad.json"
     job.write_text(json.dumps({"executable": "x", "resources": {"node_count": 0},
-                               "roles": []}))
+                               "colour": "red"}))
     result = cli("render", str(job), "-r", "local")
     assert result.returncode == 2
     assert "resources.node_count: Input should be greater than or equal to 1" in result.stderr
-    assert "roles: unknown field" in result.stderr
+    assert "colour: unknown field" in result.stderr
 
 
 def test_not_json_exits_2_with_line_and_column(tmp_path: Path) -> None:

@@ -4,12 +4,13 @@ Any JobSpec that validates against the official schema validates here unchanged:
 objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes`,
 `VolumeMount`) allow them here too, and `JobSpec` itself forbids them, as the spec does.
 Validation is strict, like the JSON Schema: "2" is not a node count.
-Our extensions live inside `container` (where the official schema allows extra fields) and are
-all optional; see DESIGN.md, Contract 1.
+Our extensions live inside `container` (where the official schema allows extra fields), plus
+the top-level `roles`; all are optional; see DESIGN.md, Contract 1.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -215,8 +216,76 @@ class JobAttributes(_Open):
     )
 
 
+ROLE_NAME = r"^[a-z](?:[a-z0-9-]*[a-z-])?$"
+"""Role names become host names (`worker` + index: `worker3`), so: lower case, not ending in
+a digit (`w1` + `1` would read like `w` + `11`)."""
+MAX_ROLE_MEMBERS = 100_000
+
+
+def _role_name(name: str) -> str:
+    if not re.fullmatch(ROLE_NAME, name):
+        raise ValueError(
+            f"{name!r}: role names are lower case letters, digits and '-', start with a letter "
+            "and do not end in a digit (members are named worker1, worker2, ...)"
+        )
+    return name
+
+
+class RoleContainer(_Open):
+    """A role's own container settings; every field left out is the job's `container`'s."""
+
+    image: NonEmptyStr | None = Field(default=None, description="The role's image")
+    volume_mounts: list[VolumeMount] = Field(
+        default_factory=list, description="Mounts added to the job's (same target: the role's)"
+    )
+    runtime: RuntimeName | None = Field(default=None, description="The role's runtime")
+    gpu: bool | None = Field(default=None, description="Give the members the node's GPUs")
+    devices: list[NonEmptyStr] | None = Field(default=None, description="CDI device names")
+    network: Literal["host", "none"] | None = Field(
+        default=None, description="'host' or 'none'; members reach each other only with 'host'"
+    )
+    workdir: NonEmptyStr | None = Field(default=None, description="Working directory inside")
+    extra_options: dict[str, list[str]] = Field(
+        default_factory=dict, description="Options added after the job's, per runtime"
+    )
+
+
+class Role(BaseModel):
+    """Extension: one kind of member of a cluster job, e.g. 1 `master` and 12 `worker`.
+
+    Top-level JobSpec fields are the defaults of every role; a role's own fields win
+    (environment, mounts and extra options are merged, the role's entries last).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: Annotated[str, Field(max_length=40), AfterValidator(_role_name)] = Field(
+        description="Role name (lower case letters, digits, '-'; starts with a letter, does not "
+        "end in a digit); members are named name1, name2, ... (no zero padding)",
+        json_schema_extra={"pattern": ROLE_NAME},
+    )
+    count: Annotated[JsonInt, Field(ge=1, le=MAX_ROLE_MEMBERS)] = Field(
+        description="How many members this role has"
+    )
+    executable: NonEmptyStr | None = Field(default=None, description="The members' program")
+    arguments: list[str] | None = Field(
+        default=None, description="Arguments; default: the job's when the executable is too"
+    )
+    container: RoleContainer | None = Field(default=None, description="Container overrides")
+    environment: dict[str, str] = Field(
+        default_factory=dict, description="Variables added to (and overriding) the job's"
+    )
+    resources: ResourceSpec | None = Field(
+        default=None,
+        description="Per member: cpu_cores_per_process, gpu_cores_per_process; "
+        "processes_per_node = members per node (default 1); memory per node. Fields left out "
+        "are the job's.",
+    )
+
+
 class JobSpec(BaseModel):
-    """Official IRI v2 `JobSpec` (PSI/J field names). Extra top-level fields are refused."""
+    """Official IRI v2 `JobSpec` (PSI/J field names) plus `roles`; other extra fields are
+    refused."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -259,3 +328,18 @@ class JobSpec(BaseModel):
     launcher: NonEmptyStr | None = Field(
         default=None, description="Job launcher to use (e.g., 'mpirun', 'srun')"
     )
+    roles: list[Role] | None = Field(
+        default=None,
+        min_length=1,
+        description="Extension: a cluster job of several roles run as one scheduler job; "
+        "members find each other by name (master1, worker1, ...). Top-level fields are the "
+        "defaults of every role.",
+    )
+
+    @model_validator(mode="after")
+    def _role_names_unique(self) -> JobSpec:
+        names = [role.name for role in self.roles or []]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"role names must be unique; given twice: {', '.join(twice)}")
+        return self

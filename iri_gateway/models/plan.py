@@ -81,6 +81,60 @@ class FlavourOutcome:
     )]
 
 
+@dataclass(frozen=True)
+class Member:
+    """One member of a cluster job: `worker3` is member 3 of role `worker`."""
+
+    name: str
+    role: str
+    index: int  # 1-based within its role
+    role_number: int  # 0-based position of its role (the Slurm het group, the PBS chunk)
+    slot: int  # 0-based position among its role's members
+
+
+@dataclass
+class RoleDecision:
+    """How one role's members run: the decision for one member, and how many share a node."""
+
+    name: str
+    count: int
+    per_node: int
+    node_count: int
+    decision: Decision
+
+
+def role_shape(role: RoleDecision) -> JobShape:
+    """The scheduler request of a whole role: its members as processes, `per_node` a node."""
+    member = role.decision.shape
+    return JobShape(
+        node_count=role.node_count,
+        process_count=role.count,
+        processes_per_node=role.per_node,
+        cpus_per_process=member.cpus_per_process,
+        gpus_per_process=member.gpus_per_process,
+        memory_mib=member.memory_mib,
+        walltime_seconds=member.walltime_seconds,
+        exclusive=member.exclusive,
+    )
+
+
+@dataclass
+class ClusterDecision:
+    """The roles and members of a cluster job; the first member of the first role is primary."""
+
+    roles: list[RoleDecision]
+    members: list[Member]
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    @property
+    def hosts(self) -> str:
+        """`IRI_CLUSTER_HOSTS`: every member's name, in order."""
+        return ",".join(member.name for member in self.members)
+
+
 @dataclass
 class Decision:
     """Everything negotiation settled; renderers only lay it out."""
@@ -106,6 +160,8 @@ class Decision:
     warnings: list[str] = field(default_factory=list)
     flavour: str | None = None
     flavours: list[FlavourOutcome] = field(default_factory=list)
+    cluster: ClusterDecision | None = None
+    binds: list[SiteWord] = field(default_factory=list)  # gateway-made binds (hosts file)
 
 
 class GpuView(BaseModel):
@@ -147,6 +203,27 @@ class ShapeView(BaseModel):
     exclusive: bool
 
 
+class RoleView(BaseModel):
+    """One role of a cluster job as it will run."""
+
+    name: str = Field(description="Role name")
+    count: int = Field(description="Members")
+    members_per_node: int = Field(description="Members sharing one node")
+    node_count: int = Field(description="Nodes of this role")
+    runtime: str = Field(description="Container runtime of its members")
+    image: str | None = Field(description="Image as the runtime receives it")
+    gpus_per_member: int = Field(description="GPUs reserved per member")
+
+
+class ClusterView(BaseModel):
+    """The members of a cluster job and how they find each other."""
+
+    size: int = Field(description="IRI_CLUSTER_SIZE: all members")
+    hosts: str = Field(description="IRI_CLUSTER_HOSTS: the members' names, comma-separated")
+    primary: str = Field(description="The member whose output is the job's output")
+    roles: list[RoleView] = Field(description="Roles in order (Slurm het groups, PBS chunks)")
+
+
 class Plan(BaseModel):
     """A dry run's answer: how the job would run, and the exact script submission would use."""
 
@@ -165,6 +242,9 @@ class Plan(BaseModel):
         description="Every flavour of the job, in declaration order, with what became of it",
     )
     launcher: str = Field(description="'none', 'parallel' (N copies) or 'mpi'")
+    cluster: ClusterView | None = Field(
+        default=None, description="For a job with roles: its roles and members"
+    )
     gpu: GpuView | None = Field(description="GPU binding, when GPUs are used")
     mpi: MpiView | None = Field(description="MPI binding, when MPI is used")
     mounts: list[MountView] = Field(description="Bind mounts")

@@ -366,6 +366,14 @@ class Runtimes(_Strict):
         return self
 
 
+class ClusterJobs(_Strict):
+    """Whether and how large cluster jobs (several roles in one scheduler job) may be."""
+
+    enabled: bool = Field(default=True, description="Cluster jobs (JobSpec `roles`) are run")
+    max_roles: int = Field(default=16, ge=1, description="Roles per job at most")
+    max_members: int = Field(default=1024, ge=1, description="Members (all roles) per job")
+
+
 class SchedulerConfig(_Strict):
     """The batch system of a resource."""
 
@@ -387,6 +395,10 @@ class SchedulerConfig(_Strict):
         default="accounting",
         description="Slurm: where finished jobs are looked up — 'accounting' (sacct with "
         "slurmdbd), 'jobcomp' (sacct -c, the job completion log) or 'none'",
+    )
+    cluster_jobs: ClusterJobs = Field(
+        default_factory=ClusterJobs,
+        description="Cluster jobs: several roles of members in one scheduler job",
     )
     history_window: int = Field(
         default=300, ge=1,

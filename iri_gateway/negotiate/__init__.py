@@ -23,6 +23,7 @@ from iri_gateway.negotiate.fields import (
     slurm_separator,
 )
 from iri_gateway.negotiate.flavours import FlavourChoice
+from iri_gateway.negotiate.roles import negotiate_roles
 from iri_gateway.negotiate.shape import (
     check_hardware,
     check_queue_limits,
@@ -41,10 +42,13 @@ def negotiate(
 ) -> Decision:
     """Decide how `spec` runs on `loaded`; raise JobRejectedError listing every problem.
 
-    A job with image flavours runs as its best flavour there (see `negotiate.flavours`);
+    A job with roles runs as one cluster job (see `negotiate.roles`); a job with image
+    flavours runs as its best flavour there (see `negotiate.flavours`);
     `flavours`, from `prepare_flavours(spec)`, saves that work when one job meets many
     resources.
     """
+    if spec.roles:
+        return negotiate_roles(spec, loaded, _negotiate_one)
     if spec.container is not None and spec.container.flavours:
         choice = flavours or FlavourChoice(spec, spec.container)
         return choice.decide(loaded, _negotiate_flavour)

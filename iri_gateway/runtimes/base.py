@@ -79,11 +79,12 @@ def site_flags(decision: Decision) -> list[str]:
 
 
 def site_binds(decision: Decision) -> list[str]:
-    """Bind paths the site always adds, plus MPI binds when MPI is used."""
+    """Bind paths the site always adds, MPI binds when MPI is used, and the gateway's own
+    (a cluster member's hosts file)."""
     config = decision.runtime_config
     if config is None:
         return []
     binds = list(config.binds)
     if decision.use_mpi and config.mpi is not None:
         binds += config.mpi.binds
-    return site_words(binds)
+    return site_words(binds) + list(decision.binds)

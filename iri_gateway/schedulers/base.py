@@ -2,11 +2,42 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes.base import Invocation
 from iri_gateway.shell import SiteWord
+
+STOP_BY_PID: tuple[str, ...] = (
+    'local i',
+    'for i in "$@"; do',
+    '    pkill -TERM -P "${iri_pids[i]}" 2>/dev/null',
+    '    kill -TERM "${iri_pids[i]}" 2>/dev/null',
+    'done',
+)
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """How a scheduler places and starts the members of a cluster job (see cluster.sh.j2).
+
+    Shell expressions here are written by the gateway (site words): they name the
+    scheduler's own variables and the arrays the discovery lines fill.
+    """
+
+    job_id: str  # the scheduler's job id inside the job, e.g. ${SLURM_JOB_ID}
+    discovery: list[str]  # script lines that find the allocation's hosts
+    address: list[str]  # body of iri_address: print host "$1"'s IPv4 address
+    hosts: list[SiteWord]  # per member: its host
+    launchers: list[list[str]]  # per member: the command prefix starting it on its host
+    stop: list[str] = field(default_factory=lambda: list(STOP_BY_PID))
+    # body of iri_cluster_stop INDEX...: SIGTERM the members still running
+
+
+
+
+GETENT_ADDRESS = "getent ahostsv4 \"$1\" | awk 'NR == 1 { print $1 }'"
 
 
 class Scheduler(Protocol):
@@ -20,6 +51,9 @@ class Scheduler(Protocol):
 
     def launcher(self, decision: Decision) -> list[str]:
         """The command prefix that starts the job's processes (empty: run directly)."""
+
+    def cluster_layout(self, decision: Decision) -> ClusterLayout:
+        """Where each member of a cluster job runs and how it is started there."""
 
 
 def site_launcher(decision: Decision, default: str) -> list[str]:

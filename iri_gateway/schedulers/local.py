@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes.base import Invocation
+from iri_gateway.schedulers.base import ClusterLayout
+from iri_gateway.shell import SiteWord
 
 name = "local"
 template = "local.sh.j2"
@@ -15,3 +17,12 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
 
 def launcher(decision: Decision) -> list[str]:
     return []
+
+
+def cluster_layout(decision: Decision) -> ClusterLayout:
+    """Every member runs on this machine as a background process, reached on loopback."""
+    cluster = decision.cluster
+    assert cluster is not None
+    host = SiteWord("${HOSTNAME:-localhost}")
+    return ClusterLayout("${IRI_LOCAL_JOB_ID}", [], ["echo 127.0.0.1"],
+                         [host] * cluster.size, [[] for _ in cluster.members])

@@ -1,26 +1,35 @@
-"""PBS Pro / OpenPBS batch scripts: `#PBS` directives, one `select` chunk kind, `mpiexec`."""
+"""PBS Pro / OpenPBS batch scripts: `#PBS` directives, `select` chunks, `mpiexec`."""
 
 from __future__ import annotations
 
-from iri_gateway.models.plan import Decision
+from iri_gateway.models.plan import Decision, JobShape, role_shape
+from iri_gateway.models.profile import Nodes
 from iri_gateway.runtimes.base import Invocation
-from iri_gateway.schedulers.base import hms, site_launcher
+from iri_gateway.schedulers.base import GETENT_ADDRESS, ClusterLayout, hms, site_launcher
+from iri_gateway.shell import SiteWord
 
 
-def _select(decision: Decision) -> str:
-    shape = decision.shape
-    nodes = decision.resource.resource.nodes
+def _chunk(shape: JobShape, nodes: Nodes) -> str:
+    """`N:ncpus=..:mpiprocs=..[:ngpus=..][:mem=..]`: N nodes of one kind."""
     per_node = shape.processes_on_busiest_node
     if shape.cpus_per_process is not None:
         ncpus = shape.cpus_per_process * per_node
     else:
         ncpus = nodes.cpu.cores if shape.exclusive else per_node
-    chunk = [f"select={shape.node_count}", f"ncpus={ncpus}", f"mpiprocs={per_node}"]
+    chunk = [str(shape.node_count), f"ncpus={ncpus}", f"mpiprocs={per_node}"]
     if shape.gpus_per_process:
         chunk.append(f"ngpus={shape.gpus_per_node}")
     if shape.memory_mib is not None:
         chunk.append(f"mem={shape.memory_mib}mb")
     return ":".join(chunk)
+
+
+def _select(decision: Decision) -> str:
+    """One chunk kind, or for a cluster job one per role joined with `+`, in role order."""
+    nodes = decision.resource.resource.nodes
+    cluster = decision.cluster
+    shapes = [decision.shape] if cluster is None else [role_shape(r) for r in cluster.roles]
+    return "select=" + "+".join(_chunk(shape, nodes) for shape in shapes)
 
 
 def directives(decision: Decision, invocation: Invocation) -> list[str]:
@@ -59,3 +68,22 @@ def launcher(decision: Decision) -> list[str]:
     if decision.launcher == "none":
         return []
     return site_launcher(decision, "mpiexec")
+
+
+def cluster_layout(decision: Decision) -> ClusterLayout:
+    """Members start on their host through the site's mpiexec, one process each.
+
+    `$PBS_NODEFILE` lists each chunk's hosts in select order, every host `mpiprocs` times
+    (once per member placed there), so member k of the roles in order is line k.
+    """
+    cluster = decision.cluster
+    mpi = decision.resource.resource.mpi
+    assert cluster is not None and mpi is not None
+    hosts: list[SiteWord] = []
+    launchers: list[list[str]] = []
+    for line, _member in enumerate(cluster.members):
+        host = SiteWord(f"${{iri_hosts[{line}]}}")
+        hosts.append(host)
+        launchers.append([SiteWord(mpi.launcher), "-n", "1", "--hosts", host])
+    return ClusterLayout("${PBS_JOBID}", ['mapfile -t iri_hosts < "$PBS_NODEFILE"'],
+                         [GETENT_ADDRESS], hosts, launchers)
