@@ -54,6 +54,9 @@ class Capabilities(BaseModel):
     mpi: dict[str, Any] | None
     runtimes: list[RuntimeCapability]
     allowed_custom_attributes: list[str]
+    cluster_jobs: dict[str, Any] = Field(
+        description="Cluster jobs (JobSpec roles): whether they run here, and the limits"
+    )
     example_profile: bool
 
 
@@ -128,5 +131,6 @@ def capabilities(loaded: LoadedResource) -> Capabilities:
         mpi=mpi,
         runtimes=runtimes,
         allowed_custom_attributes=list(resource.scheduler.allowed_custom_attributes),
+        cluster_jobs=resource.scheduler.cluster_jobs.model_dump(),
         example_profile=loaded.profile.facility.example,
     )

@@ -204,7 +204,11 @@ def capabilities(
         mpi = f"{doc.mpi['flavour']} via {doc.mpi['launcher']}" if doc.mpi else "-"
         table.add_row(
             f"{doc.resource}\n{doc.facility}{' (example)' if doc.example_profile else ''}",
-            doc.scheduler,
+            doc.scheduler + (
+                f"\ncluster jobs: <= {doc.cluster_jobs['max_roles']} roles, "
+                f"<= {doc.cluster_jobs['max_members']} members"
+                if doc.cluster_jobs["enabled"] else "\nno cluster jobs"
+            ),
             f"{hardware['node_count']} x {hardware['cpu_cores']} cores, "
             f"{hardware['memory_gib']:g} GiB",
             gpus,

@@ -154,8 +154,13 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
             decision = negotiate_one(member_spec(spec, role, env), loaded)
         except JobRejectedError as error:
             for problem in error.problems:
-                moved = Problem(_origin(problem.field, role, where),
-                                f"role {role.name!r}: {problem.reason}", problem.offered)
+                # A problem of the role's own field names the role; one of a field the role
+                # inherits is the job's, reported once whichever roles share it.
+                field = _origin(problem.field, role, where)
+                reason = problem.reason
+                if field.startswith("roles["):
+                    reason = f"role {role.name!r}: {reason}"
+                moved = Problem(field, reason, problem.offered)
                 if (moved.field, moved.reason) not in seen:
                     seen.add((moved.field, moved.reason))
                     problems.append(moved)

@@ -1,0 +1,184 @@
+"""Cluster jobs (JobSpec `roles`): negotiation, precedence, refusals, and the script's shape."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from iri_gateway.errors import InvalidJobSpecError
+from iri_gateway.jobspec_io import parse_jobspec
+from iri_gateway.negotiate import negotiate
+from iri_gateway.profiles import ProfileRegistry
+from tests.conftest import plan_for, problems_for
+
+IMAGE = "docker.io/lab/spark:3"
+
+
+def spark(**overrides: Any) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "name": "spark",
+        "executable": "/opt/spark/run",
+        "arguments": ["--role-default"],
+        "container": {"image": IMAGE},
+        "environment": {"LEVEL": "job", "SHARED": "job"},
+        "attributes": {"duration": 600, "account": "m1234"},
+        "roles": [
+            {"name": "master", "count": 1},
+            {"name": "worker", "count": 3, "environment": {"LEVEL": "role"},
+             "arguments": ["--worker"]},
+        ],
+    }
+    document.update(overrides)
+    return document
+
+
+def test_members_roles_and_precedence(registry: ProfileRegistry) -> None:
+    decision = negotiate(parse_jobspec(spark()), registry.get("perlmutter-gpu"))
+    cluster = decision.cluster
+    assert cluster is not None
+    assert [m.name for m in cluster.members] == ["master1", "worker1", "worker2", "worker3"]
+    assert cluster.hosts == "master1,worker1,worker2,worker3" and cluster.size == 4
+    master, worker = (role.decision for role in cluster.roles)
+    assert decision is master, "the primary member's decision carries the cluster"
+    # environment: job < role, and the gateway's own variables
+    assert worker.environment["LEVEL"] == "role" and worker.environment["SHARED"] == "job"
+    assert master.environment["LEVEL"] == "job"
+    assert worker.environment["IRI_CLUSTER_ROLE"] == "worker"
+    assert worker.environment["IRI_CLUSTER_SIZE"] == "4"
+    # arguments: the role's when given, else the job's
+    assert worker.spec.arguments == ["--worker"] and master.spec.arguments == ["--role-default"]
+    assert [(r.count, r.per_node, r.node_count) for r in cluster.roles] == [(1, 1, 1), (3, 1, 3)]
+
+
+def test_role_container_overrides_and_merges(registry: ProfileRegistry) -> None:
+    document = spark(container={
+        "image": IMAGE, "volume_mounts": [{"source": "/global/cfs/a", "target": "/a"},
+                                          {"source": "/global/cfs/b", "target": "/b"}],
+    })
+    document["roles"][1]["container"] = {
+        "image": "docker.io/lab/worker:3",
+        "volume_mounts": [{"source": "/global/cfs/w", "target": "/b"}],
+    }
+    decision = negotiate(parse_jobspec(document), registry.get("perlmutter-cpu"))
+    assert decision.cluster is not None
+    master, worker = (role.decision for role in decision.cluster.roles)
+    assert master.image == IMAGE and worker.image == "docker.io/lab/worker:3"
+    assert {(m.source, m.target) for m in worker.mounts} == {
+        ("/global/cfs/a", "/a"), ("/global/cfs/w", "/b")}, "same target: the role's mount"
+
+
+def test_plan_and_slurm_script(registry: ProfileRegistry) -> None:
+    document = spark()
+    document["roles"][1]["resources"] = {"gpu_cores_per_process": 1, "processes_per_node": 3}
+    plan = plan_for(registry, "perlmutter-gpu", document)
+    assert plan.cluster is not None
+    assert plan.cluster.primary == "master1"
+    assert [(r.name, r.count, r.members_per_node, r.node_count, r.gpus_per_member)
+            for r in plan.cluster.roles] == [("master", 1, 1, 1, 0), ("worker", 3, 3, 1, 1)]
+    script = plan.script
+    head, _, rest = script.partition("#SBATCH hetjob\n")
+    assert "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n" in head
+    assert "#SBATCH --ntasks=3\n#SBATCH --ntasks-per-node=3\n#SBATCH --gpus-per-task=1\n" in rest
+    assert script.count("#SBATCH hetjob") == 1
+    assert script.count("#SBATCH --job-name=spark") == 1, "job-wide lines once"
+    # one launch per member, each on its slot's node, with its own index
+    launches = re.findall(r"srun --het-group=(\d) --nodes=1 --ntasks=1 "
+                          r'"--nodelist=\$\{iri_nodes_(\d)\[(\d)\]\}"', script)
+    assert launches == [("0", "0", "0"), ("1", "1", "0"), ("1", "1", "0"), ("1", "1", "0")]
+    indexes = re.findall(r"--env IRI_CLUSTER_ROLE_INDEX=(\d)", script)
+    assert indexes == ["1", "1", "2", "3"]
+    assert script.count('--volume "$iri_cluster_dir/hosts:/etc/hosts:ro"') == 4
+    assert 'iri_member worker3 worker 3 "${iri_nodes_1[0]}"' in script
+    assert '> "$iri_cluster_dir/worker3.out" 2> "$iri_cluster_dir/worker3.err"' in script
+    assert "iri_member_1 &\n" in script, "the primary's output is the job's"
+
+
+def test_pbs_select_has_a_chunk_per_role(registry: ProfileRegistry) -> None:
+    script = plan_for(registry, "polaris", spark()).script
+    assert "#PBS -l select=1:ncpus=32:mpiprocs=1+3:ncpus=32:mpiprocs=1\n" in script
+    assert 'mapfile -t iri_hosts < "$PBS_NODEFILE"' in script
+    assert 'iri_member worker2 worker 2 "${iri_hosts[2]}"' in script
+    assert 'mpiexec -n 1 --hosts "${iri_hosts[3]}"' in script
+    assert "export APPTAINERENV_IRI_CLUSTER_ROLE_INDEX=3" in script
+
+
+def test_local_runs_every_member_here(registry: ProfileRegistry) -> None:
+    document = spark(container={"image": "docker.io/library/busybox:latest"})
+    plan = plan_for(registry, "local", document)
+    assert plan.cluster is not None and plan.cluster.size == 4
+    assert '.iri-cluster-${IRI_LOCAL_JOB_ID}' in plan.script
+    assert "srun" not in plan.script and "podman run --rm" in plan.script
+
+
+def test_shifter_cannot_bind_the_hosts_file(registry: ProfileRegistry) -> None:
+    document = spark()
+    document["roles"][1]["container"] = {"runtime": "shifter"}
+    problems = problems_for(registry, "perlmutter-cpu", document)
+    problem = next(p for p in problems if p.field == "roles[1].container.runtime")
+    assert "cannot bind the members' hosts file" in problem.reason
+    assert problem.offered == "podman-hpc, none"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "reason"),
+    [
+        (lambda d: d["roles"][1].update(count=5000), "roles", "the roles take 5001 nodes"),
+        (lambda d: d.update(launcher="srun"), "launcher", "every member of a cluster job is one"),
+        (lambda d: d["container"].update(flavours=[{"name": "a", "image": IMAGE}]),
+         "container.flavours", "cannot be combined"),
+        (lambda d: d["environment"].update(IRI_CLUSTER_SIZE="9"),
+         "environment.IRI_CLUSTER_SIZE", "set by the gateway"),
+        (lambda d: d["roles"][1].update(resources={"gpu_cores_per_process": 1}),
+         "roles[1].resources.gpu_cores_per_process", "GPUs asked"),
+        (lambda d: d["roles"][1].update(resources={"processes_per_node": 3, "node_count": 2}),
+         "roles[1].resources.node_count", "take 1 nodes, not 2"),
+    ],
+)
+def test_refusals_name_the_role_field(
+    registry: ProfileRegistry, change: Any, field: str, reason: str
+) -> None:
+    document = spark()
+    change(document)
+    problems = problems_for(registry, "perlmutter-cpu", document)
+    assert any(p.field == field and reason in p.reason for p in problems), problems
+
+
+def test_a_role_problem_points_at_the_role_or_the_job(registry: ProfileRegistry) -> None:
+    document = spark()
+    document["roles"][1]["container"] = {"image": "/scratch/bad.sif"}  # not an OCI reference
+    fields = [p.field for p in problems_for(registry, "perlmutter-cpu", document)]
+    assert "roles[1].container.image" in fields and "container.image" not in fields
+    document = spark(container={"image": "/scratch/bad.sif"})
+    fields = [p.field for p in problems_for(registry, "perlmutter-cpu", document)]
+    assert fields.count("container.image") == 1, "the job's own image is reported once"
+
+
+def test_cluster_jobs_can_be_switched_off(registry: ProfileRegistry, tmp_path: Any) -> None:
+    from tests.conftest import TEST_PROFILE
+
+    profile = tmp_path / "site.yaml"
+    profile.write_text(TEST_PROFILE.read_text().replace(
+        "      kind: slurm\n", "      kind: slurm\n      cluster_jobs: {enabled: false}\n", 1))
+    off = ProfileRegistry.from_paths([profile])
+    document = spark(container={"image": "docker.io/lab/spark:3"}, attributes={"duration": 60})
+    problems = problems_for(off, "testsite-gpu", document)
+    assert [p.field for p in problems][:1] == ["roles"]
+    assert "does not run cluster jobs" in problems[0].reason
+
+
+@pytest.mark.parametrize(
+    ("roles", "message"),
+    [
+        ([{"name": "worker1", "count": 1}], "do not end in a digit"),
+        ([{"name": "Worker", "count": 1}], "lower case"),
+        ([{"name": "w", "count": 0}], "greater than or equal to 1"),
+        ([{"name": "w", "count": 1}, {"name": "w", "count": 2}], "given twice: w"),
+        ([], "at least 1 item"),
+    ],
+)
+def test_role_schema_errors(roles: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(InvalidJobSpecError) as caught:
+        parse_jobspec({"executable": "/x", "roles": roles})
+    assert any(message in p.reason for p in caught.value.problems), caught.value.problems
