@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from iri_gateway.cli_views import placement_table
+from iri_gateway.cli_views import members_table, placement_table
 from iri_gateway.client import (
     DEFAULT_URL,
     TOKEN_ENV,
@@ -131,6 +131,9 @@ def _show_job(job: JobInfo) -> None:
         if job.attributes.get(key):
             table.add_row(key, str(job.attributes[key]))
     _out.print(table)
+    members = job.meta_data.get("members") or []
+    if members:
+        _out.print(members_table(members))
     history = job.meta_data.get("history") or []
     if history:
         steps = Table(title="History")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.table import Table
 
@@ -33,5 +34,20 @@ def placement_table(ranked: Sequence[Placement]) -> Table:
             entry.runtime or "-",
             entry.queue or "-",
             "\n".join(notes),
+        )
+    return table
+
+
+def members_table(members: Sequence[Mapping[str, Any]]) -> Table:
+    """A cluster job's members as the gateway last read them: who runs where, and how."""
+    table = Table(title="Members")
+    for column in ("member", "role", "node", "address", "state", "exit code"):
+        table.add_column(column, no_wrap=True)
+    for member in members:
+        code = member.get("exit_code")
+        table.add_row(
+            str(member.get("name", "")), str(member.get("role", "")),
+            str(member.get("node", "")), str(member.get("address", "")),
+            str(member.get("state", "")), "-" if code is None else str(code),
         )
     return table

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import posixpath
 import time
 import uuid
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from iri_gateway import cluster_members
 from iri_gateway.backends import Backend, Backends
 from iri_gateway.errors import GatewayError, SchedulerError
 from iri_gateway.models.job import JobState, NativeStatus
@@ -28,6 +30,8 @@ from iri_gateway.profiles import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.store import JobRecord, JobStore, StateChange
 from iri_gateway.transport.base import TransportError
+
+log = logging.getLogger(__name__)
 
 
 class JobNotFoundError(GatewayError):
@@ -231,11 +235,67 @@ class Engine:
             statuses = backend.batch.statuses(ids)
             for record in records:
                 status = statuses.get(record.native_id or "")
-                change = _change_for(record, status) if status is not None else None
+                if status is None:
+                    continue
+                change = _change_for(record, status)
+                if record.plan.get("cluster"):
+                    change = self._with_members(record, backend, change)
                 if change is not None:
                     changes.append(change)
         self.store.transition_many(changes)
         return len(changes)
+
+    def _with_members(
+        self, record: JobRecord, backend: Backend, change: StateChange | None
+    ) -> StateChange | None:
+        """A cluster job's change with its members read, when this is the time to read them.
+
+        The files are read (one command) when the job turns active or final, and on every
+        cycle while it is active and its members are not stored yet: the script writes
+        `members` as the job starts, maybe after the scheduler already says it runs. A
+        failed job's message names the member that failed first.
+        """
+        state = change.state if change is not None else record.state
+        turned = change is not None and change.state != record.state and (
+            state == JobState.ACTIVE or state.final)
+        if not turned and not (state == JobState.ACTIVE and not record.members):
+            return change
+        files = self._read_cluster_files(record, backend)
+        if files is None or not files.members:
+            if state.final and record.members and change is not None:
+                # Unreadable now: the members known so far end as the job did.
+                views = [{**m, "state": state.value} if m.get("state") == "active" else m
+                         for m in record.members]
+                return StateChange(record.id, state, change.message, change.exit_code,
+                                   members=views)
+            return change
+        size = (record.plan.get("cluster") or {}).get("size")
+        if not state.final and isinstance(size, int) and len(files.members) < size:
+            return change  # the script is still writing `members`
+        outcome = cluster_members.outcome(files.members, files.exits or [], state)
+        message = change.message if change is not None else record.message or ""
+        if state == JobState.FAILED and outcome.first_failure is not None:
+            member, code = outcome.first_failure
+            message = cluster_members.failure_message(member, code, message)
+        exit_code = change.exit_code if change is not None else None
+        return StateChange(record.id, state, message, exit_code, members=outcome.views)
+
+    def _read_cluster_files(
+        self, record: JobRecord, backend: Backend
+    ) -> cluster_members.ClusterFiles | None:
+        """Both files with one command through the job's transport; None when unreadable."""
+        directory = record.effective_spec.get("directory")
+        if not directory or record.native_id is None:
+            log.warning("cluster job %s has no job directory or native id", record.id)
+            return None
+        folder = cluster_members.folder(directory, record.native_id)
+        try:
+            result = backend.transport.run(cluster_members.read_argv(folder), timeout=30,
+                                           idempotent=True)
+        except TransportError as error:
+            log.warning("members of cluster job %s not read: %s", record.id, error)
+            return None
+        return cluster_members.parse_read(result, folder)
 
     # ---- recovery --------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -24,7 +24,9 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    inspect,
     select,
+    text,
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -55,6 +57,8 @@ class _JobRow(_Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
     message: Mapped[str | None] = mapped_column(Text)
     history: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    # The members of a cluster job (roles), as the engine last read them; [] for other jobs.
+    members: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     submit_attempted_at: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
@@ -82,6 +86,7 @@ class JobRecord:
     submit_attempted_at: float | None
     created_at: float
     updated_at: float
+    members: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def tag(self) -> str:
@@ -101,7 +106,7 @@ def _record(row: _JobRow) -> JobRecord:
         native_id=row.native_id, state=JobState(row.state), desired=row.desired,
         exit_code=row.exit_code, message=row.message, history=list(row.history),
         submit_attempted_at=row.submit_attempted_at, created_at=row.created_at,
-        updated_at=row.updated_at,
+        updated_at=row.updated_at, members=list(row.members or []),
     )
 
 
@@ -114,6 +119,7 @@ class JobStore:
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
         _Base.metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
         # Read-through cache of records by id: this process is the store's only writer (the
@@ -152,7 +158,8 @@ class JobStore:
             state=JobState.NEW.value, desired="submitted", exit_code=None,
             message="accepted by the gateway",
             history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
-            submit_attempted_at=now if submitting else None, created_at=now, updated_at=now,
+            members=[], submit_attempted_at=now if submitting else None, created_at=now,
+            updated_at=now,
         )
         with self._session() as session:
             session.add(row)
@@ -214,6 +221,10 @@ class JobStore:
         """The scheduler accepted the job: it is queued from now on."""
         return self._transition(job_id, JobState.QUEUED, message, native_id=native_id)
 
+    def set_members(self, job_id: str, members: list[dict[str, Any]]) -> JobRecord:
+        """Record what the engine read about a cluster job's members (no history entry)."""
+        return self._update(job_id, members=members)
+
     def request_cancel(self, job_id: str) -> JobRecord:
         return self._update(job_id, desired="canceled")
 
@@ -237,7 +248,7 @@ class JobStore:
                 row = rows.get(change.job_id)
                 if row is not None:
                     _change(row, change.state, change.message, now,
-                            {"exit_code": change.exit_code})
+                            {"exit_code": change.exit_code, "members": change.members})
                     changed.append(row)
         for row in changed:
             self._remember(_record(row))
@@ -272,6 +283,7 @@ class StateChange:
     state: JobState
     message: str
     exit_code: int | None = None
+    members: list[dict[str, Any]] | None = None  # a cluster job's members, when (re)read
 
 
 def _change(row: _JobRow, state: JobState, message: str, now: float,
@@ -282,6 +294,22 @@ def _change(row: _JobRow, state: JobState, message: str, now: float,
     if row.state != state.value or row.message != message:
         row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
     row.state, row.message, row.updated_at = state.value, message, now
+
+
+# Columns added after the first release: (name, SQL type). `create_all` makes new tables
+# whole but never changes an existing one, so a database from an earlier version gets them
+# here, once, on start.
+_ADDED_COLUMNS = (("members", "JSON NOT NULL DEFAULT '[]'"),)
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    present = {column["name"] for column in inspect(engine).get_columns("jobs")}
+    missing = [(name, kind) for name, kind in _ADDED_COLUMNS if name not in present]
+    if not missing:
+        return
+    with engine.begin() as connection:
+        for name, kind in missing:
+            connection.execute(text(f"ALTER TABLE jobs ADD COLUMN {name} {kind}"))
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:

@@ -382,3 +382,37 @@ def test_output_paths_follow_the_gateways_rule() -> None:
     assert output_path(absolute) == "/logs/o"
     told = JobInfo("j1", JobState.COMPLETED, meta_data={"stdout_path": "/site/o"})
     assert output_path(told) == "/site/o"
+
+
+def test_status_prints_the_members_of_a_cluster_job() -> None:
+    from typer.testing import CliRunner
+
+    from iri_gateway.cli import app
+
+    members = [
+        {"name": "master1", "role": "master", "index": 1, "node": "n1", "address": "127.0.0.1",
+         "state": "completed", "exit_code": 0},
+        {"name": "worker2", "role": "worker", "index": 2, "node": "n3", "address": "127.0.0.3",
+         "state": "failed", "exit_code": 1},
+        {"name": "worker3", "role": "worker", "index": 3, "node": "n4", "address": "127.0.0.4",
+         "state": "failed", "exit_code": None},
+    ]
+    job = {"id": "j1", "status": {"state": "failed", "time": 1.0, "exit_code": 1,
+                                  "message": "member worker2 (role worker, on n3) exited with 1",
+                                  "meta_data": {"members": members}}}
+    plain = {"id": "j2", "status": {"state": "completed", "time": 1.0, "meta_data": {}}}
+    runner = CliRunner()
+    with respx.mock(base_url=BASE) as mock:
+        mock.get("/api/v2/compute/status/local/j1").mock(return_value=httpx.Response(200, json=job))
+        mock.get("/api/v2/compute/status/local/j2").mock(
+            return_value=httpx.Response(200, json=plain))
+        shown = runner.invoke(app, ["status", "j1", "-r", "local", "--server", BASE])
+        without = runner.invoke(app, ["status", "j2", "-r", "local", "--server", BASE])
+    assert shown.exit_code == 0, shown.output
+    rows = [line.split("│") for line in shown.output.splitlines() if "worker" in line
+            and "127.0.0" in line]
+    cells = [[cell.strip() for cell in row if cell.strip()] for row in rows]
+    assert cells == [["worker2", "worker", "n3", "127.0.0.3", "failed", "1"],
+                     ["worker3", "worker", "n4", "127.0.0.4", "failed", "-"]]
+    assert "Members" in shown.output and "master1" in shown.output
+    assert without.exit_code == 0 and "Members" not in without.output

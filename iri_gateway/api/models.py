@@ -51,6 +51,8 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
             "directory": record.effective_spec.get("directory"),
             "stdout_path": record.effective_spec.get("stdout_path"),
             "stderr_path": record.effective_spec.get("stderr_path"),
+            # A cluster job's members, once its script has listed them.
+            **({"members": record.members} if record.members else {}),
         },
     )
     spec = JobSpec.model_validate(record.spec) if include_spec else None

@@ -3,7 +3,9 @@
 Every job gets a folder under the data directory holding the script, the process id, the
 exit code once it ends, and the default stdout/stderr. The process is started in its own
 session (`setsid --fork`), so it outlives a gateway restart and is never a zombie of ours;
-status reads the folder, so a restarted gateway picks its jobs up where they are.
+status reads the folder, so a restarted gateway picks its jobs up where they are. The script
+sees its native id as `$IRI_LOCAL_JOB_ID`, as a Slurm script sees `$SLURM_JOB_ID` (a cluster
+job names its folder of members after it).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from iri_gateway.errors import CancelError, SubmitError, UpdateError
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 
+JOB_ID_VARIABLE = "IRI_LOCAL_JOB_ID"
 _WRAPPER = (
     'echo "$$" > pid.tmp && mv pid.tmp pid; '
     "bash script.sh > stdout 2> stderr < /dev/null; "
@@ -48,6 +51,7 @@ class LocalBatch:
             # No pipes: the detached job would hold them open and make us wait for it.
             with launcher_log.open("wb") as log:
                 subprocess.run(argv, cwd=folder, check=True, timeout=30,
+                               env={**os.environ, JOB_ID_VARIABLE: native_id},
                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         except (OSError, subprocess.SubprocessError) as error:
             words = launcher_log.read_text(errors="replace") if launcher_log.exists() else ""

@@ -11,11 +11,18 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from iri_gateway.backends import Backends
+from iri_gateway.engine import Engine
+from iri_gateway.poller import Poller
+from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.store import JobRecord, JobStore
 
 CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
 # A cold start on a fresh machine installs Debian packages first (~30 s); later ones take ~2 s.
@@ -114,3 +121,48 @@ def cluster() -> Iterator[ClusterInfo]:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = previous
+
+
+PROFILE_TEMPLATE = Path(__file__).parent / "cluster-profile.yaml.in"
+
+
+@pytest.fixture(scope="module")
+def cluster_profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test cluster's profile with the running cluster's SSH settings filled in."""
+    text = PROFILE_TEMPLATE.read_text()
+    for placeholder, value in {
+        "@@SSH_PORT@@": str(cluster.ssh_port), "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
+        "@@SSH_KEY@@": str(cluster.ssh_key), "@@SSH_USER@@": cluster.ssh_user,
+    }.items():
+        text = text.replace(placeholder, value)
+    path = tmp_path_factory.mktemp("cluster-profile") / "cluster.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def cluster_engine(cluster_profile: Path, tmp_path: Path) -> Iterator[Engine]:
+    """An engine on the test cluster's profile; jobs it leaves unsettled are cancelled."""
+    engine = Engine(registry=ProfileRegistry.from_files([cluster_profile]),
+                    store=JobStore(f"sqlite:///{tmp_path}/jobs.db"), backends=Backends(tmp_path))
+    yield engine
+    for record in engine.store.unsettled():
+        if record.native_id:
+            subprocess.run(["scancel", record.native_id], capture_output=True, timeout=30)
+    engine.backends.close()
+
+
+def wait_all_final(engine: Engine, job_ids: list[str], timeout: float = 120
+                   ) -> dict[str, JobRecord]:
+    """Run the real poller (one batched status query per resource and cycle) until every job
+    has ended; fails the test after `timeout` seconds."""
+    poller = Poller(engine)
+    deadline = time.monotonic() + timeout
+    while True:
+        poller.cycle(force=True)
+        records = {job_id: engine.store.get(job_id) for job_id in job_ids}
+        done = {job_id: r for job_id, r in records.items() if r is not None and r.state.final}
+        if len(done) == len(job_ids):
+            return done
+        assert time.monotonic() < deadline, f"not ended in {timeout} s: {records}"
+        time.sleep(0.3)

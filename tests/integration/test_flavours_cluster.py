@@ -8,52 +8,17 @@ their flavour (scripts/cluster), so the job's output proves which image really r
 
 from __future__ import annotations
 
-import subprocess
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
 from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
-from iri_gateway.poller import Poller
-from iri_gateway.profiles import ProfileRegistry
-from iri_gateway.store import JobRecord, JobStore
-from tests.integration.conftest import ClusterInfo
+from iri_gateway.store import JobRecord
+from tests.integration.conftest import ClusterInfo, wait_all_final
 
 pytestmark = pytest.mark.integration
-
-TEMPLATE = Path(__file__).parent / "cluster-profile.yaml.in"
-
-
-@pytest.fixture(scope="module")
-def profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The cluster profile with the running cluster's SSH settings filled in."""
-    text = TEMPLATE.read_text()
-    for placeholder, value in {
-        "@@SSH_PORT@@": str(cluster.ssh_port), "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
-        "@@SSH_KEY@@": str(cluster.ssh_key), "@@SSH_USER@@": cluster.ssh_user,
-    }.items():
-        text = text.replace(placeholder, value)
-    path = tmp_path_factory.mktemp("flavours-profile") / "cluster.yaml"
-    path.write_text(text)
-    return path
-
-
-@pytest.fixture
-def engine(profile: Path, tmp_path: Path) -> Iterator[Engine]:
-    engine = Engine(registry=ProfileRegistry.from_files([profile]),
-                    store=JobStore(f"sqlite:///{tmp_path}/jobs.db"), backends=Backends(tmp_path))
-    yield engine
-    for record in engine.store.unsettled():
-        if record.native_id:
-            subprocess.run(["scancel", record.native_id], capture_output=True, timeout=30)
-    engine.backends.close()
-
 
 def flavoured_job(cluster: ClusterInfo) -> dict[str, Any]:
     return {
@@ -70,21 +35,6 @@ def flavoured_job(cluster: ClusterInfo) -> dict[str, Any]:
             ],
         },
     }
-
-
-def wait_all_final(engine: Engine, job_ids: list[str], timeout: float = 120
-                   ) -> dict[str, JobRecord]:
-    """Poll (one batched status query per resource and cycle) until every job has ended."""
-    poller = Poller(engine)
-    deadline = time.monotonic() + timeout
-    while True:
-        poller.cycle(force=True)
-        records = {job_id: engine.store.get(job_id) for job_id in job_ids}
-        done = {job_id: r for job_id, r in records.items() if r is not None and r.state.final}
-        if len(done) == len(job_ids):
-            return done
-        assert time.monotonic() < deadline, f"not ended in {timeout} s: {records}"
-        time.sleep(0.3)
 
 
 def outcomes(record: JobRecord) -> dict[str, dict[str, Any]]:
@@ -104,7 +54,8 @@ def check_ran_flavour(engine: Engine, record: JobRecord, owner: str, chosen: str
     assert engine.read_output(owner=owner, job_id=record.id) == f"{chosen}\ngpus={gpus}\n"
 
 
-def test_each_resource_runs_its_best_flavour(engine: Engine, cluster: ClusterInfo) -> None:
+def test_each_resource_runs_its_best_flavour(cluster_engine: Engine, cluster: ClusterInfo) -> None:
+    engine = cluster_engine
     on_gpu = engine.submit(owner="root", resource_id="cluster-gpu",
                            spec=parse_jobspec(flavoured_job(cluster))).record
     on_cpu = engine.submit(owner="root", resource_id="cluster",
@@ -134,7 +85,10 @@ def test_each_resource_runs_its_best_flavour(engine: Engine, cluster: ClusterInf
         "outcomes in declaration order")
 
 
-def test_flavour_over_ssh_with_rootless_podman(engine: Engine, cluster: ClusterInfo) -> None:
+def test_flavour_over_ssh_with_rootless_podman(
+    cluster_engine: Engine, cluster: ClusterInfo
+) -> None:
+    engine = cluster_engine
     record = engine.submit(owner="alice", resource_id="cluster-ssh",
                            spec=parse_jobspec(flavoured_job(cluster))).record
     assert record.native_id, record

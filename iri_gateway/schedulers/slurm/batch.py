@@ -7,7 +7,7 @@ from collections.abc import Collection
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.schedulers.slurm import sacct, sbatch, scancel, scontrol, squeue
+from iri_gateway.schedulers.slurm import hetjob, sacct, sbatch, scancel, scontrol, squeue
 from iri_gateway.transport.base import Transport
 
 
@@ -26,7 +26,8 @@ class SlurmBatch:
         wanted = set(native_ids)
         if not wanted:
             return {}
-        live, _ = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
+        queue = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
+        live = queue.statuses
         found = {job_id: live[job_id] for job_id in wanted if job_id in live}
         settled = [job_id for job_id in wanted if job_id not in live or _final(live[job_id])]
         if settled and self.history != "none":
@@ -36,15 +37,17 @@ class SlurmBatch:
             except StatusError as error:
                 # The live queue's word on the state still holds; only the exit code is missing.
                 return {job_id: _without_history(status, error) for job_id, status in found.items()}
-            found.update({job_id: past[job_id] for job_id in settled if job_id in past})
+            for job_id in settled:
+                if job_id in past:
+                    found[job_id] = _settle(job_id, past[job_id], queue.components.get(job_id))
         return found
 
     def cancel(self, native_id: str) -> None:
         scancel.parse(self.transport.run(scancel.argv(native_id)))
 
     def find(self, tag: str) -> str | None:
-        _, tags = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
-        return tags.get(tag)
+        queue = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
+        return queue.tags.get(tag)
 
     def update(self, native_id: str, changes: JobChanges) -> None:
         scontrol.parse(self.transport.run(scontrol.argv(native_id, changes)))
@@ -52,6 +55,17 @@ class SlurmBatch:
 
 def _final(status: NativeStatus) -> bool:
     return status.state is not None and status.state.final
+
+
+def _settle(
+    job_id: str, past: NativeStatus, components: list[NativeStatus] | None
+) -> NativeStatus:
+    """The history's word on a finished job; for a het job, joined with its components.
+
+    With jobcomp, sacct for the leader's id gives the leader component's record only, so a
+    component that ended differently (cancelled alone) is known from the live queue only.
+    """
+    return hetjob.aggregate(job_id, components, past) if components else past
 
 
 def _without_history(status: NativeStatus, error: StatusError) -> NativeStatus:

@@ -3,6 +3,10 @@
 Without slurmdbd, `sacct -c` reads the job completion log (jobcomp/filetxt); with
 accounting storage, plain `sacct` works. The profile says which (`history: accounting` or
 `jobcomp`). `State` may read `CANCELLED by 1000`; `ExitCode` is `code:signal`.
+
+A heterogeneous job: `sacct -X` names its components `93+0`, `93+1`, folded here into one
+status for `93`; `sacct -c` (jobcomp) prints the leader component's record as `93` and
+complains about the het fields on stderr while exiting 0 (see `hetjob`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Collection
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
+from iri_gateway.schedulers.slurm import hetjob
 from iri_gateway.schedulers.slurm.states import map_state
 from iri_gateway.transport.base import CommandResult
 
@@ -32,7 +37,7 @@ def exit_code(text: str) -> int | None:
 
 
 def parse(result: CommandResult) -> dict[str, NativeStatus]:
-    """The last record per job id (a requeued job has several)."""
+    """The last record per job id (a requeued job has several); het components folded."""
     if not result.ok:
         raise StatusError(result.argv, result.exit_code, result.stdout, result.stderr)
     statuses: dict[str, NativeStatus] = {}
@@ -42,4 +47,8 @@ def parse(result: CommandResult) -> dict[str, NativeStatus]:
             continue
         job_id, native, code = parts[0].strip(), parts[1].strip(), parts[2].strip()
         statuses[job_id] = NativeStatus(job_id, map_state(native), native, exit_code(code))
+    for leader, components in hetjob.group(statuses.values()).items():
+        for component in components:
+            del statuses[component.native_id]
+        statuses[leader] = hetjob.aggregate(leader, components)
     return statuses

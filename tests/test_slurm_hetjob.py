@@ -1,0 +1,188 @@
+"""Heterogeneous Slurm jobs tracked as one job, from output recorded on the test cluster.
+
+The samples in `tests/data/slurm/` are real squeue and `sacct -c` output of 2-component het
+jobs (see the README there); `SlurmBatch` reads them through a transport that answers with
+them, so the whole status path (squeue, then sacct for finished jobs) is exercised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iri_gateway.models.job import JobState, NativeStatus
+from iri_gateway.schedulers.slurm import hetjob, sacct, squeue
+from iri_gateway.schedulers.slurm.batch import SlurmBatch
+from iri_gateway.transport.base import CommandResult
+
+DATA = Path(__file__).parent / "data" / "slurm"
+
+
+def recorded(name: str, argv: Sequence[str] = ("squeue",)) -> CommandResult:
+    stderr = DATA / name.replace(".txt", ".stderr")
+    return CommandResult(tuple(argv), 0, (DATA / name).read_text(),
+                         stderr.read_text() if stderr.exists() else "")
+
+
+class Answers:
+    """A transport that answers squeue and sacct with recorded output, and logs the calls."""
+
+    name = "recorded"
+
+    def __init__(self, squeue_file: str, sacct_file: str | None = None) -> None:
+        self.files = {"squeue": squeue_file, "sacct": sacct_file}
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], **_: Any) -> CommandResult:
+        self.calls.append(list(argv))
+        name = self.files[argv[0]]
+        if name is None:
+            return CommandResult(tuple(argv), 0, "", "")
+        return recorded(name, argv)
+
+    def make_directory(self, path: str) -> None:
+        raise AssertionError("not used")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@pytest.mark.parametrize(
+    ("name", "leader", "state", "message"),
+    [
+        ("squeue-het-held.txt", "30309", JobState.HELD, "PENDING (JobHeldUser)"),
+        ("squeue-het-queued.txt", "30325", JobState.QUEUED, "PENDING (BeginTime)"),
+        ("squeue-het-running.txt", "30330", JobState.ACTIVE, "RUNNING"),
+        ("squeue-het-completed.txt", "30330", JobState.COMPLETED, "COMPLETED"),
+        ("squeue-het-failed.txt", "30313", JobState.FAILED, "FAILED (NonZeroExitCode)"),
+        ("squeue-het-canceled.txt", "30317", JobState.CANCELED, "CANCELLED"),
+        ("squeue-het-canceled.txt", "30315", JobState.CANCELED, "CANCELLED (JobHeldUser)"),
+        ("squeue-het-one-canceled-running.txt", "30319", JobState.ACTIVE,
+         "RUNNING (components 30319+0 RUNNING, 30319+1 CANCELLED)"),
+        ("squeue-het-one-canceled-completed.txt", "30323", JobState.CANCELED,
+         "CANCELLED (components 30323+0 COMPLETED, 30323+1 CANCELLED)"),
+    ],
+)
+def test_components_in_the_queue_fold_into_the_leader(
+    name: str, leader: str, state: JobState, message: str
+) -> None:
+    queue = squeue.parse(recorded(name))
+    status = queue.statuses[leader]
+    assert (status.native_id, status.state, status.message) == (leader, state, message)
+    assert not [job_id for job_id in queue.statuses if "+" in job_id], "no component left over"
+    assert [c.native_id for c in queue.components[leader]] == [f"{leader}+0", f"{leader}+1"]
+
+
+def test_plain_jobs_beside_a_het_job_are_untouched_and_tags_name_the_leader() -> None:
+    queue = squeue.parse(recorded("squeue-het-running.txt"))
+    assert set(queue.statuses) == {"30329", "30330"}
+    assert queue.statuses["30329"] == NativeStatus("30329", JobState.ACTIVE, "RUNNING", None,
+                                                   "None")
+    assert queue.tags == {"iri-gateway:plain-1": "30329", "iri-gateway:het-1": "30330"}
+    assert "30329" not in queue.components
+
+
+def test_batch_reports_a_running_het_job_without_asking_the_history() -> None:
+    transport = Answers("squeue-het-running.txt")
+    statuses = SlurmBatch(transport).statuses(["30330"])
+    assert statuses["30330"].state == JobState.ACTIVE
+    assert [call[0] for call in transport.calls] == ["squeue"]
+
+
+def test_batch_finds_a_het_job_by_its_tag() -> None:
+    assert SlurmBatch(Answers("squeue-het-running.txt")).find("iri-gateway:het-1") == "30330"
+
+
+@pytest.mark.parametrize(
+    ("squeue_file", "sacct_file", "leader", "state", "exit_code", "message"),
+    [
+        ("squeue-het-completed.txt", "sacct-c-het-completed.txt", "30330",
+         JobState.COMPLETED, 0, "COMPLETED, exit code 0"),
+        ("squeue-het-failed.txt", "sacct-c-het-failed.txt", "30313",
+         JobState.FAILED, 5, "FAILED, exit code 5"),
+        # jobcomp says COMPLETED for the leader; the live queue saw component 1 cancelled.
+        ("squeue-het-one-canceled-completed.txt", "sacct-c-het-one-canceled-completed.txt",
+         "30323", JobState.CANCELED, None,
+         "CANCELLED (components 30323+0 COMPLETED, 30323+1 CANCELLED)"),
+    ],
+)
+def test_batch_joins_the_queue_and_the_jobcomp_record_of_a_finished_het_job(
+    squeue_file: str, sacct_file: str, leader: str, state: JobState, exit_code: int | None,
+    message: str,
+) -> None:
+    transport = Answers(squeue_file, sacct_file)
+    status = SlurmBatch(transport).statuses([leader])[leader]
+    assert (status.state, status.exit_code, status.message) == (state, exit_code, message)
+    assert transport.calls[1][:2] == ["sacct", "-c"] and f"--jobs={leader}" in transport.calls[1]
+
+
+def test_batch_takes_the_jobcomp_record_when_the_queue_has_forgotten_the_job() -> None:
+    transport = Answers("squeue-het-queued.txt", "sacct-c-het-failed.txt")  # 30313 gone
+    status = SlurmBatch(transport).statuses(["30313"])["30313"]
+    assert (status.state, status.exit_code, status.message) == (
+        JobState.FAILED, 5, "FAILED, exit code 5")
+
+
+def test_jobcomp_lists_second_components_under_their_own_ids() -> None:
+    """What `sacct -c` printed for two leaders and their second components (see README)."""
+    past = sacct.parse(recorded("sacct-c-het-canceled-components.txt", ["sacct"]))
+    assert sorted(past) == ["30315", "30316", "30317", "30318"]
+    assert {status.state for status in past.values()} == {JobState.CANCELED}
+
+
+def test_jobcomp_complaints_about_het_fields_are_not_an_error() -> None:
+    result = recorded("sacct-c-het-completed.txt", ["sacct"])
+    assert "Unknown type HetJobId" in result.stderr
+    assert sacct.parse(result)["30330"].state == JobState.COMPLETED
+
+
+def test_accounting_components_fold_into_the_leader() -> None:
+    """`sacct -X` with slurmdbd names components `93+0` (Slurm's documentation; the test
+    cluster has no slurmdbd, so this sample is written by hand in that form)."""
+    text = "93+0|COMPLETED|0:0\n93+1|FAILED|2:0\n93+1.0|FAILED|2:0\n94|COMPLETED|0:0\n"
+    past = sacct.parse(CommandResult(("sacct",), 0, text, ""))
+    assert set(past) == {"93", "94"}
+    assert (past["93"].state, past["93"].exit_code) == (JobState.FAILED, 2)
+    assert past["93"].message == (
+        "FAILED (components 93+0 COMPLETED, 93+1 FAILED), exit code 2")
+
+
+def status(job_id: str, state: JobState | None, native: str, code: int | None = None
+           ) -> NativeStatus:
+    return NativeStatus(job_id, state, native, code)
+
+
+def test_failed_wins_over_canceled_and_keeps_its_own_exit_code() -> None:
+    job = hetjob.aggregate("7", [
+        status("7+0", JobState.CANCELED, "CANCELLED by 0", 0),
+        status("7+1", JobState.FAILED, "OUT_OF_MEMORY", 137),
+        status("7+2", JobState.COMPLETED, "COMPLETED", 0),
+    ])
+    assert (job.state, job.native_state, job.exit_code) == (JobState.FAILED, "OUT_OF_MEMORY", 137)
+
+
+def test_a_component_in_an_unknown_state_keeps_the_job_from_being_final() -> None:
+    job = hetjob.aggregate("7", [status("7+0", JobState.COMPLETED, "COMPLETED"),
+                                 status("7+1", None, "SOMETHING_NEW")])
+    assert job.state == JobState.ACTIVE, "one component has ended, so the job has started"
+    waiting = hetjob.aggregate("7", [status("7+0", JobState.QUEUED, "PENDING"),
+                                     status("7+1", None, "SOMETHING_NEW")])
+    assert (waiting.state, waiting.native_state) == (None, "SOMETHING_NEW")
+
+
+def test_held_when_any_component_is_held() -> None:
+    job = hetjob.aggregate("7", [status("7+0", JobState.QUEUED, "PENDING"),
+                                 status("7+1", JobState.HELD, "PENDING")])
+    assert job.state == JobState.HELD
+
+
+@pytest.mark.parametrize("job_id", ["93", "93+", "+1", "93+x", "93_1", "93+1.batch", ""])
+def test_only_leader_plus_offset_is_a_component_id(job_id: str) -> None:
+    assert hetjob.split(job_id) is None
+
+
+def test_component_ids_split_into_leader_and_offset() -> None:
+    assert hetjob.split("93+12") == ("93", 12)
