@@ -192,3 +192,29 @@ def test_store_survives_restart(tmp_path: Path) -> None:
     assert again.get(owner="alice", job_id=record.id).script == record.script
     assert json.dumps(again.get(owner="alice", job_id=record.id).spec)
     assert os.path.exists(tmp_path / "jobs.db")
+
+
+def test_a_cluster_job_on_the_local_resource(engine: Engine) -> None:
+    """Roles on `local`: every member a local process, names resolving to this machine."""
+    report = ('echo "$IRI_CLUSTER_ROLE $IRI_CLUSTER_ROLE_INDEX $IRI_CLUSTER_SIZE '
+              '$IRI_CLUSTER_HOSTS"; cat "$IRI_CLUSTER_DIR/hosts"')
+    spec = parse_jobspec({
+        "executable": "/bin/sh", "arguments": ["-c", report],
+        "roles": [{"name": "server", "count": 1},
+                  {"name": "client", "count": 2,
+                   "arguments": ["-c", f'{report}; [ "$IRI_CLUSTER_ROLE_INDEX" = 1 ]']}],
+    })
+    record = engine.submit(owner="alice", resource_id="local", spec=spec).record
+    record = wait_for(engine, record.id, lambda r: r.state.final)
+    # client2 exits 1 (its index is not 1): the job fails and names it.
+    assert record.state == JobState.FAILED, record
+    assert record.message is not None and record.message.startswith(
+        "member client2 (role client, on "), record.message
+    primary = engine.read_output(owner="alice", job_id=record.id)
+    assert primary.splitlines()[0] == "server 1 3 server1,client1,client2"
+    assert "127.0.0.1\tclient2" in primary
+    folder = Path(record.effective_spec["directory"]) / f".iri-cluster-{record.native_id}"
+    assert (folder / "client1.out").read_text().splitlines()[0] == (
+        "client 1 3 server1,client1,client2")
+    states = {m["name"]: (m["state"], m["exit_code"]) for m in record.members}
+    assert states["client2"] == ("failed", 1) and states["client1"] == ("completed", 0)
