@@ -140,6 +140,7 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     cluster_env = {"IRI_CLUSTER_SIZE": str(len(members)),
                    "IRI_CLUSTER_HOSTS": ",".join(m.name for m in members)}
     decisions: list[RoleDecision] = []
+    binding: set[str] = set()  # runtimes that bind the hosts file into a member's container
     seen: set[tuple[str, str]] = set()
     for number, role in enumerate(roles):
         where = f"roles[{number}]"
@@ -150,8 +151,10 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
                                     "the role nor the job names an image"))
             continue
         env = {**cluster_env, "IRI_CLUSTER_ROLE": role.name, "IRI_CLUSTER_ROLE_INDEX": "1"}
+        member = member_spec(spec, role, env)
+        binding.update(_container_runtime(member.container, loaded))
         try:
-            decision = negotiate_one(member_spec(spec, role, env), loaded)
+            decision = negotiate_one(member, loaded)
         except JobRejectedError as error:
             for problem in error.problems:
                 # A problem of the role's own field names the role; one of a field the role
@@ -178,6 +181,7 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
                 f"role {role.name!r} has network 'none': its members cannot reach the others"
             )
         decisions.append(_place(role, number, decision, spec, resource.scheduler.kind, problems))
+    _check_hosts_bind(spec, binding, problems)
     _check_totals(decisions, loaded, problems)
     if problems:
         raise JobRejectedError(resource.id, problems)
@@ -224,6 +228,29 @@ def _place(role: Role, number: int, decision: Decision, spec: JobSpec, scheduler
             "of a node", f"at most {max(1, nodes.cpu.cores // cpus)}",
         ))
     return RoleDecision(role.name, role.count, per_node, node_count, decision)
+
+
+def _container_runtime(container: Container | None, loaded: LoadedResource) -> set[str]:
+    """The runtime a member's container runs in ({} without one, or 'none')."""
+    if container is None:
+        return set()
+    wanted = container.runtime or loaded.resource.runtimes.default
+    return {wanted} if loaded.resource.runtimes.get(wanted) is not None else set()
+
+
+def _check_hosts_bind(spec: JobSpec, runtimes: set[str], problems: list[Problem]) -> None:
+    """Containers bind the hosts file from the cluster folder in the job directory; a bind
+    (`SRC:DST:OPTS`, Apptainer's also split at ',') cannot carry ':' or ',' in SRC."""
+    directory = spec.directory
+    if not runtimes or directory is None or not any(c in directory for c in ":,"):
+        return
+    if any(p.field == "directory" for p in problems):
+        return  # already refused (podman binds the job directory itself)
+    problems.append(Problem(
+        "directory", f"{', '.join(sorted(runtimes))} binds the members' hosts file from the "
+        "job directory and cannot express ':' or ',' in its path",
+        "a directory without ':' or ','",
+    ))
 
 
 def _check_totals(decisions: list[RoleDecision], loaded: LoadedResource,

@@ -23,7 +23,8 @@ class UsageError(Exception):
 
 
 def record(program: str, argv: Sequence[str], **details: Any) -> None:
-    """Append {"program", "argv", "env", "cwd", ...details} to the log; die loudly without one."""
+    """Append {"program", "argv", "env", "cwd", "pid", ...details} to the log; die loudly
+    without one."""
     path = os.environ.get(LOG_VARIABLE)
     if not path:
         sys.stderr.write(
@@ -36,6 +37,7 @@ def record(program: str, argv: Sequence[str], **details: Any) -> None:
         "argv": list(argv),
         "env": dict(os.environ),
         "cwd": os.getcwd(),
+        "pid": os.getpid(),  # kept by the exec that follows: links a launch to what it ran
     }
     entry.update(details)
     line = (json.dumps(entry) + "\n").encode("ascii")
@@ -153,3 +155,57 @@ def present(options: Iterable[tuple[str, str | None]], name: str) -> bool:
 def flag_names(options: Iterable[tuple[str, str | None]]) -> list[str]:
     """The names of the options given without a value (the booleans), in order."""
     return [key for key, value in options if value is None]
+
+
+def parse_permuted(
+    args: Sequence[str], *, with_value: Mapping[str, str], flags: Mapping[str, str]
+) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """Options anywhere on the line, as GNU getopt_long permutes them (Slurm's scontrol,
+    scancel): returns (options, the other words in order). `--` ends the options; short
+    options may be clustered (`-oQ`) or carry their value (`-sTERM`); long ones take
+    `--name=value` or `--name value`. An unknown option is a UsageError."""
+    parsed: list[tuple[str, str | None]] = []
+    operands: list[str] = []
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        if word == "--":
+            operands += args[index:]
+            break
+        if not word.startswith("-") or word == "-":
+            operands.append(word)
+            continue
+        if word.startswith("--"):
+            name, equals, value = word.partition("=")
+            if name in with_value:
+                if not equals:
+                    if index >= len(args):
+                        raise UsageError(f"option {name} needs a value")
+                    value = args[index]
+                    index += 1
+                parsed.append((with_value[name], value))
+            elif name in flags:
+                if equals:
+                    raise UsageError(f"option {name} takes no value (got {value!r})")
+                parsed.append((flags[name], None))
+            else:
+                raise UsageError(f"unknown option {name}")
+            continue
+        position = 1
+        while position < len(word):
+            name = "-" + word[position]
+            if name in with_value:
+                value = word[position + 1:]
+                if not value:
+                    if index >= len(args):
+                        raise UsageError(f"option {name} needs a value")
+                    value = args[index]
+                    index += 1
+                parsed.append((with_value[name], value))
+                break
+            if name not in flags:
+                raise UsageError(f"unknown option {name} in {word!r}")
+            parsed.append((flags[name], None))
+            position += 1
+    return parsed, operands

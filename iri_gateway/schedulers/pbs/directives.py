@@ -74,14 +74,22 @@ def cluster_layout(decision: Decision) -> ClusterLayout:
     """Members start on their host through the site's mpiexec, one process each.
 
     `$PBS_NODEFILE` lists each chunk's hosts in select order, every host `mpiprocs` times
-    (once per member placed there), so member k of the roles in order is line k.
+    (the role's members per node), even the last host of a role that it does not fill: so a
+    role's lines start after all the lines of the roles before it, and its member k is the
+    role's line k.
     """
     cluster = decision.cluster
     mpi = decision.resource.resource.mpi
     assert cluster is not None and mpi is not None
+    first_line: list[int] = []
+    lines = 0
+    for shape in (role_shape(role) for role in cluster.roles):  # as _chunk asks for them
+        first_line.append(lines)
+        lines += shape.node_count * shape.processes_on_busiest_node
     hosts: list[SiteWord] = []
     launchers: list[list[str]] = []
-    for line, _member in enumerate(cluster.members):
+    for member in cluster.members:
+        line = first_line[member.role_number] + member.slot
         host = SiteWord(f"${{iri_hosts[{line}]}}")
         hosts.append(host)
         launchers.append([SiteWord(mpi.launcher), "-n", "1", "--hosts", host])
