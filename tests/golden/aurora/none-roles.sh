@@ -10,7 +10,7 @@
 cd -- /tmp/iri-check || exit 1
 iri_cluster_dir="$PWD/.iri-cluster-${PBS_JOBID}"
 mkdir -p -- "$iri_cluster_dir" || exit 1
-: > "$iri_cluster_dir/members"
+: > "$iri_cluster_dir/members.new"
 : > "$iri_cluster_dir/exits"
 : > "$iri_cluster_dir/hostaliases"
 printf '127.0.0.1\tlocalhost\n' > "$iri_cluster_dir/hosts"
@@ -26,7 +26,7 @@ iri_member() {
         echo "iri-gateway: no address for host '$4' of member $1" >&2
         exit 1
     fi
-    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$address" >> "$iri_cluster_dir/members"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$address" >> "$iri_cluster_dir/members.new"
     printf '%s\t%s\n' "$address" "$1" >> "$iri_cluster_dir/hosts"
     printf '%s %s\n' "$1" "$4" >> "$iri_cluster_dir/hostaliases"
 }
@@ -35,6 +35,8 @@ iri_member master1 master 1 "${iri_hosts[0]}"
 iri_member worker1 worker 1 "${iri_hosts[1]}"
 iri_member worker2 worker 2 "${iri_hosts[2]}"
 iri_member worker3 worker 3 "${iri_hosts[3]}"
+# All members at once: a reader never sees half the list.
+mv -f -- "$iri_cluster_dir/members.new" "$iri_cluster_dir/members" || exit 1
 # iri_cluster_stop INDEX...: ask the members still running to stop (SIGTERM).
 iri_cluster_stop() {
     local i

@@ -3,7 +3,7 @@
 cd -- /tmp/iri-check || exit 1
 iri_cluster_dir="$PWD/.iri-cluster-${IRI_LOCAL_JOB_ID}"
 mkdir -p -- "$iri_cluster_dir" || exit 1
-: > "$iri_cluster_dir/members"
+: > "$iri_cluster_dir/members.new"
 : > "$iri_cluster_dir/exits"
 : > "$iri_cluster_dir/hostaliases"
 printf '127.0.0.1\tlocalhost\n' > "$iri_cluster_dir/hosts"
@@ -19,7 +19,7 @@ iri_member() {
         echo "iri-gateway: no address for host '$4' of member $1" >&2
         exit 1
     fi
-    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$address" >> "$iri_cluster_dir/members"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$address" >> "$iri_cluster_dir/members.new"
     printf '%s\t%s\n' "$address" "$1" >> "$iri_cluster_dir/hosts"
     printf '%s %s\n' "$1" "$4" >> "$iri_cluster_dir/hostaliases"
 }
@@ -27,6 +27,8 @@ iri_member master1 master 1 "${HOSTNAME:-localhost}"
 iri_member worker1 worker 1 "${HOSTNAME:-localhost}"
 iri_member worker2 worker 2 "${HOSTNAME:-localhost}"
 iri_member worker3 worker 3 "${HOSTNAME:-localhost}"
+# All members at once: a reader never sees half the list.
+mv -f -- "$iri_cluster_dir/members.new" "$iri_cluster_dir/members" || exit 1
 # iri_cluster_stop INDEX...: ask the members still running to stop (SIGTERM).
 iri_cluster_stop() {
     local i
