@@ -1,11 +1,11 @@
 """Client commands of `iri-gateway` against a running server (DESIGN.md Contract 3).
 
-`submit`, `status`, `jobs`, `cancel`, `wait`, `output`, `remote-plan` and `placement` talk to
+`submit`, `status`, `jobs`, `cancel`, `wait`, `output`, `remote-plan` and `remote-placement` talk to
 the server named by `--server` (default `$IRI_GATEWAY_URL`, else http://127.0.0.1:8000) with
 the token of `--token` (default `$IRI_GATEWAY_TOKEN`), through `iri_gateway.client`.
 
-Exit codes: 0 success; 2 the gateway refused the job or request as invalid (422, one problem
-per line on stderr); 1 any other error. `wait` (and `submit --wait`): 0 when the job
+Exit codes: 0 success; 2 the gateway refused the job or request as invalid (400 or 422, one
+problem per line on stderr); 1 any other error. `wait` (and `submit --wait`): 0 when the job
 completed, 1 when it failed or was canceled, 2 when the time ran out.
 """
 
@@ -31,6 +31,7 @@ from iri_gateway.client import (
     URL_ENV,
     GatewayClient,
     GatewayClientError,
+    InvalidRequest,
     JobInfo,
     WaitTimeout,
 )
@@ -75,7 +76,7 @@ def _gateway(server: str, token: str | None) -> Iterator[GatewayClient]:
         with GatewayClient(server, token) as client:
             yield client
     except GatewayClientError as error:
-        _fail(str(error), EXIT_INVALID if error.status == 422 else EXIT_ERROR)
+        _fail(str(error), EXIT_INVALID if isinstance(error, InvalidRequest) else EXIT_ERROR)
 
 
 def _read_spec(job: str) -> dict[str, Any]:
@@ -147,14 +148,9 @@ def _show_job(job: JobInfo) -> None:
 
 def _wait_live(client: GatewayClient, resource: str, job_id: str,
                timeout: float | None) -> int:
-    """Wait with a live status line on stderr; the exit code says how the job ended."""
+    """Wait with the SDK's live status line on stderr; the exit code says how the job ended."""
     try:
-        with _err.status(f"job {job_id}: waiting") as live:
-            def show(job: JobInfo) -> None:
-                message = f" ({job.message})" if job.message else ""
-                live.update(f"job {job_id}: {job.state.value}{message}")
-
-            job = client.wait(resource, job_id, timeout=timeout, on_update=show)
+        job = client.wait(resource, job_id, timeout=timeout, progress=_err)
     except WaitTimeout as timed_out:
         _err.print(f"job {job_id} is still {timed_out.job.state.value} after {timeout:g} s",
                    markup=False)

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from iri_gateway.errors import JobRejectedError, Problem
@@ -64,3 +72,69 @@ LAUNCH_LINE = (
 
 def fields(problems: list[Problem]) -> list[str]:
     return [problem.field for problem in problems]
+
+
+# ---- a real gateway server ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Server:
+    """A real `iri-gateway serve` on loopback (the `local` resource) and a token for alice."""
+
+    url: str
+    token: str
+    data_dir: Path
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data_dir = tmp_path_factory.mktemp("gateway-data")
+    made = subprocess.run(
+        [sys.executable, "-m", "iri_gateway", "token", "alice", "--project", "proj1",
+         "--data-dir", str(data_dir)],
+        capture_output=True, text=True, timeout=60, env=clean_env(), check=True,
+    )
+    token = made.stdout.strip()
+    port = free_port()
+    log = (data_dir / "server.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
+         str(port), "--data-dir", str(data_dir)],
+        stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"serve exited: {(data_dir / 'server.log').read_text()}")
+            try:
+                answer = httpx.get(f"{url}/api/v2/compute/capabilities/local",
+                                   headers={"Authorization": f"Bearer {token}"}, timeout=2)
+                if answer.status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("serve did not answer within 60 s")
+            time.sleep(0.1)
+        yield Server(url, token, data_dir)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+        log.close()

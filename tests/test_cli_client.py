@@ -8,13 +8,9 @@ processes on the `local` resource. Error mapping is also checked offline with re
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,67 +26,7 @@ from iri_gateway.client import (
     output_path,
 )
 from iri_gateway.models.job import JobState
-
-
-@dataclass(frozen=True)
-class Server:
-    url: str
-    token: str
-    data_dir: Path
-
-
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data_dir = tmp_path_factory.mktemp("gateway-data")
-    made = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", "alice", "--project", "proj1",
-         "--data-dir", str(data_dir)],
-        capture_output=True, text=True, timeout=60, env=_clean_env(), check=True,
-    )
-    token = made.stdout.strip()
-    port = _free_port()
-    log = (data_dir / "server.log").open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-         str(port), "--data-dir", str(data_dir)],
-        stdout=log, stderr=subprocess.STDOUT, env=_clean_env(),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"serve exited: {(data_dir / 'server.log').read_text()}")
-            try:
-                answer = httpx.get(f"{url}/api/v2/compute/capabilities/local",
-                                   headers={"Authorization": f"Bearer {token}"}, timeout=2)
-                if answer.status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("serve did not answer within 60 s")
-            time.sleep(0.1)
-        yield Server(url, token, data_dir)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-        log.close()
+from tests.conftest import Server, clean_env
 
 
 @pytest.fixture
@@ -109,7 +45,7 @@ def cli(server: Server | None, *args: str, env: dict[str, str] | None = None,
     connection = ["--server", server.url, "--token", server.token] if server else []
     return subprocess.run(
         [sys.executable, "-m", "iri_gateway", *args, *connection],
-        capture_output=True, text=True, timeout=timeout, env=env or _clean_env(),
+        capture_output=True, text=True, timeout=timeout, env=env or clean_env(),
     )
 
 
@@ -274,9 +210,9 @@ def test_cli_errors_and_extensions(server: Server, tmp_path: Path) -> None:
     unknown = cli(server, "status", "no-such-job", "-r", "local")
     assert unknown.returncode == 1 and "404" in unknown.stderr
     no_project = cli(server, "submit", str(good), "-r", "local")
-    assert no_project.returncode == 1 and "project" in no_project.stderr
+    assert no_project.returncode == 2 and "project" in no_project.stderr  # 400: invalid
 
-    env = {**_clean_env(), "IRI_GATEWAY_URL": server.url, "IRI_GATEWAY_TOKEN": "wrong"}
+    env = {**clean_env(), "IRI_GATEWAY_URL": server.url, "IRI_GATEWAY_TOKEN": "wrong"}
     denied = cli(None, "jobs", "-r", "local", env=env)
     assert denied.returncode == 1 and "401 Unauthorized" in denied.stderr
     env["IRI_GATEWAY_TOKEN"] = server.token

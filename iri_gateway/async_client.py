@@ -1,0 +1,201 @@
+"""The asynchronous twin of `GatewayClient`: the same operations, awaited (httpx.AsyncClient).
+
+Requests, retry rules and answer parsing come from `client_calls`, shared with the sync
+client; only sending and sleeping differ. Import it from `iri_gateway.client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from rich.console import Console
+
+from iri_gateway import client_calls as calls
+from iri_gateway.capabilities import Capabilities
+from iri_gateway.client_calls import RETRY_STATUSES, Call, SpecLike, backoff, client_settings
+from iri_gateway.client_errors import ConnectionFailed, GatewayClientError
+from iri_gateway.client_models import (
+    API,
+    READ_LIMIT,
+    FileContent,
+    JobInfo,
+    Stream,
+    WaitTimeout,
+    output_path,
+)
+from iri_gateway.client_progress import status_line
+from iri_gateway.models.plan import Plan
+from iri_gateway.placement import Placement
+
+T = TypeVar("T")
+
+
+class AsyncGatewayClient:
+    """The gateway's compute, extension, filesystem and task operations (asyncio)."""
+
+    def __init__(
+        self,
+        server: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.server, headers = client_settings(server, token)
+        self.retries = retries
+        self._http = httpx.AsyncClient(base_url=self.server, headers=headers, timeout=timeout,
+                                       transport=transport)
+        self._sleep = sleep
+        self._clock = clock
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncGatewayClient:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def _run(self, call: Call[T]) -> T:
+        """Send `call`; a safe one again after no answer or a gateway-unavailable answer."""
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(call.method, API + call.path,
+                                                    params=call.params, json=call.json,
+                                                    headers=call.headers)
+            except httpx.TransportError as error:
+                if call.retry_safe and attempt < self.retries:
+                    await self._sleep(backoff(attempt))
+                    attempt += 1
+                    continue
+                raise ConnectionFailed(0, "No answer from the gateway",
+                                       f"{self.server}: {error}") from None
+            if response.status_code in RETRY_STATUSES and call.retry_safe and (
+                attempt < self.retries
+            ):
+                await self._sleep(backoff(attempt))
+                attempt += 1
+                continue
+            if response.status_code >= 400:
+                raise GatewayClientError.from_response(response)
+            return call.parse(response)
+
+    # ---- compute ----------------------------------------------------------------------------
+
+    async def submit(self, resource: str, spec: SpecLike, idempotency_key: str | None = None,
+                     project: str | None = None) -> JobInfo:
+        """Submit a job (launchJob), always with an Idempotency-Key (see GatewayClient)."""
+        return await self._run(calls.submit(resource, spec, idempotency_key, project))
+
+    async def status(self, resource: str, job_id: str, *,
+                     include_spec: bool = False) -> JobInfo:
+        """A job's status (getJob)."""
+        return await self._run(calls.status(resource, job_id, include_spec))
+
+    async def jobs(self, resource: str, historical: bool = False) -> list[JobInfo]:
+        """The caller's jobs on a resource (getJobs)."""
+        return await self._run(calls.jobs(resource, historical))
+
+    async def cancel(self, resource: str, job_id: str) -> None:
+        """Ask for the job to be canceled (cancelJob)."""
+        await self._run(calls.cancel(resource, job_id))
+
+    async def wait(
+        self,
+        resource: str,
+        job_id: str,
+        timeout: float | None = None,
+        poll: float = 0.2,
+        *,
+        max_poll: float = 5.0,
+        on_update: Callable[[JobInfo], None] | None = None,
+        progress: bool | Console = False,
+    ) -> JobInfo:
+        """Poll until the job is final; WaitTimeout (with the last status) after `timeout`."""
+        deadline = None if timeout is None else self._clock() + timeout
+        interval = poll
+        with status_line(job_id, progress) as show:
+            while True:
+                job = await self.status(resource, job_id)
+                show(job)
+                if on_update is not None:
+                    on_update(job)
+                if job.final:
+                    return job
+                if deadline is not None:
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        raise WaitTimeout(job, timeout or 0.0)
+                    interval = min(interval, left)
+                await self._sleep(interval)
+                interval = calls.next_interval(interval, poll, max_poll)
+
+    async def output(self, resource: str, job_id: str, stream: Stream = "stdout",
+                     tail: int | None = None) -> str:
+        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB)."""
+        path = output_path(await self.status(resource, job_id, include_spec=True), stream)
+        if tail is not None:
+            return (await self.tail(resource, path, lines=tail)).content
+        parts: list[str] = []
+        offset: int | None = 0
+        while offset is not None:
+            part = await self.view(resource, path, offset=offset, size=READ_LIMIT)
+            parts.append(part.content)
+            offset = calls.next_offset(part, offset)
+        return "".join(parts)
+
+    # ---- extensions -------------------------------------------------------------------------
+
+    async def plan(self, resource: str, spec: SpecLike) -> Plan:
+        """Dry run: runtime, bindings and the exact batch script; 422 lists every problem."""
+        return await self._run(calls.plan(resource, spec))
+
+    async def placement(self, spec: SpecLike) -> list[Placement]:
+        """Every resource ranked, with the flavour each would use or why it cannot."""
+        return await self._run(calls.placement(spec))
+
+    async def capabilities(self, resource: str) -> Capabilities:
+        """Runtimes, GPU and MPI bindings, mounts, extra options, hardware, limits."""
+        return await self._run(calls.capabilities(resource))
+
+    # ---- filesystem and tasks -----------------------------------------------------------------
+
+    async def task_result(self, operation: str, resource: str, body: Mapping[str, Any],
+                          timeout: float = 60.0) -> dict[str, Any]:
+        """Run a task-based filesystem operation and return its task's `result`."""
+        task_id = await self._run(calls.task_submit(operation, resource, body))
+        deadline = self._clock() + timeout
+        interval = 0.1
+        while True:
+            task = await self._run(calls.task_get(task_id))
+            result = calls.task_outcome(operation, task_id, task)
+            if result is not None:
+                return result
+            if self._clock() >= deadline:
+                raise GatewayClientError(504, "Task not finished",
+                                         f"{operation} task {task_id} is still running")
+            await self._sleep(interval)
+            interval = min(interval * 2, 2.0)
+
+    async def tail(self, resource: str, path: str, *, lines: int | None = None,
+                   nbytes: int | None = None) -> FileContent:
+        """The end of a file (official `tail`)."""
+        body = {"path": path, "lines": lines, "bytes": nbytes}
+        return FileContent.from_result(await self.task_result("tail", resource, body))
+
+    async def view(self, resource: str, path: str, *, offset: int = 0,
+                   size: int = READ_LIMIT) -> FileContent:
+        """`size` bytes from `offset` (official `view`)."""
+        body = {"path": path, "offset": offset, "size": size}
+        return FileContent.from_result(await self.task_result("view", resource, body))

@@ -1,0 +1,162 @@
+"""Every gateway operation the SDK makes, described once for the sync and the async client.
+
+A `Call` is the request (method, path, query, body, headers), whether it may be sent again
+after a connection failure, and how to read the answer. The two clients only differ in how
+they send it, so the operations and their parsing are written once, here.
+
+A submission is safe to send again because it always carries an `Idempotency-Key` (the
+caller's, else a fresh one): the gateway answers a repeat with the job the first one made.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import httpx
+
+from iri_gateway.capabilities import Capabilities
+from iri_gateway.client_errors import GatewayClientError
+from iri_gateway.client_models import DEFAULT_URL, TOKEN_ENV, URL_ENV, FileContent, JobInfo
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.plan import Plan
+from iri_gateway.placement import Placement
+
+T = TypeVar("T")
+SpecLike = JobSpec | Mapping[str, Any]
+RETRY_STATUSES = frozenset({502, 503, 504})
+"""Answers from a proxy or a restarting gateway: nothing was done, so a safe call retries."""
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: dict[str, str] | None = None
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    retry_safe: bool = True
+
+
+def client_settings(server: str | None, token: str | None) -> tuple[str, dict[str, str]]:
+    """The server URL and request headers, from the arguments or the environment."""
+    url = (server or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+    token = token or os.environ.get(TOKEN_ENV)
+    headers = {"Accept": "application/json, application/problem+json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return url, headers
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before retry number `attempt` (0-based): 0.5, 1, 2, 4, then 8 at most."""
+    return float(min(0.5 * 2**attempt, 8.0))
+
+
+def body_json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise GatewayClientError(response.status_code, "Not JSON",
+                                 f"{response.request.method} {response.request.url} answered "
+                                 f"{response.text[:200]!r}") from None
+
+
+def spec_document(spec: SpecLike) -> dict[str, Any]:
+    if isinstance(spec, JobSpec):
+        document: dict[str, Any] = spec.model_dump(mode="json", exclude_unset=True)
+        return document
+    return dict(spec)
+
+
+def _job(response: httpx.Response) -> JobInfo:
+    return JobInfo.from_json(body_json(response))
+
+
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def submit(resource: str, spec: SpecLike, idempotency_key: str | None,
+           project: str | None) -> Call[JobInfo]:
+    headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+    if project:
+        headers["X-IRI-Facility-Project"] = project
+    return Call("POST", f"/compute/job/{resource}", _job, json=spec_document(spec),
+                headers=headers)
+
+
+def status(resource: str, job_id: str, include_spec: bool) -> Call[JobInfo]:
+    params = {"include_spec": "true"} if include_spec else None
+    return Call("GET", f"/compute/status/{resource}/{job_id}", _job, params=params)
+
+
+def jobs(resource: str, historical: bool) -> Call[list[JobInfo]]:
+    def parse(response: httpx.Response) -> list[JobInfo]:
+        return [JobInfo.from_json(d) for d in body_json(response)]
+
+    return Call("POST", f"/compute/status/{resource}", parse,
+                params={"historical": "true" if historical else "false"})
+
+
+def cancel(resource: str, job_id: str) -> Call[None]:
+    return Call("DELETE", f"/compute/cancel/{resource}/{job_id}", _nothing)
+
+
+def plan(resource: str, spec: SpecLike) -> Call[Plan]:
+    return Call("POST", f"/compute/plan/{resource}",
+                lambda r: Plan.model_validate(body_json(r)), json=spec_document(spec))
+
+
+def placement(spec: SpecLike) -> Call[list[Placement]]:
+    return Call("POST", "/compute/placement",
+                lambda r: [Placement.model_validate(e) for e in body_json(r)],
+                json=spec_document(spec))
+
+
+def capabilities(resource: str) -> Call[Capabilities]:
+    return Call("GET", f"/compute/capabilities/{resource}",
+                lambda r: Capabilities.model_validate(body_json(r)))
+
+
+def task_submit(operation: str, resource: str, body: Mapping[str, Any]) -> Call[str]:
+    """Start a filesystem task; reading tasks have no effect, so a repeat is harmless."""
+    return Call("POST", f"/filesystem/{operation}/{resource}",
+                lambda r: str(body_json(r)["task_id"]), json=dict(body))
+
+
+def task_get(task_id: str) -> Call[dict[str, Any]]:
+    def parse(response: httpx.Response) -> dict[str, Any]:
+        task: dict[str, Any] = body_json(response)
+        return task
+    return Call("GET", f"/task/{task_id}", parse)
+
+
+def task_outcome(operation: str, task_id: str, task: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A finished task's result; None while it runs; an error when it failed."""
+    state = task.get("status")
+    if state == "completed":
+        result: dict[str, Any] = task.get("result") or {}
+        return result
+    if state in ("failed", "canceled"):
+        raise GatewayClientError(500, f"Task {state}",
+                                 f"{operation} task {task_id}: {task.get('result')}")
+    return None
+
+
+def next_interval(interval: float, poll: float, max_poll: float) -> float:
+    """Polling slows down by half each time, from `poll` up to `max_poll` seconds."""
+    return min(max(interval, poll) * 1.5, max_poll)
+
+
+def next_offset(part: FileContent, offset: int) -> int | None:
+    """Where the next page of a file starts, or None when `part` reached its end."""
+    if part.end_position <= offset or part.end_position >= part.file_size:
+        return None
+    return part.end_position

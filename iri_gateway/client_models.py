@@ -1,0 +1,106 @@
+"""What the SDK hands back: jobs, file contents, and the rules for where a job's output is.
+
+Shared by the synchronous and the asynchronous client (`iri_gateway.client`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from iri_gateway.models.job import JobState
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+URL_ENV = "IRI_GATEWAY_URL"
+TOKEN_ENV = "IRI_GATEWAY_TOKEN"
+API = "/api/v2"
+READ_LIMIT = 1024 * 1024
+"""Most bytes the gateway returns per filesystem read."""
+
+Stream = Literal["stdout", "stderr"]
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as the gateway reports it (the official `Job` with its `JobStatus`)."""
+
+    id: str
+    state: JobState
+    message: str | None = None
+    exit_code: int | None = None
+    time: float | None = None
+    meta_data: dict[str, Any] = field(default_factory=dict)
+    job_spec: dict[str, Any] | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final(self) -> bool:
+        return self.state.final
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> JobInfo:
+        status = document.get("status") or {}
+        return cls(
+            id=str(document["id"]),
+            state=JobState(status.get("state", "new")),
+            message=status.get("message"),
+            exit_code=status.get("exit_code"),
+            time=status.get("time"),
+            meta_data=dict(status.get("meta_data") or {}),
+            job_spec=document.get("job_spec"),
+            attributes=dict(document.get("attributes") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class FileContent:
+    """Part of a file; positions are byte offsets in the file (end exclusive)."""
+
+    content: str
+    start_position: int
+    end_position: int
+    file_size: int
+    truncated: bool = False
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> FileContent:
+        output = result.get("output") or {}
+        return cls(
+            content=str(output.get("content", "")),
+            start_position=int(output.get("start_position", 0)),
+            end_position=int(output.get("end_position", 0)),
+            file_size=int(output.get("file_size", output.get("end_position", 0))),
+            truncated=bool(output.get("truncated", False)),
+        )
+
+
+class WaitTimeout(TimeoutError):
+    """The job was not final when the time ran out; `job` is what was seen last."""
+
+    def __init__(self, job: JobInfo, timeout: float) -> None:
+        super().__init__(f"job {job.id} is still {job.state.value} after {timeout:g} s")
+        self.job = job
+
+
+def output_path(job: JobInfo, stream: Stream = "stdout") -> str:
+    """Where a job's stdout or stderr is, as the gateway's filesystem operations take it.
+
+    Uses the paths in the status `meta_data` when the gateway gives them; otherwise applies
+    the gateway's rule to the JobSpec (which needs `job.job_spec`).
+    """
+    given = job.meta_data.get(f"{stream}_path")
+    spec = job.job_spec or {}
+    directory = job.meta_data.get("directory") or spec.get("directory")
+    if isinstance(given, str) and posixpath.isabs(given):
+        return given
+    if isinstance(given, str) and isinstance(directory, str):
+        return posixpath.join(directory, given)
+    name = spec.get(f"{stream}_path")
+    if isinstance(name, str) and posixpath.isabs(name):
+        return name
+    if not directory:
+        return posixpath.join(job.id, name or f"{stream}.txt")
+    suffix = "out" if stream == "stdout" else "err"
+    return posixpath.join(directory, name or f"iri-{job.id}.{suffix}")
