@@ -6,6 +6,7 @@ keeps job states current; requests read states from the store, never from the sc
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,18 +19,27 @@ from iri_gateway.api.routers import account, compute, facility, filesystem, stat
 from iri_gateway.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
+from iri_gateway.local_runtimes import registry_for_this_machine
 from iri_gateway.poller import Poller
 from iri_gateway.profiles import ProfileRegistry, builtin_profile
 from iri_gateway.settings import Settings
 from iri_gateway.store import JobStore
 
+logger = logging.getLogger(__name__)
+
 
 def build_engine(settings: Settings) -> Engine:
-    """Profiles, store and backends as the settings say; profile errors are fatal here."""
+    """Profiles, store and backends as the settings say; profile errors are fatal here.
+
+    Resources run by the local scheduler offer only the runtimes installed on this machine.
+    """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     paths = settings.profiles or [builtin_profile("local")]
+    registry, notes = registry_for_this_machine(ProfileRegistry.from_paths(paths))
+    for note in notes:
+        logger.warning("%s", note)
     return Engine(
-        registry=ProfileRegistry.from_paths(paths),
+        registry=registry,
         store=JobStore(settings.store_url),
         backends=Backends(settings.data_dir),
     )

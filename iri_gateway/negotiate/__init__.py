@@ -118,6 +118,9 @@ def _negotiate_one(
         if choice is not None:
             if choice.config is None and container.runtime == "none":
                 warnings.append(f"runtime 'none': image {container.image!r} is not used")
+            elif choice.config is None:
+                warnings.append(f"{resource.id} runs jobs without containers (its default "
+                                f"runtime is 'none'): image {container.image!r} is not used")
             ctr.check_image(container, choice, resource.id, problems)
             ctr.check_gpu(container, choice, use_gpu, resource, problems)
             ctr.check_mounts(container, choice, problems)

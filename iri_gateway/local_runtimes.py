@@ -1,0 +1,53 @@
+"""Resources run by the `local` scheduler use this machine: offer only runtimes it has.
+
+The embedded `local` profile names Podman; on a machine without it, the gateway runs jobs
+without containers rather than failing each one at run time (DESIGN.md Contract 4: "Podman
+when present, else no container"). What was dropped is returned, so `serve` can say so.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+
+from iri_gateway.models.profile import LoadedResource
+from iri_gateway.profiles import ProfileRegistry
+
+Which = Callable[[str], str | None]
+_FIELD = {"podman-hpc": "podman_hpc"}
+
+
+def installed_only(loaded: LoadedResource, which: Which = shutil.which
+                   ) -> tuple[LoadedResource, list[str]]:
+    """`loaded` without the runtimes whose program is missing here (local scheduler only)."""
+    resource = loaded.resource
+    if resource.scheduler.kind != "local":
+        return loaded, []
+    runtimes = resource.runtimes
+    missing: list[str] = [
+        name for name in runtimes.available()
+        if (config := runtimes.get(name)) is not None
+        and which(str(config.executable or name)) is None
+    ]
+    if not missing:
+        return loaded, []
+    changes: dict[str, object] = {_FIELD.get(name, name): None for name in missing}
+    if runtimes.default in missing:
+        changes["default"] = "none"
+    trimmed = resource.model_copy(update={"runtimes": runtimes.model_copy(update=changes)})
+    return replace(loaded, resource=trimmed), missing
+
+
+def registry_for_this_machine(registry: ProfileRegistry, which: Which = shutil.which
+                              ) -> tuple[ProfileRegistry, list[str]]:
+    """The registry with every local resource trimmed; notes say what was dropped."""
+    kept: list[LoadedResource] = []
+    notes: list[str] = []
+    for loaded in registry:
+        trimmed, missing = installed_only(loaded, which)
+        kept.append(trimmed)
+        if missing:
+            notes.append(f"{loaded.id}: {', '.join(missing)} not found on this machine; jobs "
+                         f"there run without {'it' if len(missing) == 1 else 'them'}")
+    return ProfileRegistry(kept), notes
