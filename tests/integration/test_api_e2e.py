@@ -23,7 +23,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def server(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayClient]:
+def served(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """A real `serve` on the cluster profile: its URL and a token for alice (proj1)."""
     folder = tmp_path_factory.mktemp("gateway")
     profile = write_profile(folder, cluster_env())
     data = folder / "data"
@@ -49,11 +50,15 @@ def server(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[G
             assert process.poll() is None, process.stdout.read() if process.stdout else ""
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
-    client = GatewayClient(url, token)
-    yield client
-    client.close()
+    yield url, token
     process.terminate()
     process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(served: tuple[str, str]) -> Iterator[GatewayClient]:
+    with GatewayClient(*served) as client:
+        yield client
 
 
 def test_podman_job_through_the_official_api(server: GatewayClient) -> None:
@@ -80,3 +85,37 @@ def test_failed_and_canceled_over_http(server: GatewayClient) -> None:
     assert server.wait("cluster", failing.id, timeout=120).exit_code == 4
     server.cancel("cluster", sleeper.id)
     assert server.wait("cluster", sleeper.id, timeout=120).state == "canceled"
+
+
+def test_psij_program_on_the_slurm_cluster(served: tuple[str, str]) -> None:
+    """A PSI/J program submits to Slurm through the gateway: callbacks see ACTIVE then
+    COMPLETED; a second job is cancelled."""
+    from psij import Job, JobExecutor, JobSpec, JobState, JobStatus
+
+    from iri_gateway.psij_executor import IriExecutorConfig
+
+    url, token = served
+    config = IriExecutorConfig(resource="cluster", project="proj1", token=token,
+                               poll_interval=0.3)
+    executor = JobExecutor.get_instance("iri", url=url, config=config)
+    seen: list[JobState] = []
+
+    def record(job: Job, status: JobStatus) -> None:
+        seen.append(status.state)
+
+    job = Job(JobSpec("/bin/sh", ["-c", "sleep 2; echo from psij"]))
+    job.set_job_status_callback(record)
+    executor.submit(job)
+    final = job.wait(timeout=None)
+    assert final is not None and final.state == JobState.COMPLETED, final
+    assert JobState.ACTIVE in seen and seen[-1] == JobState.COMPLETED
+    assert seen.index(JobState.ACTIVE) < seen.index(JobState.COMPLETED)
+    with GatewayClient(url, token) as gateway:
+        assert gateway.output("cluster", job.native_id) == "from psij\n"
+
+    sleeper = Job(JobSpec("/bin/sleep", ["120"]))
+    executor.submit(sleeper)
+    sleeper.wait(target_states=[JobState.ACTIVE, JobState.COMPLETED, JobState.FAILED])
+    executor.cancel(sleeper)
+    ended = sleeper.wait()
+    assert ended is not None and ended.state == JobState.CANCELED, ended
