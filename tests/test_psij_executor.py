@@ -2,22 +2,18 @@
 
 The executor comes from `JobExecutor.get_instance("iri", ...)`, so PSI/J's own discovery of
 `psij-descriptors/iri_descriptor.py` is exercised too. Jobs are real processes on the `local`
-resource. The server fixture is a short copy of the one in test_cli_client.py.
+resource; the server is the shared `server` fixture of tests/conftest.py.
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from psij import (
     InvalidJobException,
@@ -33,70 +29,22 @@ from psij import (
 
 from iri_gateway.client import GatewayClient
 from iri_gateway.psij_executor import IriExecutorConfig, IriJobExecutor
+from tests.conftest import Server
 
 WAIT = timedelta(seconds=60)
 
 
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(url, token of alice in project proj1) of a gateway serving from a fresh data dir."""
-    data_dir = tmp_path_factory.mktemp("gateway-data")
-    token = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", "alice", "--project", "proj1",
-         "--data-dir", str(data_dir)],
-        capture_output=True, text=True, timeout=60, env=_clean_env(), check=True,
-    ).stdout.strip()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    log_path = data_dir / "server.log"
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-             str(port), "--data-dir", str(data_dir)],
-            stdout=log, stderr=subprocess.STDOUT, env=_clean_env(),
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not _answers(url, token):
-                assert process.poll() is None, f"serve exited: {log_path.read_text()}"
-                assert time.monotonic() < deadline, "serve did not answer within 60 s"
-                time.sleep(0.1)
-            yield url, token
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=15)
-
-
-def _answers(url: str, token: str) -> bool:
-    try:
-        answer = httpx.get(f"{url}/api/v2/compute/capabilities/local",
-                           headers={"Authorization": f"Bearer {token}"}, timeout=2)
-    except httpx.TransportError:
-        return False
-    return answer.status_code == 200
-
-
 @pytest.fixture
-def executor(server: tuple[str, str]) -> JobExecutor:
-    url, token = server
+def executor(server: Server) -> JobExecutor:
+    url, token = server.url, server.token
     config = IriExecutorConfig(resource="local", token=token, project="proj1",
                                poll_interval=0.2)
     return JobExecutor.get_instance("iri", url=url, config=config)
 
 
 @pytest.fixture
-def gateway(server: tuple[str, str]) -> Iterator[GatewayClient]:
-    with GatewayClient(*server) as client:
+def gateway(server: Server) -> Iterator[GatewayClient]:
+    with GatewayClient(server.url, server.token) as client:
         yield client
 
 
@@ -231,9 +179,9 @@ def test_submitting_the_same_job_again_after_a_lost_answer_finds_the_first(
 
 
 def test_a_config_from_a_plain_job_executor_config_uses_the_defaults(
-    server: tuple[str, str],
+    server: Server,
 ) -> None:
-    executor = IriJobExecutor(url=server[0])
+    executor = IriJobExecutor(url=server.url)
     assert isinstance(executor.config, IriExecutorConfig)
     assert executor.config.resource == "local" and executor.name == "iri"
     with pytest.raises(ValueError, match="poll_interval"):
