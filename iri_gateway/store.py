@@ -190,9 +190,14 @@ class JobStore:
         owner: str | None = None,
         resource_id: str | None = None,
         states: Sequence[JobState] | None = None,
+        name: str | None = None,
         offset: int = 0,
         limit: int | None = None,
     ) -> list[JobRecord]:
+        """Records matching every filter given, oldest first; `name` is the JobSpec's name.
+
+        Filters apply before `offset` and `limit`, so a page holds only matching jobs.
+        """
         query = select(_JobRow).order_by(_JobRow.created_at, _JobRow.id)
         if owner is not None:
             query = query.where(_JobRow.owner == owner)
@@ -200,6 +205,8 @@ class JobStore:
             query = query.where(_JobRow.resource_id == resource_id)
         if states is not None:
             query = query.where(_JobRow.state.in_([s.value for s in states]))
+        if name is not None:
+            query = query.where(_JobRow.spec["name"].as_string() == name)
         query = query.offset(offset)
         if limit is not None:
             query = query.limit(limit)

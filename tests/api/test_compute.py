@@ -233,3 +233,18 @@ async def test_flavours_over_http(app: FastAPI, client: httpx.AsyncClient) -> No
     params = problem_of(refused)["invalid_params"]
     assert [p["name"] for p in params] == ["container.flavours[0].requirements"]
     assert "nvidia_cuda is a version; 'eleven' is not a version" in params[0]["reason"]
+
+
+async def test_the_name_filter_applies_before_paging(app: FastAPI,
+                                                      client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    ids = {}
+    for name in ("first", "other", "second-other", "first"):
+        body = {"executable": "/bin/true", "name": name}
+        ids.setdefault(name, []).append((await launch(client, alice, body)).json()["id"])
+    listed = await client.post("/api/v2/compute/status/local",
+                               params={"historical": "true", "limit": "2"},
+                               json={"name": "first"}, headers=alice)
+    assert listed.status_code == 200, listed.text
+    assert [job["id"] for job in listed.json()] == ids["first"], \
+        "both matching jobs, though other jobs came between them"

@@ -191,11 +191,10 @@ def get_jobs(
         states = [JobState(wanted)] if wanted in JobState._value2member_map_ else []
     # The official offset has no maximum, SQL's OFFSET does (a signed 64-bit integer); no
     # store holds that many jobs, so a larger offset is past the end all the same.
-    records = engine.store.find(owner=principal.user, resource_id=resource_id, states=states,
-                                offset=min(offset, MAX_SQL_OFFSET), limit=limit)
     name = (filters or {}).get("name")
-    if isinstance(name, str):
-        records = [r for r in records if r.spec.get("name") == name]
+    records = engine.store.find(owner=principal.user, resource_id=resource_id, states=states,
+                                name=name if isinstance(name, str) else None,
+                                offset=min(offset, MAX_SQL_OFFSET), limit=limit)
     return [job_view(r, include_spec=bool(include_spec)) for r in records]
 
 
