@@ -23,7 +23,7 @@ from iri_gateway import cluster_members
 from iri_gateway.backends import Backend, Backends
 from iri_gateway.errors import GatewayError, SchedulerError
 from iri_gateway.models.job import JobState, NativeStatus
-from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.profile import LoadedResource
 from iri_gateway.planner import make_plan
 from iri_gateway.profiles import ProfileRegistry
@@ -210,8 +210,24 @@ class Engine:
                 f"job {job_id} is {record.state.value}; only queued jobs can be changed"
             )
         loaded = self.registry.get(record.resource_id)
+        self._check_changes(record, loaded, changes)
         self.backends.get(loaded, owner).batch.update(record.native_id, changes)
         return self.store.transition(record.id, record.state, "updated")
+
+    @staticmethod
+    def _check_changes(record: JobRecord, loaded: LoadedResource, changes: JobChanges) -> None:
+        """The job as changed must be one the resource would accept: a known queue, a
+        duration within its limit, names without NUL or control characters (they reach the
+        scheduler's command line). JobRejectedError, every problem listed, otherwise."""
+        current = JobSpec.model_validate(record.effective_spec)
+        updates = {"duration": changes.duration, "queue_name": changes.queue_name,
+                   "account": changes.account}
+        attributes = (current.attributes or JobAttributes()).model_copy(
+            update={k: v for k, v in updates.items() if v is not None})
+        changed = current.model_copy(update={"attributes": attributes})
+        if changes.name is not None:
+            changed = changed.model_copy(update={"name": changes.name})
+        make_plan(changed, loaded)
 
     # ---- tracking --------------------------------------------------------------------------
 

@@ -127,29 +127,13 @@ def update_job(
     project: ProjectHeader = None,
 ) -> Job:
     """Change a queued job: duration, queue, name or account."""
-    current = _owned(engine, principal, resource_id, job_id)
+    _owned(engine, principal, resource_id, job_id)
     effective = _with_account(spec, project, principal)
     attributes = effective.attributes or JobAttributes()
     changes = JobChanges(duration=attributes.duration, queue_name=attributes.queue_name,
                          name=effective.name, account=attributes.account)
-    _check_changes(engine, current, changes)
     record = engine.update(owner=principal.user, job_id=job_id, changes=changes)
     return job_view(record)
-
-
-def _check_changes(engine: Engine, record: JobRecord, changes: JobChanges) -> None:
-    """The job as changed must be one the resource would accept: a known queue, a duration
-    within its limit, names without NUL or control characters (they reach the scheduler's
-    command line). JobRejectedError (422, every problem listed) otherwise."""
-    current = JobSpec.model_validate(record.effective_spec)
-    updates = {"duration": changes.duration, "queue_name": changes.queue_name,
-               "account": changes.account}
-    attributes = (current.attributes or JobAttributes()).model_copy(
-        update={k: v for k, v in updates.items() if v is not None})
-    changed = current.model_copy(update={"attributes": attributes})
-    if changes.name is not None:
-        changed = changed.model_copy(update={"name": changes.name})
-    make_plan(changed, engine.registry.get(record.resource_id))
 
 
 @router.get("/status/{resource_id}/{job_id}", operation_id="getJob", response_model=Job,
