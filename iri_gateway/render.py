@@ -117,6 +117,8 @@ def _members_decisions(decision: Decision) -> list[Decision]:
 
 def _staging(decision: Decision, when: str) -> list[list[str]]:
     """Image staging commands, once per distinct image (every role's, for a cluster job)."""
+    if decision.cluster is None:
+        return _one_staging(decision, when)
     commands: list[list[str]] = []
     for each in _members_decisions(decision):
         commands += [c for c in _one_staging(each, when) if c not in commands]
@@ -130,6 +132,8 @@ def pre_submit_commands(decision: Decision) -> list[list[str]]:
 
 def _merged_setup(decision: Decision) -> SiteSetup:
     """The site setup every role needs, each line once (a plain job: its own)."""
+    if decision.cluster is None:
+        return _site_setup(decision)
     setups = [_site_setup(each) for each in _members_decisions(decision)]
     return SiteSetup(
         commands=list(dict.fromkeys(c for s in setups for c in s.commands)),

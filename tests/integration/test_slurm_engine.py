@@ -357,11 +357,13 @@ def test_one_status_call_per_resource_per_cycle_for_1000_jobs(
     """1,000 real held jobs in Slurm, all tracked: one squeue per cycle, nothing else."""
     loaded = engine.registry.get("cluster")
     backend = engine.backends.get(loaded, "root")
-    held = subprocess.run(
-        ["bash", "-c", "for i in $(seq 1000); do sbatch --parsable --hold -p all -o /dev/null "
-         "--wrap true; done"], capture_output=True, text=True, timeout=600, check=True,
-    ).stdout.split()
+    name = f"iri-held-{tmp_path.name}"  # cleaned up by name, even if submitting broke off
     try:
+        held = subprocess.run(
+            ["bash", "-c", "for i in $(seq 1000); do sbatch --parsable --hold -p all "
+             f"-J {name} -o /dev/null --wrap true; done"],
+            capture_output=True, text=True, timeout=600, check=True,
+        ).stdout.split()
         assert len(held) == 1000
         for native_id in held:
             record = engine.store.create(owner="root", resource_id="cluster", spec={},
@@ -378,4 +380,4 @@ def test_one_status_call_per_resource_per_cycle_for_1000_jobs(
         engine.refresh("cluster")
         assert counting.calls == ["squeue"]
     finally:
-        subprocess.run(["scancel", *held], capture_output=True, timeout=120)
+        subprocess.run(["scancel", "--name", name], capture_output=True, timeout=120)
