@@ -67,7 +67,8 @@ class AsyncGatewayClient:
         await self.aclose()
 
     async def _run(self, call: Call[T]) -> T:
-        """Send `call`; a safe one again after no answer or a gateway-unavailable answer."""
+        """Send `call`, again after no answer or a gateway-unavailable answer (every call is
+        safe to repeat, see `client_calls`)."""
         attempt = 0
         while True:
             try:
@@ -75,15 +76,13 @@ class AsyncGatewayClient:
                                                     params=call.params, json=call.json,
                                                     headers=call.headers)
             except httpx.TransportError as error:
-                if call.retry_safe and attempt < self.retries:
+                if attempt < self.retries:
                     await self._sleep(backoff(attempt))
                     attempt += 1
                     continue
                 raise ConnectionFailed(0, "No answer from the gateway",
                                        f"{self.server}: {error}") from None
-            if response.status_code in RETRY_STATUSES and call.retry_safe and (
-                attempt < self.retries
-            ):
+            if response.status_code in RETRY_STATUSES and attempt < self.retries:
                 await self._sleep(backoff(attempt))
                 attempt += 1
                 continue

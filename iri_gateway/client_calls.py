@@ -1,8 +1,10 @@
 """Every gateway operation the SDK makes, described once for the sync and the async client.
 
-A `Call` is the request (method, path, query, body, headers), whether it may be sent again
-after a connection failure, and how to read the answer. The two clients only differ in how
-they send it, so the operations and their parsing are written once, here.
+A `Call` is the request (method, path, query, body, headers) and how to read the answer.
+Every call here is safe to send again after a connection failure: reads, cancel (asking
+twice is asking once), filesystem reads, and submissions, which carry an Idempotency-Key.
+The two clients only differ in how they send a call, so the operations and their parsing
+are written once, here.
 
 A submission is safe to send again because it always carries an `Idempotency-Key` (the
 caller's, else a fresh one): the gateway answers a repeat with the job the first one made.
@@ -41,7 +43,6 @@ class Call(Generic[T]):
     params: dict[str, str] | None = None
     json: Any = None
     headers: dict[str, str] = field(default_factory=dict)
-    retry_safe: bool = True
 
 
 def client_settings(server: str | None, token: str | None) -> tuple[str, dict[str, str]]:
