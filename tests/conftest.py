@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,11 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
+from iri_gateway.engine import Engine
 from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.plan import Plan
 from iri_gateway.planner import make_plan
 from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.store import JobRecord
 
 TESTS = Path(__file__).parent
 TEST_PROFILE = TESTS / "profiles" / "testsite.yaml"
@@ -138,3 +140,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             process.kill()
             process.wait(timeout=15)
         log.close()
+
+
+def refresh_until(engine: Engine, resource_id: str, job_id: str,
+                  done: Callable[[JobRecord], bool], *, timeout: float = 20,
+                  pause: float = 0.05) -> JobRecord:
+    """Run the engine's status cycle for `resource_id` until `done` holds for the job."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        engine.refresh(resource_id)
+        record = engine.store.get(job_id)
+        assert record is not None
+        if done(record):
+            return record
+        time.sleep(pause)
+    raise AssertionError(f"job {job_id} still {engine.store.get(job_id)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from iri_gateway.profiles import ProfileRegistry, builtin_profile
 from iri_gateway.store import JobRecord, JobStore
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.local import LocalTransport
+from tests.conftest import refresh_until
 
 MEMBERS = (
     "master1\tmaster\t1\tn1\t127.0.0.1\n"
@@ -38,7 +39,6 @@ MEMBERS = (
 )
 MASTER = Member("master1", "master", 1, "n1", "127.0.0.1")
 WORKER2 = Member("worker2", "worker", 2, "n3", "127.0.0.3")
-
 
 # ---- parsing --------------------------------------------------------------------------------
 
@@ -248,19 +248,6 @@ def start(engine: Engine, directory: Path, body: str, size: int = 4) -> JobRecor
     return engine.store.set_native_id(record.id, native_id, f"submitted as {native_id}")
 
 
-def refresh_until(engine: Engine, job_id: str, done: Callable[[JobRecord], bool],
-                  timeout: float = 20) -> JobRecord:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        engine.refresh("local")
-        record = engine.store.get(job_id)
-        assert record is not None
-        if done(record):
-            return record
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} still {engine.store.get(job_id)}")
-
-
 def tails(calls: list[list[str]]) -> list[list[str]]:
     assert all(call[0] == "tail" for call in calls), calls
     return calls
@@ -281,7 +268,7 @@ ended worker3 0; ended worker1 0; ended worker2 0; ended master1 0
 """)
     transport = recording(engine)
     folder = job / f".iri-cluster-{record.native_id}"
-    active = refresh_until(engine, record.id, lambda r: r.state == JobState.ACTIVE)
+    active = refresh_until(engine, "local", record.id, lambda r: r.state == JobState.ACTIVE)
     until = time.monotonic() + 10
     while len((folder / "members").read_text().splitlines()) < 2 and time.monotonic() < until:
         time.sleep(0.02)
@@ -290,7 +277,7 @@ ended worker3 0; ended worker1 0; ended worker2 0; ended master1 0
     assert half is not None and half.members == [], "2 of 4 listed: not stored yet"
     assert active.members == []
     (tmp_path / "more").touch()
-    listed = refresh_until(engine, record.id, lambda r: len(r.members) == 4)
+    listed = refresh_until(engine, "local", record.id, lambda r: len(r.members) == 4)
     assert listed.state == JobState.ACTIVE
     assert [(m["name"], m["node"], m["state"]) for m in listed.members] == [
         ("master1", "n1", "active"), ("worker1", "n2", "active"), ("worker2", "n3", "active"),
@@ -301,7 +288,7 @@ ended worker3 0; ended worker1 0; ended worker2 0; ended master1 0
         engine.refresh("local")
     assert len(transport.calls) == reads, "members stored: no more reads while active"
     (tmp_path / "go").touch()
-    done = refresh_until(engine, record.id, lambda r: r.state.final)
+    done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert len(tails(transport.calls)) == reads + 1, "one read when the job ends"
     assert done.state == JobState.COMPLETED and done.message == "EXITED, exit code 0"
     assert [(m["state"], m["exit_code"]) for m in done.members] == [("completed", 0)] * 4
@@ -320,10 +307,10 @@ ended master1 143
 exit 1
 """)
     transport = recording(engine)
-    refresh_until(engine, record.id, lambda r: len(r.members) == 4)
+    refresh_until(engine, "local", record.id, lambda r: len(r.members) == 4)
     reads = len(tails(transport.calls))
     (tmp_path / "go").touch()
-    done = refresh_until(engine, record.id, lambda r: r.state.final)
+    done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.FAILED and done.exit_code == 1
     assert done.message == (
         "member worker2 (role worker, on n3) exited with 1; EXITED, exit code 1")
@@ -337,9 +324,9 @@ def test_members_of_a_canceled_job_without_an_exit_are_canceled(
     engine: Engine, tmp_path: Path
 ) -> None:
     record = start(engine, tmp_path / "job", MEMBERS_SCRIPT + "ended worker3 0\nsleep 30\n")
-    refresh_until(engine, record.id, lambda r: len(r.members) == 4)
+    refresh_until(engine, "local", record.id, lambda r: len(r.members) == 4)
     engine.cancel(owner="alice", job_id=record.id)
-    done = refresh_until(engine, record.id, lambda r: r.state.final)
+    done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.CANCELED
     assert [m["state"] for m in done.members] == ["canceled"] * 3 + ["completed"]
 
@@ -353,9 +340,9 @@ ended worker1 0
 rm -r -- "$folder"
 exit 5
 """)
-    listed = refresh_until(engine, record.id, lambda r: len(r.members) == 4)
+    listed = refresh_until(engine, "local", record.id, lambda r: len(r.members) == 4)
     (tmp_path / "go").touch()
-    done = refresh_until(engine, record.id, lambda r: r.state.final)
+    done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.FAILED and done.message == "EXITED, exit code 5"
     assert [m["state"] for m in done.members] == ["failed"] * 4, "none is left active"
     assert [m["node"] for m in done.members] == [m["node"] for m in listed.members]
@@ -370,7 +357,7 @@ printf 'master1\\tbroken\\n' >> "$folder/exits"
 exit 2
 """, size=1)
     with caplog.at_level(logging.WARNING, logger="iri_gateway.cluster_members"):
-        done = refresh_until(engine, record.id, lambda r: r.state.final)
+        done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.FAILED and done.message == "EXITED, exit code 2"
     assert [(m["name"], m["state"], m["exit_code"]) for m in done.members] == [
         ("master1", "failed", None)]
@@ -382,7 +369,7 @@ def test_a_cluster_job_that_wrote_nothing_has_no_members(
     engine: Engine, tmp_path: Path
 ) -> None:
     record = start(engine, tmp_path / "job", "exit 0\n")
-    done = refresh_until(engine, record.id, lambda r: r.state.final)
+    done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.COMPLETED and done.members == []
     assert "members" not in (job_view(done).status.meta_data or {})  # type: ignore[union-attr]
 
@@ -394,8 +381,8 @@ def test_no_command_is_run_for_jobs_that_are_not_cluster_jobs(
     record = engine.submit(owner="alice", resource_id="local", spec=spec).record
     assert not record.plan.get("cluster")
     transport = recording(engine)
-    refresh_until(engine, record.id, lambda r: r.state == JobState.ACTIVE)
-    done = refresh_until(engine, record.id, lambda r: r.state.final)
+    refresh_until(engine, "local", record.id, lambda r: r.state == JobState.ACTIVE)
+    done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.FAILED and done.members == []
     assert transport.calls == []
 

@@ -140,11 +140,16 @@ def cluster_profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFacto
     return path
 
 
+def make_engine(profile: Path, data: Path) -> Engine:
+    """An engine on `profile` with its SQLite store and job folders under `data`."""
+    return Engine(registry=ProfileRegistry.from_files([profile]),
+                  store=JobStore(f"sqlite:///{data}/jobs.db"), backends=Backends(data))
+
+
 @pytest.fixture
 def cluster_engine(cluster_profile: Path, tmp_path: Path) -> Iterator[Engine]:
     """An engine on the test cluster's profile; jobs it leaves unsettled are cancelled."""
-    engine = Engine(registry=ProfileRegistry.from_files([cluster_profile]),
-                    store=JobStore(f"sqlite:///{tmp_path}/jobs.db"), backends=Backends(tmp_path))
+    engine = make_engine(cluster_profile, tmp_path)
     yield engine
     for record in engine.store.unsettled():
         if record.native_id:

@@ -11,22 +11,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
 
 import httpx
 import pytest
 
 from iri_gateway.client import GatewayClient
-from tests.integration.test_slurm_engine import cluster_env, write_profile
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def served(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def served(cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[tuple[str, str]]:
     """A real `serve` on the cluster profile: its URL and a token for alice (proj1)."""
     folder = tmp_path_factory.mktemp("gateway")
-    profile = write_profile(folder, cluster_env())
+    profile = cluster_profile
     data = folder / "data"
     token = subprocess.run(
         [sys.executable, "-m", "iri_gateway", "token", "alice", "--project", "proj1",

@@ -12,27 +12,25 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
 from iri_gateway.errors import SubmitError
 from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
 from iri_gateway.poller import Poller
-from iri_gateway.profiles import ProfileRegistry
-from iri_gateway.store import JobRecord, JobStore
+from iri_gateway.store import JobRecord
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.ssh import HostKeyError, SshTransport
+from tests.integration.conftest import make_engine
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parent.parent.parent
-TEMPLATE = Path(__file__).parent / "cluster-profile.yaml.in"
 
 
 def cluster_env() -> dict[str, str]:
@@ -47,41 +45,19 @@ def cluster_env() -> dict[str, str]:
     return values
 
 
-def write_profile(folder: Path, env: dict[str, str]) -> Path:
-    text = TEMPLATE.read_text()
-    for placeholder, key in {
-        "@@SSH_PORT@@": "IRI_SSH_PORT", "@@KNOWN_HOSTS@@": "IRI_SSH_KNOWN_HOSTS",
-        "@@SSH_KEY@@": "IRI_SSH_KEY", "@@SSH_USER@@": "IRI_SSH_USER",
-    }.items():
-        text = text.replace(placeholder, env[key])
-    path = folder / "cluster.yaml"
-    path.write_text(text)
-    return path
-
-
 @pytest.fixture(scope="module")
 def env(cluster: Any) -> dict[str, str]:
     return cluster_env()
 
 
 @pytest.fixture(scope="module")
-def profile(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_profile(tmp_path_factory.mktemp("profile"), env)
-
-
-def make_engine(profile: Path, data: Path) -> Engine:
-    return Engine(registry=ProfileRegistry.from_files([profile]),
-                  store=JobStore(f"sqlite:///{data}/jobs.db"), backends=Backends(data))
+def profile(cluster_profile: Path) -> Path:
+    return cluster_profile
 
 
 @pytest.fixture
-def engine(profile: Path, tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(profile, tmp_path)
-    yield engine
-    for record in engine.store.unsettled():
-        if record.native_id:
-            subprocess.run(["scancel", record.native_id], capture_output=True, timeout=30)
-    engine.backends.close()
+def engine(cluster_engine: Engine) -> Engine:
+    return cluster_engine
 
 
 @pytest.fixture
@@ -296,7 +272,7 @@ CRASHING_SUBMITTER = """
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from tests.integration.test_slurm_engine import make_engine
+from tests.integration.conftest import make_engine
 from iri_gateway.jobspec_io import parse_jobspec
 
 engine = make_engine(Path({profile!r}), Path({data!r}))

@@ -18,9 +18,8 @@ import pytest
 from iri_gateway.engine import Engine
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
-from iri_gateway.store import JobRecord
 from iri_gateway.transport.local import LocalTransport
-from tests.integration.test_slurm_engine import cluster_env, make_engine, write_profile
+from tests.conftest import refresh_until
 
 pytestmark = pytest.mark.integration
 
@@ -150,27 +149,8 @@ exit 3
 
 
 @pytest.fixture
-def engine(cluster: Any, tmp_path: Path) -> Iterator[Engine]:
-    profile = write_profile(tmp_path, cluster_env())
-    engine = make_engine(profile, tmp_path)
-    yield engine
-    for record in engine.store.unsettled():
-        if record.native_id:
-            subprocess.run(["scancel", record.native_id], capture_output=True, timeout=30)
-    engine.backends.close()
-
-
-def refresh_until(engine: Engine, job_id: str, done: Callable[[JobRecord], bool],
-                  timeout: float = 60) -> JobRecord:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        engine.refresh("cluster")
-        record = engine.store.get(job_id)
-        assert record is not None
-        if done(record):
-            return record
-        time.sleep(0.3)
-    raise AssertionError(f"{job_id}: {engine.store.get(job_id)}")
+def engine(cluster_engine: Engine) -> Engine:
+    return cluster_engine
 
 
 def test_the_engine_reads_the_members_of_a_het_cluster_job(
@@ -185,13 +165,15 @@ def test_the_engine_reads_the_members_of_a_het_cluster_job(
     backend = engine.backends.get(engine.registry.get("cluster"), "root")
     native_id = backend.batch.submit(script, tag=record.tag)
     engine.store.set_native_id(record.id, native_id, f"submitted as {native_id}")
-    listed = refresh_until(engine, record.id, lambda r: len(r.members) == 2)
+    listed = refresh_until(engine, "cluster", record.id, lambda r: len(r.members) == 2,
+                           timeout=60, pause=0.3)
     assert listed.state == JobState.ACTIVE
     nodes = [m["node"] for m in listed.members]
     assert [m["state"] for m in listed.members] == ["active", "active"]
     assert len(set(nodes)) == 2 and all(node in ("n1", "n2", "n3", "n4") for node in nodes)
     (directory / "go").touch()
-    done = refresh_until(engine, record.id, lambda r: r.state.final)
+    done = refresh_until(engine, "cluster", record.id, lambda r: r.state.final, timeout=60,
+                         pause=0.3)
     assert (done.state, done.exit_code) == (JobState.FAILED, 3)
     assert done.message == (
         f"member worker1 (role worker, on {nodes[1]}) exited with 3; FAILED, exit code 3")
