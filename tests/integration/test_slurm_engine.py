@@ -7,7 +7,6 @@ poller (one batched squeue per cycle), exactly as the gateway does in production
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -26,28 +25,11 @@ from iri_gateway.poller import Poller
 from iri_gateway.store import JobRecord
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.ssh import HostKeyError, SshTransport
-from tests.integration.conftest import make_engine
+from tests.integration.conftest import ClusterInfo, make_engine
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parent.parent.parent
-
-
-def cluster_env() -> dict[str, str]:
-    """`scripts/cluster env` as a mapping."""
-    out = subprocess.run([str(ROOT / "scripts" / "cluster"), "env"], capture_output=True,
-                         text=True, check=True, timeout=60).stdout
-    values: dict[str, str] = {}
-    for line in out.splitlines():
-        if line.startswith("export "):
-            key, _, value = line.removeprefix("export ").partition("=")
-            values[key] = shlex.split(value)[0] if value else ""
-    return values
-
-
-@pytest.fixture(scope="module")
-def env(cluster: Any) -> dict[str, str]:
-    return cluster_env()
 
 
 @pytest.fixture(scope="module")
@@ -230,23 +212,23 @@ def test_unmapped_user_is_refused_on_ssh_resources(engine: Engine) -> None:
         submit(engine, "cluster-ssh", {"executable": "/bin/true"}, owner="mallory")
 
 
-def test_wrong_host_key_is_refused(env: dict[str, str], tmp_path: Path) -> None:
+def test_wrong_host_key_is_refused(cluster: ClusterInfo, tmp_path: Path) -> None:
     wrong = tmp_path / "known_hosts"
     key = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
                           str(tmp_path / "other")], capture_output=True, timeout=30)
     assert key.returncode == 0
     public = (tmp_path / "other.pub").read_text().split()
-    wrong.write_text(f"[127.0.0.1]:{env['IRI_SSH_PORT']} {public[0]} {public[1]}\n")
-    transport = SshTransport(host="127.0.0.1", port=int(env["IRI_SSH_PORT"]),
-                             username=env["IRI_SSH_USER"], known_hosts=str(wrong),
-                             key_file=env["IRI_SSH_KEY"])
+    wrong.write_text(f"[127.0.0.1]:{cluster.ssh_port} {public[0]} {public[1]}\n")
+    transport = SshTransport(host="127.0.0.1", port=cluster.ssh_port,
+                             username=cluster.ssh_user, known_hosts=str(wrong),
+                             key_file=str(cluster.ssh_key))
     with pytest.raises(HostKeyError, match="does not match"):
         transport.run(["true"])
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
-    transport = SshTransport(host="127.0.0.1", port=int(env["IRI_SSH_PORT"]),
-                             username=env["IRI_SSH_USER"], known_hosts=str(empty),
-                             key_file=env["IRI_SSH_KEY"])
+    transport = SshTransport(host="127.0.0.1", port=cluster.ssh_port,
+                             username=cluster.ssh_user, known_hosts=str(empty),
+                             key_file=str(cluster.ssh_key))
     with pytest.raises(HostKeyError, match="not in"):
         transport.run(["true"])
 
