@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from iri_gateway.models.profile import LoadedResource, RuntimeConfig
+from iri_gateway.models.profile import ClusterJobs, LoadedResource, RuntimeConfig
 
 
 class QueueCapability(BaseModel):
@@ -54,7 +54,7 @@ class Capabilities(BaseModel):
     mpi: dict[str, Any] | None
     runtimes: list[RuntimeCapability]
     allowed_custom_attributes: list[str]
-    cluster_jobs: dict[str, Any] = Field(
+    cluster_jobs: ClusterJobs = Field(
         description="Cluster jobs (JobSpec roles): whether they run here, and the limits"
     )
     example_profile: bool
@@ -131,6 +131,6 @@ def capabilities(loaded: LoadedResource) -> Capabilities:
         mpi=mpi,
         runtimes=runtimes,
         allowed_custom_attributes=list(resource.scheduler.allowed_custom_attributes),
-        cluster_jobs=resource.scheduler.cluster_jobs.model_dump(),
+        cluster_jobs=resource.scheduler.cluster_jobs,
         example_profile=loaded.profile.facility.example,
     )

@@ -205,9 +205,9 @@ def capabilities(
         table.add_row(
             f"{doc.resource}\n{doc.facility}{' (example)' if doc.example_profile else ''}",
             doc.scheduler + (
-                f"\ncluster jobs: <= {doc.cluster_jobs['max_roles']} roles, "
-                f"<= {doc.cluster_jobs['max_members']} members"
-                if doc.cluster_jobs["enabled"] else "\nno cluster jobs"
+                f"\ncluster jobs: <= {doc.cluster_jobs.max_roles} roles, "
+                f"<= {doc.cluster_jobs.max_members} members"
+                if doc.cluster_jobs.enabled else "\nno cluster jobs"
             ),
             f"{hardware['node_count']} x {hardware['cpu_cores']} cores, "
             f"{hardware['memory_gib']:g} GiB",
