@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,8 +35,13 @@ def job_file(tmp_path: Path) -> Path:
 
 
 def test_console_script_is_installed() -> None:
-    assert shutil.which("iri-gateway"), "pip install -e . provides the iri-gateway command"
-    result = subprocess.run(["iri-gateway", "version"], capture_output=True, text=True)
+    """The install puts the command beside the interpreter that runs the tests.
+
+    Looked up there, not on PATH: CI runs `.venv/bin/pytest` without `.venv/bin` on PATH.
+    """
+    command = Path(sys.executable).parent / "iri-gateway"
+    assert command.is_file(), f"pip install -e . provides {command}"
+    result = subprocess.run([str(command), "version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("iri-gateway ")
 
 
