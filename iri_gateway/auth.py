@@ -1,22 +1,36 @@
 """Bearer tokens: who is calling, and which projects they may charge.
 
 The embedded default is a tokens file (JSON) in the data directory, created on the first
-`serve` with one admin token printed once. Only SHA-256 digests of tokens are stored, so the
-file does not hold usable secrets. In production, `JwtVerifier` checks JWTs against the
-identity provider's JWKS URL instead.
+`serve` with one admin token (project `demo`) printed once. Only SHA-256 digests of tokens are
+stored, so the file does not hold usable secrets. The file is re-read whenever it changes on
+disk, so `iri-gateway token ...` (issue, revoke) takes effect at the next request, without a
+restart. In production, `JwtVerifier` checks JWTs against the identity provider's JWKS URL
+instead.
+
+A caller may charge only the projects its token grants; a token that grants none may charge
+none (`Principal.may_charge`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from iri_gateway.errors import GatewayError
+
+ID_LENGTH = 12
+"""Hex digits of a token's digest shown as its id by `iri-gateway token list`."""
 
 
 class AuthenticationError(GatewayError):
@@ -25,58 +39,198 @@ class AuthenticationError(GatewayError):
     code = "unauthenticated"
 
 
+class TokenFileError(GatewayError):
+    """The tokens file cannot be read or changed as asked (unreadable, ambiguous id, ...)."""
+
+    code = "token_file"
+
+
 @dataclass(frozen=True)
 class Principal:
-    """The authenticated caller."""
+    """The authenticated caller, the projects it may charge, and how a project is granted.
+
+    `grant_hint` tells a refused caller how an administrator grants a project (it differs
+    between the tokens file and an identity provider).
+    """
 
     user: str
     projects: tuple[str, ...] = ()
+    grant_hint: str = ""
+
+    def may_charge(self, project: str) -> bool:
+        """Only a granted project may be charged; a token without projects grants none."""
+        return project in self.projects
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    """One issued token as the file keeps it: never the token itself, only its digest."""
+
+    id: str
+    digest: str
+    user: str
+    projects: tuple[str, ...]
+    created: float | None
 
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _token_grant_hint(user: str) -> str:
+    return (f"an administrator grants a project by issuing a token for it: "
+            f"`iri-gateway token {user} --project PROJECT`")
+
+
+Signature = tuple[int, int, int]
+"""(st_mtime_ns, st_size, st_ino) of the tokens file: any write (an atomic replace gives a
+new inode) changes it."""
+
+
 class TokenFile:
-    """Tokens by digest: `{"tokens": {sha256: {"user": ..., "projects": [...]}}}`."""
+    """Tokens by digest: `{"tokens": {sha256: {"user", "projects", "created"}}}`.
+
+    Reads compare the file's signature on every `authenticate` (one `stat`) and re-read it
+    when it changed. Writers (`issue`, `revoke`) hold an exclusive lock on `<file>.lock` for
+    their read-modify-write, so two CLI processes never lose each other's change, and
+    replace the file atomically, so a reader sees the old file or the new one, never half.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: dict[str, Principal] = {}
+        self._signature: Signature | None = None
+        self._reading = threading.Lock()
         self.reload()
 
+    def _stat(self) -> Signature | None:
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (status.st_mtime_ns, status.st_size, status.st_ino)
+
     def reload(self) -> None:
-        if not self.path.exists():
-            self._entries = {}
-            return
-        document = json.loads(self.path.read_text())
-        self._entries = {
-            digest: Principal(entry["user"], tuple(entry.get("projects", [])))
-            for digest, entry in document.get("tokens", {}).items()
-        }
+        """Read the file now (missing: no tokens)."""
+        with self._reading:
+            signature = self._stat()
+            document = self._read()
+            self._entries = {
+                digest: Principal(entry["user"], tuple(entry.get("projects", [])),
+                                  _token_grant_hint(entry["user"]))
+                for digest, entry in document["tokens"].items()
+            }
+            self._signature = signature
+
+    def _refresh(self) -> None:
+        if self._stat() != self._signature:
+            self.reload()
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {"tokens": {}}
+        except OSError as error:
+            raise TokenFileError(f"cannot read {self.path}: {error.strerror}") from None
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise TokenFileError(f"{self.path} is not JSON: {error.msg} at line "
+                                 f"{error.lineno}") from None
+        tokens = document.get("tokens") if isinstance(document, dict) else None
+        if not isinstance(tokens, dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("user"), str)
+            for entry in tokens.values()
+        ):
+            raise TokenFileError(f"{self.path}: expected an object {{'tokens': {{digest: "
+                                 "{'user': ..., 'projects': [...]}}}")
+        return {"tokens": tokens}
 
     def authenticate(self, token: str | None) -> Principal:
         if not token:
             raise AuthenticationError("a bearer token is required")
+        self._refresh()
         principal = self._entries.get(_digest(token))
         if principal is None:
             raise AuthenticationError("the bearer token is not valid")
         return principal
 
+    @contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """The file's document, to change in place; written back atomically on exit."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            document = self._read()
+            yield document
+            self._write(document)
+        finally:
+            os.close(lock)  # releases the lock
+        self.reload()
+
+    def _write(self, document: dict[str, Any]) -> None:
+        handle, temporary = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp",
+                                             dir=self.path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                os.fchmod(stream.fileno(), 0o600)
+                stream.write(json.dumps(document, indent=2))
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
     def issue(self, user: str, projects: list[str] | None = None) -> str:
         """Create a token for `user`, store its digest, and return the token (shown once)."""
         token = secrets.token_urlsafe(32)
-        document = json.loads(self.path.read_text()) if self.path.exists() else {"tokens": {}}
-        document["tokens"][_digest(token)] = {"user": user, "projects": projects or []}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(document, indent=2))
-        os.chmod(temporary, 0o600)
-        temporary.replace(self.path)
-        self.reload()
+        with self._locked() as document:
+            document["tokens"][_digest(token)] = {
+                "user": user, "projects": list(dict.fromkeys(projects or [])),
+                "created": time.time(),
+            }
         return token
 
+    def entries(self) -> list[TokenEntry]:
+        """Every issued token, oldest first (tokens of older files have no creation time)."""
+        listed = [
+            TokenEntry(digest[:ID_LENGTH], digest, entry["user"],
+                       tuple(entry.get("projects", [])), entry.get("created"))
+            for digest, entry in self._read()["tokens"].items()
+        ]
+        return sorted(listed, key=lambda e: (e.created is None, e.created or 0.0))
+
+    def revoke(self, *, token_or_id: str | None = None, user: str | None = None
+               ) -> list[TokenEntry]:
+        """Remove the token given (itself, or its id from `entries`) and/or every token of
+        `user`; the removed entries are returned (none: nothing matched)."""
+        if token_or_id is None and user is None:
+            raise TokenFileError("name a token (the token or its id) or a user to revoke")
+        with self._locked() as document:
+            tokens: dict[str, Any] = document["tokens"]
+            chosen: set[str] = set()
+            if token_or_id is not None:
+                chosen = {d for d in tokens if d == _digest(token_or_id)
+                          or (len(token_or_id) >= ID_LENGTH and d.startswith(token_or_id))}
+                if len(chosen) > 1:
+                    raise TokenFileError(f"{token_or_id!r} matches {len(chosen)} tokens; "
+                                         "give more of the id")
+            if user is not None:
+                matching = {d for d, entry in tokens.items() if entry["user"] == user}
+                chosen = matching if token_or_id is None else chosen & matching
+            removed = [TokenEntry(d[:ID_LENGTH], d, tokens[d]["user"],
+                                  tuple(tokens[d].get("projects", [])),
+                                  tokens[d].get("created")) for d in sorted(chosen)]
+            for digest in chosen:
+                del tokens[digest]
+        return removed
+
     def __len__(self) -> int:
+        self._refresh()
         return len(self._entries)
 
 
@@ -130,4 +284,6 @@ class JwtVerifier:
             projects = [p for p in projects.replace(",", " ").split() if p]
         if not isinstance(projects, list):
             projects = []
-        return Principal(user, tuple(str(p) for p in projects))
+        hint = (f"projects come from the token's {self.projects_claim!r} claim, which the "
+                "identity provider's administrator grants")
+        return Principal(user, tuple(str(p) for p in projects), hint)

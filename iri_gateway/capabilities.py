@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from iri_gateway.models.limits import JobSpecLimits
 from iri_gateway.models.profile import ClusterJobs, LoadedResource, RuntimeConfig
 
 
@@ -58,6 +59,14 @@ class Capabilities(BaseModel):
         description="Cluster jobs (JobSpec roles): whether they run here, and the limits"
     )
     example_profile: bool
+    jobspec_limits: JobSpecLimits = Field(
+        description="Size limits every JobSpec must respect (a larger one is refused, 422)"
+    )
+    max_request_bytes: int | None = Field(
+        default=None,
+        description="Largest request body the server accepts, in bytes (413 beyond it); "
+        "None when no server is asked (the offline CLI)",
+    )
 
 
 def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapability:
@@ -95,8 +104,9 @@ def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapabili
     )
 
 
-def capabilities(loaded: LoadedResource) -> Capabilities:
-    """The capability document of one loaded resource."""
+def capabilities(loaded: LoadedResource, *,
+                 max_request_bytes: int | None = None) -> Capabilities:
+    """The capability document of one loaded resource (and the server's body limit)."""
     resource = loaded.resource
     runtimes = [
         _runtime(name, config, name == resource.runtimes.default)
@@ -133,4 +143,6 @@ def capabilities(loaded: LoadedResource) -> Capabilities:
         allowed_custom_attributes=list(resource.scheduler.allowed_custom_attributes),
         cluster_jobs=resource.scheduler.cluster_jobs,
         example_profile=loaded.profile.facility.example,
+        jobspec_limits=JobSpecLimits(),
+        max_request_bytes=max_request_bytes,
     )

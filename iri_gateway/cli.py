@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from iri_gateway import __version__
 from iri_gateway.capabilities import capabilities as capabilities_of
@@ -34,8 +36,13 @@ from iri_gateway.planner import make_plan
 from iri_gateway.profile_check import check_scripts, find_shellcheck, run_matrix
 from iri_gateway.profiles import ProfileRegistry, profile_json_schema
 
+if TYPE_CHECKING:
+    from iri_gateway.auth import TokenFile
+
 EXIT_ERROR = 1
 EXIT_CANNOT_RUN = 2
+FIRST_PROJECT = "demo"
+"""The project of the admin token the first `serve` creates (the README's first example)."""
 
 app = typer.Typer(
     help="HPC job-spec gateway: portable container JobSpecs -> Slurm/PBS batch scripts.",
@@ -357,32 +364,119 @@ def serve(
         application = create_app(settings)
     except ProfileError as error:
         _fail(f"invalid profile:\n{error}")
-    tokens = TokenFile(settings.tokens_path)
-    if len(tokens) == 0:
-        token = tokens.issue("admin")
-        application.state.tokens.reload()
-        _err.print(f"Created {settings.tokens_path} with a token for user 'admin' "
-                   f"(shown once):\n  {token}", markup=False)
+    if not settings.tokens_path.exists():
+        token = TokenFile(settings.tokens_path).issue("admin", [FIRST_PROJECT])
+        _err.print(f"Created {settings.tokens_path} with a token for user 'admin' and project "
+                   f"{FIRST_PROJECT!r} (shown once):\n  {token}\nSend it as 'Authorization: "
+                   f"Bearer TOKEN' with 'X-IRI-Facility-Project: {FIRST_PROJECT}'; more users "
+                   "and projects: iri-gateway token USER --project PROJECT", markup=False)
     resources = ", ".join(application.state.engine.registry.ids())
     _err.print(f"iri-gateway {__version__}: http://{host}:{port}/api/v2 (resources: "
                f"{resources}; data: {settings.data_dir})", markup=False)
     uvicorn.run(application, host=host, port=port, log_level="warning")
 
 
-@app.command("token")
-def token_create(
-    user: Annotated[str, typer.Argument(help="Gateway user name the token stands for.")],
-    project: Annotated[
-        list[str] | None, typer.Option("--project", help="Project the user may charge.")
-    ] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Data directory of the server.")] = None,
-) -> None:
-    """Create a bearer token for USER in the server's tokens file and print it (once)."""
+class _TokenGroup(TyperGroup):
+    """`iri-gateway token USER ...` is `iri-gateway token create USER ...` (the older form)."""
+
+    # `ctx` is typer's bundled click Context, which typer does not export under a public name.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+token_app = typer.Typer(
+    cls=_TokenGroup, no_args_is_help=True,
+    help="Issue, list and revoke the bearer tokens of the server's tokens file; changes take "
+    "effect at the server's next request. `token USER --project P` is `token create USER "
+    "--project P` (a user named like a subcommand needs `create`).",
+)
+app.add_typer(token_app, name="token")
+DataDirOption = Annotated[
+    Path | None, typer.Option("--data-dir", help="Data directory of the server.")
+]
+
+
+def _tokens_file(data_dir: Path | None) -> TokenFile:
     from iri_gateway.auth import TokenFile
     from iri_gateway.settings import Settings
 
     settings = Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
-    sys.stdout.write(TokenFile(settings.tokens_path).issue(user, project or []) + "\n")
+    return TokenFile(settings.tokens_path)
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Argument(help="Gateway user name the token stands for.")],
+    project: Annotated[
+        list[str] | None,
+        typer.Option("--project", help="Project the user may charge (repeatable); a token "
+                     "without projects may charge none."),
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Create a bearer token for USER in the server's tokens file and print it (once)."""
+    from iri_gateway.auth import TokenFileError
+
+    try:
+        token = _tokens_file(data_dir).issue(user, project or [])
+    except TokenFileError as error:
+        _fail(str(error))
+    sys.stdout.write(token + "\n")
+    if not project:
+        _err.print(f"note: the token grants no project, so {user!r} cannot submit jobs; "
+                   "give --project to grant one", markup=False)
+
+
+@token_app.command("list")
+def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> None:
+    """List the issued tokens: id, user, projects, creation time (never the tokens)."""
+    from iri_gateway.auth import TokenFileError
+
+    try:
+        entries = _tokens_file(data_dir).entries()
+    except TokenFileError as error:
+        _fail(str(error))
+    if as_json:
+        document = [{"id": e.id, "user": e.user, "projects": list(e.projects),
+                     "created": e.created} for e in entries]
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return
+    table = Table(title=f"Tokens ({len(entries)})")
+    for column in ("id", "user", "projects", "created"):
+        table.add_column(column, no_wrap=True)
+    for entry in entries:
+        created = "-" if entry.created is None else datetime.fromtimestamp(
+            entry.created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        table.add_row(entry.id, entry.user, ", ".join(entry.projects) or "-", created)
+    _out.print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_or_id: Annotated[
+        str | None, typer.Argument(help="The token itself, or its id from `token list`.")
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", help="Revoke every token of this user.")
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Revoke a token (by the token or its id), or every token of a user (--user).
+
+    Exit 1 when nothing matched.
+    """
+    from iri_gateway.auth import TokenFileError
+
+    try:
+        removed = _tokens_file(data_dir).revoke(token_or_id=token_or_id, user=user)
+    except TokenFileError as error:
+        _fail(str(error))
+    if not removed:
+        _fail("no token matched; `iri-gateway token list` shows the ids")
+    for entry in removed:
+        sys.stdout.write(f"revoked {entry.id} ({entry.user})\n")
 
 
 @profile_app.command("schema")

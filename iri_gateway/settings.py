@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     outages: list[str] = Field(
         default_factory=list, description="Resource ids an admin declares down (incidents)"
     )
+    max_request_bytes: int = Field(
+        default=1024 * 1024, ge=1024,
+        description="Largest request body accepted, in bytes; a larger one is refused with "
+        "413 before it is read whole (with or without Content-Length)",
+    )
 
     @model_validator(mode="after")
     def _jwt_complete(self) -> Settings:

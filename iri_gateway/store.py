@@ -8,8 +8,10 @@ crash the reconciler knows what was meant and finishes it. Records leave the sto
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -110,10 +112,42 @@ def _record(row: _JobRow) -> JobRecord:
     )
 
 
+CACHE_RECORDS = 4096
+"""Job records the store keeps in memory (the most recently used): enough for every job a
+busy poller and its clients touch, and a bound on memory whatever the number of jobs."""
+
+
+class _RecentRecords:
+    """A least-recently-used map of job records, safe to use from several threads."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._records: OrderedDict[str, JobRecord] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str) -> JobRecord | None:
+        with self._lock:
+            record = self._records.get(job_id)
+            if record is not None:
+                self._records.move_to_end(job_id)
+            return record
+
+    def put(self, record: JobRecord) -> None:
+        with self._lock:
+            self._records[record.id] = record
+            self._records.move_to_end(record.id)
+            while len(self._records) > self._capacity:
+                self._records.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
 class JobStore:
     """CRUD and state transitions of job records."""
 
-    def __init__(self, url: str, *, clock: Any = time.time) -> None:
+    def __init__(self, url: str, *, clock: Any = time.time,
+                 cache_records: int = CACHE_RECORDS) -> None:
         connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
         self.engine: Engine = create_engine(url, connect_args=connect_args)
         if url.startswith("sqlite"):
@@ -124,7 +158,8 @@ class JobStore:
         self._clock = clock
         # Read-through cache of records by id: this process is the store's only writer (the
         # poller runs in it), so every write refreshes the cache and reads by id need no query.
-        self._cache: dict[str, JobRecord] = {}
+        # Bounded (least recently used first out), so memory does not grow with the jobs.
+        self._cache = _RecentRecords(cache_records)
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -174,7 +209,7 @@ class JobStore:
             return self._remember(_record(row)) if row else None
 
     def _remember(self, record: JobRecord) -> JobRecord:
-        self._cache[record.id] = record
+        self._cache.put(record)
         return record
 
     def by_idempotency_key(self, owner: str, key: str) -> JobRecord | None:

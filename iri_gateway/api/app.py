@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__
 from iri_gateway.api import deps, problems
+from iri_gateway.api.body_limit import BodyLimit
 from iri_gateway.api.routers import account, compute, facility, filesystem, status
 from iri_gateway.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.backends import Backends
@@ -93,6 +94,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.in_flight = compute.InFlightKeys()
     problems.install(app)
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     for module in (facility, status, account, compute, filesystem):
         app.include_router(module.router)
     app.include_router(compute.extensions)

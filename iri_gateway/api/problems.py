@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from iri_gateway.api.body_limit import BodyTooLarge
 from iri_gateway.auth import AuthenticationError
 from iri_gateway.backends import NoAccountError
 from iri_gateway.engine import (
@@ -126,6 +127,11 @@ def install(app: FastAPI) -> None:
                 reason = "unknown field; the IRI JobSpec does not define it"
             params.append({"name": json_path(loc), "reason": reason})
         return problem(request, 422, "Unprocessable Entity", REQUEST_NOT_VALID, params)
+
+    @app.exception_handler(BodyTooLarge)
+    async def body_too_large(request: Request, error: BodyTooLarge) -> JSONResponse:
+        return problem(request, 413, "Content Too Large", str(error.detail),
+                       [{"name": "(body)", "reason": f"at most {error.limit} bytes"}])
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:

@@ -6,6 +6,8 @@ objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes
 Validation is strict, like the JSON Schema: "2" is not a node count.
 Our extensions live inside `container` (where the official schema allows extra fields), plus
 the top-level `roles`; all are optional; see DESIGN.md, Contract 1.
+Every string, list and mapping has a size limit, and every string must be valid Unicode
+(`iri_gateway.models.limits`): a document over a limit is refused with the field named.
 """
 
 from __future__ import annotations
@@ -28,8 +30,37 @@ from iri_gateway.constraints import (
     parse_requirements,
     requirements_mapping,
 )
+from iri_gateway.models.limits import (
+    MAX_ARGUMENT_LENGTH,
+    MAX_ARGUMENTS,
+    MAX_ENV_VALUE_LENGTH,
+    MAX_ENVIRONMENT,
+    MAX_ITEMS,
+    MAX_NAME_LENGTH,
+    MAX_SCRIPT_LENGTH,
+    MAX_TEXT_LENGTH,
+    Arguments,
+    CustomAttributes,
+    Environment,
+    ExtraOptions,
+    NonEmptyText,
+    NonEmptyTextList,
+    ShellText,
+    checked_keys,
+    first_surrogate,
+    shown,
+    surrogate_reason,
+    unicode_text,
+)
 
-NonEmptyStr = Annotated[str, Field(min_length=1)]
+NonEmptyStr = NonEmptyText
+"""A non-empty string of at most MAX_TEXT_LENGTH characters, valid Unicode."""
+_ARGUMENTS = (f"at most {MAX_ARGUMENTS} arguments of at most {MAX_ARGUMENT_LENGTH} "
+              "characters each")
+_ENVIRONMENT = (f"at most {MAX_ENVIRONMENT} variables, names of at most {MAX_NAME_LENGTH} "
+                f"and values of at most {MAX_ENV_VALUE_LENGTH} characters")
+
+
 def whole_number(value: Any) -> Any:
     """JSON Schema counts 2.0 and 1.6e10 as integers; so do we (strings and bools stay errors)."""
     if isinstance(value, float) and value.is_integer():
@@ -50,7 +81,30 @@ _ATTRIBUTES_DESCRIPTION = (
 )
 
 
-class _Open(BaseModel):
+class _Unicode(BaseModel):
+    """Checks the parts of an object no field type checks: the keys of extra fields, and in
+    objects that allow them, the extra fields and `attributes` (free-form JSON), which must
+    be valid Unicode like every other string."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _free_form_is_unicode(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        open_object = cls.model_config.get("extra") == "allow"
+        for key, value in data.items():
+            if not isinstance(key, str):
+                continue
+            if (reason := surrogate_reason(key)) is not None:
+                raise ValueError(f"key {shown(key)}: {reason}")
+            if open_object and (key == "attributes" or key not in cls.model_fields):
+                found = first_surrogate(value, key)
+                if found is not None:
+                    raise ValueError(f"{found[0]}: {found[1]}")
+        return data
+
+
+class _Open(_Unicode):
     """Official objects that allow additional properties."""
 
     model_config = ConfigDict(extra="allow", strict=True)
@@ -71,6 +125,12 @@ class VolumeMount(_Open):
 def _valid_requirements(
     requirements: dict[str, RequirementValue],
 ) -> dict[str, RequirementValue]:
+    for fact, value in requirements.items():
+        if isinstance(value, str):
+            if (reason := surrogate_reason(value)) is not None:
+                raise ValueError(f"{fact}: {reason}")
+            if len(value) > MAX_TEXT_LENGTH:
+                raise ValueError(f"{fact}: {len(value)} characters; at most {MAX_TEXT_LENGTH}")
     try:
         parse_requirements(requirements)
     except ConstraintError as error:
@@ -80,7 +140,10 @@ def _valid_requirements(
 
 Requirements = Annotated[
     dict[str, RequirementValue],
-    BeforeValidator(requirements_mapping),
+    Field(max_length=MAX_ITEMS,
+          json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}}),
+    BeforeValidator(checked_keys(MAX_ITEMS, MAX_NAME_LENGTH, "fact")),
+    BeforeValidator(requirements_mapping),  # runs first: before-validators run right to left
     AfterValidator(_valid_requirements),
 ]
 """Fact -> constraint; a list of one-key mappings is accepted too and stored as a mapping."""
@@ -88,12 +151,14 @@ Requirements = Annotated[
 FLAVOUR_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
-class Flavour(BaseModel):
+class Flavour(_Unicode):
     """Extension: one hardware-specific image of the job; the best one the resource runs wins."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: Annotated[str, Field(pattern=FLAVOUR_NAME, max_length=64)] = Field(
+    name: Annotated[
+        str, Field(pattern=FLAVOUR_NAME, max_length=64), BeforeValidator(unicode_text)
+    ] = Field(
         description="Flavour name, unique in the job (letters, digits, '.', '_', '-')"
     )
     image: NonEmptyStr = Field(description="The image of this flavour")
@@ -108,7 +173,7 @@ class Flavour(BaseModel):
     runtime: RuntimeName | None = Field(
         default=None, description="Runtime for this flavour; default: container.runtime"
     )
-    extra_options: dict[str, list[str]] = Field(
+    extra_options: ExtraOptions = Field(
         default_factory=dict,
         description="Options added to container.extra_options when this flavour is chosen",
     )
@@ -122,7 +187,7 @@ class Container(_Open):
         description="The container image to use (e.g., 'docker.io/library/ubuntu:latest'); "
         "required unless `flavours` are given, and then the image used when no flavour fits.",
     )
-    volume_mounts: list[VolumeMount] = Field(
+    volume_mounts: Annotated[list[VolumeMount], Field(max_length=MAX_ITEMS)] = Field(
         default_factory=list, description="List of volume mounts for the container"
     )
     runtime: RuntimeName | None = Field(
@@ -139,7 +204,7 @@ class Container(_Open):
         description="Extension: bind the site's MPI into the container; default: true when the "
         "launcher is an MPI launcher (srun, mpirun, mpiexec) with more than one process.",
     )
-    devices: list[NonEmptyStr] = Field(
+    devices: NonEmptyTextList = Field(
         default_factory=list,
         description="Extension: CDI device names, e.g. 'nvidia.com/gpu=all'.",
     )
@@ -150,12 +215,12 @@ class Container(_Open):
         default=None,
         description="Extension: working directory inside the container; default: `directory`.",
     )
-    extra_options: dict[str, list[str]] = Field(
+    extra_options: ExtraOptions = Field(
         default_factory=dict,
         description="Extension: site-specific escape hatch, {runtime name: [option, ...]}; "
         "each option must match the resource's allow-list for that runtime.",
     )
-    flavours: list[Flavour] = Field(
+    flavours: Annotated[list[Flavour], Field(max_length=MAX_ITEMS)] = Field(
         default_factory=list,
         description="Extension: alternative hardware-specific images; the gateway picks the "
         "highest-priority flavour whose requirements hold and whose job negotiates there.",
@@ -209,10 +274,11 @@ class JobAttributes(_Open):
     reservation_id: NonEmptyStr | None = Field(
         default=None, description="ID of a reservation to use for the job"
     )
-    custom_attributes: dict[str, str] = Field(
+    custom_attributes: CustomAttributes = Field(
         default_factory=dict,
         description="Custom scheduler-specific attributes as key-value pairs; each key must be "
-        "on the resource's allow-list.",
+        f"on the resource's allow-list; at most {MAX_ITEMS} attributes, names of at most "
+        f"{MAX_NAME_LENGTH} and values of at most {MAX_TEXT_LENGTH} characters.",
     )
 
 
@@ -235,22 +301,22 @@ class RoleContainer(_Open):
     """A role's own container settings; every field left out is the job's `container`'s."""
 
     image: NonEmptyStr | None = Field(default=None, description="The role's image")
-    volume_mounts: list[VolumeMount] = Field(
+    volume_mounts: Annotated[list[VolumeMount], Field(max_length=MAX_ITEMS)] = Field(
         default_factory=list, description="Mounts added to the job's (same target: the role's)"
     )
     runtime: RuntimeName | None = Field(default=None, description="The role's runtime")
     gpu: bool | None = Field(default=None, description="Give the members the node's GPUs")
-    devices: list[NonEmptyStr] | None = Field(default=None, description="CDI device names")
+    devices: NonEmptyTextList | None = Field(default=None, description="CDI device names")
     network: Literal["host", "none"] | None = Field(
         default=None, description="'host' or 'none'; members reach each other only with 'host'"
     )
     workdir: NonEmptyStr | None = Field(default=None, description="Working directory inside")
-    extra_options: dict[str, list[str]] = Field(
+    extra_options: ExtraOptions = Field(
         default_factory=dict, description="Options added after the job's, per runtime"
     )
 
 
-class Role(BaseModel):
+class Role(_Unicode):
     """Extension: one kind of member of a cluster job, e.g. 1 `master` and 12 `worker`.
 
     Top-level JobSpec fields are the defaults of every role; a role's own fields win
@@ -259,7 +325,9 @@ class Role(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    name: Annotated[str, Field(max_length=40), AfterValidator(_role_name)] = Field(
+    name: Annotated[
+        str, Field(max_length=40), BeforeValidator(unicode_text), AfterValidator(_role_name)
+    ] = Field(
         description="Role name (lower case letters, digits, '-'; starts with a letter, does not "
         "end in a digit); members are named name1, name2, ... (no zero padding)",
         json_schema_extra={"pattern": ROLE_NAME},
@@ -268,12 +336,14 @@ class Role(BaseModel):
         description="How many members this role has"
     )
     executable: NonEmptyStr | None = Field(default=None, description="The members' program")
-    arguments: list[str] | None = Field(
-        default=None, description="Arguments; default: the job's when the executable is too"
+    arguments: Arguments | None = Field(
+        default=None,
+        description=f"Arguments; default: the job's when the executable is too; {_ARGUMENTS}",
     )
     container: RoleContainer | None = Field(default=None, description="Container overrides")
-    environment: dict[str, str] = Field(
-        default_factory=dict, description="Variables added to (and overriding) the job's"
+    environment: Environment = Field(
+        default_factory=dict,
+        description=f"Variables added to (and overriding) the job's; {_ENVIRONMENT}",
     )
     resources: ResourceSpec | None = Field(
         default=None,
@@ -283,9 +353,10 @@ class Role(BaseModel):
     )
 
 
-class JobSpec(BaseModel):
+class JobSpec(_Unicode):
     """Official IRI v2 `JobSpec` (PSI/J field names) plus `roles`; other extra fields are
-    refused."""
+    refused. Strings, lists and mappings have size limits (`iri_gateway.models.limits`):
+    MAX_TEXT_LENGTH characters and MAX_ITEMS entries unless a field says otherwise."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -300,8 +371,9 @@ class JobSpec(BaseModel):
     container: Container | None = Field(
         default=None, description="Container specification for containerized execution"
     )
-    arguments: list[str] = Field(
-        default_factory=list, description="Command-line arguments to pass to the executable"
+    arguments: Arguments = Field(
+        default_factory=list,
+        description=f"Command-line arguments to pass to the executable; {_ARGUMENTS}",
     )
     directory: NonEmptyStr | None = Field(default=None, description="Working directory")
     name: NonEmptyStr | None = Field(default=None, description="Name of the job")
@@ -309,26 +381,29 @@ class JobSpec(BaseModel):
         default=True,
         description="Whether to inherit the environment variables of the submission environment",
     )
-    environment: dict[str, str] = Field(
+    environment: Environment = Field(
         default_factory=dict,
-        description="Environment variables for the job; set inside the container if any",
+        description="Environment variables for the job; set inside the container if any; "
+        + _ENVIRONMENT,
     )
     stdin_path: NonEmptyStr | None = Field(default=None, description="Standard input file")
     stdout_path: NonEmptyStr | None = Field(default=None, description="Standard output file")
     stderr_path: NonEmptyStr | None = Field(default=None, description="Standard error file")
     resources: ResourceSpec | None = Field(default=None, description="Resource requirements")
-    pre_launch: NonEmptyStr | None = Field(
+    pre_launch: ShellText | None = Field(
         default=None,
-        description="Shell commands run (evaluated as written) before the job is launched",
+        description="Shell commands run (evaluated as written) before the job is launched; "
+        f"at most {MAX_SCRIPT_LENGTH} characters",
     )
-    post_launch: NonEmptyStr | None = Field(
+    post_launch: ShellText | None = Field(
         default=None,
-        description="Shell commands run (evaluated as written) after the job completes",
+        description="Shell commands run (evaluated as written) after the job completes; "
+        f"at most {MAX_SCRIPT_LENGTH} characters",
     )
     launcher: NonEmptyStr | None = Field(
         default=None, description="Job launcher to use (e.g., 'mpirun', 'srun')"
     )
-    roles: list[Role] | None = Field(
+    roles: Annotated[list[Role], Field(max_length=MAX_ITEMS)] | None = Field(
         default=None,
         min_length=1,
         description="Extension: a cluster job of several roles run as one scheduler job; "

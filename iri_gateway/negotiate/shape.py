@@ -77,16 +77,7 @@ def check_hardware(shape: JobShape, resource: Resource, problems: list[Problem])
                 f"{shape.gpus_per_node} GPUs per node; the nodes have {nodes.gpus.count}",
                 f"at most {nodes.gpus.count} {nodes.gpus.vendor} {nodes.gpus.model} per node",
             ))
-    if shape.cpus_per_process is not None:
-        cores = shape.cpus_per_process * shape.processes_on_busiest_node
-        if cores > nodes.cpu.cores:
-            problems.append(Problem(
-                "resources.cpu_cores_per_process",
-                f"{shape.cpus_per_process} cores per process x "
-                f"{shape.processes_on_busiest_node} processes per node = {cores} cores per "
-                f"node; the nodes have {nodes.cpu.cores}",
-                f"at most {nodes.cpu.cores} cores per node",
-            ))
+    check_cores(shape, resource, problems)
     if shape.memory_mib is not None:
         available = int(nodes.memory_gib * 1024)
         if shape.memory_mib > available:
@@ -95,6 +86,45 @@ def check_hardware(shape: JobShape, resource: Resource, problems: list[Problem])
                 f"{shape.memory_mib} MiB per node asked; the nodes have {available} MiB",
                 f"at most {available * _MIB} bytes",
             ))
+
+
+def check_cores(shape: JobShape, resource: Resource, problems: list[Problem]) -> None:
+    """Every process needs a core of its node (`cpu_cores_per_process` of them when given).
+
+    A count no node could hold (`process_count: 1e9` on one node, `processes_per_node:
+    2**63`) is refused here, naming the count, instead of waiting in the queue forever or
+    failing in the scheduler with no field named.
+    """
+    nodes = resource.nodes
+    cores = nodes.cpu.cores
+    busiest = shape.processes_on_busiest_node
+    too_many = busiest > cores
+    if too_many:
+        fit = cores // (shape.cpus_per_process or 1)
+        if shape.processes_per_node is not None:
+            problems.append(Problem(
+                "resources.processes_per_node",
+                f"{busiest} processes per node; the nodes of {resource.id} have {cores} cores",
+                f"at most {fit} per node",
+            ))
+        else:
+            problems.append(Problem(
+                "resources.process_count",
+                f"{shape.process_count} processes on {shape.node_count} node(s) put {busiest} "
+                f"on a node; the nodes of {resource.id} have {cores} cores",
+                f"at most {fit * shape.node_count} on {shape.node_count} node(s), "
+                f"{fit * nodes.count} on all {nodes.count} nodes (set node_count)",
+            ))
+    per_process = shape.cpus_per_process
+    if per_process is not None and (
+        per_process > cores or (not too_many and per_process * busiest > cores)
+    ):
+        problems.append(Problem(
+            "resources.cpu_cores_per_process",
+            f"{per_process} cores per process x {busiest} processes per node = "
+            f"{per_process * busiest} cores per node; the nodes have {cores}",
+            f"at most {cores} cores per node",
+        ))
 
 
 def choose_queue(spec: JobSpec, resource: Resource, problems: list[Problem]) -> Queue | None:

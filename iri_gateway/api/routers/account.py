@@ -5,8 +5,9 @@ Everything comes from configuration; the gateway keeps no allocation ledger.
 - A capability is one compute resource, allocated in node hours
   (`urn:doe-iri:allocation:compute:node-hours`); its id is the resource id. As in the official
   spec, the capability operations need no token (they carry no user data).
-- Projects are the projects of the caller's token (`Principal.projects`); any other project is
-  404. A token without projects (an administrator's, which may charge any project) lists none.
+- Projects are the projects of the caller's token (`Principal.projects`), exactly the ones
+  launchJob and updateJob let it charge; any other project is 404. A token without projects
+  lists none and may charge none.
   `user_ids` holds only the caller: the gateway has no project membership directory.
 - A project has one allocation per compute resource, `<project>:<resource>`, and the caller one
   user allocation in each, `<project>:<resource>:<user>`. No limit or usage is known, so

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 
-from iri_gateway.api.deps import EngineDep, PrincipalDep
+from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.iri_models import StrictBool
 from iri_gateway.api.models import Job, job_view
 from iri_gateway.api.problems import ApiProblem
@@ -57,7 +57,8 @@ class InFlightKeys:
 
 
 def _with_account(spec: JobSpec, header: str | None, principal: Principal) -> JobSpec:
-    """The effective account comes from exactly one place: the spec or the header."""
+    """The effective account comes from exactly one place, the spec or the header, and must
+    be a project the caller's token grants (403 otherwise, saying how one is granted)."""
     in_spec = spec.attributes.account if spec.attributes else None
     if in_spec and header:
         raise ApiProblem(400, "Bad Request", "give the project either in "
@@ -68,9 +69,13 @@ def _with_account(spec: JobSpec, header: str | None, principal: Principal) -> Jo
         raise ApiProblem(400, "Bad Request", "no project: set attributes.account or the "
                          "X-IRI-Facility-Project header",
                          [{"name": "attributes.account", "reason": "required"}])
-    if principal.projects and account not in principal.projects:
+    if not principal.may_charge(account):
+        granted = (f"granted: {', '.join(principal.projects)}" if principal.projects
+                   else "the token grants no project")
+        field = "attributes.account" if in_spec else "X-IRI-Facility-Project"
         raise ApiProblem(403, "Forbidden", f"user {principal.user!r} may not charge project "
-                         f"{account!r}; allowed: {', '.join(principal.projects)}")
+                         f"{account!r} ({granted}); {principal.grant_hint}",
+                         [{"name": field, "reason": f"project {account!r} is not granted"}])
     if in_spec:
         return spec
     attributes = (spec.attributes or JobAttributes()).model_copy(update={"account": account})
@@ -195,10 +200,11 @@ def cancel_job(
 
 @extensions.get("/capabilities/{resource_id}", operation_id="getComputeCapabilities",
                 response_model=Capabilities, summary="Capabilities of a resource")
-def get_capabilities(resource_id: str, engine: EngineDep,
-                     principal: PrincipalDep) -> Capabilities:
+def get_capabilities(resource_id: str, engine: EngineDep, principal: PrincipalDep,
+                     settings: SettingsDep) -> Capabilities:
     """Runtimes, GPU and MPI bindings, mount policy, extra options, hardware facts, limits."""
-    return capabilities(engine.registry.get(resource_id))
+    return capabilities(engine.registry.get(resource_id),
+                        max_request_bytes=settings.max_request_bytes)
 
 
 @extensions.post("/plan/{resource_id}", operation_id="planJob", response_model=Plan,
