@@ -6,8 +6,9 @@ mapping on an SSH resource is refused, never run under some default account.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from iri_gateway.errors import GatewayError
@@ -15,7 +16,7 @@ from iri_gateway.models.profile import LoadedResource
 from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.schedulers.local_batch import LocalBatch
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
-from iri_gateway.transport.base import Transport
+from iri_gateway.transport.base import Transport, TransportError
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.ssh import SshTransport
 
@@ -26,13 +27,67 @@ class NoAccountError(GatewayError):
     code = "no_account"
 
 
-@dataclass(frozen=True)
 class Backend:
-    """How one user's jobs run on one resource."""
+    """How one user's jobs run on one resource: the batch system, the transport, and where
+    job folders go.
 
-    batch: BatchSystem
-    transport: Transport
-    work_root: str
+    `work_root` is always absolute, so the directory a client is given works in the
+    filesystem operations: a relative or `~` root (the default over SSH is
+    `~/iri-gateway-jobs`) is taken from the account's home, which is asked for once, when
+    first needed. `reserved` are the gateway's own folders, never reachable through a root.
+    """
+
+    def __init__(self, batch: BatchSystem, transport: Transport, *, work_root: str,
+                 in_process: bool, private: tuple[str, ...] = (), where: str = "") -> None:
+        self.batch = batch
+        self.transport = transport
+        self.in_process = in_process
+        """True when commands run as the gateway's own account on this machine: files are
+        then read in-process."""
+        self.where = where
+        self._work_root_setting = work_root
+        self._private = private
+        self._home: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def home(self) -> str:
+        """The account's home directory (asked once; over SSH, from the login node)."""
+        with self._lock:
+            if self._home is None:
+                self._home = self._find_home()
+            return self._home
+
+    def _find_home(self) -> str:
+        if self.in_process:
+            found = os.path.expanduser("~")
+        else:
+            result = self.transport.run(["printenv", "HOME"], timeout=30, idempotent=True)
+            found = result.stdout.strip() if result.ok else ""
+            if not found:
+                raise TransportError(f"cannot find the home directory on {self.where}: "
+                                     f"{result.describe()}")
+        if not found.startswith("/") or "\0" in found or "\n" in found:
+            raise TransportError(f"the home directory on {self.where} is not an absolute "
+                                 f"path: {found!r}")
+        return posixpath.normpath(found)
+
+    @property
+    def work_root(self) -> str:
+        """Where jobs that name no directory get theirs: absolute and normalised."""
+        setting = self._work_root_setting
+        if setting == "~" or setting.startswith("~/"):
+            return posixpath.normpath(self.home + "/" + setting[1:])
+        if setting.startswith("/"):
+            return posixpath.normpath(setting)
+        if self.in_process:
+            return os.path.abspath(setting)  # where local commands run: our own directory
+        return posixpath.normpath(posixpath.join(self.home, setting))
+
+    @property
+    def reserved(self) -> tuple[str, ...]:
+        """The gateway's own folders: its job root and, locally, its data directory."""
+        return (self.work_root, *self._private)
 
 
 class Backends:
@@ -74,10 +129,14 @@ class Backends:
                 host=ssh.host, port=ssh.port, username=account,
                 known_hosts=ssh.known_hosts, key_file=ssh.key_file,
             )
-            default_root = "iri-gateway-jobs"
+            default_root = "~/iri-gateway-jobs"
+            private: tuple[str, ...] = ()
+            where = f"{loaded.id} ({account}@{ssh.host})"
         else:
             transport = LocalTransport()
             default_root = str(self.data_dir / "work" / resource.id)
+            private = (os.path.abspath(self.data_dir),)
+            where = f"{loaded.id} (this machine)"
         work_root = connection.work_root or default_root
         kind = resource.scheduler.kind
         batch: BatchSystem
@@ -89,7 +148,9 @@ class Backends:
             from iri_gateway.schedulers.pbs.batch import PbsBatch
 
             batch = PbsBatch(transport)
-        return Backend(batch, transport, work_root)
+        return Backend(batch, transport, work_root=work_root,
+                       in_process=isinstance(transport, LocalTransport), private=private,
+                       where=where)
 
     def close(self) -> None:
         with self._lock:

@@ -21,9 +21,12 @@ from typing import Any, Literal
 
 from iri_gateway import cluster_members
 from iri_gateway.backends import Backend, Backends
-from iri_gateway.errors import GatewayError, SchedulerError
+from iri_gateway.errors import GatewayError, JobRejectedError, SchedulerError
+from iri_gateway.files import policy
+from iri_gateway.files.access import FileReader, FileRefusedError, UserFiles, decode_part
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
+from iri_gateway.models.plan import Plan
 from iri_gateway.models.profile import LoadedResource
 from iri_gateway.planner import make_plan
 from iri_gateway.profiles import ProfileRegistry
@@ -110,7 +113,7 @@ class Engine:
                 return Submission(earlier, replayed=True)
         backend = self.backends.get(loaded, owner)
         job_id = str(uuid.uuid4())
-        effective = self._effective_spec(spec, backend, job_id)
+        effective = self._effective_spec(spec, backend, job_id, owner=owner, loaded=loaded)
         plan = make_plan(effective, loaded)
         record = self.store.create(
             job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
@@ -120,12 +123,31 @@ class Engine:
         )
         return Submission(self._send(record, loaded, backend), replayed=False)
 
-    def _effective_spec(self, spec: JobSpec, backend: Backend, job_id: str) -> JobSpec:
-        """The spec as it will run: a job folder when none is named, output files in it."""
+    def _effective_spec(self, spec: JobSpec, backend: Backend, job_id: str, *, owner: str,
+                        loaded: LoadedResource) -> JobSpec:
+        """The spec as it will run: a job folder when none is named, output files in it.
+
+        A named `directory` is made absolute (relative to the account's home) and normal,
+        and must lie inside a root the profile grants `owner`, outside the gateway's own
+        folders; input and output paths must stay inside the directory or a granted root.
+        JobRejectedError (every problem, `offered`: the granted roots) otherwise.
+        """
         changes: dict[str, Any] = {}
-        directory = spec.directory or posixpath.join(backend.work_root, job_id)
         if spec.directory is None:
+            directory = posixpath.join(backend.work_root, job_id)
+        else:
+            directory = policy.normal(spec.directory if spec.directory.startswith("/")
+                                      else posixpath.join(backend.home, spec.directory))
+        if directory != spec.directory:
             changes["directory"] = directory
+        named = spec.directory is not None
+        if named or any((spec.stdin_path, spec.stdout_path, spec.stderr_path)):
+            problems = policy.job_path_problems(
+                spec, directory=directory, named=named,
+                roots=self._roots(owner, loaded, backend), reserved=backend.reserved,
+                resource_id=loaded.id)
+            if problems:
+                raise JobRejectedError(loaded.id, problems)
         if spec.stdout_path is None:
             changes["stdout_path"] = "stdout.txt" if spec.directory is None else (
                 f"iri-{job_id}.out"
@@ -372,23 +394,60 @@ class Engine:
         offset: int = 0,
         length: int | None = None,
     ) -> str:
-        """Part of a job's output: its last or first bytes, or a byte range."""
+        """Part of a job's output: its last or first bytes, or a byte range.
+
+        Read like every file the user reads (`files`): only where the user may read, links
+        never followed out; UTF-8, leniently.
+        """
         record = self.get(owner=owner, job_id=job_id)
         path = self.output_path(record, stream)
-        if tail is not None:
-            argv = ["tail", "-c", str(tail), "--", path]
-        elif head is not None:
-            argv = ["head", "-c", str(head), "--", path]
-        else:
-            argv = ["dd", f"if={path}", "iflag=skip_bytes,count_bytes", f"skip={offset}",
-                    "status=none"] + ([f"count={length}"] if length is not None else [])
-        loaded = self.registry.get(record.resource_id)
-        result = self.backends.get(loaded, owner).transport.run(argv, idempotent=True)
-        if not result.ok:
+        files = self.files(owner=owner, resource_id=record.resource_id)
+        made = None if record.spec.get("directory") else record.effective_spec.get("directory")
+        try:
+            result = files.request(path, "range", job_folder=made, tail=tail, head=head,
+                                   offset=offset, length=length)
+        except FileRefusedError as error:
+            reason = {"not_found": "it does not exist (yet) or is not where you may read",
+                      "directory": "it is a directory",
+                      "not_regular": "it is not a regular file"}.get(error.kind, error.kind)
             raise OutputUnavailableError(
-                f"{stream} of job {job_id} cannot be read at {path}: {result.stderr.strip()}"
-            )
-        return result.stdout
+                f"{stream} of job {job_id} cannot be read at {path}: {reason}") from None
+        return decode_part(result).text
+
+    # ---- files -----------------------------------------------------------------------------
+
+    def files(self, *, owner: str, resource_id: str) -> UserFiles:
+        """The files `owner` may read on the resource: the job folders the gateway made for
+        their jobs and the roots their profile grants (see `iri_gateway.files`)."""
+        loaded = self.registry.get(resource_id)
+        backend = self.backends.get(loaded, owner)
+
+        def owns_folder(name: str) -> bool:
+            record = self.store.get(name)
+            return (record is not None and record.owner == owner
+                    and record.resource_id == resource_id and not record.spec.get("directory"))
+
+        scope = policy.Scope(roots=self._roots(owner, loaded, backend),
+                             work_root=backend.work_root, reserved=backend.reserved,
+                             owns_folder=owns_folder)
+        reader = FileReader(backend.transport, in_process=backend.in_process,
+                            where=backend.where)
+        return UserFiles(scope, reader)
+
+    def _roots(self, owner: str, loaded: LoadedResource, backend: Backend) -> tuple[str, ...]:
+        """The roots the resource's profile grants `owner` (placeholders filled in)."""
+        return policy.granted_roots(
+            loaded.resource.files.roots, user=owner,
+            account=self.backends.account(loaded, owner) or owner, home=lambda: backend.home)
+
+    def plan(self, *, owner: str, resource_id: str, spec: JobSpec) -> Plan:
+        """The dry run of a submission by `owner`: the same refusals (folders included)."""
+        loaded = self.registry.get(resource_id)
+        if spec.directory is not None or any((spec.stdin_path, spec.stdout_path,
+                                              spec.stderr_path)):
+            backend = self.backends.get(loaded, owner)
+            self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
+        return make_plan(spec, loaded)
 
 
 def _change_for(record: JobRecord, status: NativeStatus) -> StateChange | None:

@@ -101,7 +101,10 @@ class Connection(_Strict):
     work_root: str | None = Field(
         default=None,
         description="Folder where jobs that name no directory run, one sub-folder per job "
-        "(default: the gateway's data directory locally, '~/iri-gateway-jobs' over SSH)",
+        "(default: the gateway's data directory locally, '~/iri-gateway-jobs' over SSH). "
+        "'~' and relative paths are taken from the account's home over SSH (from the "
+        "gateway's working directory locally); the gateway uses it as an absolute path. It "
+        "is the gateway's own: never reachable through a granted root (`files.roots`).",
     )
 
     @model_validator(mode="after")
@@ -109,6 +112,57 @@ class Connection(_Strict):
         if self.mode == "ssh" and self.ssh is None:
             raise ValueError("connection mode 'ssh' needs an 'ssh' block (host, known_hosts)")
         return self
+
+
+ROOT_PLACEHOLDERS = ("{user}", "{account}", "{account_initial}")
+"""What a root template may contain besides literal text (see `FileAccess.roots`)."""
+
+
+class FileAccess(_Strict):
+    """Which folders a user may name as a job's `directory` and read through the filesystem
+    operations, besides the job folders the gateway makes for them."""
+
+    roots: list[str] = Field(
+        default_factory=list,
+        description="Folders a user may use, as path templates: absolute (`/pscratch/sd/"
+        "{account_initial}/{account}`) or starting at the account's home (`~`, `~/runs`). "
+        "`{user}` is the gateway user, `{account}` the account that runs the user's jobs (the "
+        "mapped login account over SSH, the gateway user on a local connection), "
+        "`{account_initial}` its first character, and `~` that account's home (over SSH; the "
+        "gateway's own home locally). Each value filled in must be one safe path component "
+        "(no '/', not '.' or '..', no NUL or control characters); a root whose value is not "
+        "is not granted to that user. A job's `directory` (and any output or input path "
+        "outside it) must lie inside one of these roots, checked component-wise after "
+        "lexical normalisation; files are read below a root without following symbolic links "
+        "that leave it. The gateway's own folders (its job root and, locally, its data "
+        "directory) are never reachable through a root. Empty (the default): users may use "
+        "only the gateway's job folders.",
+    )
+
+    @field_validator("roots")
+    @classmethod
+    def _templates(cls, roots: list[str]) -> list[str]:
+        checked = []
+        for root in roots:
+            rest = root
+            for placeholder in ROOT_PLACEHOLDERS:
+                rest = rest.replace(placeholder, "x")
+            if "{" in rest or "}" in rest:
+                raise ValueError(
+                    f"root {root!r}: only the placeholders {', '.join(ROOT_PLACEHOLDERS)} "
+                    "may appear in braces"
+                )
+            if any(ord(c) < 32 or ord(c) == 127 for c in root):
+                raise ValueError(f"root {root!r} contains a control character")
+            if not (root.startswith("/") or root == "~" or root.startswith("~/")):
+                raise ValueError(f"root {root!r} must be absolute or start with '~/'")
+            if ".." in root.split("/"):
+                raise ValueError(f"root {root!r} must not contain '..'")
+            home = root.startswith("~")
+            # normpath keeps a leading '//' (POSIX allows it a meaning): collapse it first.
+            normal = posixpath.normpath("/" + root.removeprefix("~").lstrip("/"))
+            checked.append(("~" + normal).rstrip("/") if home else normal)
+        return checked
 
 
 class Queue(_Strict):
@@ -449,6 +503,11 @@ class Resource(_Strict):
         default=None,
         description="Directory searched before the built-in templates (relative to the "
         "profile file)",
+    )
+    files: FileAccess = Field(
+        default_factory=FileAccess,
+        description="Folders users may name as a job's directory and read (the filesystem "
+        "operations); default: only the job folders the gateway makes",
     )
 
     @field_validator("labels")

@@ -2,8 +2,10 @@
 
 Real jobs run on the `local` resource; their output is then read through the official
 task-based operations: POST answers a `TaskSubmitResponse`, `getTask` holds the result. Only
-paths inside the caller's own job directories are served; everything else is a 404 that says
-nothing about whether the path exists.
+paths inside the folders the gateway made for the caller's jobs, and inside the roots the
+profile grants the caller, are served; everything else is a 404 that says nothing about
+whether the path exists. The profile here is the built-in `local` one granting each user only
+`<test folder>/granted/<user>`, so that the rest of the test's folder is outside.
 """
 
 from __future__ import annotations
@@ -17,13 +19,39 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from iri_gateway.api.app import create_app
 from iri_gateway.api.routers.filesystem import MAX_READ
 from iri_gateway.models.job import JobState
+from iri_gateway.profiles import builtin_profile
+from iri_gateway.settings import Settings
 from iri_gateway.store import JobRecord
 from tests.api.conftest import OfficialSchemas
 
 pytestmark = pytest.mark.anyio
 V2 = "/api/v2"
+
+
+def local_profile(folder: Path, roots: str) -> Path:
+    """The built-in `local` profile with `files.roots` replaced by `roots` (YAML)."""
+    text = builtin_profile("local").read_text()
+    assert "roots: [/tmp]" in text
+    profile = folder / "local.yaml"
+    profile.write_text(text.replace("roots: [/tmp]", f"roots: {roots}"))
+    return profile
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> FastAPI:
+    """The `local` resource granting each user `<tmp_path>/granted/<user>` only."""
+    profile = local_profile(tmp_path, f'["{tmp_path}/granted/{{user}}"]')
+    return create_app(Settings(data_dir=tmp_path / "data", profiles=[profile]),
+                      run_poller=False)
+
+
+def granted(tmp_path: Path, user: str = "alice") -> Path:
+    folder = tmp_path / "granted" / user
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def auth(token: str) -> dict[str, str]:
@@ -84,7 +112,7 @@ async def assert_not_found(client: httpx.AsyncClient, token: str, operation: str
     response = await fs(client, token, operation, body)
     assert response.status_code == 404, (operation, body, response.text)
     assert response.headers["content-type"] == "application/problem+json"
-    assert "job directories" in response.json()["detail"]
+    assert "you may read" in response.json()["detail"]
 
 
 FIVE_LINES = "for i in 1 2 3 4 5; do echo line$i; done"
@@ -240,26 +268,47 @@ async def test_a_link_between_the_callers_own_folders_is_followed(
 async def test_explicit_directory_and_output_names(
     app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path
 ) -> None:
-    workdir = tmp_path / "runs" / "one"
+    workdir = granted(tmp_path) / "runs" / "one"
     record = await run_job(app, client, token, "echo mine", directory=str(workdir))
     path = str(workdir / f"iri-{record.id}.out")
     assert (await result(client, token, "tail", {"path": path}))["content"] == "mine\n"
-    await assert_not_found(client, token, "ls", {"path": str(tmp_path / "runs")})
+    listed = await result(client, token, "ls", {"path": str(granted(tmp_path) / "runs")})
+    assert [e["name"] for e in listed] == ["one"], "the granted root is readable"
+    await assert_not_found(client, token, "ls", {"path": str(tmp_path)})
+    await assert_not_found(client, token, "ls", {"path": str(tmp_path / "granted")})
+    bob = app.state.tokens.issue("bob", ["proj1"])
+    await assert_not_found(client, bob, "tail", {"path": path})
 
 
 async def test_a_job_directory_that_is_a_link(
     app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path
 ) -> None:
-    (tmp_path / "real").mkdir()
-    (tmp_path / "alias").symlink_to(tmp_path / "real")
-    record = await run_job(app, client, token, "echo linked", directory=str(tmp_path / "alias"))
-    entries = await result(client, token, "ls", {"path": str(tmp_path / "alias")})
+    """A link inside the granted root to a folder inside it is followed; the link itself is
+    what `stat` shows without `dereference` (before, the job directory was the boundary and
+    its own link was replaced by its target; now the granted root is). A link to a folder
+    outside the root is never followed, even as a job's `directory` (the job runs there as
+    its account; the gateway reads nothing through it)."""
+    root = granted(tmp_path)
+    (root / "real").mkdir()
+    (root / "alias").symlink_to(root / "real")
+    record = await run_job(app, client, token, "echo linked", directory=str(root / "alias"))
+    entries = await result(client, token, "ls", {"path": str(root / "alias")})
     assert f"iri-{record.id}.out" in [e["name"] for e in entries]
-    info = await result(client, token, "stat", {"path": str(tmp_path / "alias")})
+    info = await result(client, token, "stat", {"path": str(root / "alias")})
+    assert info["mode"] & 0o170000 == 0o120000
+    info = await result(client, token, "stat", {"path": str(root / "alias"), "dereference": True})
     assert info["mode"] & 0o170000 == 0o040000
-    out = await result(client, token, "tail", {"path": f"{tmp_path}/alias/iri-{record.id}.out"})
+    out = await result(client, token, "tail", {"path": f"{root}/alias/iri-{record.id}.out"})
     assert out["content"] == "linked\n"
-    await assert_not_found(client, token, "ls", {"path": str(tmp_path / "real")})
+
+    (tmp_path / "elsewhere").mkdir()
+    (root / "away").symlink_to(tmp_path / "elsewhere")
+    away = await run_job(app, client, token, "echo away", directory=str(root / "away"))
+    assert (tmp_path / "elsewhere" / f"iri-{away.id}.out").read_text() == "away\n"
+    for operation in ("tail", "head", "view", "stat"):
+        await assert_not_found(client, token, operation,
+                               {"path": f"{root}/away/iri-{away.id}.out"})
+    await assert_not_found(client, token, "ls", {"path": f"{root}/away"})
 
 
 async def test_limits_and_invalid_requests(app: FastAPI, client: httpx.AsyncClient,
@@ -379,20 +428,17 @@ async def test_a_path_without_any_job_touches_nothing(
     assert ran == []
 
 
-async def test_relative_job_directories_are_relative_to_where_commands_run(
+async def test_a_relative_directory_is_taken_from_the_home_and_recorded_absolute(
     app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Over SSH job directories may be relative (to the login home): compared resolved."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "rel" / "run").mkdir(parents=True)
-    (tmp_path / "rel" / "run" / "out.txt").write_text("relative\n")
-    (tmp_path / "rel" / "other.txt").write_text("no\n")
-    app.state.engine.store.create(
-        owner="alice", resource_id="local", spec={}, plan={}, script="",
-        effective_spec={"directory": "rel/run"},
-    )
-    out = await result(client, token, "head", {"path": str(tmp_path / "rel/run/out.txt")})
+    """A relative `directory` is relative to the account's home (where a login shell
+    starts); the job records it absolute, so the path a client is given works as it is.
+    (Before, the stored directory stayed relative and the filesystem operations compared it
+    against wherever commands happened to run.)"""
+    monkeypatch.setenv("HOME", str(tmp_path / "granted"))
+    record = await run_job(app, client, token, "echo relative", directory="alice/rel/run")
+    directory = record.effective_spec["directory"]
+    assert directory == str(tmp_path / "granted" / "alice" / "rel" / "run")
+    out = await result(client, token, "head", {"path": f"{directory}/iri-{record.id}.out"})
     assert out["content"] == "relative\n"
-    await assert_not_found(client, token, "head", {"path": str(tmp_path / "rel/other.txt")})
-    await assert_not_found(client, token, "head", {"path": "rel/run/out.txt"})

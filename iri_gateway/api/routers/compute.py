@@ -21,7 +21,6 @@ from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.plan import Plan
 from iri_gateway.placement import Placement, place
-from iri_gateway.planner import make_plan
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.store import JobRecord
 
@@ -211,8 +210,12 @@ def get_capabilities(resource_id: str, engine: EngineDep, principal: PrincipalDe
                  summary="Dry run")
 def plan_job(resource_id: str, spec: JobSpec, engine: EngineDep,
              principal: PrincipalDep) -> Plan:
-    """How the job would run, and the exact batch script; 422 lists every problem."""
-    return make_plan(spec, engine.registry.get(resource_id))
+    """How the job would run, and the exact batch script; 422 lists every problem.
+
+    Refuses what submission by the caller would refuse, a `directory` outside the folders
+    the caller may use included.
+    """
+    return engine.plan(owner=principal.user, resource_id=resource_id, spec=spec)
 
 
 @extensions.post("/placement", operation_id="placeJob", response_model=list[Placement],

@@ -1,0 +1,144 @@
+"""The gateway's side of reading files: place the path (`policy`), run the reader where the
+files are, turn its answer into results or errors.
+
+The reader runs in-process when files are read as the gateway's own account (a local
+connection), and otherwise on the login node as the user's mapped account: this module sends
+the reader's source with `python3 -I -c` and the request as JSON on stdin, never a value in
+the command line, so nothing the user wrote reaches a shell.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from iri_gateway.errors import GatewayError
+from iri_gateway.files import reader
+from iri_gateway.files.policy import Scope
+from iri_gateway.transport.base import Transport, TransportError
+
+READER_TIMEOUT = 120.0
+"""Seconds one remote read may take."""
+
+
+class FileRefusedError(GatewayError):
+    """A path the user may not read, or that cannot be read as asked.
+
+    `kind` is the reader's word: `not_found` (missing, outside what the user may read, or
+    through a link that leaves it: all the same answer), `directory`, `not_regular`, or
+    `window` (a line count the read limit cannot serve; `field` names the parameter).
+    """
+
+    code = "file_refused"
+
+    def __init__(self, kind: str, detail: str = "", field: str = "") -> None:
+        super().__init__(detail or kind)
+        self.kind, self.detail, self.field = kind, detail, field
+
+
+class ReaderUnavailableError(TransportError):
+    """The login node cannot run the file reader (it needs `python3`)."""
+
+    code = "file_reader_unavailable"
+
+
+@cache
+def reader_source() -> str:
+    """The reader's source, as sent to a login node."""
+    return Path(reader.__file__).read_text(encoding="utf-8")
+
+
+class FileReader:
+    """Runs reader requests as the account that owns the files."""
+
+    def __init__(self, transport: Transport, *, in_process: bool, where: str) -> None:
+        self.transport = transport
+        self.in_process = in_process
+        self.where = where
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        if self.in_process:
+            return reader.serve(request)
+        result = self.transport.run(["python3", "-I", "-c", reader_source()],
+                                    stdin=json.dumps(request), timeout=READER_TIMEOUT,
+                                    idempotent=True)
+        if result.exit_code in (126, 127):
+            raise ReaderUnavailableError(
+                f"the filesystem operations on {self.where} need python3 (3.8 or later) on "
+                f"the login node, run as the user's account; it could not be run: "
+                f"{result.describe()}")
+        if not result.ok:
+            raise TransportError(f"the file reader failed on {self.where}: {result.describe()}")
+        try:
+            answer = json.loads(result.stdout)
+        except ValueError:
+            raise TransportError(f"the file reader on {self.where} answered no JSON: "
+                                 f"{result.stdout[:200]!r}") from None
+        if not isinstance(answer, dict) or "ok" not in answer:
+            raise TransportError(f"the file reader on {self.where} answered {answer!r:.200}")
+        return answer
+
+
+@dataclass(frozen=True)
+class UserFiles:
+    """The files one user may read on one resource, and how to read them."""
+
+    scope: Scope
+    reader: FileReader
+
+    def request(self, path: str, operation: str, *, job_folder: str | None = None,
+                **arguments: Any) -> dict[str, Any]:
+        """The reader's result for `operation` on `path`; FileRefusedError otherwise.
+
+        `job_folder`: a folder the gateway made for one of the user's jobs (`Scope.locate`).
+        """
+        anchor = self.scope.locate(path, job_folder)
+        if anchor is None:
+            raise FileRefusedError("not_found")
+        answer = self.reader.run({
+            "op": operation, "base": anchor.base, "top": list(anchor.top),
+            "rest": list(anchor.rest), "reserved": list(anchor.reserved), **arguments,
+        })
+        if not answer["ok"]:
+            raise FileRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
+                                   str(answer.get("field") or ""))
+        result: dict[str, Any] = answer["result"]
+        return result
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a file, decoded: positions are byte offsets (end exclusive)."""
+
+    text: str
+    kind: str
+    start: int
+    end: int
+    size: int
+    truncated: bool
+
+
+def decode_part(result: dict[str, Any]) -> Part:
+    """A reader part as text: UTF-8, leniently (a range may start or end inside a character;
+    bytes that are not UTF-8 become U+FFFD); positions count the bytes shown."""
+    raw = base64.b64decode(result["data"])
+    start = 0
+    while start < min(3, len(raw)) and 0x80 <= raw[start] <= 0xBF:
+        start += 1
+    end = len(raw)
+    for back in range(1, min(4, end - start) + 1):
+        byte = raw[end - back]
+        if byte >= 0xC0:  # a lead byte: is its sequence complete?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            if back < need:
+                end -= back
+            break
+        if byte < 0x80:
+            break
+    first = int(result["start"]) + start
+    return Part(raw[start:end].decode("utf-8", "replace"), str(result["kind"]), first,
+                first + (end - start), int(result["size"]), bool(result["truncated"]))
