@@ -17,7 +17,14 @@ from rich.console import Console
 
 from iri_gateway import client_calls as calls
 from iri_gateway.capabilities import Capabilities
-from iri_gateway.client_calls import RETRY_STATUSES, Call, SpecLike, backoff, client_settings
+from iri_gateway.client_calls import (
+    RETRY_STATUSES,
+    Call,
+    SpecLike,
+    backoff,
+    client_settings,
+    retry_pause,
+)
 from iri_gateway.client_errors import ConnectionFailed, GatewayClientError
 from iri_gateway.client_models import (
     API,
@@ -68,7 +75,8 @@ class AsyncGatewayClient:
 
     async def _run(self, call: Call[T]) -> T:
         """Send `call`, again after no answer or a gateway-unavailable answer (every call is
-        safe to repeat, see `client_calls`)."""
+        safe to repeat, see `client_calls`), after the pause the gateway asks for in
+        `Retry-After` (bounded) or a growing one."""
         attempt = 0
         while True:
             try:
@@ -83,7 +91,7 @@ class AsyncGatewayClient:
                 raise ConnectionFailed(0, "No answer from the gateway",
                                        f"{self.server}: {error}") from None
             if response.status_code in RETRY_STATUSES and attempt < self.retries:
-                await self._sleep(backoff(attempt))
+                await self._sleep(retry_pause(response, attempt))
                 attempt += 1
                 continue
             if response.status_code >= 400:

@@ -128,6 +128,8 @@ class Backends:
             transport = SshTransport(
                 host=ssh.host, port=ssh.port, username=account,
                 known_hosts=ssh.known_hosts, key_file=ssh.key_file,
+                max_sessions=ssh.max_sessions_per_connection,
+                max_connections=ssh.max_connections,
             )
             default_root = "~/iri-gateway-jobs"
             private: tuple[str, ...] = ()

@@ -13,8 +13,10 @@ The server comes from the argument, else `$IRI_GATEWAY_URL`, else http://127.0.0
 bearer token from the argument, else `$IRI_GATEWAY_TOKEN`. Every error answer becomes a typed
 `GatewayClientError` (`InvalidRequest`, `NotFound`, ...) carrying the problem+json fields;
 no answer at all is `ConnectionFailed`. Calls that change nothing, and submissions (always
-sent with an `Idempotency-Key`), are sent again after a connection failure or a 502/503/504,
-with growing pauses, so a retry never submits twice.
+sent with an `Idempotency-Key`), are sent again after a connection failure or a 502/503/504
+(503 also when the scheduler behind the gateway is down for a moment), `retries` times, after
+the pause the answer's `Retry-After` asks for (at most a minute) or growing pauses, so a retry
+never submits twice.
 
 Job output is read through the official filesystem operations (`tail`, `view`) on the job's
 output file, whose path follows the gateway's rule: a job that names no `directory` runs in
@@ -36,7 +38,14 @@ from rich.console import Console
 from iri_gateway import client_calls as calls
 from iri_gateway.async_client import AsyncGatewayClient
 from iri_gateway.capabilities import Capabilities
-from iri_gateway.client_calls import RETRY_STATUSES, Call, SpecLike, backoff, client_settings
+from iri_gateway.client_calls import (
+    RETRY_STATUSES,
+    Call,
+    SpecLike,
+    backoff,
+    client_settings,
+    retry_pause,
+)
 from iri_gateway.client_errors import (
     Conflict,
     ConnectionFailed,
@@ -109,7 +118,8 @@ class GatewayClient:
 
     def _run(self, call: Call[T]) -> T:
         """Send `call`, again after no answer or a gateway-unavailable answer (every call is
-        safe to repeat, see `client_calls`)."""
+        safe to repeat, see `client_calls`), after the pause the gateway asks for in
+        `Retry-After` (bounded) or a growing one."""
         attempt = 0
         while True:
             try:
@@ -123,7 +133,7 @@ class GatewayClient:
                 raise ConnectionFailed(0, "No answer from the gateway",
                                        f"{self.server}: {error}") from None
             if response.status_code in RETRY_STATUSES and attempt < self.retries:
-                self._sleep(backoff(attempt))
+                self._sleep(retry_pause(response, attempt))
                 attempt += 1
                 continue
             if response.status_code >= 400:

@@ -16,6 +16,8 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -30,7 +32,11 @@ from iri_gateway.placement import Placement
 T = TypeVar("T")
 SpecLike = JobSpec | Mapping[str, Any]
 RETRY_STATUSES = frozenset({502, 503, 504})
-"""Answers from a proxy or a restarting gateway: nothing was done, so a safe call retries."""
+"""Answers from a proxy, a restarting gateway, or a gateway whose scheduler or login node is
+unavailable for now (503 with Retry-After): a safe call retries."""
+RETRY_AFTER_LIMIT = 60.0
+"""The longest pause taken on a server's `Retry-After`, in seconds: a bound, so that a wrong
+or hostile header cannot stall a program for hours."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,26 @@ def client_settings(server: str | None, token: str | None) -> tuple[str, dict[st
 def backoff(attempt: int) -> float:
     """Seconds before retry number `attempt` (0-based): 0.5, 1, 2, 4, then 8 at most."""
     return float(min(0.5 * 2**attempt, 8.0))
+
+
+def retry_pause(response: httpx.Response, attempt: int) -> float:
+    """Seconds before retrying after `response`: its `Retry-After` (delay-seconds or an
+    HTTP date, RFC 9110) when it has a usable one, at most RETRY_AFTER_LIMIT; the backoff
+    otherwise."""
+    header = response.headers.get("Retry-After", "").strip()
+    seconds: float | None = None
+    if header.isdigit():
+        seconds = float(header)
+    elif header:
+        try:
+            when = parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None and when.tzinfo is not None:
+            seconds = max(0.0, (when - datetime.now(UTC)).total_seconds())
+    if seconds is None:
+        return backoff(attempt)
+    return min(seconds, RETRY_AFTER_LIMIT)
 
 
 def body_json(response: httpx.Response) -> Any:

@@ -2,9 +2,11 @@
 
 Nothing is lost and nothing is sent twice: the job is recorded (with the intent to submit)
 before the scheduler hears of it, every submission carries the gateway's job id as a tag,
-and on start-up `reconcile` finishes what a crash interrupted — a record without a native id
-is looked up by its tag and adopted, and resubmitted only when the scheduler surely never saw
-it; a cancel that may not have reached the scheduler is sent again.
+and `reconcile` finishes what was left half-done — at start-up what a crash interrupted, and
+from the poller, continuously, what the running process could not finish (a submission whose
+outcome is unknown, a cancel the scheduler could not be told): a record without a native id is
+looked up by its tag and adopted, and resubmitted only when the scheduler surely never saw it;
+a cancel that may not have reached the scheduler is sent again.
 """
 
 from __future__ import annotations
@@ -13,15 +15,22 @@ import hashlib
 import json
 import logging
 import posixpath
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from iri_gateway import cluster_members
 from iri_gateway.backends import Backend, Backends
-from iri_gateway.errors import GatewayError, JobRejectedError, SchedulerError
+from iri_gateway.errors import (
+    GatewayError,
+    JobRejectedError,
+    SchedulerError,
+    SchedulerUnavailableError,
+)
 from iri_gateway.files import policy
 from iri_gateway.files.access import FileReader, FileRefusedError, UserFiles, decode_part
 from iri_gateway.models.job import JobState, NativeStatus
@@ -32,7 +41,7 @@ from iri_gateway.planner import make_plan
 from iri_gateway.profiles import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.store import JobRecord, JobStore, StateChange
-from iri_gateway.transport.base import TransportError
+from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +91,20 @@ class Engine:
         store: JobStore,
         backends: Backends,
         clock: Callable[[], float] = time.time,
+        settle_time: float = 30.0,
     ) -> None:
         self.registry = registry
         self.store = store
         self.backends = backends
         self.clock = clock
+        self.settle_time = settle_time
+        """Seconds after a submission attempt before the continuous reconcile may decide that
+        the scheduler never saw it (see `reconcile`)."""
+        # What this engine is doing now, for the reconcile to leave alone: jobs being sent to
+        # the scheduler, and jobs whose cancel the scheduler has taken.
+        self._pending_lock = threading.Lock()
+        self._sending: set[str] = set()
+        self._cancels_sent: set[str] = set()
 
     # ---- submission ------------------------------------------------------------------------
 
@@ -98,7 +116,12 @@ class Engine:
         spec: JobSpec,
         idempotency_key: str | None = None,
     ) -> Submission:
-        """Plan, record, then submit; the record exists before the scheduler is asked."""
+        """Plan, record, then submit; the record exists before the scheduler is asked.
+
+        While the scheduler is being asked the job is in flight: the continuous reconcile
+        leaves it alone (its outcome is not unknown, only not known yet). A submission that
+        did not reach the scheduler is withdrawn and its error raised (see `_send`).
+        """
         loaded = self.registry.get(resource_id)
         document = spec.model_dump(mode="json", exclude_unset=True)
         digest = request_hash(resource_id, document)
@@ -115,13 +138,25 @@ class Engine:
         job_id = str(uuid.uuid4())
         effective = self._effective_spec(spec, backend, job_id, owner=owner, loaded=loaded)
         plan = make_plan(effective, loaded)
-        record = self.store.create(
-            job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
-            effective_spec=effective.model_dump(mode="json", exclude_unset=True),
-            plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
-            idempotency_key=idempotency_key, request_hash=digest, submitting=True,
-        )
-        return Submission(self._send(record, loaded, backend), replayed=False)
+        with self._in_flight(job_id):
+            record = self.store.create(
+                job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
+                effective_spec=effective.model_dump(mode="json", exclude_unset=True),
+                plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
+                idempotency_key=idempotency_key, request_hash=digest, submitting=True,
+            )
+            return Submission(self._send(record, loaded, backend), replayed=False)
+
+    @contextmanager
+    def _in_flight(self, job_id: str) -> Iterator[None]:
+        """Mark the job as being sent by this engine (before its record can be read)."""
+        with self._pending_lock:
+            self._sending.add(job_id)
+        try:
+            yield
+        finally:
+            with self._pending_lock:
+                self._sending.discard(job_id)
 
     def _effective_spec(self, spec: JobSpec, backend: Backend, job_id: str, *, owner: str,
                         loaded: LoadedResource) -> JobSpec:
@@ -164,7 +199,17 @@ class Engine:
         """Stage, create the job folder, submit; the outcome is recorded whatever it is.
 
         `fresh` submissions had their attempt recorded with the record itself; a
-        resubmission records its new attempt first.
+        resubmission (by the reconcile) records its new attempt first. Besides success:
+
+        - the scheduler refused the job (SubmitError, a failed staging command): it failed;
+        - nothing reached the scheduler (the transport surely did not send the command, or
+          the scheduler was unavailable before it took the request): a fresh submission is
+          withdrawn — failed, its idempotency key released — and the error raised, so the
+          client hears "not accepted, try again" (503) and its retry with the same key
+          submits afresh; a resubmission stays `new` for the next reconcile;
+        - the outcome is unknown (sent, but the answer was lost; or the scheduler timed out
+          mid-request): the job is accepted and stays `new`, never `failed` — the reconcile
+          finds it by its tag, or resubmits it once sure the scheduler never saw it.
         """
         if not fresh:
             record = self.store.mark_submit_attempt(record.id)
@@ -175,20 +220,48 @@ class Engine:
                     raise SchedulerError(result.argv, result.exit_code, result.stdout,
                                          result.stderr, hint="image staging")
             backend.transport.make_directory(record.effective_spec["directory"])
-        except (SchedulerError, TransportError) as error:
+        except TransportError as error:
+            return self._not_sent(record, error, fresh=fresh)
+        except SchedulerError as error:
             self.store.transition(record.id, JobState.FAILED, f"not submitted: {error}")
             raise
         try:
             native_id = backend.batch.submit(record.script, tag=record.tag)
+        except SchedulerUnavailableError as error:
+            if error.reached:
+                return self._outcome_unknown(record, error)
+            return self._not_sent(record, error, fresh=fresh)
         except SchedulerError as error:
             self.store.transition(record.id, JobState.FAILED, str(error))
             raise
+        except NotSentError as error:
+            return self._not_sent(record, error, fresh=fresh)
         except TransportError as error:
-            # The scheduler may or may not have the job: leave it for the reconciler.
-            return self.store.transition(
-                record.id, JobState.NEW, f"submission outcome unknown, will check: {error}"
-            )
-        return self.store.set_native_id(record.id, native_id, f"submitted as {native_id}")
+            return self._outcome_unknown(record, error)
+        record = self.store.set_native_id(record.id, native_id, f"submitted as {native_id}")
+        if record.desired == "canceled":  # a cancel came while the job was being sent
+            try:
+                return self._send_cancel(record)
+            except GatewayError as error:
+                log.warning("cancel of %s, just submitted, left for the reconcile: %s",
+                            record.id, error)
+        return record
+
+    def _not_sent(self, record: JobRecord, error: GatewayError, *, fresh: bool) -> JobRecord:
+        """Nothing reached the scheduler. A fresh submission is withdrawn and `error` raised:
+        the client is told to try again, and gets no job it would have to forget. A
+        resubmission stays `new`: the reconcile tries again."""
+        if fresh:
+            self.store.withdraw(record.id, f"not accepted, nothing reached the scheduler: {error}")
+            raise error
+        return self.store.transition(record.id, JobState.NEW,
+                                     f"not resubmitted yet, will try again: {error}")
+
+    def _outcome_unknown(self, record: JobRecord, error: GatewayError) -> JobRecord:
+        """The scheduler may or may not have the job: it stays `new` for the reconcile."""
+        return self.store.transition(
+            record.id, JobState.NEW, f"submission outcome unknown, will check by its tag: {error}"
+        )
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -201,7 +274,13 @@ class Engine:
     # ---- cancel and update -------------------------------------------------------------------
 
     def cancel(self, *, owner: str, job_id: str) -> JobRecord:
-        """Record the intent, then ask the scheduler; the poller sees the job end."""
+        """Record the intent, then ask the scheduler; the poller sees the job end.
+
+        The intent is stored first, so a cancel that cannot be delivered now (the scheduler
+        unavailable, the login node unreachable) is not lost: the error is raised for the
+        client (503, retryable), and the continuous reconcile sends the cancel again until
+        the scheduler takes it — nobody has to ask twice.
+        """
         record = self.get(owner=owner, job_id=job_id)
         if record.state.final:
             return record
@@ -209,14 +288,34 @@ class Engine:
         return self._send_cancel(record)
 
     def _send_cancel(self, record: JobRecord) -> JobRecord:
+        """Deliver a recorded cancel; once the scheduler has answered, the reconcile leaves it.
+
+        A job without a native id is canceled here unless it is being sent right now or its
+        submission's outcome is still unsettled (younger than `settle_time`): then the intent
+        waits for the submission, or for the reconcile once the scheduler's answer is sure.
+        """
         loaded = self.registry.get(record.resource_id)
         backend = self.backends.get(loaded, record.owner)
-        native_id = record.native_id or backend.batch.find(record.tag)
-        if native_id is None:
+        if record.native_id is None and self._unsettled_submission(record, self.settle_time):
             return self.store.transition(
-                record.id, JobState.CANCELED, "canceled before it reached the scheduler"
-            )
-        backend.batch.cancel(native_id)
+                record.id, record.state,
+                "cancel requested; it is sent once the submission's outcome is known")
+        try:
+            native_id = record.native_id or backend.batch.find(record.tag)
+            if native_id is None:
+                return self.store.transition(
+                    record.id, JobState.CANCELED, "canceled before it reached the scheduler"
+                )
+            backend.batch.cancel(native_id)
+        except (SchedulerUnavailableError, TransportError) as error:
+            self.store.transition(record.id, record.state,
+                                  f"cancel requested, not delivered yet (sent again later): "
+                                  f"{error}")
+            raise
+        except SchedulerError:
+            self._cancel_sent(record.id)  # the scheduler answered: sending again changes nothing
+            raise
+        self._cancel_sent(record.id)
         if record.native_id is None:
             self.store.set_native_id(record.id, native_id, f"found as {native_id}")
         return self.store.transition(
@@ -337,28 +436,91 @@ class Engine:
 
     # ---- recovery --------------------------------------------------------------------------
 
-    def reconcile(self) -> list[str]:
-        """Finish what a crash interrupted; returns one line per action taken."""
+    def reconcile(
+        self, records: list[JobRecord] | None = None, *, settle: float = 0.0
+    ) -> list[str]:
+        """Finish what was left half-done; returns one line per action taken.
+
+        At start-up (`settle` 0) it finishes what a crash interrupted. The poller runs it too,
+        every few seconds (`settle` = `settle_time`), for what the running process could not
+        finish: submissions whose outcome is unknown, cancels that could not be delivered.
+        `records` are the unsettled records when the caller has read them already.
+
+        A submission this engine is sending right now is skipped. One whose last attempt is
+        younger than `settle` seconds is adopted if the scheduler shows it, but neither
+        resubmitted nor given up: a command whose answer was lost may still be running on the
+        login node, and only once it cannot be does "the scheduler does not have it" mean "it
+        never saw it". A cancel the scheduler has answered is not sent again. When the
+        scheduler or the login node fails (still unavailable), the records of the same
+        resource and account are left for the next round, which tries again.
+        """
         actions: list[str] = []
-        for record in self.store.unsettled():
-            loaded = self.registry.get(record.resource_id)
-            backend = self.backends.get(loaded, record.owner)
-            if record.native_id is None:
-                actions.append(self._recover_submission(record, loaded, backend))
-            elif record.desired == "canceled":
-                self._send_cancel(record)
-                actions.append(f"{record.id}: cancel sent again")
+        unsettled = records if records is not None else self.store.unsettled()
+        with self._pending_lock:
+            self._cancels_sent.intersection_update(r.id for r in unsettled)
+        unavailable: set[tuple[str, str]] = set()
+        for listed in unsettled:
+            record = self.store.get(listed.id)  # the latest: the list may be a moment old
+            if record is None or record.state.final or not self._needs_reconcile(record, settle):
+                continue
+            try:
+                loaded = self.registry.get(record.resource_id)
+                where = (record.resource_id, self.backends.account(loaded, record.owner))
+            except GatewayError as error:  # the profile no longer has the resource or user
+                actions.append(f"{record.id}: left for later: {error}")
+                continue
+            if where in unavailable:
+                continue
+            try:
+                backend = self.backends.get(loaded, record.owner)
+                if record.native_id is None:
+                    action = self._recover_submission(record, loaded, backend, settle)
+                    if action is not None:
+                        actions.append(action)
+                else:
+                    self._send_cancel(record)
+                    actions.append(f"{record.id}: cancel sent again")
+            except (SchedulerUnavailableError, TransportError) as error:
+                unavailable.add(where)
+                actions.append(f"{record.id}: left for later: {error}")
+            except GatewayError as error:
+                actions.append(f"{record.id}: left for later: {error}")
         return actions
 
+    def _needs_reconcile(self, record: JobRecord, settle: float) -> bool:
+        """A cancel not yet answered, or a submission this engine is not sending now."""
+        with self._pending_lock:
+            if record.native_id is not None:
+                return record.desired == "canceled" and record.id not in self._cancels_sent
+            return record.id not in self._sending
+
+    def _unsettled_submission(self, record: JobRecord, settle: float) -> bool:
+        """Being sent by this engine, or attempted less than `settle` seconds ago."""
+        with self._pending_lock:
+            if record.id in self._sending:
+                return True
+        attempted = record.submit_attempted_at
+        return bool(settle) and attempted is not None and self.clock() - attempted < settle
+
+    def _cancel_sent(self, job_id: str) -> None:
+        with self._pending_lock:
+            self._cancels_sent.add(job_id)
+
     def _recover_submission(
-        self, record: JobRecord, loaded: LoadedResource, backend: Backend
-    ) -> str:
+        self, record: JobRecord, loaded: LoadedResource, backend: Backend, settle: float
+    ) -> str | None:
+        """Adopt the job if the scheduler has it; otherwise, once the attempt is older than
+        `settle`, cancel, resubmit or give it up. None when there is nothing to do yet."""
         native_id = backend.batch.find(record.tag)
         if native_id is not None:
-            self.store.set_native_id(record.id, native_id, f"adopted {native_id} after restart")
+            self.store.set_native_id(record.id, native_id,
+                                     f"adopted {native_id}, found by its tag")
             if record.desired == "canceled":
                 backend.batch.cancel(native_id)
+                self._cancel_sent(record.id)
             return f"{record.id}: adopted {native_id}"
+        if self._unsettled_submission(record, settle):
+            return None
         if record.desired == "canceled":
             self.store.transition(record.id, JobState.CANCELED, "canceled before submission")
             return f"{record.id}: canceled before submission"
@@ -366,9 +528,12 @@ class Engine:
         attempted = record.submit_attempted_at
         if attempted is None or self.clock() - attempted < window:
             try:
-                self._send(record, loaded, backend, fresh=False)
-            except (SchedulerError, TransportError):
+                with self._in_flight(record.id):
+                    sent = self._send(record, loaded, backend, fresh=False)
+            except SchedulerError:
                 return f"{record.id}: resubmission refused by the scheduler"
+            if sent.native_id is None:
+                return f"{record.id}: not resubmitted yet: {sent.message}"
             return f"{record.id}: resubmitted (the scheduler never saw it)"
         self.store.transition(
             record.id, JobState.FAILED,

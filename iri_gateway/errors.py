@@ -8,11 +8,14 @@
     ├── JobRejectedError         a JobSpec cannot run on a resource: all problems at once
     ├── TemplateError            a site template failed to render
     ├── TransportError           a command could not be run (transport/base.py)
+    │   ├── NotSentError         surely never started (no connection, session refused)
+    │   └── OutcomeUnknownError  sent, but its result never came back
     └── SchedulerError           a scheduler command failed; keeps argv, exit code, stdout, stderr
         ├── SubmitError          the scheduler refused the job (its own words in `stderr`)
         ├── CancelError
         ├── UpdateError
-        └── StatusError
+        ├── StatusError
+        └── SchedulerUnavailableError  the scheduler is down or busy: a transient outage
 
 The API layer (a later issue) maps these to problem+json in one place; the CLI maps them to
 exit codes. Nothing below the API knows about HTTP.
@@ -187,3 +190,30 @@ class StatusError(SchedulerError):
 
     code = "status_failed"
     action = "status query"
+
+
+class SchedulerUnavailableError(SchedulerError):
+    """The scheduler could not be reached or is too busy right now: a transient outage.
+
+    Not the client's fault and not the job's: the same request may well succeed in a moment
+    (slurmctld restarts in seconds), so the API answers 503 with `Retry-After` instead of a
+    final 4xx, and clients retry. The scheduler adapters decide it from the command's own
+    words (Slurm's "Unable to contact slurm controller", PBS's "cannot connect to server").
+
+    `reached` says whether the request may have got to the scheduler before things went
+    wrong (a time-out after sending): a submission refused with `reached` False surely
+    created no job; one with `reached` True may have, and is reconciled by its tag.
+    `retry_after` is the pause, in seconds, suggested to clients.
+    """
+
+    code = "scheduler_unavailable"
+    retry_after = 5
+
+    def __init__(
+        self, argv: Sequence[str], exit_code: int, stdout: str, stderr: str, *,
+        action: str, reached: bool = False,
+    ) -> None:
+        self.action = action
+        self.reached = reached
+        super().__init__(argv, exit_code, stdout, stderr,
+                         hint="the scheduler is unavailable right now; try again shortly")

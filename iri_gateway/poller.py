@@ -3,6 +3,12 @@
 A resource with a job submitted moments ago is polled often (jobs start or fail fast right
 after submission); one whose jobs have all waited long is polled slowly. Whatever the number
 of jobs, a cycle makes one status query per resource and account (see `Engine.refresh`).
+
+Every few seconds a cycle also runs the engine's reconcile, so what the running gateway could
+not finish is finished without a restart: a submission whose outcome was lost is found by its
+tag (or resubmitted once the scheduler surely never saw it), and a cancel the scheduler could
+not be told during an outage is sent again when it is back. It costs nothing when there is
+nothing to finish: records that need no action issue no command.
 """
 
 from __future__ import annotations
@@ -42,19 +48,30 @@ class Poller:
         *,
         fast: float = 1.0,
         slow: float = 30.0,
+        reconcile_every: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
         self.fast, self.slow = fast, slow
+        self.reconcile_every = reconcile_every
         self.clock = clock
         self._next: dict[str, float] = {}
+        self._next_reconcile = 0.0
         self.errors: dict[str, str] = {}
 
     def cycle(self, *, force: bool = False) -> dict[str, int]:
-        """Refresh every resource that is due (all of them with `force`); changes per resource."""
+        """Refresh every resource that is due (all of them with `force`); changes per resource.
+
+        The reconcile runs first when it is due (always with `force`).
+        """
         now = self.clock()
+        unsettled = self.engine.store.unsettled()
+        if force or now >= self._next_reconcile:
+            self._next_reconcile = now + self.reconcile_every
+            for action in self.engine.reconcile(unsettled, settle=self.engine.settle_time):
+                log.info("reconcile: %s", action)
         by_resource: dict[str, list[JobRecord]] = {}
-        for record in self.engine.store.unsettled():
+        for record in unsettled:
             if record.native_id is not None:
                 by_resource.setdefault(record.resource_id, []).append(record)
         changes: dict[str, int] = {}

@@ -316,6 +316,19 @@ class JobStore:
             record = _record(row)
         return self._remember(record)
 
+    def withdraw(self, job_id: str, message: str) -> JobRecord:
+        """A submission refused before the scheduler saw it, the client told to try again:
+        the record ends `failed` and gives up its idempotency key (one commit), so the retry
+        with the same key submits afresh instead of replaying this refusal."""
+        with self._session() as session:
+            row = session.get(_JobRow, job_id)
+            if row is None:
+                raise KeyError(job_id)
+            row.idempotency_key = None
+            _change(row, JobState.FAILED, message, self._clock(), {})
+            record = _record(row)
+        return self._remember(record)
+
 
 @dataclass(frozen=True)
 class StateChange:

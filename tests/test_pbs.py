@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from iri_gateway.errors import CancelError, StatusError, SubmitError, UpdateError
+from iri_gateway.errors import (
+    CancelError,
+    SchedulerUnavailableError,
+    StatusError,
+    SubmitError,
+    UpdateError,
+)
 from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
 from iri_gateway.planner import make_plan
@@ -189,12 +195,22 @@ def test_short_and_long_ids_name_the_same_job() -> None:
     assert found["4121"].state is JobState.ACTIVE
 
 
+def test_unreachable_server_is_an_outage_not_no_jobs() -> None:
+    """A connection failure still prints the bare header: it must not read as "no jobs".
+    Since issue 11 it is a SchedulerUnavailableError (a transient outage, 503), no longer a
+    StatusError; qstat's words are kept all the same."""
+    stderr = "Connection refused\nqstat: cannot connect to server pbs01 (errno=15010)\n"
+    header = '{"timestamp":1,"pbs_version":"23.06.06","pbs_server":"pbs01"}\n'
+    with pytest.raises(SchedulerUnavailableError) as caught:
+        qstat.parse(result(qstat.argv(["1.pbs01"]), 255, header, stderr))
+    assert caught.value.exit_code == 255
+    assert caught.value.stderr == stderr
+    assert not caught.value.reached
+
+
 @pytest.mark.parametrize(
     ("code", "stdout", "stderr"),
     [
-        # a connection failure still prints the bare header: it must not read as "no jobs"
-        (255, '{"timestamp":1,"pbs_version":"23.06.06","pbs_server":"pbs01"}\n',
-         "Connection refused\nqstat: cannot connect to server pbs01 (errno=15010)\n"),
         (153, "", "qstat: Unknown Job Id 1.pbs01\n"),
         (1, "", ""),
         (2, "", "qstat: illegally formed job identifier: x\n"),

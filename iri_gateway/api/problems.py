@@ -30,6 +30,7 @@ from iri_gateway.errors import (
     JobRejectedError,
     ProfileError,
     SchedulerError,
+    SchedulerUnavailableError,
     SubmitError,
     TemplateError,
     UnknownResourceError,
@@ -52,6 +53,8 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
     (JobRejectedError, 422, "Unprocessable Entity"),
     (JobNotChangeableError, 409, "Conflict"),
+    # Before the other scheduler errors: an outage is not the request's fault (not 4xx).
+    (SchedulerUnavailableError, 503, "Service Unavailable"),
     (SubmitError, 422, "Unprocessable Entity"),
     (UpdateError, 409, "Conflict"),
     (CancelError, 409, "Conflict"),
@@ -108,6 +111,10 @@ def install(app: FastAPI) -> None:
         for kind, status, title in _STATUS:
             if isinstance(error, kind):
                 headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+                if isinstance(error, SchedulerUnavailableError | TransportError):
+                    # Transient: the scheduler or the login node is unavailable for now; the
+                    # client may send the same request again after the pause (RFC 9110).
+                    headers = {"Retry-After": str(error.retry_after)}
                 return problem(request, status, title, str(error), _params(error), headers)
         return problem(request, 500, "Internal Server Error", str(error))
 

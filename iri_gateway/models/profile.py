@@ -91,6 +91,19 @@ class SshConnection(_Strict):
         default_factory=dict,
         description="Gateway user name -> account on the login node; unmapped users are refused",
     )
+    max_sessions_per_connection: int = Field(
+        default=8, ge=1, le=1000,
+        description="Commands the gateway runs at once over one SSH connection (each is an "
+        "SSH session). Keep it below the login node's sshd `MaxSessions` (OpenSSH's default "
+        "is 10): sshd refuses sessions beyond it, which the gateway then retries on another "
+        "connection. More concurrent commands open more connections, up to `max_connections`.",
+    )
+    max_connections: int = Field(
+        default=4, ge=1, le=100,
+        description="SSH connections the gateway keeps open at most per login account; "
+        "opened as commands need them. Commands beyond max_connections x "
+        "max_sessions_per_connection wait for a free session.",
+    )
 
 
 class Connection(_Strict):

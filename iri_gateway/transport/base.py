@@ -36,9 +36,30 @@ class CommandResult:
 
 
 class TransportError(GatewayError):
-    """The command could not be run at all (connection lost, program missing, time-out)."""
+    """The command could not be run, or its result was lost (connection lost, program
+    missing, time-out). Unless a subclass says otherwise, the command may or may not have
+    run: a caller that changes things (a submission) must find out before trying again.
+
+    `retry_after` is the pause, in seconds, suggested to clients: the fault is on the way to
+    the scheduler, not in the request.
+    """
 
     code = "transport_error"
+    retry_after = 5
+
+
+class NotSentError(TransportError):
+    """The command surely never started: no connection could be opened, the login node
+    refused the session, or no session became free in time. Safe to send again."""
+
+    code = "transport_not_sent"
+
+
+class OutcomeUnknownError(TransportError):
+    """The command was sent, but its result never came back (the connection or channel
+    closed before an exit status arrived, or it timed out): it may or may not have run."""
+
+    code = "transport_outcome_unknown"
 
 
 class Transport(Protocol):
@@ -56,7 +77,9 @@ class Transport(Protocol):
     ) -> CommandResult:
         """Run `argv`; raise TransportError only when it could not be run or timed out.
 
-        `idempotent` lets a transport retry a command that may already have run.
+        `idempotent` lets a transport retry a command that may already have run. A command
+        that surely never started raises NotSentError; one whose result was lost after it
+        was sent raises OutcomeUnknownError (never a made-up exit code).
         """
 
     def make_directory(self, path: str) -> None:

@@ -1,10 +1,29 @@
-"""Run commands on a login node over SSH (paramiko), one reused connection per account.
+"""Run commands on a login node over SSH (paramiko), through a small pool of connections.
 
 Host keys are pinned: the login node's key must be in the given known_hosts file, and an
 unknown or changed key is refused (RejectPolicy), never accepted on first use. Authentication
-is by key only. A dropped connection is re-opened with exponential backoff — but a command
-that may already have run (the connection broke after it was sent) is retried only when the
-caller says it is idempotent, so a submission is never sent twice by the transport.
+is by key only.
+
+Each command is one SSH session (channel). sshd allows a bounded number of sessions per
+connection (OpenSSH `MaxSessions`, 10 by default) and refuses more ("no more sessions" in its
+log, "administratively prohibited" to the client), so concurrent commands are spread over
+several connections, opened as needed, each carrying at most `max_sessions` commands at once
+— below the server's limit — and at most `max_connections` of them; a command that finds
+every session taken waits for one to free.
+
+What happens when things go wrong depends on whether the command was sent:
+
+- A refused session means the command was not sent. It is tried again on another (or a
+  new) connection, and the refusing connection stays open: other commands are using it.
+- A connection that cannot be opened, or turns out dead before the command was sent, is
+  retried with exponential backoff; after the last attempt, NotSentError.
+- Once sent, a lost connection, a time-out, or a channel that closes without an exit status
+  leaves the outcome unknown: an idempotent command (a status query) is sent again, any
+  other raises OutcomeUnknownError — never a made-up exit code — so a submission is never
+  sent twice by the transport; the engine finds it by its tag instead.
+
+Only a connection that is really dead (its transport no longer active) is dropped; a
+command's failure never closes a connection under the commands still running on it.
 """
 
 from __future__ import annotations
@@ -13,20 +32,56 @@ import shlex
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import paramiko
 
-from iri_gateway.transport.base import CommandResult, TransportError
+from iri_gateway.transport.base import (
+    CommandResult,
+    NotSentError,
+    OutcomeUnknownError,
+    TransportError,
+)
+
+REFUSAL_PAUSE = 0.5
+"""Seconds a connection that refused a session is not offered another one: sshd frees a
+session slot only once it has processed the end of an earlier session."""
 
 
-class HostKeyError(TransportError):
+class HostKeyError(NotSentError):
     """The login node's host key is unknown or differs from the pinned one."""
 
     code = "host_key_rejected"
 
 
+@dataclass(eq=False)
+class _Connection:
+    """One SSH connection of the pool and the sessions it carries now."""
+
+    client: paramiko.SSHClient
+    busy: int = 0
+    refused_at: float = float("-inf")
+
+    def alive(self) -> bool:
+        transport = self.client.get_transport()
+        return transport is not None and transport.is_active()
+
+
+class _Refused(Exception):
+    """The server refused to open a session on a connection (not sent)."""
+
+
+class _Lost(Exception):
+    """The connection failed; `sent` says whether the command may have started."""
+
+    def __init__(self, error: BaseException, *, sent: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.sent = sent
+
+
 class SshTransport:
-    """Commands on `user@host:port`; thread-safe, one connection shared by all calls."""
+    """Commands on `user@host:port`; thread-safe, a pool of connections shared by all calls."""
 
     name = "ssh"
 
@@ -41,22 +96,33 @@ class SshTransport:
         connect_timeout: float = 10.0,
         attempts: int = 4,
         backoff: float = 0.25,
+        max_sessions: int = 8,
+        max_connections: int = 4,
     ) -> None:
+        if max_sessions < 1 or max_connections < 1:
+            raise ValueError("max_sessions and max_connections must be at least 1")
         self.host, self.port, self.username = host, port, username
         self._known_hosts = known_hosts
         self._key_file = key_file
         self._connect_timeout = connect_timeout
         self._attempts = attempts
         self._backoff = backoff
-        self._client: paramiko.SSHClient | None = None
-        self._lock = threading.Lock()
+        self.max_sessions = max_sessions
+        self.max_connections = max_connections
+        self._pool: list[_Connection] = []
+        self._opening = False
+        self._changed = threading.Condition()
+
+    # ---- connections -------------------------------------------------------------------------
 
     def _connect(self) -> paramiko.SSHClient:
+        """A new authenticated connection; NotSentError when none can be had."""
         client = paramiko.SSHClient()
         try:
             client.load_host_keys(self._known_hosts)
         except OSError as error:
-            raise TransportError(f"cannot read known_hosts {self._known_hosts}: {error}") from None
+            raise NotSentError(
+                f"cannot read known_hosts {self._known_hosts}: {error}") from None
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(
@@ -71,6 +137,11 @@ class SshTransport:
                 f"host key of {self.host}:{self.port} does not match {self._known_hosts}: "
                 f"{error}"
             ) from None
+        except paramiko.AuthenticationException as error:
+            client.close()
+            raise NotSentError(
+                f"SSH authentication as {self.username}@{self.host} failed: {error}"
+            ) from None
         except paramiko.SSHException as error:
             client.close()
             if "not found in known_hosts" in str(error):
@@ -78,24 +149,82 @@ class SshTransport:
                     f"{self.host}:{self.port} is not in {self._known_hosts}; pin its key first"
                 ) from None
             raise
+        except BaseException:
+            client.close()
+            raise
         return client
 
-    def _session(self) -> paramiko.SSHClient:
-        with self._lock:
-            client = self._client
-            transport = client.get_transport() if client else None
-            if client is None or transport is None or not transport.is_active():
-                if client is not None:
-                    client.close()
-                self._client = self._connect()
-            assert self._client is not None
-            return self._client
+    def _lease(self, deadline: float) -> _Connection:
+        """A connection with a free session, reserved for one command (release it after).
 
-    def _drop(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        Reuses an open connection with room, else opens one (one at a time, so a burst of
+        commands does not open a burst of connections), else waits for a session to free up
+        until `deadline` (NotSentError then).
+        """
+        with self._changed:
+            while True:
+                self._forget_dead()
+                now = time.monotonic()
+                for connection in self._pool:
+                    if (connection.busy < self.max_sessions
+                            and now - connection.refused_at >= REFUSAL_PAUSE):
+                        connection.busy += 1
+                        return connection
+                if not self._opening and len(self._pool) < self.max_connections:
+                    self._opening = True
+                    break
+                left = deadline - now
+                if left <= 0:
+                    raise NotSentError(
+                        f"no SSH session to {self.username}@{self.host}:{self.port} became "
+                        f"free in time ({len(self._pool)} connections of at most "
+                        f"{self.max_connections}, {self.max_sessions} sessions each); "
+                        "the command was not sent"
+                    )
+                self._changed.wait(min(left, REFUSAL_PAUSE))
+        try:
+            client = self._connect()
+        except BaseException:
+            with self._changed:
+                self._opening = False
+                self._changed.notify_all()
+            raise
+        connection = _Connection(client, busy=1)
+        with self._changed:
+            self._opening = False
+            self._pool.append(connection)
+            self._changed.notify_all()
+        return connection
+
+    def _release(self, connection: _Connection) -> None:
+        with self._changed:
+            connection.busy -= 1
+            if connection not in self._pool and connection.busy == 0:
+                connection.client.close()
+            self._changed.notify_all()
+
+    def _refused(self, connection: _Connection) -> None:
+        """The server refused a session: offer this connection no other one for a moment."""
+        with self._changed:
+            connection.refused_at = time.monotonic()
+
+    def _forget_dead(self) -> None:
+        """Drop connections whose transport is no longer active (caller holds the lock).
+
+        A dead connection still carrying commands is closed by the last of them to finish;
+        they fail on their own, since the connection under them is gone already.
+        """
+        for connection in [c for c in self._pool if not c.alive()]:
+            self._pool.remove(connection)
+            if connection.busy == 0:
+                connection.client.close()
+
+    def connections(self) -> list[paramiko.SSHClient]:
+        """The open connections (for diagnostics and tests)."""
+        with self._changed:
+            return [connection.client for connection in self._pool]
+
+    # ---- commands ----------------------------------------------------------------------------
 
     def run(
         self,
@@ -108,42 +237,76 @@ class SshTransport:
         """Run `argv` on the login node (the remote shell sees it shell-quoted)."""
         command = shlex.join(argv)
         delay = self._backoff
-        for attempt in range(1, self._attempts + 1):
-            sent = False
+        attempt = 0
+        deadline = time.monotonic() + max(timeout, self._connect_timeout)
+        while True:
             try:
-                client = self._session()
-                channel_in, channel_out, channel_err = client.exec_command(
-                    command, timeout=timeout
-                )
-                sent = True
-                if stdin is not None:
-                    channel_in.write(stdin)
-                channel_in.channel.shutdown_write()
-                stdout = channel_out.read().decode("utf-8", "replace")
-                stderr = channel_err.read().decode("utf-8", "replace")
-                code = channel_out.channel.recv_exit_status()
-                return CommandResult(tuple(argv), code, stdout, stderr)
-            except HostKeyError:
-                raise
-            except paramiko.AuthenticationException as error:
-                raise TransportError(
-                    f"SSH authentication as {self.username}@{self.host} failed: {error}"
+                connection = self._lease(deadline)
+            except (paramiko.SSHException, EOFError, OSError) as error:
+                failure: _Lost = _Lost(error, sent=False)
+            else:
+                try:
+                    stdout, stderr, code = self._exec(connection, command, stdin, timeout)
+                except _Refused:
+                    continue  # not sent: another connection, or this one in a moment
+                except _Lost as lost:
+                    failure = lost
+                else:
+                    if code >= 0:
+                        return CommandResult(tuple(argv), code, stdout, stderr)
+                    failure = _Lost(EOFError("the channel closed without an exit status"),
+                                    sent=True)
+                finally:
+                    self._release(connection)
+            attempt += 1
+            if failure.sent and not idempotent:
+                raise OutcomeUnknownError(
+                    f"`{command}` was sent to {self.username}@{self.host}, but its outcome is "
+                    f"unknown: it may or may not have run ({_describe(failure.error)})"
                 ) from None
-            except (TimeoutError, paramiko.SSHException, EOFError, OSError) as error:
-                self._drop()
-                if sent and not idempotent:
-                    raise TransportError(
-                        f"connection to {self.host} lost while running `{command}`; it may "
-                        f"or may not have run ({error})"
-                    ) from None
-                if attempt == self._attempts:
-                    raise TransportError(
-                        f"cannot reach {self.username}@{self.host}:{self.port} after "
-                        f"{attempt} attempts: {error}"
-                    ) from None
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+            if attempt >= self._attempts:
+                kind = OutcomeUnknownError if failure.sent else NotSentError
+                raise kind(
+                    f"cannot run `{command}` on {self.username}@{self.host}:{self.port} after "
+                    f"{attempt} attempts: {_describe(failure.error)}"
+                ) from None
+            time.sleep(delay)
+            delay *= 2
+
+    def _exec(
+        self, connection: _Connection, command: str, stdin: str | None, timeout: float
+    ) -> tuple[str, str, int]:
+        """Stdout, stderr and exit status (-1 when none arrived) of one command.
+
+        _Refused when the server would not open the session, _Lost when the connection
+        failed (with whether the command may have started). A channel that fails on a live
+        connection (a time-out) is closed; the connection stays.
+        """
+        transport = connection.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise _Lost(EOFError("the connection is closed"), sent=False)
+        try:
+            channel = transport.open_session(timeout=self._connect_timeout)
+        except paramiko.ChannelException as error:
+            self._refused(connection)
+            raise _Refused(str(error)) from None
+        except (paramiko.SSHException, EOFError, OSError) as error:
+            raise _Lost(error, sent=False) from None
+        try:
+            channel.settimeout(timeout)
+            channel.exec_command(command)
+            if stdin is not None:
+                channel.sendall(stdin.encode())
+            channel.shutdown_write()
+            stdout = channel.makefile("rb").read().decode("utf-8", "replace")
+            stderr = channel.makefile_stderr("rb").read().decode("utf-8", "replace")
+            if not channel.status_event.wait(timeout):
+                raise TimeoutError(f"no exit status within {timeout:g} s")
+            return stdout, stderr, channel.exit_status
+        except (TimeoutError, paramiko.SSHException, EOFError, OSError) as error:
+            raise _Lost(error, sent=True) from None
+        finally:
+            channel.close()
 
     def make_directory(self, path: str) -> None:
         result = self.run(["mkdir", "-p", "--", path], idempotent=True)
@@ -151,4 +314,12 @@ class SshTransport:
             raise TransportError(f"cannot create {path}: {result.describe()}")
 
     def close(self) -> None:
-        self._drop()
+        """Close every connection; the next command opens new ones."""
+        with self._changed:
+            pool, self._pool = self._pool, []
+        for connection in pool:
+            connection.client.close()
+
+
+def _describe(error: BaseException) -> str:
+    return str(error) or type(error).__name__

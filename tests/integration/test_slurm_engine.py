@@ -239,13 +239,12 @@ def test_dropped_connection_mid_poll_recovers(engine: Engine) -> None:
     transport = engine.backends.get(engine.registry.get("cluster-ssh"), "alice").transport
     assert isinstance(transport, SshTransport)
     engine.refresh("cluster-ssh")
-    client = transport._client
-    assert client is not None
+    (client,) = transport.connections()
     ssh_transport = client.get_transport()
     assert ssh_transport is not None
     ssh_transport.sock.close()  # the network drops under the open connection
     engine.refresh("cluster-ssh")  # reconnects (idempotent status query) and goes on
-    assert transport._client is not client
+    assert client not in transport.connections()
     done = wait_for(engine, record.id, lambda r: r.state.final)
     assert done.state == JobState.COMPLETED
 

@@ -9,6 +9,7 @@ and a job that is exiting (`qdel: Request invalid for state of job <id>`, 168).
 from __future__ import annotations
 
 from iri_gateway.errors import CancelError
+from iri_gateway.schedulers.pbs import outage
 from iri_gateway.transport.base import CommandResult
 
 HISTORY_JOB_EXIT = 35  # PBSE_HISTJOBID & 0xff
@@ -20,6 +21,7 @@ def argv(job_id: str) -> list[str]:
 
 
 def parse(result: CommandResult) -> None:
+    outage.check(result, "cancel")
     finished = result.exit_code == HISTORY_JOB_EXIT or _FINISHED in result.stderr
     if not result.ok and not finished:
         raise CancelError(result.argv, result.exit_code, result.stdout, result.stderr)

@@ -15,8 +15,10 @@ qstat asks the server about each listed id in turn: for an id the server does no
 prints `qstat: Unknown Job Id <id>` on standard error and goes on, prints the JSON for the
 others at the end, and exits with the last PBS error number modulo 256 (15001 -> 153). So a
 non-zero exit is fine when every complaint is an unknown job id and the JSON is there; any other
-complaint (`qstat: cannot connect to server ...`, which still prints the bare header) is a
-StatusError: leaving the jobs out would claim that the server no longer knows them.
+complaint is an error: leaving the jobs out would claim that the server no longer knows them.
+A server that cannot be reached (`qstat: cannot connect to server ...`, which still prints the
+bare header) is a SchedulerUnavailableError (a transient outage, see `outage`), any other
+complaint a StatusError.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
+from iri_gateway.schedulers.pbs import outage
 from iri_gateway.schedulers.pbs.qsub import TAG_VARIABLE
 from iri_gateway.schedulers.pbs.states import ENDED, explain_exit, map_state, was_deleted
 from iri_gateway.transport.base import CommandResult
@@ -84,6 +87,7 @@ def parse(result: CommandResult) -> dict[str, PbsJob]:
     complaints = [line.strip() for line in result.stderr.splitlines() if line.strip()]
     unknown = [line for line in complaints if _UNKNOWN_JOB.match(line)]
     if not result.ok and (not unknown or len(unknown) != len(complaints)):
+        outage.check(result, "status query")
         raise StatusError(result.argv, result.exit_code, result.stdout, result.stderr)
     try:
         return parse_document(result.stdout)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from iri_gateway.errors import SubmitError
+from iri_gateway.schedulers.pbs import outage
 from iri_gateway.transport.base import CommandResult
 
 TAG_VARIABLE = "IRI_GATEWAY_TAG"
@@ -36,7 +37,9 @@ def argv(tag: str) -> list[str]:
 
 
 def parse(result: CommandResult) -> str:
-    """The job id qsub printed; SubmitError with qsub's own words otherwise."""
+    """The job id qsub printed; SubmitError with qsub's own words otherwise
+    (SchedulerUnavailableError when the server could not be reached: not the job's fault)."""
+    outage.check(result, "submission")
     if not result.ok:
         raise SubmitError(result.argv, result.exit_code, result.stdout, result.stderr)
     lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]

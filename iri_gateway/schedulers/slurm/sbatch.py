@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from iri_gateway.errors import SubmitError
+from iri_gateway.schedulers.slurm import outage
 from iri_gateway.transport.base import CommandResult
 
 _JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")
@@ -16,7 +17,9 @@ def argv(tag: str) -> list[str]:
 
 
 def parse(result: CommandResult) -> str:
-    """The job id from `jobid[;cluster]`; SubmitError with Slurm's words otherwise."""
+    """The job id from `jobid[;cluster]`; SubmitError with Slurm's words otherwise
+    (SchedulerUnavailableError when slurmctld could not be reached: not the job's fault)."""
+    outage.check(result, "submission")
     if not result.ok:
         raise SubmitError(result.argv, result.exit_code, result.stdout, result.stderr)
     lines = result.stdout.strip().splitlines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from iri_gateway.errors import CancelError
+from iri_gateway.schedulers.slurm import outage
 from iri_gateway.transport.base import CommandResult
 
 
@@ -11,6 +12,7 @@ def argv(job_id: str) -> list[str]:
 
 
 def parse(result: CommandResult) -> None:
+    outage.check(result, "cancel")
     finished = "already completing or completed" in result.stderr.lower()
     if not result.ok and not finished:
         raise CancelError(result.argv, result.exit_code, result.stdout, result.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from iri_gateway.errors import UpdateError
 from iri_gateway.schedulers.base import hms
 from iri_gateway.schedulers.batch import JobChanges
+from iri_gateway.schedulers.slurm import outage
 from iri_gateway.transport.base import CommandResult
 
 
@@ -22,5 +23,6 @@ def argv(job_id: str, changes: JobChanges) -> list[str]:
 
 
 def parse(result: CommandResult) -> None:
+    outage.check(result, "update")
     if not result.ok:
         raise UpdateError(result.argv, result.exit_code, result.stdout, result.stderr)

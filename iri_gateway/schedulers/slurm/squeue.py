@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
-from iri_gateway.schedulers.slurm import hetjob
+from iri_gateway.schedulers.slurm import hetjob, outage
 from iri_gateway.schedulers.slurm.states import map_state
 from iri_gateway.transport.base import CommandResult
 
@@ -35,6 +35,7 @@ def argv() -> list[str]:
 
 def parse(result: CommandResult) -> Queue:
     """Statuses by job id (a het job by its leader's id), and job ids by comment (tag)."""
+    outage.check(result, "status query")
     if not result.ok:
         raise StatusError(result.argv, result.exit_code, result.stdout, result.stderr)
     statuses: dict[str, NativeStatus] = {}
