@@ -21,6 +21,8 @@ from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
 from iri_gateway.api.routers.filesystem import MAX_READ
+from iri_gateway.engine import JobNotFoundError, OutputUnavailableError
+from iri_gateway.files import reader
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles import builtin_profile
 from iri_gateway.settings import Settings
@@ -410,22 +412,52 @@ async def test_authentication_and_unknown_resource(client: httpx.AsyncClient,
     assert response.status_code == 404
 
 
-async def test_a_path_without_any_job_touches_nothing(
+async def test_a_path_outside_touches_nothing(
     app: FastAPI, client: httpx.AsyncClient, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Outside every job directory, the answer comes before any command runs."""
-    await run_job(app, client, token, "true")
+    """Outside what the caller may read, the answer comes before the reader is run (and no
+    command either): the path is placed lexically first."""
+    record = await run_job(app, client, token, "true")
     backend = app.state.engine.backends.get(app.state.engine.registry.get("local"), "alice")
-    ran: list[list[str]] = []
-    real_run = backend.transport.run
+    ran: list[Any] = []
+    real_run, real_serve = backend.transport.run, reader.serve
 
-    def spy(argv: list[str], **kwargs: Any) -> Any:
+    def spy_run(argv: list[str], **kwargs: Any) -> Any:
         ran.append(list(argv))
         return real_run(argv, **kwargs)
 
-    monkeypatch.setattr(backend.transport, "run", spy)
-    await assert_not_found(client, token, "stat", {"path": "/etc/passwd"})
+    def spy_serve(request: dict[str, Any]) -> dict[str, Any]:
+        ran.append(request)
+        return real_serve(request)
+
+    monkeypatch.setattr(backend.transport, "run", spy_run)
+    monkeypatch.setattr(reader, "serve", spy_serve)
+    for path in ("/etc/passwd", f"{record.id}/../../x", "../x", "/tmp/x"):
+        await assert_not_found(client, token, "stat", {"path": path})
     assert ran == []
+    await result(client, token, "stat", {"path": f"{record.id}/stdout.txt"})
+    assert len(ran) == 1 and ran[0]["top"] == [record.id], "the reader reads inside"
+
+
+async def test_job_output_is_read_only_where_the_user_may_read(
+    app: FastAPI, client: httpx.AsyncClient, token: str
+) -> None:
+    """A record from before directories were checked (it names /etc) gives its owner no
+    read access there: the CLI's and SDK's job output goes through the same reader."""
+    engine = app.state.engine
+    record = engine.store.create(
+        owner="alice", resource_id="local", spec={"executable": "x", "directory": "/etc"},
+        effective_spec={"executable": "x", "directory": "/etc", "stdout_path": "passwd",
+                        "stderr_path": "/etc/shadow"},
+        plan={}, script="")
+    for stream in ("stdout", "stderr"):
+        with pytest.raises(OutputUnavailableError, match="not where you may read"):
+            engine.read_output(owner="alice", job_id=record.id, stream=stream)
+    await assert_not_found(client, token, "head", {"path": "/etc/passwd"})
+    mine = await run_job(app, client, token, "echo mine")
+    assert engine.read_output(owner="alice", job_id=mine.id) == "mine\n"
+    with pytest.raises(JobNotFoundError):
+        engine.read_output(owner="bob", job_id=mine.id)
 
 
 async def test_a_relative_directory_is_taken_from_the_home_and_recorded_absolute(
