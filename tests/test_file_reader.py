@@ -202,6 +202,23 @@ class ShellLoginNode(LocalTransport):
         return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
 
 
+class ChattyLoginNode(LocalTransport):
+    """Stand-in for a login node whose login scripts print a banner before any command."""
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float = 60.0,
+            idempotent: bool = False) -> CommandResult:
+        done = super().run(argv, stdin=stdin, timeout=timeout, idempotent=idempotent)
+        return CommandResult(done.argv, done.exit_code, "Welcome to login1!\n\n" + done.stdout,
+                             done.stderr)
+
+
+def test_a_banner_before_the_answer_is_skipped(tree: Path) -> None:
+    chatty = FileReader(ChattyLoginNode(), in_process=False, where="login1")
+    answer = chatty.run({"op": "view", "base": str(tree), "top": ["job"], "rest": ["f"],
+                         "reserved": [], "offset": 0, "size": 3})
+    assert base64.b64decode(answer["result"]["data"]) == b"top"
+
+
 def test_a_login_node_without_python3_is_named_as_the_cause(tree: Path) -> None:
     missing = FileReader(ShellLoginNode(), in_process=False, where="site (alice@login1)")
     with pytest.raises(ReaderUnavailableError) as caught:

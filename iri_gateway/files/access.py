@@ -73,8 +73,10 @@ class FileReader:
                 f"{result.describe()}")
         if not result.ok:
             raise TransportError(f"the file reader failed on {self.where}: {result.describe()}")
+        # The answer is the last line: a login script may print before the reader runs.
+        lines = result.stdout.strip().splitlines()
         try:
-            answer = json.loads(result.stdout)
+            answer = json.loads(lines[-1] if lines else "")
         except ValueError:
             raise TransportError(f"the file reader on {self.where} answered no JSON: "
                                  f"{result.stdout[:200]!r}") from None
