@@ -16,6 +16,7 @@ is refused with its field named when it holds one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
@@ -62,13 +63,18 @@ class JobSpecLimits(BaseModel):
         "custom attributes)"))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def surrogate_reason(text: str) -> str | None:
     """Why `text` is not valid Unicode (its first lone surrogate), or None when it is."""
-    for index, character in enumerate(text):
-        if "\ud800" <= character <= "\udfff":
-            return (f"not valid Unicode text: lone surrogate U+{ord(character):04X} at "
-                    f"character {index + 1}")
-    return None
+    if text.isascii():
+        return None
+    found = _SURROGATE.search(text)
+    if found is None:
+        return None
+    return (f"not valid Unicode text: lone surrogate U+{ord(found.group()):04X} at "
+            f"character {found.start() + 1}")
 
 
 def unicode_text(value: Any) -> Any:

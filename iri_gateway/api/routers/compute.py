@@ -72,8 +72,9 @@ def _with_account(spec: JobSpec, header: str | None, principal: Principal) -> Jo
         granted = (f"granted: {', '.join(principal.projects)}" if principal.projects
                    else "the token grants no project")
         field = "attributes.account" if in_spec else "X-IRI-Facility-Project"
+        how = f"; {principal.grant_hint}" if principal.grant_hint else ""
         raise ApiProblem(403, "Forbidden", f"user {principal.user!r} may not charge project "
-                         f"{account!r} ({granted}); {principal.grant_hint}",
+                         f"{account!r} ({granted}){how}",
                          [{"name": field, "reason": f"project {account!r} is not granted"}])
     if in_spec:
         return spec
