@@ -59,6 +59,11 @@ class Capabilities(BaseModel):
         description="Cluster jobs (JobSpec roles): whether they run here, and the limits"
     )
     example_profile: bool
+    file_roots: list[str] = Field(
+        description="Folders a user may name as a job's `directory` and read, as the profile's "
+        "templates (`{user}`, `{account}`, `{account_initial}`, `~`), besides the job folders "
+        "the gateway makes; empty: only those"
+    )
     jobspec_limits: JobSpecLimits = Field(
         description="Size limits every JobSpec must respect (a larger one is refused, 422)"
     )
@@ -143,6 +148,7 @@ def capabilities(loaded: LoadedResource, *,
         allowed_custom_attributes=list(resource.scheduler.allowed_custom_attributes),
         cluster_jobs=resource.scheduler.cluster_jobs,
         example_profile=loaded.profile.facility.example,
+        file_roots=list(resource.files.roots),
         jobspec_limits=JobSpecLimits(),
         max_request_bytes=max_request_bytes,
     )

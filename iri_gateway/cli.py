@@ -188,6 +188,9 @@ def capabilities(
     facts = Table(title="Hardware facts (for flavour requirements)", show_lines=True)
     facts.add_column("resource", no_wrap=True)
     facts.add_column("facts")
+    files = Table(title="Folders a job may use and a user may read", show_lines=True)
+    files.add_column("resource", no_wrap=True)
+    files.add_column("granted roots (besides the job folders the gateway makes)")
     for doc in documents:
         hardware = doc.hardware
         gpus = "-"
@@ -225,9 +228,11 @@ def capabilities(
         )
         facts.add_row(doc.resource,
                       "\n".join(f"{name}: {_fact(value)}" for name, value in hardware.items()))
+        files.add_row(doc.resource, "\n".join(doc.file_roots) or "none: job folders only")
     _out.print(table)
     _out.print("* default")
     _out.print(facts)
+    _out.print(files)
 
 
 def _fact(value: object) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +21,12 @@ GOOD_JOB: dict[str, Any] = {
 }
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, stdin: str | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "iri_gateway", *args],
         input=stdin, capture_output=True, text=True, timeout=120,
+        env={**os.environ, **env} if env else None,
     )
 
 
@@ -144,6 +147,16 @@ def test_capabilities_table_and_json() -> None:
     assert document[0]["hardware"]["gpu_vendor"] == "amd"
     assert document[0]["hardware"]["rocm"] == "6.2.4"
     assert document[0]["runtimes"][0]["gpu"] == "flags --rocm"
+
+
+def test_capabilities_show_the_file_roots_a_user_may_use() -> None:
+    """The roots a job's directory must lie in are stated, so a refusal is no surprise."""
+    as_json = cli("capabilities", "--json", "-r", "perlmutter-gpu")
+    roots = json.loads(as_json.stdout)[0]["file_roots"]
+    assert roots == ["/global/homes/{account_initial}/{account}",
+                     "/pscratch/sd/{account_initial}/{account}"]
+    table = cli("capabilities", "-r", "perlmutter-gpu", env={"COLUMNS": "200"})
+    assert "/pscratch/sd/{account_initial}/{account}" in table.stdout
 
 
 def test_profile_check_passes_on_the_shipped_profiles() -> None:

@@ -113,6 +113,19 @@ async def test_idempotency_key_semantics(app: FastAPI, client: httpx.AsyncClient
     assert len(app.state.engine.store.find(owner="alice")) == 1, "nothing submitted twice"
 
 
+async def test_an_idempotency_key_belongs_to_its_user(app: FastAPI,
+                                                      client: httpx.AsyncClient) -> None:
+    """Bob sending Alice's key gets a job of his own, never hers (nor a conflict)."""
+    alice, bob = bearer(app, "alice"), bearer(app, "bob")
+    hers = await launch(client, alice, **{"Idempotency-Key": "shared"})
+    his = await launch(client, bob, {**JOB, "arguments": ["-c", "echo bob"]},
+                       **{"Idempotency-Key": "shared"})
+    assert hers.status_code == his.status_code == 200, his.text
+    assert his.headers["idempotency-key-reply"] == "miss"
+    assert his.json()["id"] != hers.json()["id"]
+    assert [r.owner for r in app.state.engine.store.find()] == ["alice", "bob"]
+
+
 async def test_other_users_jobs_are_not_found(app: FastAPI, client: httpx.AsyncClient) -> None:
     alice, bob = bearer(app, "alice"), bearer(app, "bob")
     job_id = (await launch(client, alice)).json()["id"]
