@@ -1,4 +1,4 @@
-"""The `iri-gateway` command line (DESIGN.md Contract 3).
+"""The `iri-gateway` command line (docs/design.md Contract 3).
 
 Exit codes: 0 success; 2 the job cannot run (or is not a valid JobSpec), with one problem per
 line on stderr, each naming its field path; 1 any other error (broken profile, unknown

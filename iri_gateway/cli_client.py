@@ -1,4 +1,4 @@
-"""Client commands of `iri-gateway` against a running server (DESIGN.md Contract 3).
+"""Client commands of `iri-gateway` against a running server (docs/design.md Contract 3).
 
 `submit`, `status`, `jobs`, `cancel`, `wait`, `output`, `remote-plan` and `remote-placement` talk to
 the server named by `--server` (default `$IRI_GATEWAY_URL`, else http://127.0.0.1:8000) with

@@ -1,4 +1,4 @@
-"""The constraint language of flavour `requirements` (DESIGN.md Contract 1), parsed and checked.
+"""The constraint language of flavour `requirements` (docs/design.md Contract 1): parsed, checked.
 
 A requirement names a hardware fact and a constraint on it: `">= 2"`, `"> 11"`, `"< 4"`,
 `"== nvidia"`, `"!= amd"`, `"in [a100, h100]"`, `"not in [mi250x]"`, `"exists"`,

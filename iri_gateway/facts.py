@@ -1,4 +1,4 @@
-"""The hardware facts of a resource, derived from its structured profile (DESIGN.md Contract 1).
+"""The hardware facts of a resource, from its structured profile (docs/design.md Contract 1).
 
 Flavour requirements are checked against these facts, and the capabilities document shows
 them, so both always agree. Nothing here is hand-written per site except the profile's own
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def hardware_facts(resource: Resource) -> dict[str, Any]:
-    """The standard facts of DESIGN.md Contract 1 for one resource, plus its labels."""
+    """The standard facts of docs/design.md Contract 1 for one resource, plus its labels."""
     nodes = resource.nodes
     facts: dict[str, Any] = {
         "gpu_count": nodes.gpus.count if nodes.gpus else 0,

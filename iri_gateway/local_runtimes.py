@@ -1,7 +1,7 @@
 """Resources run by the `local` scheduler use this machine: offer only runtimes it has.
 
 The embedded `local` profile names Podman; on a machine without it, the gateway runs jobs
-without containers rather than failing each one at run time (DESIGN.md Contract 4: "Podman
+without containers rather than failing each one at run time (docs/design.md Contract 4: "Podman
 when present, else no container"). What was dropped is returned, so `serve` can say so.
 """
 

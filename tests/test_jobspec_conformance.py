@@ -1,4 +1,4 @@
-"""The JobSpec against the OFFICIAL IRI Facility API v2 schema (DESIGN.md, Contract 1).
+"""The JobSpec against the OFFICIAL IRI Facility API v2 schema (docs/design.md, Contract 1).
 
 The oracle is the JSON Schema of `JobSpec` taken straight from the shipped OpenAPI document
 and checked with `jsonschema` (Draft 2020-12; OpenAPI's `example` keyword is ignored). Any
@@ -42,7 +42,7 @@ def props(name: str) -> set[str]:
 # Names the gateway gives a meaning inside `container` (its own fields, plus the documented
 # `flavours` extension): a random extra property there is not "just extra" any more.
 CONTAINER_RESERVED = props("Container") | set(Container.model_fields) | {"flavours"}
-# `roles` is the documented top-level extension (DESIGN.md); not an "unknown" key for us.
+# `roles` is the documented top-level extension (docs/design.md); not an "unknown" key for us.
 TOP_LEVEL_RESERVED = props("JobSpec") | {"roles"}
 
 BOUNDED = settings(

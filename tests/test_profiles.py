@@ -1,4 +1,4 @@
-"""Facility profiles (DESIGN.md Contract 4): the shipped ones, their schema, and broken ones.
+"""Facility profiles (docs/design.md Contract 4): the shipped ones, their schema, and broken ones.
 
 Every shipped profile must load and follow the conventions of the site it models; the shipped
 `schema.json` must be exactly what the models generate and must accept every shipped profile;
@@ -28,7 +28,7 @@ PROFILES_DIR = builtin_profiles_dir()
 SCHEMA_FILE = PROFILES_DIR / "schema.json"
 SHIPPED_FILES = sorted(PROFILES_DIR.glob("*.yaml"))
 
-# Resource id -> the shipped file that defines it (DESIGN.md, Contract 4).
+# Resource id -> the shipped file that defines it (docs/design.md, Contract 4).
 EXPECTED_RESOURCES = {
     "perlmutter-gpu": "nersc-perlmutter.yaml",
     "perlmutter-cpu": "nersc-perlmutter.yaml",

@@ -5,7 +5,7 @@ objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes
 `VolumeMount`) allow them here too, and `JobSpec` itself forbids them, as the spec does.
 Validation is strict, like the JSON Schema: "2" is not a node count.
 Our extensions live inside `container` (where the official schema allows extra fields), plus
-the top-level `roles`; all are optional; see DESIGN.md, Contract 1.
+the top-level `roles`; all are optional; see docs/design.md, Contract 1.
 Every string, list and mapping has a size limit, and every string must be valid Unicode
 (`iri_gateway.models.limits`): a document over a limit is refused with the field named.
 """
@@ -180,7 +180,7 @@ class Flavour(_Unicode):
 
 
 class Container(_Open):
-    """Official `Container` plus the gateway's optional extensions (DESIGN.md Contract 1)."""
+    """Official `Container` plus the gateway's optional extensions (docs/design.md Contract 1)."""
 
     image: NonEmptyStr | None = Field(
         default=None,

@@ -1,4 +1,4 @@
-"""Choosing among a job's image flavours on one resource (DESIGN.md Contract 1).
+"""Choosing among a job's image flavours on one resource (docs/design.md Contract 1).
 
 Flavours are tried from the highest priority down (ties in declaration order). A flavour is
 chosen when every requirement holds on the resource's hardware facts *and* the whole job,

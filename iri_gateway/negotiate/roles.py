@@ -1,4 +1,4 @@
-"""Cluster jobs: several roles of members in one scheduler job (DESIGN.md Contract 1, `roles`).
+"""Cluster jobs: several roles of members in one scheduler job (docs/design.md Contract 1, `roles`).
 
 Every role is negotiated as the job one of its members runs: the top-level JobSpec with the
 role's own fields on top (environment, mounts and extra options merged, the role's last), one

@@ -11,7 +11,7 @@ valid data accepted. `IRI_CONFORMANCE_EXAMPLES` (default 15) sets the examples p
 Two built-in checks are replaced by narrower versions of themselves, each for one stated
 reason, and nothing else is excused:
 
-- `content_type_conformance`: DESIGN.md Contract 2 answers errors as
+- `content_type_conformance`: docs/design.md Contract 2 answers errors as
   `application/problem+json` (RFC 9457, with `invalid_params`) where the official spec
   documents `application/json` carrying its `Problem` schema. `problem_json_conformance`
   is the same check for every other response, and validates such an error body against the
@@ -23,7 +23,7 @@ reason, and nothing else is excused:
   run, a known queue, fitting resources...), which no JSON schema can say. A schema-valid
   request may therefore be refused only with a documented 400/422 problem naming each field
   at fault in `invalid_params`, and never by the gateway's request validation (its models
-  must take every official request: DESIGN.md Contract 1).
+  must take every official request: docs/design.md Contract 1).
 
 Safety: generated JobSpecs are really submitted, so the server must not run them. The server
 gets a profile of its own whose resources are Slurm resources reached locally, and a PATH
@@ -311,7 +311,7 @@ def _media_type(response: Response) -> str:
 
 def problem_json_conformance(ctx: CheckContext, response: Response, case: Case) -> bool | None:
     """`content_type_conformance`, except that an error may be `application/problem+json`
-    where the official spec documents `application/json` (DESIGN.md Contract 2); such an
+    where the official spec documents `application/json` (docs/design.md Contract 2); such an
     error body is then validated against the schema documented for `application/json`."""
     if _media_type(response) != PROBLEM_JSON or response.status_code < 400:
         return content_type_conformance(ctx, response, case)
@@ -415,7 +415,7 @@ def test_official_operation_conforms(case: Case, server: Server) -> None:
     _authorize(case, server)
     response = case.call_and_validate(
         base_url=server.base_url,
-        # Each excluded check runs in a narrower form (see the module docstring): DESIGN.md
+        # Each excluded check runs in a narrower form (see the module docstring): docs/design.md
         # Contract 2's problem+json errors where the official spec documents application/json;
         # refusals of schema-valid requests that the official text prescribes.
         excluded_checks=[content_type_conformance, positive_data_acceptance],
