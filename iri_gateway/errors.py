@@ -3,6 +3,7 @@
     GatewayError                 base; `code` is stable and machine-readable
     ├── ProfileError             a facility profile cannot be read or is invalid (file:line)
     ├── ManifestError            an app manifest of flavours cannot be read or is invalid
+    ├── ShippedDataError         the shipped profiles or templates are missing (a broken install)
     ├── UnknownResourceError     a resource id that no loaded profile defines
     ├── InvalidJobSpecError      a document is not a valid JobSpec: every field at fault
     ├── JobRejectedError         a JobSpec cannot run on a resource: all problems at once
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -79,6 +81,20 @@ class ManifestError(GatewayError):
     def __init__(self, issues: Sequence[ProfileIssue]) -> None:
         self.issues = list(issues)
         super().__init__("\n".join(str(issue) for issue in self.issues))
+
+
+class ShippedDataError(GatewayError):
+    """The profiles or templates shipped with the gateway are not where it looks for them."""
+
+    code = "shipped_data_missing"
+
+    def __init__(self, folder: str, looked_in: Sequence[Path]) -> None:
+        self.folder = folder
+        self.looked_in = list(looked_in)
+        super().__init__(
+            f"the shipped {folder}/ folder is missing (looked in "
+            f"{', '.join(str(path) for path in self.looked_in)}): reinstall iri-gateway"
+        )
 
 
 class UnknownResourceError(GatewayError):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from importlib import resources as package_resources
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,13 @@ from pydantic import ValidationError
 
 from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError, json_path
 from iri_gateway.models.profile import FacilityProfile, LoadedResource
+from iri_gateway.shipped import shipped_dir
 from iri_gateway.yaml_source import locate_line, read_yaml_mapping
 
 
 def builtin_profiles_dir() -> Path:
-    """The folder of profiles shipped inside the package."""
-    return Path(str(package_resources.files("iri_gateway") / "facility_profiles"))
+    """The shipped profiles (`facility_profiles/`, found as `iri_gateway.shipped` says)."""
+    return shipped_dir("facility_profiles")
 
 
 def builtin_profile(name: str) -> Path:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from importlib import resources as package_resources
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,14 @@ from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes import RUNTIMES
 from iri_gateway.schedulers import SCHEDULERS, Scheduler
 from iri_gateway.shell import SiteWord, join, quote, quote_site
+from iri_gateway.shipped import shipped_dir
 
 _CONTINUATION = " \\\n    "
 
 
 def builtin_templates_dir() -> Path:
-    """The templates shipped inside the package."""
-    return Path(str(package_resources.files("iri_gateway") / "templates"))
+    """The shipped templates (`templates/`, found as `iri_gateway.shipped` says)."""
+    return shipped_dir("templates")
 
 
 def _shlines(groups: Iterable[Iterable[str]]) -> str:

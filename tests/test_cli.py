@@ -160,7 +160,7 @@ def test_capabilities_show_the_file_roots_a_user_may_use() -> None:
 
 
 def test_profile_check_passes_on_the_shipped_profiles() -> None:
-    result = cli("profile", "check", "--json", "iri_gateway/facility_profiles")
+    result = cli("profile", "check", "--json", "facility_profiles")
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads(result.stdout)
     assert {row["outcome"] for row in rows} <= {"ok", "unsupported"}
@@ -183,7 +183,7 @@ def test_profile_check_fails_on_a_template_shellcheck_rejects(tmp_path: Path) ->
 
 def test_profile_schema_matches_the_shipped_file() -> None:
     result = cli("profile", "schema")
-    shipped = Path("iri_gateway/facility_profiles/schema.json").read_text()
+    shipped = Path("facility_profiles/schema.json").read_text()
     assert result.stdout == shipped
 
 

@@ -169,7 +169,7 @@ def test_aurora_conventions(builtin: ProfileRegistry) -> None:
 
 # --------------------------------------------------------------------------- schema drift
 
-REGENERATE = "iri-gateway profile schema > iri_gateway/facility_profiles/schema.json"
+REGENERATE = "iri-gateway profile schema > facility_profiles/schema.json"
 
 
 def test_shipped_schema_matches_the_models() -> None:
