@@ -123,7 +123,10 @@ def test_failing_job_is_failed_with_its_exit_code(cluster: ClusterInfo, tmp_path
 
 
 def test_cancelled_job_is_cancelled(cluster: ClusterInfo, tmp_path: Path) -> None:
-    job_id = sbatch(f"--chdir={tmp_path}", "-o", "/dev/null", "--wrap", "sleep 300")
+    # `exec`: the batch step is one process, so SIGTERM ends it and Slurm records 0:15. With
+    # a shell waiting on `sleep`, a cancel right at the start can kill `sleep` first and the
+    # shell then exits 143 (128 + 15) itself: ExitCode=143:0, seen once on a loaded machine.
+    job_id = sbatch(f"--chdir={tmp_path}", "-o", "/dev/null", "--wrap", "exec sleep 300")
     wait_until_running(job_id)
     checked(["scancel", job_id])
     # The history (jobcomp/filetxt) records no signal; the controller, until MinJobAge, does.
