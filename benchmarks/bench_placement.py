@@ -29,9 +29,10 @@ from rich.console import Console
 from rich.table import Table
 
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.placement import Placement, place
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.placement import Placement
+from iri_gateway.planning.placement import place
+from iri_gateway.profiles.loading import ProfileRegistry
 
 TARGET_MS = 5.0
 

@@ -20,10 +20,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from iri_gateway.jobspec_io import parse_jobspec
-from iri_gateway.negotiate import negotiate
-from iri_gateway.profiles import ProfileRegistry
-from iri_gateway.render import render_script
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.negotiate import negotiate
+from iri_gateway.planning.render import render_script
+from iri_gateway.profiles.loading import ProfileRegistry
 
 CASES: dict[str, tuple[str, str]] = {
     # resource: (image, mount source prefix)

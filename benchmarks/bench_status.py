@@ -26,7 +26,7 @@ from bench_submit import profile
 
 from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.store import JobStore
 
 

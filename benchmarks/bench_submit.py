@@ -22,8 +22,8 @@ from pathlib import Path
 
 from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
-from iri_gateway.jobspec_io import parse_jobspec
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.slurm import sbatch
 from iri_gateway.store import JobStore
 

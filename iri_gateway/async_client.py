@@ -16,7 +16,6 @@ import httpx
 from rich.console import Console
 
 from iri_gateway import client_calls as calls
-from iri_gateway.capabilities import Capabilities
 from iri_gateway.client_calls import (
     RETRY_STATUSES,
     Call,
@@ -36,8 +35,9 @@ from iri_gateway.client_models import (
     output_path,
 )
 from iri_gateway.client_progress import status_line
+from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
-from iri_gateway.placement import Placement
+from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
 

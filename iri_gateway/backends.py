@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from iri_gateway.errors import GatewayError
-from iri_gateway.models.profile import LoadedResource
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.schedulers.local_batch import LocalBatch
 from iri_gateway.schedulers.slurm.batch import SlurmBatch

@@ -19,7 +19,6 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from iri_gateway import __version__
-from iri_gateway.capabilities import capabilities as capabilities_of
 from iri_gateway.cli_views import placement_table
 from iri_gateway.errors import (
     GatewayError,
@@ -28,13 +27,14 @@ from iri_gateway.errors import (
     ManifestError,
     ProfileError,
 )
-from iri_gateway.flavour_manifest import flavours_from_manifest
-from iri_gateway.jobspec_io import load_jobspec_text, parse_jobspec
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.placement import place
-from iri_gateway.planner import make_plan
-from iri_gateway.profile_check import check_scripts, find_shellcheck, run_matrix
-from iri_gateway.profiles import ProfileRegistry, profile_json_schema
+from iri_gateway.planning.jobspec_io import load_jobspec_text, parse_jobspec
+from iri_gateway.planning.placement import place
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.capabilities import capabilities as capabilities_of
+from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
+from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
+from iri_gateway.profiles.loading import ProfileRegistry, profile_json_schema
 
 if TYPE_CHECKING:
     from iri_gateway.auth import TokenFile

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from iri_gateway.placement import Placement
+from iri_gateway.models.placement import Placement
 
 
 def placement_table(ranked: Sequence[Placement]) -> Table:

@@ -37,7 +37,6 @@ from rich.console import Console
 
 from iri_gateway import client_calls as calls
 from iri_gateway.async_client import AsyncGatewayClient
-from iri_gateway.capabilities import Capabilities
 from iri_gateway.client_calls import (
     RETRY_STATUSES,
     Call,
@@ -69,8 +68,9 @@ from iri_gateway.client_models import (
     output_path,
 )
 from iri_gateway.client_progress import status_line
+from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
-from iri_gateway.placement import Placement
+from iri_gateway.profiles.capabilities import Capabilities
 
 __all__ = [
     "DEFAULT_URL", "READ_LIMIT", "TOKEN_ENV", "URL_ENV", "AsyncGatewayClient", "Conflict",

@@ -22,12 +22,12 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from iri_gateway.capabilities import Capabilities
 from iri_gateway.client_errors import GatewayClientError
 from iri_gateway.client_models import DEFAULT_URL, TOKEN_ENV, URL_ENV, FileContent, JobInfo
 from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
-from iri_gateway.placement import Placement
+from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
 SpecLike = JobSpec | Mapping[str, Any]

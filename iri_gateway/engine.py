@@ -35,10 +35,10 @@ from iri_gateway.files import policy
 from iri_gateway.files.access import FileReader, FileRefusedError, UserFiles, decode_part
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Plan
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.planner import make_plan
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.store import JobRecord, JobStore, StateChange
 from iri_gateway.transport.base import NotSentError, TransportError

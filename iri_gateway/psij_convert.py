@@ -36,8 +36,8 @@ from psij import JobAttributes, JobSpec, ResourceSpecV1
 from psij.exceptions import InvalidJobException
 
 from iri_gateway.errors import InvalidJobSpecError
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models import jobspec as iri
+from iri_gateway.planning.jobspec_io import parse_jobspec
 
 logger = logging.getLogger(__name__)
 

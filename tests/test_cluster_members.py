@@ -23,9 +23,9 @@ from iri_gateway.api.models import job_view
 from iri_gateway.backends import Backends
 from iri_gateway.cluster_members import Exit, Member
 from iri_gateway.engine import Engine
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
-from iri_gateway.profiles import ProfileRegistry, builtin_profile
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.store import JobRecord, JobStore
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.local import LocalTransport

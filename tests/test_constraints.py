@@ -1,4 +1,4 @@
-"""The constraint language of flavour requirements (`iri_gateway.constraints`).
+"""The constraint language of flavour requirements (`iri_gateway.models.constraints`).
 
 Properties check the comparisons against Python's own (exact ints, `packaging` versions,
 casefolded names); explicit cases pin down lists, existence, booleans, malformed input and the
@@ -16,7 +16,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from iri_gateway.constraints import (
+from iri_gateway.models.constraints import (
     STANDARD_FACTS,
     Constraint,
     ConstraintError,

@@ -14,10 +14,10 @@ import pytest
 
 from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine, IdempotencyConflictError, JobNotFoundError
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
+from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.poller import Poller
-from iri_gateway.profiles import ProfileRegistry, builtin_profile
+from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.store import JobRecord, JobStore
 
 
@@ -120,7 +120,7 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.test_engine_local import make_engine
-from iri_gateway.jobspec_io import parse_jobspec
+from iri_gateway.planning.jobspec_io import parse_jobspec
 
 engine = make_engine(Path({data!r}))
 def die(*args, **kwargs):
@@ -158,7 +158,7 @@ def test_record_that_never_reached_the_scheduler_is_resubmitted(engine: Engine) 
             "directory": str(engine.backends.data_dir / "work" / "x"),
             "stdout_path": "stdout.txt", "stderr_path": "stderr.txt"},
         plan={"pre_submit": []},
-        script=__import__("iri_gateway.planner", fromlist=["make_plan"]).make_plan(
+        script=__import__("iri_gateway.planning.planner", fromlist=["make_plan"]).make_plan(
             spec.model_copy(update={  # type: ignore[attr-defined]
                 "directory": str(engine.backends.data_dir / "work" / "x"),
                 "stdout_path": "stdout.txt", "stderr_path": "stderr.txt"}), loaded).script,

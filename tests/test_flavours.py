@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from iri_gateway.errors import InvalidJobSpecError, ManifestError
-from iri_gateway.flavour_manifest import flavours_from_manifest
-from iri_gateway.jobspec_io import parse_jobspec
-from iri_gateway.placement import place
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.placement import place
+from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
+from iri_gateway.profiles.loading import ProfileRegistry
 from tests.conftest import plan_for, problems_for
 
 CUDA_IMAGE = "docker.io/lab/app:1.0-cuda"

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from iri_gateway.errors import JobRejectedError
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.planner import make_plan
-from iri_gateway.profile_check import SAMPLES, sample_job
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.check import SAMPLES, sample_job
+from iri_gateway.profiles.loading import ProfileRegistry
 from tests.conftest import TEST_PROFILE
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -21,8 +21,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from iri_gateway.errors import InvalidJobSpecError, json_path
-from iri_gateway.jobspec_io import load_jobspec_text, parse_jobspec
 from iri_gateway.models.jobspec import Container
+from iri_gateway.planning.jobspec_io import load_jobspec_text, parse_jobspec
 
 SPEC_FILE = (
     Path(__file__).parent.parent / "openapi" / "official" / "iri-facility-api-v2.openapi.yaml"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.profiles.loading import ProfileRegistry
 from tests.conftest import fields, plan_for, problems_for
 
 IMAGE = "docker.io/library/ubuntu:22.04"
@@ -40,7 +40,7 @@ def test_unsupported_runtime_names_the_runtimes_offered(registry: ProfileRegistr
 
 def test_unknown_runtime_name_is_a_schema_error() -> None:
     from iri_gateway.errors import InvalidJobSpecError
-    from iri_gateway.jobspec_io import parse_jobspec
+    from iri_gateway.planning.jobspec_io import parse_jobspec
 
     with pytest.raises(InvalidJobSpecError) as caught:
         parse_jobspec(job(container={"image": IMAGE, "runtime": "docker"}))

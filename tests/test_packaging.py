@@ -18,8 +18,8 @@ import pytest
 
 from iri_gateway import shipped
 from iri_gateway.errors import ShippedDataError
-from iri_gateway.profiles import builtin_profiles_dir
-from iri_gateway.render import builtin_templates_dir
+from iri_gateway.planning.render import builtin_templates_dir
+from iri_gateway.profiles.loading import builtin_profiles_dir
 
 ROOT = Path(__file__).parent.parent
 SHIPPED = "iri_gateway/_shipped"

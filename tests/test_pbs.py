@@ -26,10 +26,10 @@ from iri_gateway.errors import (
     SubmitError,
     UpdateError,
 )
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
-from iri_gateway.planner import make_plan
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import BatchSystem, JobChanges
 from iri_gateway.schedulers.pbs import qalter, qdel, qstat, qsub
 from iri_gateway.schedulers.pbs.batch import PbsBatch

@@ -17,7 +17,7 @@ from ruamel.yaml import YAML
 
 from iri_gateway.errors import ProfileError, ProfileIssue
 from iri_gateway.models.profile import FacilityProfile, Resource, RuntimeConfig
-from iri_gateway.profiles import (
+from iri_gateway.profiles.loading import (
     ProfileRegistry,
     builtin_profiles_dir,
     load_profile,

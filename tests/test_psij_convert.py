@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psij import JobAttributes, JobSpec, ResourceSpec, ResourceSpecV1
 
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.jobspec import RUNTIME_NAMES
 from iri_gateway.models.jobspec import JobAttributes as IriAttributes
+from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.psij_convert import (
     PSIJ_DEFAULT_DURATION,
     ConversionError,

@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iri_gateway.errors import TemplateError
-from iri_gateway.jobspec_io import parse_jobspec
-from iri_gateway.planner import make_plan
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.shell import has_control_characters, slurm_directive_value
 from tests.conftest import LAUNCH_LINE, plan_for, site_with_templates
 

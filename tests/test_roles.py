@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from iri_gateway.errors import InvalidJobSpecError
-from iri_gateway.jobspec_io import parse_jobspec
-from iri_gateway.negotiate import negotiate
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.negotiate import negotiate
+from iri_gateway.profiles.loading import ProfileRegistry
 from tests.conftest import plan_for, problems_for
 
 IMAGE = "docker.io/lab/spark:3"

@@ -47,11 +47,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iri_gateway.errors import GatewayError, JobRejectedError
-from iri_gateway.jobspec_io import parse_jobspec
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Plan
-from iri_gateway.models.profile import LoadedResource, Resource, RuntimeConfig
-from iri_gateway.planner import make_plan
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.models.profile import Resource, RuntimeConfig
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.loading import ProfileRegistry
 
 STANDINS = Path(__file__).resolve().parent / "standins"
 STANDIN_PROGRAMS = ("srun", "mpiexec", "apptainer", "podman", "podman-hpc", "shifter", "module",

@@ -20,9 +20,9 @@ from iri_gateway.api.routers import account, compute, facility, filesystem, stat
 from iri_gateway.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
-from iri_gateway.local_runtimes import registry_for_this_machine
 from iri_gateway.poller import Poller
-from iri_gateway.profiles import ProfileRegistry, builtin_profile
+from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
+from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.settings import Settings
 from iri_gateway.store import JobStore
 

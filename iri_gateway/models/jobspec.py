@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from iri_gateway.constraints import (
+from iri_gateway.models.constraints import (
     ConstraintError,
     RequirementValue,
     parse_requirements,

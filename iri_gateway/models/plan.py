@@ -14,7 +14,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.models.profile import LoadedResource, Queue, RuntimeConfig
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.profile import Queue, RuntimeConfig
 from iri_gateway.shell import SiteWord
 
 

@@ -16,17 +16,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
-from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from iri_gateway.constraints import STANDARD_FACTS
-from iri_gateway.facts import hardware_facts
+from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.jobspec import RuntimeName
 
 Identifier = Annotated[
@@ -601,22 +595,3 @@ def device_offered(device: str, offered: list[str]) -> bool:
         elif device == pattern:
             return True
     return False
-
-
-@dataclass(frozen=True)
-class LoadedResource:
-    """A resource together with the profile and file it came from."""
-
-    profile: FacilityProfile
-    resource: Resource
-    source: Path
-    templates_dir: Path | None
-
-    @property
-    def id(self) -> str:
-        return self.resource.id
-
-    @cached_property
-    def facts(self) -> Mapping[str, Any]:
-        """The resource's hardware facts, derived once (see `iri_gateway.facts`)."""
-        return MappingProxyType(hardware_facts(self.resource))

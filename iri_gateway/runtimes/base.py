@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from iri_gateway.images import ImageRef
 from iri_gateway.models.profile import ImageForm
+from iri_gateway.planning.images import ImageRef
 from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:

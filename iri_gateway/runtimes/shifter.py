@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from iri_gateway import images
-from iri_gateway.images import ImageRef
 from iri_gateway.models.profile import ImageForm
+from iri_gateway.planning import images
+from iri_gateway.planning.images import ImageRef
 from iri_gateway.runtimes.base import (
     Invocation,
     command_of,

@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.settings import Settings
 from tests.api.conftest import OfficialSchemas
 

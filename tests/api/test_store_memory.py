@@ -23,10 +23,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from iri_gateway.auth import TokenFile
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
-from iri_gateway.planner import make_plan
-from iri_gateway.profiles import ProfileRegistry, builtin_profile
+from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.store import JobStore
 from tests.api.real_serve import running_serve
 

@@ -21,7 +21,7 @@ import pytest
 from iri_gateway.backends import Backends
 from iri_gateway.engine import Engine
 from iri_gateway.poller import Poller
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.store import JobRecord, JobStore
 
 CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster"

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from iri_gateway.engine import Engine
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
+from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.poller import Poller
 from iri_gateway.store import JobRecord
 from iri_gateway.transport.base import CommandResult, TransportError

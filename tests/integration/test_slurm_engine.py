@@ -19,8 +19,8 @@ import pytest
 
 from iri_gateway.engine import Engine
 from iri_gateway.errors import SubmitError
-from iri_gateway.jobspec_io import parse_jobspec
 from iri_gateway.models.job import JobState
+from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.poller import Poller
 from iri_gateway.store import JobRecord
 from iri_gateway.transport.base import CommandResult
@@ -254,7 +254,7 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.integration.conftest import make_engine
-from iri_gateway.jobspec_io import parse_jobspec
+from iri_gateway.planning.jobspec_io import parse_jobspec
 
 engine = make_engine(Path({profile!r}), Path({data!r}))
 def die(*args, **kwargs):

@@ -36,7 +36,7 @@ from iri_gateway.api.iri_models import (
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.api.routers.facility import Catalog, CatalogDep, ModifiedSince, not_modified
 from iri_gateway.auth import Principal, TokenFile
-from iri_gateway.models.profile import LoadedResource
+from iri_gateway.models.loaded_resource import LoadedResource
 
 router = APIRouter(prefix="/api/v2/account", tags=["account"])
 

@@ -7,6 +7,7 @@ submission sends to the scheduler, because submission calls this same function.
 from __future__ import annotations
 
 from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import (
     ClusterView,
     Decision,
@@ -17,9 +18,8 @@ from iri_gateway.models.plan import (
     RoleView,
     ShapeView,
 )
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.negotiate import negotiate
-from iri_gateway.render import pre_submit_commands, render_script
+from iri_gateway.planning.negotiate import negotiate
+from iri_gateway.planning.render import pre_submit_commands, render_script
 from iri_gateway.schedulers import SCHEDULERS
 
 

@@ -1,7 +1,7 @@
 """What a resource offers, in one queryable document: hardware facts, queues, runtimes, MPI.
 
 The same document backs `iri-gateway capabilities` and (in the API) the capabilities
-endpoint. Hardware facts are derived from the structured profile (`iri_gateway.facts`), never
+endpoint. Hardware facts are derived from the structured profile (`iri_gateway.models.facts`), never
 hand-written, so flavour requirements can be checked against them.
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from iri_gateway.models.limits import JobSpecLimits
-from iri_gateway.models.profile import ClusterJobs, LoadedResource, RuntimeConfig
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.profile import ClusterJobs, RuntimeConfig
 
 
 class QueueCapability(BaseModel):

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from iri_gateway.errors import ManifestError, ProfileIssue, json_path
 from iri_gateway.models.jobspec import Flavour
-from iri_gateway.yaml_source import locate_line, read_yaml_mapping
+from iri_gateway.profiles.yaml_source import locate_line, read_yaml_mapping
 
 _SHAPE = ("an app manifest is a mapping of flavour names to {priority, image, requirements}, "
           "optionally under a top-level 'flavours' key")

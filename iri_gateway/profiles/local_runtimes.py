@@ -11,8 +11,8 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.profiles.loading import ProfileRegistry
 
 Which = Callable[[str], str | None]
 _FIELD = {"podman-hpc": "podman_hpc"}

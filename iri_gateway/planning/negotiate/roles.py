@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import Container, JobSpec, ResourceSpec, Role, VolumeMount
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import ClusterDecision, Decision, Member, RoleDecision
-from iri_gateway.models.profile import LoadedResource
 
 CLUSTER_VARIABLES = ("IRI_CLUSTER_ROLE", "IRI_CLUSTER_ROLE_INDEX", "IRI_CLUSTER_SIZE",
                      "IRI_CLUSTER_HOSTS")

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from iri_gateway.errors import Problem
-from iri_gateway.images import ImageFormError, parse_image
 from iri_gateway.models.jobspec import RUNTIME_NAMES, Container
 from iri_gateway.models.plan import Mount
 from iri_gateway.models.profile import Resource, RuntimeConfig, device_offered
+from iri_gateway.planning.images import ImageFormError, parse_image
 from iri_gateway.runtimes import RUNTIMES, Runtime
 from iri_gateway.shell import SiteWord, has_control_characters
 

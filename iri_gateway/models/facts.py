@@ -7,10 +7,9 @@ them, so both always agree. Nothing here is hand-written per site except the pro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from iri_gateway.models.profile import Resource
+from iri_gateway.models.profile import Resource
 
 
 def hardware_facts(resource: Resource) -> dict[str, Any]:

@@ -16,9 +16,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError, json_path
-from iri_gateway.models.profile import FacilityProfile, LoadedResource
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.profile import FacilityProfile
+from iri_gateway.profiles.yaml_source import locate_line, read_yaml_mapping
 from iri_gateway.shipped import shipped_dir
-from iri_gateway.yaml_source import locate_line, read_yaml_mapping
 
 
 def builtin_profiles_dir() -> Path:

@@ -10,39 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pydantic import BaseModel, Field
-
 from iri_gateway.errors import JobRejectedError
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.models.plan import FlavourOutcome
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.negotiate import FlavourChoice, negotiate, prepare_flavours
-
-
-class PlacementProblem(BaseModel):
-    """One reason a resource cannot run the job."""
-
-    name: str = Field(description="JSON path of the field at fault")
-    reason: str = Field(description="Why")
-    offered: str | None = Field(description="What the resource offers instead, if anything")
-
-
-class Placement(BaseModel):
-    """One resource's answer for the job."""
-
-    resource: str = Field(description="Resource id")
-    facility: str = Field(description="Facility id")
-    runnable: bool = Field(description="Whether the job can run there")
-    flavour: str | None = Field(description="The image flavour that would be used")
-    priority: int | None = Field(description="That flavour's priority")
-    runtime: str | None = Field(description="Container runtime that would be used")
-    queue: str | None = Field(description="Queue or partition that would be used")
-    image: str | None = Field(description="Image reference as the runtime would receive it")
-    flavours: list[FlavourOutcome] = Field(
-        description="Every flavour of the job with what became of it on this resource"
-    )
-    warnings: list[str] = Field(description="Things to know when it runs there")
-    problems: list[PlacementProblem] = Field(description="Why it cannot run there")
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.placement import Placement, PlacementProblem
+from iri_gateway.planning.negotiate import FlavourChoice, negotiate, prepare_flavours
 
 
 # Placements are built with `model_construct`: every value comes from validated models and

@@ -26,9 +26,10 @@ from iri_gateway.models.jobspec import (
     RuntimeName,
     VolumeMount,
 )
-from iri_gateway.models.profile import LoadedResource, RuntimeConfig
-from iri_gateway.planner import make_plan
-from iri_gateway.profiles import ProfileRegistry
+from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.profile import RuntimeConfig
+from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.loading import ProfileRegistry
 
 Sample = Literal["cpu", "gpu", "mpi", "gpu+mpi"]
 SAMPLES: tuple[Sample, ...] = ("cpu", "gpu", "mpi", "gpu+mpi")

@@ -52,7 +52,7 @@ STANDARD_FACTS: dict[str, FactKind] = {
     "runtime": FactKind.NAMES,
     "mpi": FactKind.NAME,
 }
-"""The facts every resource's profile yields (see `capabilities.hardware_facts`)."""
+"""The facts every resource's profile yields (computed by `models.facts.hardware_facts`)."""
 
 _COMPARISON = re.compile(r"(>=|<=|==|!=|>|<)\s*(.*)", re.DOTALL)
 _MEMBERSHIP = re.compile(r"(not\s+in|in)(?=[\s\[]|$)\s*(.*)", re.DOTALL)

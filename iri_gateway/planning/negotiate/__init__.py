@@ -10,10 +10,10 @@ from functools import partial
 
 from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Decision
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.negotiate import container as ctr
-from iri_gateway.negotiate.fields import (
+from iri_gateway.planning.negotiate import container as ctr
+from iri_gateway.planning.negotiate.fields import (
     SEPARATOR_REASON,
     check_custom_attributes,
     check_directive_values,
@@ -22,9 +22,9 @@ from iri_gateway.negotiate.fields import (
     launch_mode,
     slurm_separator,
 )
-from iri_gateway.negotiate.flavours import FlavourChoice
-from iri_gateway.negotiate.roles import negotiate_roles
-from iri_gateway.negotiate.shape import (
+from iri_gateway.planning.negotiate.flavours import FlavourChoice
+from iri_gateway.planning.negotiate.roles import negotiate_roles
+from iri_gateway.planning.negotiate.shape import (
     check_hardware,
     check_queue_limits,
     choose_queue,

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from iri_gateway.constraints import Constraint, first_failure, parse_requirements
 from iri_gateway.errors import JobRejectedError, Problem
+from iri_gateway.models.constraints import Constraint, first_failure, parse_requirements
 from iri_gateway.models.jobspec import Container, Flavour, JobSpec
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Decision, FlavourOutcome, FlavourStatus
-from iri_gateway.models.profile import LoadedResource
-from iri_gateway.negotiate.fields import check_nul
+from iri_gateway.planning.negotiate.fields import check_nul
 
 GPU_FACTS = frozenset({"gpu_count", "gpu_vendor", "gpu_model", "gpu_memory_gib",
                        "nvidia_cuda", "rocm"})
