@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_submit import profile
 
-from iri_gateway.backends import Backends
-from iri_gateway.engine import Engine
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.store import JobStore
+from iri_gateway.service.backends import Backends
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.store import JobStore
 
 
 class TimedTransport:

@@ -20,12 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from iri_gateway.backends import Backends
-from iri_gateway.engine import Engine
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.slurm import sbatch
-from iri_gateway.store import JobStore
+from iri_gateway.service.backends import Backends
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 JOB = {"executable": "/bin/true", "attributes": {"duration": 60},

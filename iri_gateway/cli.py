@@ -37,7 +37,7 @@ from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
 from iri_gateway.profiles.loading import ProfileRegistry, profile_json_schema
 
 if TYPE_CHECKING:
-    from iri_gateway.auth import TokenFile
+    from iri_gateway.service.auth import TokenFile
 
 EXIT_ERROR = 1
 EXIT_CANNOT_RUN = 2
@@ -356,8 +356,8 @@ def serve(
     import uvicorn
 
     from iri_gateway.api.app import create_app
-    from iri_gateway.auth import TokenFile
-    from iri_gateway.settings import Settings
+    from iri_gateway.service.auth import TokenFile
+    from iri_gateway.service.settings import Settings
 
     overrides: dict[str, object] = {}
     if profiles:
@@ -404,8 +404,8 @@ DataDirOption = Annotated[
 
 
 def _tokens_file(data_dir: Path | None) -> TokenFile:
-    from iri_gateway.auth import TokenFile
-    from iri_gateway.settings import Settings
+    from iri_gateway.service.auth import TokenFile
+    from iri_gateway.service.settings import Settings
 
     settings = Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
     return TokenFile(settings.tokens_path)
@@ -422,7 +422,7 @@ def token_create(
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a bearer token for USER in the server's tokens file and print it (once)."""
-    from iri_gateway.auth import TokenFileError
+    from iri_gateway.service.auth import TokenFileError
 
     try:
         token = _tokens_file(data_dir).issue(user, project or [])
@@ -437,7 +437,7 @@ def token_create(
 @token_app.command("list")
 def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> None:
     """List the issued tokens: id, user, projects, creation time (never the tokens)."""
-    from iri_gateway.auth import TokenFileError
+    from iri_gateway.service.auth import TokenFileError
 
     try:
         entries = _tokens_file(data_dir).entries()
@@ -472,7 +472,7 @@ def token_revoke(
 
     Exit 1 when nothing matched.
     """
-    from iri_gateway.auth import TokenFileError
+    from iri_gateway.service.auth import TokenFileError
 
     try:
         removed = _tokens_file(data_dir).revoke(token_or_id=token_or_id, user=user)

@@ -15,13 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from iri_gateway.engine import Engine
 from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.plan import Plan
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.store import JobRecord
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.store import JobRecord
 
 TESTS = Path(__file__).parent
 TEST_PROFILE = TESTS / "profiles" / "testsite.yaml"

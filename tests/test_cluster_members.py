@@ -18,17 +18,17 @@ from typing import Any
 
 import pytest
 
-from iri_gateway import cluster_members
 from iri_gateway.api.models import job_view
-from iri_gateway.backends import Backends
-from iri_gateway.cluster_members import Exit, Member
-from iri_gateway.engine import Engine
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.store import JobRecord, JobStore
-from iri_gateway.transport.base import CommandResult
-from iri_gateway.transport.local import LocalTransport
+from iri_gateway.service import cluster_members
+from iri_gateway.service.backends import Backends
+from iri_gateway.service.cluster_members import Exit, Member
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.store import JobRecord, JobStore
+from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.service.transport.local import LocalTransport
 from tests.conftest import refresh_until
 
 MEMBERS = (
@@ -62,7 +62,7 @@ def test_members_lines_parse_in_order() -> None:
 def test_a_malformed_members_line_is_skipped_with_its_reason(
     line: str, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
         members = cluster_members.parse_members(MEMBERS + line + "\n" + "\n")
     assert [m.name for m in members] == ["master1", "worker1", "worker2", "worker3"]
     assert members[0] == MASTER, "the first of a repeated name is kept"
@@ -77,7 +77,7 @@ def test_a_malformed_members_line_is_skipped_with_its_reason(
 def test_a_malformed_exit_line_is_skipped_with_its_reason(
     line: str, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
         exits = cluster_members.parse_exits(f"worker2\t1\n{line}\nmaster1\t0")
     assert exits == [Exit("worker2", 1), Exit("master1", 0)]
     assert f"line 2 skipped ({reason}" in caplog.text
@@ -120,7 +120,7 @@ def test_exits_of_unknown_or_repeated_members_are_ignored(
 ) -> None:
     members = cluster_members.parse_members(MEMBERS)
     exits = [Exit("ghost", 9), Exit("worker1", 0), Exit("worker1", 5)]
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
         result = cluster_members.outcome(members, exits, JobState.ACTIVE)
     assert result.first_failure is None and result.views[1]["exit_code"] == 0
     assert "unknown member 'ghost'" in caplog.text and "second exit of member 'worker1'" in (
@@ -170,7 +170,7 @@ def test_an_unreadable_folder_is_logged_and_not_known(
 ) -> None:
     result = CommandResult(("tail",), 1, "", "tail: cannot open '/x/members' for reading: "
                            "Permission denied\n")
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
         files = cluster_members.parse_read(result, "/x")
     assert files == cluster_members.ClusterFiles(None, None)
     assert "Permission denied" in caplog.text
@@ -356,7 +356,7 @@ printf 'master1\\tmaster\\t1\\tn1\\t127.0.0.1\\nnot a member line\\n' >> "$folde
 printf 'master1\\tbroken\\n' >> "$folder/exits"
 exit 2
 """, size=1)
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
         done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.FAILED and done.message == "EXITED, exit code 2"
     assert [(m["name"], m["state"], m["exit_code"]) for m in done.members] == [

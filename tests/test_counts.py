@@ -17,7 +17,7 @@ import pytest
 from iri_gateway.api.app import create_app
 from iri_gateway.errors import Problem
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 from tests.conftest import TEST_PROFILE, plan_for, problems_for
 
 

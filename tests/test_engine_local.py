@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from iri_gateway.backends import Backends
-from iri_gateway.engine import Engine, IdempotencyConflictError, JobNotFoundError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.poller import Poller
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.store import JobRecord, JobStore
+from iri_gateway.service.backends import Backends
+from iri_gateway.service.engine import Engine, IdempotencyConflictError, JobNotFoundError
+from iri_gateway.service.poller import Poller
+from iri_gateway.service.store import JobRecord, JobStore
 
 
 def make_engine(data: Path) -> Engine:

@@ -21,19 +21,19 @@ from typing import Any
 
 import pytest
 
-from iri_gateway.files import reader
-from iri_gateway.files.access import (
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.profile import FileAccess
+from iri_gateway.service.files import reader
+from iri_gateway.service.files.access import (
     FileReader,
     FileRefusedError,
     ReaderUnavailableError,
     UserFiles,
     decode_part,
 )
-from iri_gateway.files.policy import Scope, granted_roots, job_path_problems, safe_component
-from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.models.profile import FileAccess
-from iri_gateway.transport.base import CommandResult
-from iri_gateway.transport.local import LocalTransport
+from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
+from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.service.transport.local import LocalTransport
 
 
 def ask(base: Path, rest: Sequence[str], operation: str = "view", top: Sequence[str] = (),

@@ -10,7 +10,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 
 JOB = {"executable": "/bin/echo", "arguments": ["hi"],
        "container": {"image": "docker.io/library/busybox:latest"}}

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from iri_gateway.models.job import JobState
-from iri_gateway.store import JobStore, StateChange
+from iri_gateway.service.store import JobStore, StateChange
 
 WORKER = {"name": "worker1", "role": "worker", "index": 1, "node": "n2",
           "address": "127.0.0.2", "state": "active", "exit_code": None}

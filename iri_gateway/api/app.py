@@ -17,14 +17,14 @@ from iri_gateway import __version__
 from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
 from iri_gateway.api.routers import account, compute, facility, filesystem, status
-from iri_gateway.auth import Authenticator, JwtVerifier, TokenFile
-from iri_gateway.backends import Backends
-from iri_gateway.engine import Engine
-from iri_gateway.poller import Poller
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
-from iri_gateway.settings import Settings
-from iri_gateway.store import JobStore
+from iri_gateway.service.auth import Authenticator, JwtVerifier, TokenFile
+from iri_gateway.service.backends import Backends
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.poller import Poller
+from iri_gateway.service.settings import Settings
+from iri_gateway.service.store import JobStore
 
 logger = logging.getLogger(__name__)
 

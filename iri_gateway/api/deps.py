@@ -12,9 +12,9 @@ from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from iri_gateway.auth import Authenticator, Principal
-from iri_gateway.engine import Engine
-from iri_gateway.settings import Settings
+from iri_gateway.service.auth import Authenticator, Principal
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False)
 

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from iri_gateway.api.app import create_app
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 
 
 def openapi_document() -> str:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.store import JobRecord
+from iri_gateway.service.store import JobRecord
 
 
 class JobStatus(BaseModel):

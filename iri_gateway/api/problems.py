@@ -15,14 +15,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from iri_gateway.api.body_limit import BodyTooLarge
-from iri_gateway.auth import AuthenticationError
-from iri_gateway.backends import NoAccountError
-from iri_gateway.engine import (
-    IdempotencyConflictError,
-    JobNotChangeableError,
-    JobNotFoundError,
-    OutputUnavailableError,
-)
 from iri_gateway.errors import (
     CancelError,
     GatewayError,
@@ -37,7 +29,15 @@ from iri_gateway.errors import (
     UpdateError,
     json_path,
 )
-from iri_gateway.transport.base import TransportError
+from iri_gateway.service.auth import AuthenticationError
+from iri_gateway.service.backends import NoAccountError
+from iri_gateway.service.engine import (
+    IdempotencyConflictError,
+    JobNotChangeableError,
+    JobNotFoundError,
+    OutputUnavailableError,
+)
+from iri_gateway.service.transport.base import TransportError
 
 PROBLEM = "application/problem+json"
 REQUEST_NOT_VALID = "the request is not valid"

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from iri_gateway.api.app import create_app
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 
 OFFICIAL_SPEC = (
     Path(__file__).parent.parent.parent / "openapi" / "official"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from iri_gateway.api.app import create_app
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 from tests.api.conftest import OFFICIAL_SPEC
 
 CHECKED_TAGS = {"compute", "status", "facility", "account", "filesystem", "task"}

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 from tests.api.conftest import OfficialSchemas
 
 pytestmark = pytest.mark.anyio

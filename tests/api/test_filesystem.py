@@ -21,12 +21,12 @@ from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
 from iri_gateway.api.routers.filesystem import MAX_READ
-from iri_gateway.engine import JobNotFoundError, OutputUnavailableError
-from iri_gateway.files import reader
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import builtin_profile
-from iri_gateway.settings import Settings
-from iri_gateway.store import JobRecord
+from iri_gateway.service.engine import JobNotFoundError, OutputUnavailableError
+from iri_gateway.service.files import reader
+from iri_gateway.service.settings import Settings
+from iri_gateway.service.store import JobRecord
 from tests.api.conftest import OfficialSchemas
 
 pytestmark = pytest.mark.anyio

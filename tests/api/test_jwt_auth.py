@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 
 pytestmark = pytest.mark.anyio
 ISSUER, AUDIENCE = "https://idp.test", "iri-gateway"

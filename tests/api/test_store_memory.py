@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from iri_gateway.auth import TokenFile
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.store import JobStore
+from iri_gateway.service.auth import TokenFile
+from iri_gateway.service.store import JobStore
 from tests.api.real_serve import running_serve
 
 JOBS = 20_000

@@ -21,8 +21,8 @@ import pytest
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
-from iri_gateway.auth import TokenFile
-from iri_gateway.settings import Settings
+from iri_gateway.service.auth import TokenFile
+from iri_gateway.service.settings import Settings
 from tests.api.real_serve import running_serve
 from tests.api.test_jwt_auth import AUDIENCE, ISSUER, jwks_url, keys, token  # noqa: F401
 from tests.conftest import Server, clean_env

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from iri_gateway.backends import Backends
-from iri_gateway.engine import Engine
-from iri_gateway.poller import Poller
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.store import JobRecord, JobStore
+from iri_gateway.service.backends import Backends
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.poller import Poller
+from iri_gateway.service.store import JobRecord, JobStore
 
 CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
 # A cold start on a fresh machine installs Debian packages first (~30 s); later ones take ~2 s.

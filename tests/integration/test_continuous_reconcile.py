@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from iri_gateway.engine import Engine
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.poller import Poller
-from iri_gateway.store import JobRecord
-from iri_gateway.transport.base import CommandResult, TransportError
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.poller import Poller
+from iri_gateway.service.store import JobRecord
+from iri_gateway.service.transport.base import CommandResult, TransportError
 from tests.integration.conftest import make_engine
 from tests.integration.gateway_process import profile_allowing
 

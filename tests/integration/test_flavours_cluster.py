@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from iri_gateway.engine import Engine
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.store import JobRecord
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.store import JobRecord
 from tests.integration.conftest import ClusterInfo, wait_all_final
 
 pytestmark = pytest.mark.integration

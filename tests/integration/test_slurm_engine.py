@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from iri_gateway.engine import Engine
 from iri_gateway.errors import SubmitError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.poller import Poller
-from iri_gateway.store import JobRecord
-from iri_gateway.transport.base import CommandResult
-from iri_gateway.transport.ssh import HostKeyError, SshTransport
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.poller import Poller
+from iri_gateway.service.store import JobRecord
+from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.service.transport.ssh import HostKeyError, SshTransport
 from tests.integration.conftest import ClusterInfo, make_engine
 
 pytestmark = pytest.mark.integration
@@ -206,7 +206,7 @@ def test_over_ssh_bare_and_rootless_podman(engine: Engine) -> None:
 
 
 def test_unmapped_user_is_refused_on_ssh_resources(engine: Engine) -> None:
-    from iri_gateway.backends import NoAccountError
+    from iri_gateway.service.backends import NoAccountError
 
     with pytest.raises(NoAccountError, match="'mallory' has no account"):
         submit(engine, "cluster-ssh", {"executable": "/bin/true"}, owner="mallory")

@@ -35,8 +35,8 @@ from iri_gateway.api.iri_models import (
 )
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.api.routers.facility import Catalog, CatalogDep, ModifiedSince, not_modified
-from iri_gateway.auth import Principal, TokenFile
 from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.service.auth import Principal, TokenFile
 
 router = APIRouter(prefix="/api/v2/account", tags=["account"])
 

@@ -14,8 +14,6 @@ from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.iri_models import StrictBool
 from iri_gateway.api.models import Job, job_view
 from iri_gateway.api.problems import ApiProblem
-from iri_gateway.auth import Principal
-from iri_gateway.engine import Engine, JobNotFoundError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.placement import Placement
@@ -23,7 +21,9 @@ from iri_gateway.models.plan import Plan
 from iri_gateway.planning.placement import place
 from iri_gateway.profiles.capabilities import Capabilities, capabilities
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.store import JobRecord
+from iri_gateway.service.auth import Principal
+from iri_gateway.service.engine import Engine, JobNotFoundError
+from iri_gateway.service.store import JobRecord
 
 router = APIRouter(prefix="/api/v2/compute", tags=["compute"])
 extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"])

@@ -20,10 +20,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from iri_gateway.api.deps import SettingsDep
 from iri_gateway.api.iri_models import Facility, Site, StrictDateTime, link, utc_timestamp
 from iri_gateway.api.problems import ApiProblem
-from iri_gateway.engine import Engine
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import FacilityInfo
-from iri_gateway.settings import Settings
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.settings import Settings
 
 router = APIRouter(prefix="/api/v2", tags=["facility"])
 

@@ -5,7 +5,7 @@ As in the official spec, each filesystem operation is a POST that answers with a
 does the work before it answers, so the task is already `completed` (with its `result`) when the
 caller first asks; a request that cannot be served is answered at once with problem+json.
 
-Security: what a caller may read is decided by `iri_gateway.files` (the folders the gateway
+Security: what a caller may read is decided by `iri_gateway.service.files` (the folders the gateway
 made for the caller's jobs on that resource, and the roots the resource's profile grants the
 caller), lexically first, then by the no-follow reader, which opens every component without
 following links out and reads from what it opened: over SSH on the login node as the
@@ -36,10 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.api.problems import ApiProblem
-from iri_gateway.auth import Principal
-from iri_gateway.engine import Engine
-from iri_gateway.files.access import FileRefusedError, decode_part
 from iri_gateway.models.jobspec import JsonInt
+from iri_gateway.service.auth import Principal
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.files.access import FileRefusedError, decode_part
 
 router = APIRouter(prefix="/api/v2")
 

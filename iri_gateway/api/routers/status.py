@@ -44,7 +44,7 @@ from iri_gateway.api.iri_models import (
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.api.routers.facility import Catalog, CatalogDep, not_modified
 from iri_gateway.models.loaded_resource import LoadedResource
-from iri_gateway.settings import Settings
+from iri_gateway.service.settings import Settings
 
 router = APIRouter(prefix="/api/v2", tags=["status"])
 

@@ -18,10 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from iri_gateway.engine import Engine
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
-from iri_gateway.store import JobRecord
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.store import JobRecord
 
 log = logging.getLogger(__name__)
 

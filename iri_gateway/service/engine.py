@@ -23,16 +23,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from iri_gateway import cluster_members
-from iri_gateway.backends import Backend, Backends
 from iri_gateway.errors import (
     GatewayError,
     JobRejectedError,
     SchedulerError,
     SchedulerUnavailableError,
 )
-from iri_gateway.files import policy
-from iri_gateway.files.access import FileReader, FileRefusedError, UserFiles, decode_part
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
@@ -40,8 +36,12 @@ from iri_gateway.models.plan import Plan
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.store import JobRecord, JobStore, StateChange
-from iri_gateway.transport.base import NotSentError, TransportError
+from iri_gateway.service import cluster_members
+from iri_gateway.service.backends import Backend, Backends
+from iri_gateway.service.files import policy
+from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles, decode_part
+from iri_gateway.service.store import JobRecord, JobStore, StateChange
+from iri_gateway.service.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -583,7 +583,7 @@ class Engine:
 
     def files(self, *, owner: str, resource_id: str) -> UserFiles:
         """The files `owner` may read on the resource: the job folders the gateway made for
-        their jobs and the roots their profile grants (see `iri_gateway.files`)."""
+        their jobs and the roots their profile grants (see `iri_gateway.service.files`)."""
         loaded = self.registry.get(resource_id)
         backend = self.backends.get(loaded, owner)
 
