@@ -1,5 +1,5 @@
 """`python -m iri_gateway` runs the command line."""
 
-from iri_gateway.cli import main
+from iri_gateway.cli.app import main
 
 main()

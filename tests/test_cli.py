@@ -192,6 +192,6 @@ def test_profile_schema_matches_the_shipped_file() -> None:
     [(3600, "1h"), (1800, "30m"), (5400, "1h30m"), (90, "1m30s"), (172800, "48h")],
 )
 def test_human_duration(seconds: int, text: str) -> None:
-    from iri_gateway.cli import human_duration
+    from iri_gateway.cli.app import human_duration
 
     assert human_duration(seconds) == text

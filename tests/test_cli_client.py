@@ -323,7 +323,7 @@ def test_output_paths_follow_the_gateways_rule() -> None:
 def test_status_prints_the_members_of_a_cluster_job() -> None:
     from typer.testing import CliRunner
 
-    from iri_gateway.cli import app
+    from iri_gateway.cli.app import app
 
     members = [
         {"name": "master1", "role": "master", "index": 1, "node": "n1", "address": "127.0.0.1",

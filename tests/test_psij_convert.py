@@ -16,7 +16,7 @@ from psij import JobAttributes, JobSpec, ResourceSpec, ResourceSpecV1
 from iri_gateway.models.jobspec import RUNTIME_NAMES
 from iri_gateway.models.jobspec import JobAttributes as IriAttributes
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.psij_convert import (
+from iri_gateway.psij_bridge.convert import (
     PSIJ_DEFAULT_DURATION,
     ConversionError,
     from_iri,
@@ -329,7 +329,7 @@ def test_unofficial_resource_fields_are_refused_and_metadata_dropped_with_a_warn
 ) -> None:
     with pytest.raises(ConversionError, match=r"^resources\.colour: not an official"):
         from_iri({"executable": "x", "resources": {"colour": "red"}})
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.psij_convert"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.psij_bridge.convert"):
         spec = from_iri({"executable": "x", "attributes": {"attributes": {"k": "v"}}})
     assert "attributes.attributes (metadata) has no PSI/J equivalent" in caplog.text
     assert to_iri(spec)["attributes"] == {"duration": 600}

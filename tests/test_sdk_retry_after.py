@@ -16,7 +16,7 @@ import pytest
 import respx
 
 from iri_gateway.client import AsyncGatewayClient, GatewayClient, ServerError
-from iri_gateway.client_calls import RETRY_AFTER_LIMIT, retry_pause
+from iri_gateway.client.calls import RETRY_AFTER_LIMIT, retry_pause
 
 URL = "http://gateway.test"
 API = f"{URL}/api/v2"

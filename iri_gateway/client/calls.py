@@ -22,8 +22,8 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from iri_gateway.client_errors import GatewayClientError
-from iri_gateway.client_models import DEFAULT_URL, TOKEN_ENV, URL_ENV, FileContent, JobInfo
+from iri_gateway.client.errors import GatewayClientError
+from iri_gateway.client.models import DEFAULT_URL, TOKEN_ENV, URL_ENV, FileContent, JobInfo
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan

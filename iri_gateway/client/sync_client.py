@@ -1,28 +1,7 @@
-"""The gateway's Python SDK: a typed client for its REST API, synchronous and asynchronous.
+"""The synchronous client, `GatewayClient`; import it from `iri_gateway.client`.
 
-    with GatewayClient("http://127.0.0.1:8000", token) as gateway:
-        job = gateway.submit("local", {"executable": "/bin/echo", "arguments": ["hi"]},
-                             project="proj1")
-        job = gateway.wait("local", job.id, timeout=60, progress=True)
-        print(job.state, gateway.output("local", job.id))
-
-    async with AsyncGatewayClient() as gateway:   # same methods, awaited
-        job = await gateway.submit("local", spec, project="proj1")
-
-The server comes from the argument, else `$IRI_GATEWAY_URL`, else http://127.0.0.1:8000; the
-bearer token from the argument, else `$IRI_GATEWAY_TOKEN`. Every error answer becomes a typed
-`GatewayClientError` (`InvalidRequest`, `NotFound`, ...) carrying the problem+json fields;
-no answer at all is `ConnectionFailed`. Calls that change nothing, and submissions (always
-sent with an `Idempotency-Key`), are sent again after a connection failure or a 502/503/504
-(503 also when the scheduler behind the gateway is down for a moment), `retries` times, after
-the pause the answer's `Retry-After` asks for (at most a minute) or growing pauses, so a retry
-never submits twice.
-
-Job output is read through the official filesystem operations (`tail`, `view`) on the job's
-output file, whose path follows the gateway's rule: a job that names no `directory` runs in
-`<job id>/` under the resource's job root (which relative filesystem paths are relative to),
-writing `stdout.txt` and `stderr.txt`; a job with a `directory` writes `iri-<job id>.out` and
-`.err` there unless it names its own files.
+Requests, retry rules and answer parsing come from `client.calls`, shared with the async
+client (`client.async_client`); this module only sends them with httpx.Client and sleeps.
 """
 
 from __future__ import annotations
@@ -35,9 +14,8 @@ from typing import Any, TypeVar
 import httpx
 from rich.console import Console
 
-from iri_gateway import client_calls as calls
-from iri_gateway.async_client import AsyncGatewayClient
-from iri_gateway.client_calls import (
+from iri_gateway.client import calls
+from iri_gateway.client.calls import (
     RETRY_STATUSES,
     Call,
     SpecLike,
@@ -45,39 +23,20 @@ from iri_gateway.client_calls import (
     client_settings,
     retry_pause,
 )
-from iri_gateway.client_errors import (
-    Conflict,
-    ConnectionFailed,
-    Forbidden,
-    GatewayClientError,
-    InvalidRequest,
-    NotFound,
-    ServerError,
-    Unauthorized,
-)
-from iri_gateway.client_models import (
+from iri_gateway.client.errors import ConnectionFailed, GatewayClientError
+from iri_gateway.client.models import (
     API,
-    DEFAULT_URL,
     READ_LIMIT,
-    TOKEN_ENV,
-    URL_ENV,
     FileContent,
     JobInfo,
     Stream,
     WaitTimeout,
     output_path,
 )
-from iri_gateway.client_progress import status_line
+from iri_gateway.client.progress import status_line
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
 from iri_gateway.profiles.capabilities import Capabilities
-
-__all__ = [
-    "DEFAULT_URL", "READ_LIMIT", "TOKEN_ENV", "URL_ENV", "AsyncGatewayClient", "Conflict",
-    "ConnectionFailed", "FileContent", "Forbidden", "GatewayClient", "GatewayClientError",
-    "InvalidRequest", "JobInfo", "NotFound", "ServerError", "SpecLike", "Stream",
-    "Unauthorized", "WaitTimeout", "output_path",
-]
 
 T = TypeVar("T")
 DEFAULT_RETRIES = 3

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
-from iri_gateway.client_models import JobInfo
+from iri_gateway.client.models import JobInfo
 
 
 @contextmanager

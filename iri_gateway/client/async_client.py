@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import httpx
 from rich.console import Console
 
-from iri_gateway import client_calls as calls
-from iri_gateway.client_calls import (
+from iri_gateway.client import calls
+from iri_gateway.client.calls import (
     RETRY_STATUSES,
     Call,
     SpecLike,
@@ -24,8 +24,8 @@ from iri_gateway.client_calls import (
     client_settings,
     retry_pause,
 )
-from iri_gateway.client_errors import ConnectionFailed, GatewayClientError
-from iri_gateway.client_models import (
+from iri_gateway.client.errors import ConnectionFailed, GatewayClientError
+from iri_gateway.client.models import (
     API,
     READ_LIMIT,
     FileContent,
@@ -34,7 +34,7 @@ from iri_gateway.client_models import (
     WaitTimeout,
     output_path,
 )
-from iri_gateway.client_progress import status_line
+from iri_gateway.client.progress import status_line
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
 from iri_gateway.profiles.capabilities import Capabilities

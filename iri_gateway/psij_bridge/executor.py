@@ -33,7 +33,7 @@ from psij import (
 
 from iri_gateway.client import GatewayClient, GatewayClientError, JobInfo
 from iri_gateway.models.job import JobState as IriState
-from iri_gateway.psij_convert import to_iri
+from iri_gateway.psij_bridge.convert import to_iri
 
 logger = logging.getLogger(__name__)
 

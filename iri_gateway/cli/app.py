@@ -19,7 +19,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from iri_gateway import __version__
-from iri_gateway.cli_views import placement_table
+from iri_gateway.cli.views import placement_table
 from iri_gateway.errors import (
     GatewayError,
     InvalidJobSpecError,
@@ -504,7 +504,7 @@ def version() -> None:
     sys.stdout.write(f"iri-gateway {__version__}\n")
 
 
-from iri_gateway.cli_client import register; register(app)  # noqa: E402, E702, I001
+from iri_gateway.cli.client_commands import register; register(app)  # noqa: E402, E702, I001
 
 
 def main() -> None:

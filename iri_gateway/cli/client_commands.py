@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from iri_gateway.cli_views import members_table, placement_table
+from iri_gateway.cli.views import members_table, placement_table
 from iri_gateway.client import (
     DEFAULT_URL,
     TOKEN_ENV,
