@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iri_gateway.planning import images
-from iri_gateway.planning.images import ImageFormError, parse_image
+from iri_gateway.models import images
+from iri_gateway.models.images import ImageFormError, parse_image
 
 
 @pytest.mark.parametrize(

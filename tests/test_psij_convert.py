@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psij import JobAttributes, JobSpec, ResourceSpec, ResourceSpecV1
 
-from iri_gateway.models.jobspec import RUNTIME_NAMES
 from iri_gateway.models.jobspec import JobAttributes as IriAttributes
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.psij_bridge.convert import (
@@ -23,6 +22,7 @@ from iri_gateway.psij_bridge.convert import (
     source_command,
     to_iri,
 )
+from iri_gateway.runtimes import RUNTIMES
 
 # ---- strategies -------------------------------------------------------------------------
 
@@ -68,7 +68,7 @@ volume_mounts = st.lists(st.fixed_dictionaries(
     optional={"read_only": st.booleans()}), max_size=2)
 container_fields = st.fixed_dictionaries(
     {"image": words},
-    optional={"runtime": st.sampled_from(RUNTIME_NAMES), "gpu": st.booleans(),
+    optional={"runtime": st.sampled_from(RUNTIMES.names()), "gpu": st.booleans(),
               "mpi": st.booleans(), "network": st.sampled_from(["host", "none"]),
               "volume_mounts": volume_mounts, "devices": st.lists(words, max_size=2)})
 roles = st.lists(st.fixed_dictionaries(

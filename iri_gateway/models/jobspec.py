@@ -52,6 +52,7 @@ from iri_gateway.models.limits import (
     surrogate_reason,
     unicode_text,
 )
+from iri_gateway.models.runtime_names import RuntimeName
 
 NonEmptyStr = NonEmptyText
 """A non-empty string of at most MAX_TEXT_LENGTH characters, valid Unicode."""
@@ -72,8 +73,6 @@ JsonInt = Annotated[int, BeforeValidator(whole_number)]
 """An integer as JSON Schema defines it: 2 and 2.0 both are; "2" and true are not."""
 PositiveInt = Annotated[JsonInt, Field(ge=1)]
 
-RUNTIME_NAMES = ("apptainer", "podman-hpc", "shifter", "podman", "none")
-RuntimeName = Literal["apptainer", "podman-hpc", "shifter", "podman", "none"]
 MPI_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec"})
 
 _ATTRIBUTES_DESCRIPTION = (

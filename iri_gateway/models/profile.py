@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Annotated, Literal
+from collections.abc import Collection
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from iri_gateway.models.constraints import STANDARD_FACTS
-from iri_gateway.models.jobspec import RuntimeName
+from iri_gateway.models.images import ImageForm
+from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
+from iri_gateway.runtimes import RUNTIMES
 
 Identifier = Annotated[
     str,
@@ -44,10 +47,6 @@ SetupLine = Annotated[
 ]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 SchedulerKind = Literal["slurm", "pbs", "local"]
-ImageForm = Literal[
-    "oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs", "sandbox",
-    "shifter",
-]
 
 
 class _Strict(BaseModel):
@@ -390,32 +389,45 @@ class RuntimeConfig(_Strict):
         return patterns
 
 
-_RUNTIME_ATTRIBUTES = {
-    "apptainer": "apptainer", "podman-hpc": "podman_hpc", "shifter": "shifter",
-    "podman": "podman",
-}
+def _runtime_blocks_in_schema(schema: dict[str, Any]) -> None:
+    """List one optional block per registered container runtime, and no other key, as the
+    profile's JSON Schema always did (validation checks the same against the registry)."""
+    block = schema.pop("additionalProperties")
+    properties = schema["properties"]
+    for name in RUNTIMES.container_names():
+        properties[name] = {**block, "default": None}
+    schema["additionalProperties"] = False
 
 
 class Runtimes(_Strict):
     """The container runtimes of a resource."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # `default`, then one block per runtime offered, keyed by the runtime's registered name
+    # (`iri_gateway.runtimes.RUNTIMES`): a runtime added to the registry may be configured
+    # here, and listed in the schema, without a change to this class.
+
+    model_config = ConfigDict(
+        extra="allow", strict=True, json_schema_extra=_runtime_blocks_in_schema
+    )
+    __pydantic_extra__: dict[RuntimeBlockName, RuntimeConfig | None] = Field(init=False)
 
     default: RuntimeName = Field(description="Runtime used when the job names none")
-    apptainer: RuntimeConfig | None = None
-    podman_hpc: RuntimeConfig | None = Field(default=None, alias="podman-hpc")
-    shifter: RuntimeConfig | None = None
-    podman: RuntimeConfig | None = None
 
     def get(self, name: str) -> RuntimeConfig | None:
         """The configuration of runtime `name`, or None when the resource lacks it."""
-        attribute = _RUNTIME_ATTRIBUTES.get(name)
-        return getattr(self, attribute) if attribute else None
+        return (self.__pydantic_extra__ or {}).get(name)
 
-    def available(self) -> list[RuntimeName]:
-        """Names of the container runtimes this resource offers (bare execution not counted)."""
-        names: tuple[RuntimeName, ...] = ("apptainer", "podman-hpc", "shifter", "podman")
-        return [name for name in names if self.get(name)]
+    def available(self) -> list[str]:
+        """Names of the container runtimes this resource offers (bare execution not counted),
+        in the registry's listing order."""
+        return [name for name in RUNTIMES.container_names() if self.get(name) is not None]
+
+    def without(self, names: Collection[str]) -> Runtimes:
+        """These runtimes with `names` no longer offered; a default among them becomes 'none'."""
+        blocks = {name: config for name, config in (self.__pydantic_extra__ or {}).items()
+                  if name not in names}
+        default = "none" if self.default in names else self.default
+        return Runtimes.model_validate({"default": default, **blocks})
 
     @model_validator(mode="after")
     def _default_exists(self) -> Runtimes:

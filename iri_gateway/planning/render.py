@@ -164,6 +164,7 @@ def _cluster_context(decision: Decision, scheduler: Scheduler) -> dict[str, Any]
             "host": layout.hosts[number],
             "launcher": layout.launchers[number],
             "runtime": own.runtime,
+            "runtime_template": RUNTIMES[own.runtime].template,
             "rt": RUNTIMES[own.runtime].invocation(own),
             "stdin": decision.spec.stdin_path if number == 0 else None,
         })
@@ -174,7 +175,8 @@ def _cluster_context(decision: Decision, scheduler: Scheduler) -> dict[str, Any]
 def render_script(decision: Decision) -> str:
     """The batch script for a decision: exactly what submission sends to the scheduler."""
     scheduler = SCHEDULERS[decision.resource.resource.scheduler.kind]
-    invocation = RUNTIMES[decision.runtime].invocation(decision)
+    runtime = RUNTIMES[decision.runtime]
+    invocation = runtime.invocation(decision)
     setup = _merged_setup(decision)
     spec = decision.spec
     context: dict[str, Any] = {
@@ -182,6 +184,7 @@ def render_script(decision: Decision) -> str:
         "facility": decision.resource.profile.facility.id,
         "resource": decision.resource.id,
         "runtime": decision.runtime,
+        "runtime_template": runtime.template,
         "directives": scheduler.directives(decision, invocation),
         "directory": spec.directory,
         "inherit_environment": spec.inherit_environment,

@@ -19,15 +19,10 @@ from pathlib import Path
 from typing import Literal
 
 from iri_gateway.errors import JobRejectedError, TemplateError
-from iri_gateway.models.jobspec import (
-    Container,
-    JobSpec,
-    ResourceSpec,
-    RuntimeName,
-    VolumeMount,
-)
+from iri_gateway.models.jobspec import Container, JobSpec, ResourceSpec, VolumeMount
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import RuntimeConfig
+from iri_gateway.models.runtime_names import RuntimeName
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry
 

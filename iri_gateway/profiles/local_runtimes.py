@@ -2,20 +2,19 @@
 
 The embedded `local` profile names Podman; on a machine without it, the gateway runs jobs
 without containers rather than failing each one at run time (docs/design.md Contract 4: "Podman
-when present, else no container"). What was dropped is returned, so `serve` can say so.
+when present, else no container"). What was dropped is returned, so `serve` can say so. Each
+runtime says how it is detected (`Runtime.installed`: by default, its program on PATH).
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from dataclasses import replace
 
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.profiles.loading import ProfileRegistry
-
-Which = Callable[[str], str | None]
-_FIELD = {"podman-hpc": "podman_hpc"}
+from iri_gateway.runtimes import RUNTIMES
+from iri_gateway.runtimes.base import Which
 
 
 def installed_only(loaded: LoadedResource, which: Which = shutil.which
@@ -28,14 +27,11 @@ def installed_only(loaded: LoadedResource, which: Which = shutil.which
     missing: list[str] = [
         name for name in runtimes.available()
         if (config := runtimes.get(name)) is not None
-        and which(str(config.executable or name)) is None
+        and not RUNTIMES[name].installed(config, which)
     ]
     if not missing:
         return loaded, []
-    changes: dict[str, object] = {_FIELD.get(name, name): None for name in missing}
-    if runtimes.default in missing:
-        changes["default"] = "none"
-    trimmed = resource.model_copy(update={"runtimes": runtimes.model_copy(update=changes)})
+    trimmed = resource.model_copy(update={"runtimes": runtimes.without(missing)})
     return replace(loaded, resource=trimmed), missing
 
 

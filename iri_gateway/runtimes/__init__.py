@@ -1,15 +1,28 @@
-"""Container runtime plug-ins, one module each, looked up by name."""
+"""Container runtime plug-ins: one module each, found by `iri_gateway.plugins.discover`.
+
+`RUNTIMES` is the registry every other part reads; see `registry.py`, and docs/plugins.md for
+adding a runtime (one module here, one template in `templates/runtimes/`).
+"""
 
 from __future__ import annotations
 
-from typing import cast
+import sys
 
-from iri_gateway.runtimes import apptainer, none, podman, podman_hpc, shifter
+from iri_gateway.plugins import discover
 from iri_gateway.runtimes.base import Invocation, Runtime
+from iri_gateway.runtimes.registry import RuntimeRegistry
 
-RUNTIMES: dict[str, Runtime] = {
-    module.name: cast(Runtime, module)
-    for module in (apptainer, podman_hpc, shifter, podman, none)
-}
 
-__all__ = ["RUNTIMES", "Invocation", "Runtime"]
+def _discovered() -> list[Runtime]:
+    """Every module's `RUNTIME`; one that is not a Runtime stops the gateway from starting."""
+    runtimes: list[Runtime] = []
+    for module, plugin in discover(sys.modules[__name__], "RUNTIME"):
+        if not isinstance(plugin, Runtime):
+            raise TypeError(f"{module}.RUNTIME is not a Runtime: {plugin!r}")
+        runtimes.append(plugin)
+    return runtimes
+
+
+RUNTIMES = RuntimeRegistry(_discovered())
+
+__all__ = ["RUNTIMES", "Invocation", "Runtime", "RuntimeRegistry"]

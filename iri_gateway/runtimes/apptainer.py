@@ -8,53 +8,51 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from iri_gateway.models.profile import ImageForm
-from iri_gateway.planning import images
-from iri_gateway.planning.images import ImageRef
-from iri_gateway.runtimes.base import (
-    Invocation,
-    command_of,
-    executable_of,
-    site_binds,
-    site_flags,
-)
+from iri_gateway.models import images
+from iri_gateway.models.images import ImageRef
+from iri_gateway.runtimes.base import Invocation, Runtime, command_of, site_binds, site_flags
 
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
 
-name = "apptainer"
-image_forms: frozenset[ImageForm] = frozenset(
-    {"oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs", "sandbox",
-     "shifter"}
-)
-supports_network_none = True
-supports_cdi = True
 
-
-def image_reference(ref: ImageRef) -> str | None:
-    return images.for_apptainer(ref)
-
-
-def invocation(decision: Decision) -> Invocation:
-    options: list[str] = ["exec" if decision.spec.executable else "run"]
-    options += site_flags(decision)
-    if not decision.spec.inherit_environment:
-        options.append("--cleanenv")
-    for bind in site_binds(decision):
-        options += ["--bind", bind]
-    for mount in decision.mounts:
-        options += ["--bind", mount.bind_spec()]
-    for device in decision.devices:
-        options += ["--device", device]
-    if decision.network == "none":
-        options += ["--net", "--network", "none"]
-    if decision.workdir is not None:
-        options += ["--cwd", decision.workdir]
-    options += decision.extra_options
-    return Invocation(
-        executable=executable_of(decision, "apptainer"),
-        options=options,
-        image=decision.image,
-        command=command_of(decision),
-        container_env=dict(decision.environment),
+class Apptainer(Runtime):
+    name = "apptainer"
+    program = "apptainer"
+    image_forms = frozenset(
+        {"oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs",
+         "sandbox", "shifter"}
     )
+    rank = 10
+    supports_network_none = True
+    supports_cdi = True
+
+    def image_reference(self, ref: ImageRef) -> str | None:
+        return images.for_apptainer(ref)
+
+    def invocation(self, decision: Decision) -> Invocation:
+        options: list[str] = ["exec" if decision.spec.executable else "run"]
+        options += site_flags(decision)
+        if not decision.spec.inherit_environment:
+            options.append("--cleanenv")
+        for bind in site_binds(decision):
+            options += ["--bind", bind]
+        for mount in decision.mounts:
+            options += ["--bind", mount.bind_spec()]
+        for device in decision.devices:
+            options += ["--device", device]
+        if decision.network == "none":
+            options += ["--net", "--network", "none"]
+        if decision.workdir is not None:
+            options += ["--cwd", decision.workdir]
+        options += decision.extra_options
+        return Invocation(
+            executable=self.executable(decision),
+            options=options,
+            image=decision.image,
+            command=command_of(decision),
+            container_env=dict(decision.environment),
+        )
+
+
+RUNTIME = Apptainer()

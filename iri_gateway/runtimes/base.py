@@ -1,21 +1,33 @@
-"""The contract every container runtime module fulfils.
+"""The contract every container runtime plug-in fulfils, and helpers they share.
 
-A runtime module knows its own command line: which image forms it can run and how to turn a
-`Decision` into the options, image reference and command that its template fragment lays out.
-Adding a runtime means one module here and one fragment in `templates/runtimes/`.
+A runtime is one module in this package that defines `RUNTIME`, an instance of a `Runtime`
+subclass, plus its launch-line template `templates/runtimes/<name>.sh.j2`. The runtime knows its
+own command line: which image forms it can run and how to turn a `Decision` into the options,
+image reference and command that its template lays out. Its `name` is written nowhere else:
+the JobSpec's accepted runtimes, the profile's runtime blocks, local detection and the template
+are all found through the registry (`iri_gateway.runtimes.RUNTIMES`). See docs/plugins.md.
+
+This module and the runtime modules import no negotiation, profile or plan code at run time
+(only for type checking): the JobSpec model takes its runtime names from the registry, and the
+SDK imports the JobSpec without the server.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
-from iri_gateway.models.profile import ImageForm
-from iri_gateway.planning.images import ImageRef
+from iri_gateway.models.images import ImageForm, ImageRef
 from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
+    from iri_gateway.models.profile import RuntimeConfig
+
+Which = Callable[[str], str | None]
+"""Finds a program on this machine's PATH, as `shutil.which` does."""
 
 
 @dataclass(frozen=True)
@@ -30,30 +42,60 @@ class Invocation:
     scheduler_options: list[tuple[str, str]] = field(default_factory=list)
 
 
-class Runtime(Protocol):
-    """A container runtime plug-in."""
+class Runtime(ABC):
+    """A container runtime plug-in: its name, what it can do, and its command line."""
 
-    name: str
-    image_forms: frozenset[ImageForm]
-    supports_network_none: bool
-    supports_cdi: bool
+    name: ClassVar[str]
+    """The one name of the runtime: `container.runtime` and `extra_options` keys in a JobSpec,
+    its block under `runtimes` in a profile, its template `runtimes/<name>.sh.j2`."""
+    program: ClassVar[str]
+    """The command when the profile names no `executable`; local detection looks for it."""
+    image_forms: ClassVar[frozenset[ImageForm]]
+    """Image reference forms the runtime can run (a profile may accept fewer)."""
+    rank: ClassVar[int] = 100
+    """Position in lists (the JSON Schema's enum, capabilities, hints): lower first, then by
+    name. The shipped runtimes keep the order they have always been listed in."""
+    container: ClassVar[bool] = True
+    """False only for bare execution (`none`): always offered, never configured in a profile."""
+    supports_network_none: ClassVar[bool] = False
+    """The runtime can run a container without a network (`container.network: none`)."""
+    supports_cdi: ClassVar[bool] = False
+    """The runtime can inject CDI devices (`container.devices`)."""
+    binds_hosts_file: ClassVar[bool] = True
+    """The runtime can bind the members' hosts file at /etc/hosts (needed by cluster jobs)."""
+    binds_job_directory: ClassVar[bool] = False
+    """The runtime binds the job directory into the container itself, so the directory's path
+    must be expressible in its mount syntax (no ':' or ',')."""
+    slurm_spank_options: ClassVar[bool] = False
+    """Under Slurm, the image and volumes go into `#SBATCH` lines (SPANK plug-in options), so
+    they must not hold Slurm's separators."""
 
+    @property
+    def template(self) -> str:
+        """The launch-line template, looked up in the site's folder, then the shipped one."""
+        return f"runtimes/{self.name}.sh.j2"
+
+    @abstractmethod
     def image_reference(self, ref: ImageRef) -> str | None:
         """The image in this runtime's own form, or None when it cannot run that form."""
 
+    @abstractmethod
     def invocation(self, decision: Decision) -> Invocation:
         """Options, image and command for the launch line."""
+
+    def installed(self, config: RuntimeConfig, which: Which) -> bool:
+        """True when this machine has the runtime (a `local` resource offers only those)."""
+        return which(str(config.executable or self.program)) is not None
+
+    def executable(self, decision: Decision) -> SiteWord:
+        """The runtime's program: the profile's `executable`, else its usual name."""
+        config = decision.runtime_config
+        return SiteWord(config.executable if config and config.executable else self.program)
 
 
 def site_words(words: list[str]) -> list[str]:
     """Mark profile strings as site words (double-quoted, `$VAR` expands)."""
     return [SiteWord(word) for word in words]
-
-
-def executable_of(decision: Decision, default: str) -> SiteWord:
-    """The runtime's program: the profile's `executable`, else its usual name."""
-    config = decision.runtime_config
-    return SiteWord(config.executable if config and config.executable else default)
 
 
 def command_of(decision: Decision) -> list[str]:

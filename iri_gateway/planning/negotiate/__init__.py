@@ -126,10 +126,10 @@ def _negotiate_one(
             ctr.check_mounts(container, choice, problems)
             ctr.check_network(container, choice, problems)
             ctr.check_extra_options(container, choice, problems)
-    if choice is not None and choice.runtime.name == "shifter" and (
+    if choice is not None and choice.runtime.slurm_spank_options and (
         resource.scheduler.kind == "slurm"
     ):
-        # Shifter's image and volumes travel as #SBATCH lines under Slurm.
+        # The runtime's image and volumes travel as #SBATCH lines under Slurm (Shifter).
         spank = [("container.image", choice.image or "")] + [
             (f"container.volume_mounts[{i}]", f"{m.source}:{m.target}")
             for i, m in enumerate(choice.mounts)
@@ -137,7 +137,7 @@ def _negotiate_one(
         problems.extend(Problem(path, SEPARATOR_REASON) for path, value in spank
                         if slurm_separator(value))
     if (
-        choice is not None and workdir is JOB_DIRECTORY and choice.runtime.name.startswith("podman")
+        choice is not None and workdir is JOB_DIRECTORY and choice.runtime.binds_job_directory
         and spec.directory is not None and any(c in spec.directory for c in ":,")
     ):
         problems.append(Problem(

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from iri_gateway.errors import Problem
-from iri_gateway.models.jobspec import RUNTIME_NAMES, Container
+from iri_gateway.models.images import ImageFormError, parse_image
+from iri_gateway.models.jobspec import Container
 from iri_gateway.models.plan import Mount
 from iri_gateway.models.profile import Resource, RuntimeConfig, device_offered
-from iri_gateway.planning.images import ImageFormError, parse_image
 from iri_gateway.runtimes import RUNTIMES, Runtime
 from iri_gateway.shell import SiteWord, has_control_characters
 
@@ -235,10 +235,10 @@ def check_extra_options(
 ) -> None:
     """Options for the chosen runtime must match the site's allow-list; others are unused."""
     for runtime_name in container.extra_options:
-        if runtime_name not in RUNTIME_NAMES:
+        if runtime_name not in RUNTIMES:
             problems.append(Problem(
                 f"container.extra_options.{runtime_name}", "not a runtime name",
-                ", ".join(RUNTIME_NAMES),
+                ", ".join(RUNTIMES.names()),
             ))
     config = choice.config
     options = container.extra_options.get(choice.runtime.name, [])

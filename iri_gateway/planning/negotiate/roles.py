@@ -18,10 +18,10 @@ from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import Container, JobSpec, ResourceSpec, Role, VolumeMount
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import ClusterDecision, Decision, Member, RoleDecision
+from iri_gateway.runtimes import RUNTIMES
 
 CLUSTER_VARIABLES = ("IRI_CLUSTER_ROLE", "IRI_CLUSTER_ROLE_INDEX", "IRI_CLUSTER_SIZE",
                      "IRI_CLUSTER_HOSTS")
-_NO_HOSTS_FILE = frozenset({"shifter"})
 
 Negotiator = Callable[[JobSpec, LoadedResource], Decision]
 
@@ -168,13 +168,13 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
                     seen.add((moved.field, moved.reason))
                     problems.append(moved)
             continue
-        if decision.runtime in _NO_HOSTS_FILE:
+        if not RUNTIMES[decision.runtime].binds_hosts_file:
             problems.append(Problem(
                 _origin("container.runtime", role, where),
                 f"role {role.name!r}: {decision.runtime} cannot bind the members' hosts file "
                 "at /etc/hosts, so members could not find each other by name",
                 ", ".join(n for n in [*resource.runtimes.available(), "none"]
-                          if n not in _NO_HOSTS_FILE),
+                          if RUNTIMES[n].binds_hosts_file),
             ))
         if decision.network == "none" and len(members) > 1:
             decision.warnings.append(

@@ -3,16 +3,22 @@
 Users write images the way their tools do: an OCI reference (`docker.io/library/ubuntu:22.04`,
 `ubuntu:22.04`), an Apptainer URI (`docker://...`, `oras://...`, `library://...`), a Shifter
 name (`docker:ubuntu:22.04`) or a file on the shared filesystem (`/images/app.sif`). Each
-runtime understands some of these; `translate` gives the reference in the runtime's own form,
-or None when the runtime cannot use that form at all.
+runtime understands some of these; the `for_<runtime>` functions give the reference in a
+runtime's own form, or None when it cannot use that form at all. This module imports nothing of
+the gateway: the JobSpec, the profile and the runtime plug-ins all use it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
-from iri_gateway.models.profile import ImageForm
+ImageForm = Literal[
+    "oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs", "sandbox",
+    "shifter",
+]
+"""The forms of image reference the gateway recognises; a runtime runs some of them."""
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
