@@ -23,7 +23,7 @@ from iri_gateway import __version__
 from iri_gateway.errors import TemplateError
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes import RUNTIMES
-from iri_gateway.schedulers import SCHEDULERS, Scheduler
+from iri_gateway.schedulers import SCHEDULERS, SchedulerPlugin
 from iri_gateway.shell import SiteWord, join, quote, quote_site
 from iri_gateway.shipped import shipped_dir
 
@@ -142,7 +142,7 @@ def _merged_setup(decision: Decision) -> SiteSetup:
     )
 
 
-def _cluster_context(decision: Decision, scheduler: Scheduler) -> dict[str, Any] | None:
+def _cluster_context(decision: Decision, scheduler: SchedulerPlugin) -> dict[str, Any] | None:
     """Per member of a cluster job: its host, launcher, runtime command line and stdin."""
     cluster = decision.cluster
     if cluster is None:

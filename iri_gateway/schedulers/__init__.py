@@ -1,14 +1,38 @@
-"""Batch-system plug-ins, one module each, looked up by the profile's scheduler kind."""
+"""Batch-system plug-ins: one package each, found by `iri_gateway.plugins.discover`, chosen by
+the profile's `scheduler.kind` from `SCHEDULERS` (see docs/plugins.md)."""
 
 from __future__ import annotations
 
-from typing import cast
+import sys
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import get_args
 
-from iri_gateway.schedulers import local, pbs, slurm
-from iri_gateway.schedulers.base import Scheduler
+from iri_gateway.models.profile import SchedulerKind
+from iri_gateway.plugins import discover
+from iri_gateway.schedulers.base import SchedulerPlugin
 
-SCHEDULERS: dict[str, Scheduler] = {
-    module.name: cast(Scheduler, module) for module in (slurm, pbs, local)
-}
 
-__all__ = ["SCHEDULERS", "Scheduler"]
+def _discovered() -> Mapping[str, SchedulerPlugin]:
+    """Every package's `SCHEDULER` by kind. A plug-in that is not a SchedulerPlugin, a kind
+    found twice, or kinds that differ from those a profile accepts stop the gateway."""
+    found: dict[str, SchedulerPlugin] = {}
+    for module, plugin in discover(sys.modules[__name__], "SCHEDULER"):
+        if not isinstance(plugin, SchedulerPlugin):
+            raise TypeError(f"{module}.SCHEDULER is not a SchedulerPlugin: {plugin!r}")
+        if plugin.kind in found:
+            raise ValueError(f"scheduler kind {plugin.kind!r} is registered twice ({module})")
+        found[plugin.kind] = plugin
+    accepted = set(get_args(SchedulerKind))
+    if set(found) != accepted:
+        raise RuntimeError(
+            f"scheduler plug-ins ({', '.join(sorted(found))}) and the kinds a profile accepts "
+            f"(SchedulerKind in iri_gateway/models/profile.py: {', '.join(sorted(accepted))}) "
+            "differ"
+        )
+    return MappingProxyType(found)
+
+
+SCHEDULERS = _discovered()
+
+__all__ = ["SCHEDULERS", "SchedulerPlugin"]

@@ -1,13 +1,27 @@
-"""What every scheduler module provides to the renderer, and helpers they share."""
+"""The contract every scheduler plug-in fulfils, and helpers they share.
+
+A scheduler is one package in this package whose `__init__` defines `SCHEDULER`, a
+`SchedulerPlugin`: the rendering side (template, directive lines, launcher, cluster layout) and
+the execution side (a factory of its `BatchSystem`: submit, status, cancel, find, update). The
+registry (`iri_gateway.schedulers.SCHEDULERS`) finds it by the profile's `scheduler.kind`; see
+docs/plugins.md.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes.base import Invocation
+from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.shell import SiteWord
+
+if TYPE_CHECKING:
+    from iri_gateway.models.profile import SchedulerConfig
+    from iri_gateway.service.transport.base import Transport
 
 STOP_BY_PID: tuple[str, ...] = (
     'local i',
@@ -35,25 +49,35 @@ class ClusterLayout:
     # body of iri_cluster_stop INDEX...: SIGTERM the members still running
 
 
-
-
 GETENT_ADDRESS = "getent ahostsv4 \"$1\" | awk 'NR == 1 { print $1 }'"
 
 
-class Scheduler(Protocol):
-    """A batch-system plug-in: its template, directive lines and launcher command."""
+class BatchFactory(Protocol):
+    """Builds the batch system that runs one account's jobs on one resource."""
 
-    name: str
+    def __call__(
+        self, *, transport: Transport, config: SchedulerConfig, data_dir: Path
+    ) -> BatchSystem:
+        """`transport` runs commands as the account, `config` is the resource's scheduler
+        block, `data_dir` the gateway's own folder (for a scheduler that keeps state there)."""
+
+
+@dataclass(frozen=True)
+class SchedulerPlugin:
+    """A batch system: how its scripts look, and how its jobs are submitted and tracked."""
+
+    kind: str
+    """The profile's `scheduler.kind` that chooses this plug-in, e.g. 'slurm'."""
     template: str
-
-    def directives(self, decision: Decision, invocation: Invocation) -> list[str]:
-        """Complete directive lines (e.g. `#SBATCH --nodes=2`) in a stable order."""
-
-    def launcher(self, decision: Decision) -> list[str]:
-        """The command prefix that starts the job's processes (empty: run directly)."""
-
-    def cluster_layout(self, decision: Decision) -> ClusterLayout:
-        """Where each member of a cluster job runs and how it is started there."""
+    """The script template (extends base.sh.j2), e.g. 'slurm.sh.j2'."""
+    directives: Callable[[Decision, Invocation], list[str]]
+    """Complete directive lines (e.g. `#SBATCH --nodes=2`) in a stable order."""
+    launcher: Callable[[Decision], list[str]]
+    """The command prefix that starts the job's processes (empty: run directly)."""
+    cluster_layout: Callable[[Decision], ClusterLayout]
+    """Where each member of a cluster job runs and how it is started there."""
+    batch_factory: BatchFactory
+    """The execution side: submit, status, cancel, find and update through a transport."""
 
 
 def site_launcher(decision: Decision, default: str) -> list[str]:

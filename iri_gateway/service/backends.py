@@ -13,9 +13,8 @@ from pathlib import Path
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.schedulers import SCHEDULERS
 from iri_gateway.schedulers.batch import BatchSystem
-from iri_gateway.schedulers.local_batch import LocalBatch
-from iri_gateway.schedulers.slurm.batch import SlurmBatch
 from iri_gateway.service.transport.base import Transport, TransportError
 from iri_gateway.service.transport.local import LocalTransport
 from iri_gateway.service.transport.ssh import SshTransport
@@ -140,16 +139,9 @@ class Backends:
             private = (os.path.abspath(self.data_dir),)
             where = f"{loaded.id} (this machine)"
         work_root = connection.work_root or default_root
-        kind = resource.scheduler.kind
-        batch: BatchSystem
-        if kind == "slurm":
-            batch = SlurmBatch(transport, history=resource.scheduler.history)
-        elif kind == "local":
-            batch = LocalBatch(self.data_dir / "local-jobs")
-        else:
-            from iri_gateway.schedulers.pbs.batch import PbsBatch
-
-            batch = PbsBatch(transport)
+        scheduler = SCHEDULERS[resource.scheduler.kind]
+        batch = scheduler.batch_factory(transport=transport, config=resource.scheduler,
+                                        data_dir=self.data_dir)
         return Backend(batch, transport, work_root=work_root,
                        in_process=isinstance(transport, LocalTransport), private=private,
                        where=where)

@@ -1,8 +1,33 @@
 """PBS Pro / OpenPBS: batch-script directives (rendering) and one module per command."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iri_gateway.schedulers.base import SchedulerPlugin
+from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.schedulers.pbs.directives import cluster_layout, directives, launcher
 
-name = "pbs"
-template = "pbs.sh.j2"
+if TYPE_CHECKING:
+    from iri_gateway.models.profile import SchedulerConfig
+    from iri_gateway.service.transport.base import Transport
 
-__all__ = ["cluster_layout", "directives", "launcher", "name", "template"]
+
+def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path
+                 ) -> BatchSystem:
+    """PBS's commands over the transport (`qstat -x` also knows the finished jobs)."""
+    # The execution side loads when a backend is built, never just to render a script.
+    from iri_gateway.schedulers.pbs.batch import PbsBatch
+
+    return PbsBatch(transport)
+
+
+SCHEDULER = SchedulerPlugin(
+    kind="pbs",
+    template="pbs.sh.j2",
+    directives=directives,
+    launcher=launcher,
+    cluster_layout=cluster_layout,
+    batch_factory=batch_system,
+)

@@ -1,8 +1,33 @@
 """Slurm: batch-script directives (rendering) and one module per command (execution)."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iri_gateway.schedulers.base import SchedulerPlugin
+from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.schedulers.slurm.directives import cluster_layout, directives, launcher
 
-name = "slurm"
-template = "slurm.sh.j2"
+if TYPE_CHECKING:
+    from iri_gateway.models.profile import SchedulerConfig
+    from iri_gateway.service.transport.base import Transport
 
-__all__ = ["cluster_layout", "directives", "launcher", "name", "template"]
+
+def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path
+                 ) -> BatchSystem:
+    """Slurm's commands over the transport; finished jobs are looked up where `history` says."""
+    # The execution side loads when a backend is built, never just to render a script.
+    from iri_gateway.schedulers.slurm.batch import SlurmBatch
+
+    return SlurmBatch(transport, history=config.history)
+
+
+SCHEDULER = SchedulerPlugin(
+    kind="slurm",
+    template="slurm.sh.j2",
+    directives=directives,
+    launcher=launcher,
+    cluster_layout=cluster_layout,
+    batch_factory=batch_system,
+)

@@ -1,4 +1,4 @@
-"""The local resource: a plain bash script run on this machine, no batch system."""
+"""The local resource's script: plain bash run on this machine, no directives, no launcher."""
 
 from __future__ import annotations
 
@@ -6,9 +6,6 @@ from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.base import ClusterLayout
 from iri_gateway.shell import SiteWord
-
-name = "local"
-template = "local.sh.j2"
 
 
 def directives(decision: Decision, invocation: Invocation) -> list[str]:

@@ -1,0 +1,38 @@
+"""The `local` scheduler: each job is a detached bash process on the gateway host.
+
+Rendering (`directives.py`: no directives, no launcher, members on loopback) and execution
+(`batch.py`: a folder per job under the data directory) in one plug-in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iri_gateway.schedulers.base import SchedulerPlugin
+from iri_gateway.schedulers.batch import BatchSystem
+from iri_gateway.schedulers.local.directives import cluster_layout, directives, launcher
+
+if TYPE_CHECKING:
+    from iri_gateway.models.profile import SchedulerConfig
+    from iri_gateway.service.transport.base import Transport
+
+
+def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path
+                 ) -> BatchSystem:
+    """Local jobs run as the gateway's own processes, in folders under `data_dir`, not through
+    the transport."""
+    # The execution side loads when a backend is built, never just to render a script.
+    from iri_gateway.schedulers.local.batch import LocalBatch
+
+    return LocalBatch(data_dir / "local-jobs")
+
+
+SCHEDULER = SchedulerPlugin(
+    kind="local",
+    template="local.sh.j2",
+    directives=directives,
+    launcher=launcher,
+    cluster_layout=cluster_layout,
+    batch_factory=batch_system,
+)
