@@ -18,7 +18,7 @@ import posixpath
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,7 +32,9 @@ from iri_gateway.errors import (
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
+from iri_gateway.planning.placement import place
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
@@ -266,10 +268,46 @@ class Engine:
     # ---- reading ---------------------------------------------------------------------------
 
     def get(self, *, owner: str, job_id: str) -> JobRecord:
+        """The job `job_id` of `owner`; JobNotFoundError for anyone else's or no job."""
         record = self.store.get(job_id)
         if record is None or record.owner != owner:
             raise JobNotFoundError(f"no job {job_id!r}")
         return record
+
+    def jobs(
+        self,
+        *,
+        owner: str,
+        resource_id: str,
+        states: Sequence[JobState] | None = None,
+        name: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        """The owner's jobs on a resource, oldest first, filtered before paging."""
+        self.registry.get(resource_id)
+        return self.store.find(owner=owner, resource_id=resource_id, states=states, name=name,
+                               offset=offset, limit=limit)
+
+    # ---- resources ---------------------------------------------------------------------------
+
+    def resource(self, *, resource_id: str) -> LoadedResource:
+        """The resource `resource_id`; UnknownResourceError lists the known ones."""
+        return self.registry.get(resource_id)
+
+    def resources(self) -> list[LoadedResource]:
+        """Every resource of the loaded profiles, in the order they were loaded."""
+        return list(self.registry)
+
+    def place(self, *, spec: JobSpec) -> list[Placement]:
+        """Every resource's answer to "can this job run here, and how?", best first."""
+        return place(spec, self.registry)
+
+    def close(self) -> None:
+        """Release connections, to login nodes and to the database; used again, the engine
+        opens new ones."""
+        self.backends.close()
+        self.store.close()
 
     # ---- cancel and update -------------------------------------------------------------------
 

@@ -112,6 +112,9 @@ def _record(row: _JobRow) -> JobRecord:
     )
 
 
+MAX_SQL_OFFSET = 2**63 - 1
+"""The largest OFFSET SQL databases take (a signed 64-bit integer)."""
+
 CACHE_RECORDS = 4096
 """Job records the store keeps in memory (the most recently used): enough for every job a
 busy poller and its clients touch, and a bound on memory whatever the number of jobs."""
@@ -160,6 +163,10 @@ class JobStore:
         # poller runs in it), so every write refreshes the cache and reads by id need no query.
         # Bounded (least recently used first out), so memory does not grow with the jobs.
         self._cache = _RecentRecords(cache_records)
+
+    def close(self) -> None:
+        """Close the pooled database connections; the store opens new ones when used again."""
+        self.engine.dispose()
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -233,6 +240,9 @@ class JobStore:
 
         Filters apply before `offset` and `limit`, so a page holds only matching jobs.
         """
+        # SQL's OFFSET has a maximum (a signed 64-bit integer); no store holds that many jobs,
+        # so a larger offset is past the end all the same.
+        offset = min(offset, MAX_SQL_OFFSET)
         query = select(_JobRow).order_by(_JobRow.created_at, _JobRow.id)
         if owner is not None:
             query = query.where(_JobRow.owner == owner)
