@@ -29,7 +29,7 @@ from iri_gateway.service.engine import Engine
 from iri_gateway.service.store import JobRecord, JobStore
 from iri_gateway.service.transport.base import CommandResult
 from iri_gateway.service.transport.local import LocalTransport
-from tests.conftest import refresh_until
+from tests.conftest import refresh_until, stored_plan
 
 MEMBERS = (
     "master1\tmaster\t1\tn1\t127.0.0.1\n"
@@ -240,7 +240,7 @@ def start(engine: Engine, directory: Path, body: str, size: int = 4) -> JobRecor
     script = PROLOGUE.replace("@@DIRECTORY@@", shlex.quote(str(directory))) + body
     record = engine.store.create(
         owner="alice", resource_id="local", spec={},
-        effective_spec={"directory": str(directory)}, plan={"cluster": {"size": size}},
+        effective_spec={"directory": str(directory)}, plan=stored_plan(cluster_size=size),
         script=script,
     )
     batch = engine.backends.get(engine.registry.get("local"), "alice").batch

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
     JSON,
     Float,
@@ -34,6 +35,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from iri_gateway.models.job import JobState
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.plan import Plan
 
 
 class _Base(DeclarativeBase):
@@ -94,6 +97,55 @@ class JobRecord:
     def tag(self) -> str:
         """The mark put on the scheduler's job so the gateway can find it again."""
         return job_tag(self.id)
+
+    @property
+    def plan_model(self) -> StoredPlan:
+        """The stored plan as the typed model, its script put back: a field the model has
+        lost or renamed fails here (ValidationError), never reads as absent. Validated on
+        every access (some 20 µs), so the records the store keeps stay small."""
+        return StoredPlan.model_validate({**self.plan, "script": self.script})
+
+    @property
+    def spec_model(self) -> JobSpec:
+        """The JobSpec as the user sent it, typed (validated on every access)."""
+        return JobSpec.model_validate(self.spec)
+
+    @property
+    def effective_spec_model(self) -> JobSpec:
+        """The JobSpec as it runs (job folder and output paths filled in), typed (validated
+        on every access: up to some 100 µs for a large spec; `paths` is cheaper)."""
+        return JobSpec.model_validate(self.effective_spec)
+
+    @property
+    def paths(self) -> JobPaths:
+        """Where the job runs and writes, typed from the effective spec (a few µs: status
+        views read it for every job they show)."""
+        return JobPaths.model_validate(self.effective_spec)
+
+    @property
+    def named_directory(self) -> bool:
+        """True when the user named the job's `directory`; otherwise the gateway made the
+        job's folder (`<job root>/<job id>`)."""
+        return bool(JobPaths.model_validate(self.spec).directory)
+
+
+class JobPaths(BaseModel):
+    """The JobSpec fields that say where a job runs and writes, read back from a stored spec
+    without validating all of it; their names and types are JobSpec's (a test holds them
+    to it), and any other field of the spec is left aside."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    directory: str | None = None
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+
+
+class StoredPlan(Plan):
+    """A plan read back from the store: a stored field the model does not have is an error,
+    so renaming a field of `Plan` cannot silently drop what records already hold."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def job_tag(job_id: str) -> str:
@@ -272,10 +324,6 @@ class JobStore:
     def set_native_id(self, job_id: str, native_id: str, message: str) -> JobRecord:
         """The scheduler accepted the job: it is queued from now on."""
         return self._transition(job_id, JobState.QUEUED, message, native_id=native_id)
-
-    def set_members(self, job_id: str, members: list[dict[str, Any]]) -> JobRecord:
-        """Record what the engine read about a cluster job's members (no history entry)."""
-        return self._update(job_id, members=members)
 
     def request_cancel(self, job_id: str) -> JobRecord:
         return self._update(job_id, desired="canceled")

@@ -25,6 +25,7 @@ from iri_gateway.service.poller import Poller
 from iri_gateway.service.store import JobRecord
 from iri_gateway.service.transport.base import CommandResult
 from iri_gateway.service.transport.ssh import HostKeyError, SshTransport
+from tests.conftest import stored_plan
 from tests.integration.conftest import ClusterInfo, make_engine
 
 pytestmark = pytest.mark.integration
@@ -324,7 +325,7 @@ def test_one_status_call_per_resource_per_cycle_for_1000_jobs(
         assert len(held) == 1000
         for native_id in held:
             record = engine.store.create(owner="root", resource_id="cluster", spec={},
-                                         effective_spec={}, plan={}, script="")
+                                         effective_spec={}, plan=stored_plan(), script="")
             engine.store.set_native_id(record.id, native_id, "submitted")
         counting = CountingTransport(backend.transport)
         object.__setattr__(backend.batch, "transport", counting)
