@@ -183,3 +183,18 @@ def test_paths_and_named_directory_read_the_stored_specs(tmp_path: Path) -> None
     assert made.paths == JobPaths(directory="/w/1", stdout_path="stdout.txt")
     assert not made.named_directory and named.named_directory
     assert named.effective_spec_model.directory == "/tmp/mine"
+
+
+def test_the_record_cache_is_bounded_least_recently_used_out_first(tmp_path: Path) -> None:
+    store = JobStore(f"sqlite:///{tmp_path}/jobs.db", cache_records=2)
+    first, second, third = (new_job(store) for _ in range(3))
+    cached = store._cache  # the read-through cache itself: what it holds is the point here
+    assert len(cached) == 2
+    assert cached.get(first) is None and cached.get(third) is not None
+    cached.get(second)  # used last: kept
+    fourth = new_job(store)
+    assert len(cached) == 2 and cached.get(third) is None
+    assert cached.get(second) is not None and cached.get(fourth) is not None
+    again = store.get(first)
+    assert again is not None and again.id == first, "what left the cache is read from the database"
+    assert len(cached) == 2
