@@ -287,7 +287,7 @@ class Engine:
         limit: int | None = None,
     ) -> list[JobRecord]:
         """The owner's jobs on a resource, oldest first, filtered before paging."""
-        self.registry.get(resource_id)
+        self.registry.get(resource_id)  # an unknown resource is an error, not an empty list
         return self.store.find(owner=owner, resource_id=resource_id, states=states, name=name,
                                offset=offset, limit=limit)
 
