@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from iri_gateway.errors import JobRejectedError, Problem
-from iri_gateway.models.plan import Plan
+from iri_gateway.models.plan import ClusterView, Plan
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
-from iri_gateway.profiles.loading import ProfileRegistry
+from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.store import JobRecord
 
@@ -38,6 +38,19 @@ def registry() -> ProfileRegistry:
 def plan_for(registry: ProfileRegistry, resource: str, document: dict[str, Any]) -> Plan:
     """Validate `document` as a JobSpec and plan it on `resource`."""
     return make_plan(parse_jobspec(document), registry.get(resource))
+
+
+def stored_plan(*, cluster_size: int | None = None) -> dict[str, Any]:
+    """A plan as the store keeps it (its script apart), for records a test makes by hand: a
+    real plan of a one-process job on the shipped `local` resource, made a cluster job of
+    `cluster_size` members when that is given."""
+    loaded = ProfileRegistry.from_files([builtin_profile("local")]).get("local")
+    plan = make_plan(parse_jobspec({"executable": "/bin/true"}), loaded)
+    if cluster_size is not None:
+        names = [f"worker{index}" for index in range(1, cluster_size + 1)]
+        plan = plan.model_copy(update={"cluster": ClusterView(
+            size=cluster_size, hosts=",".join(names), primary=names[0], roles=[])})
+    return plan.model_dump(mode="json", exclude={"script"})
 
 
 def problems_for(

@@ -3,8 +3,8 @@
 The parsing is checked on text, the reading on real files through `LocalTransport` (the one
 `tail` command the engine runs), and the engine on the `local` resource with real bash jobs
 whose scripts write the files by hand as a cluster job's script does, in
-`<job directory>/.iri-cluster-$IRI_LOCAL_JOB_ID`. A recording wrapper around the real
-transport counts the commands the engine runs.
+`<job directory>/.iri-cluster-$IRI_LOCAL_JOB_ID`. A ScriptedTransport without rules around
+the real transport records the commands the engine runs.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,7 +27,8 @@ from iri_gateway.service.engine import Engine
 from iri_gateway.service.store import JobRecord, JobStore
 from iri_gateway.service.transport.base import CommandResult
 from iri_gateway.service.transport.local import LocalTransport
-from tests.conftest import refresh_until
+from iri_gateway.service.transport.scripted import Call, ScriptedTransport
+from tests.conftest import refresh_until, stored_plan
 
 MEMBERS = (
     "master1\tmaster\t1\tn1\t127.0.0.1\n"
@@ -179,27 +178,6 @@ def test_an_unreadable_folder_is_logged_and_not_known(
 # ---- the engine on the local resource ---------------------------------------------------------
 
 
-class RecordingTransport:
-    """The real local transport, with every argv it runs kept."""
-
-    name = "local"
-
-    def __init__(self, inner: LocalTransport) -> None:
-        self.inner = inner
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], **kwargs: Any) -> CommandResult:
-        self.calls.append(list(argv))
-        return self.inner.run(argv, **kwargs)
-
-    def make_directory(self, path: str) -> None:
-        self.calls.append(["mkdir", path])
-        self.inner.make_directory(path)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 @pytest.fixture
 def engine(tmp_path: Path) -> Engine:
     registry = ProfileRegistry.from_files([builtin_profile("local")])
@@ -207,10 +185,12 @@ def engine(tmp_path: Path) -> Engine:
                   backends=Backends(tmp_path))
 
 
-def recording(engine: Engine) -> RecordingTransport:
+def recording(engine: Engine) -> ScriptedTransport:
+    """Alice's real local transport behind a ScriptedTransport without rules: every command
+    the engine runs is recorded, and run for real."""
     backend = engine.backends.get(engine.registry.get("local"), "alice")
     assert isinstance(backend.transport, LocalTransport)
-    wrapper = RecordingTransport(backend.transport)
+    wrapper = ScriptedTransport(otherwise=backend.transport)
     object.__setattr__(backend, "transport", wrapper)
     return wrapper
 
@@ -240,7 +220,7 @@ def start(engine: Engine, directory: Path, body: str, size: int = 4) -> JobRecor
     script = PROLOGUE.replace("@@DIRECTORY@@", shlex.quote(str(directory))) + body
     record = engine.store.create(
         owner="alice", resource_id="local", spec={},
-        effective_spec={"directory": str(directory)}, plan={"cluster": {"size": size}},
+        effective_spec={"directory": str(directory)}, plan=stored_plan(cluster_size=size),
         script=script,
     )
     batch = engine.backends.get(engine.registry.get("local"), "alice").batch
@@ -248,8 +228,8 @@ def start(engine: Engine, directory: Path, body: str, size: int = 4) -> JobRecor
     return engine.store.set_native_id(record.id, native_id, f"submitted as {native_id}")
 
 
-def tails(calls: list[list[str]]) -> list[list[str]]:
-    assert all(call[0] == "tail" for call in calls), calls
+def tails(calls: list[Call]) -> list[Call]:
+    assert all(call.argv[0] == "tail" for call in calls), calls
     return calls
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.backends import Backends
 from iri_gateway.service.engine import Engine, IdempotencyConflictError, JobNotFoundError
@@ -152,16 +153,15 @@ def test_crash_between_submit_and_record_update_is_adopted(tmp_path: Path) -> No
 def test_record_that_never_reached_the_scheduler_is_resubmitted(engine: Engine) -> None:
     loaded = engine.registry.get("local")
     spec = shell_job("echo resubmitted")
+    plan = make_plan(spec.model_copy(update={  # type: ignore[attr-defined]
+        "directory": str(engine.backends.data_dir / "work" / "x"),
+        "stdout_path": "stdout.txt", "stderr_path": "stderr.txt"}), loaded)
     record = engine.store.create(
         owner="alice", resource_id="local", spec={}, effective_spec={
             "executable": "/bin/sh", "arguments": ["-c", "echo resubmitted"],
             "directory": str(engine.backends.data_dir / "work" / "x"),
             "stdout_path": "stdout.txt", "stderr_path": "stderr.txt"},
-        plan={"pre_submit": []},
-        script=__import__("iri_gateway.planning.planner", fromlist=["make_plan"]).make_plan(
-            spec.model_copy(update={  # type: ignore[attr-defined]
-                "directory": str(engine.backends.data_dir / "work" / "x"),
-                "stdout_path": "stdout.txt", "stderr_path": "stderr.txt"}), loaded).script,
+        plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
     )
     engine.store.mark_submit_attempt(record.id)
     assert engine.reconcile() == [f"{record.id}: resubmitted (the scheduler never saw it)"]

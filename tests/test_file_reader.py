@@ -34,6 +34,7 @@ from iri_gateway.service.files.access import (
 from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
 from iri_gateway.service.transport.base import CommandResult
 from iri_gateway.service.transport.local import LocalTransport
+from iri_gateway.service.transport.scripted import Call, ScriptedTransport
 
 
 def ask(base: Path, rest: Sequence[str], operation: str = "view", top: Sequence[str] = (),
@@ -202,18 +203,21 @@ class ShellLoginNode(LocalTransport):
         return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
 
 
-class ChattyLoginNode(LocalTransport):
-    """Stand-in for a login node whose login scripts print a banner before any command."""
+def chatty_login_node() -> ScriptedTransport:
+    """Stand-in for a login node whose login scripts print a banner before any command: each
+    command runs on this machine, and its output comes after the banner."""
+    machine = LocalTransport()
 
-    def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float = 60.0,
-            idempotent: bool = False) -> CommandResult:
-        done = super().run(argv, stdin=stdin, timeout=timeout, idempotent=idempotent)
+    def after_the_banner(call: Call) -> CommandResult:
+        done = call.run_on(machine)
         return CommandResult(done.argv, done.exit_code, "Welcome to login1!\n\n" + done.stdout,
                              done.stderr)
 
+    return ScriptedTransport(name="login1").on(reply=after_the_banner)
+
 
 def test_a_banner_before_the_answer_is_skipped(tree: Path) -> None:
-    chatty = FileReader(ChattyLoginNode(), in_process=False, where="login1")
+    chatty = FileReader(chatty_login_node(), in_process=False, where="login1")
     answer = chatty.run({"op": "view", "base": str(tree), "top": ["job"], "rest": ["f"],
                          "reserved": [], "offset": 0, "size": 3})
     assert base64.b64decode(answer["result"]["data"]) == b"top"

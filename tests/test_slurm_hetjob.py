@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,6 +16,7 @@ from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.slurm import hetjob, sacct, squeue
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
 from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.service.transport.scripted import Answer, ScriptedTransport
 
 DATA = Path(__file__).parent / "data" / "slurm"
 
@@ -27,27 +27,14 @@ def recorded(name: str, argv: Sequence[str] = ("squeue",)) -> CommandResult:
                          stderr.read_text() if stderr.exists() else "")
 
 
-class Answers:
-    """A transport that answers squeue and sacct with recorded output, and logs the calls."""
-
-    name = "recorded"
-
-    def __init__(self, squeue_file: str, sacct_file: str | None = None) -> None:
-        self.files = {"squeue": squeue_file, "sacct": sacct_file}
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: Sequence[str], **_: Any) -> CommandResult:
-        self.calls.append(list(argv))
-        name = self.files[argv[0]]
-        if name is None:
-            return CommandResult(tuple(argv), 0, "", "")
-        return recorded(name, argv)
-
-    def make_directory(self, path: str) -> None:
-        raise AssertionError("not used")
-
-    def close(self) -> None:
-        """Nothing to release."""
+def answers(squeue_file: str, sacct_file: str | None = None) -> ScriptedTransport:
+    """A transport that answers squeue and sacct with recorded output (sacct with nothing
+    when no file is named), and records the calls; any other command fails the test."""
+    transport = ScriptedTransport()
+    for program, name in (("squeue", squeue_file), ("sacct", sacct_file)):
+        result = recorded(name, [program]) if name is not None else None
+        transport.on(program, reply=Answer(result.stdout, result.stderr) if result else Answer())
+    return transport
 
 
 @pytest.mark.parametrize(
@@ -86,14 +73,14 @@ def test_plain_jobs_beside_a_het_job_are_untouched_and_tags_name_the_leader() ->
 
 
 def test_batch_reports_a_running_het_job_without_asking_the_history() -> None:
-    transport = Answers("squeue-het-running.txt")
+    transport = answers("squeue-het-running.txt")
     statuses = SlurmBatch(transport).statuses(["30330"])
     assert statuses["30330"].state == JobState.ACTIVE
-    assert [call[0] for call in transport.calls] == ["squeue"]
+    assert transport.programs() == ["squeue"]
 
 
 def test_batch_finds_a_het_job_by_its_tag() -> None:
-    assert SlurmBatch(Answers("squeue-het-running.txt")).find("iri-gateway:het-1") == "30330"
+    assert SlurmBatch(answers("squeue-het-running.txt")).find("iri-gateway:het-1") == "30330"
 
 
 @pytest.mark.parametrize(
@@ -113,14 +100,15 @@ def test_batch_joins_the_queue_and_the_jobcomp_record_of_a_finished_het_job(
     squeue_file: str, sacct_file: str, leader: str, state: JobState, exit_code: int | None,
     message: str,
 ) -> None:
-    transport = Answers(squeue_file, sacct_file)
+    transport = answers(squeue_file, sacct_file)
     status = SlurmBatch(transport).statuses([leader])[leader]
     assert (status.state, status.exit_code, status.message) == (state, exit_code, message)
-    assert transport.calls[1][:2] == ["sacct", "-c"] and f"--jobs={leader}" in transport.calls[1]
+    sacct_argv = transport.calls[1].argv
+    assert sacct_argv[:2] == ("sacct", "-c") and f"--jobs={leader}" in sacct_argv
 
 
 def test_batch_takes_the_jobcomp_record_when_the_queue_has_forgotten_the_job() -> None:
-    transport = Answers("squeue-het-queued.txt", "sacct-c-het-failed.txt")  # 30313 gone
+    transport = answers("squeue-het-queued.txt", "sacct-c-het-failed.txt")  # 30313 gone
     status = SlurmBatch(transport).statuses(["30313"])["30313"]
     assert (status.state, status.exit_code, status.message) == (
         JobState.FAILED, 5, "FAILED, exit code 5")

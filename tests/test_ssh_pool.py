@@ -3,8 +3,9 @@
 The stand-in (`StandinServer`, `StandinClient`) plays an sshd that allows `max_sessions`
 sessions per connection and refuses more with paramiko's ChannelException, as OpenSSH does
 with "no more sessions"; its commands are scripted (`ok`, `block` until released, `lose` the
-exit status, `die` with the connection). It stands in for the network only: the real sshd
-is exercised by tests/integration/test_ssh_concurrency.py.
+exit status, `die` with the connection, `raw OUT ERR` prints the bytes given in hex). It
+stands in for the network only: the real sshd is exercised by
+tests/integration/test_ssh_concurrency.py.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class StandinChannel:
         self.ended = threading.Event()
         self.exit_status = -1
         self.stdout = b""
+        self.stderr = b""
         self.open = True
 
     def settimeout(self, timeout: float) -> None:
@@ -110,7 +112,10 @@ class StandinChannel:
         if self.ended.is_set() or lose or words[0] == "lose":
             self.status_event.set()  # closed without an exit status
             return
-        self.stdout = (command + "\n").encode()
+        if words[0] == "raw":
+            self.stdout, self.stderr = bytes.fromhex(words[1]), bytes.fromhex(words[2])
+        else:
+            self.stdout = (command + "\n").encode()
         self.exit_status = 0
         self.status_event.set()
 
@@ -124,7 +129,7 @@ class StandinChannel:
         return io.BytesIO(self.stdout)
 
     def makefile_stderr(self, mode: str) -> io.BytesIO:
-        return io.BytesIO(b"")
+        return io.BytesIO(self.stderr)
 
     def close(self) -> None:
         with self.connection.server.lock:

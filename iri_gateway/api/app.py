@@ -78,7 +78,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
             stop.set()
             if thread is not None:
                 thread.join(timeout=10)
-            engine.backends.close()
+            engine.close()
 
     app = FastAPI(
         title="iri-gateway",

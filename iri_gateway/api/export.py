@@ -15,5 +15,5 @@ def openapi_document() -> str:
     with tempfile.TemporaryDirectory(prefix="iri-openapi-") as folder:
         app = create_app(Settings(data_dir=Path(folder)), run_poller=False)
         document = app.openapi()
-        app.state.engine.store.engine.dispose()
+        app.state.engine.close()
     return json.dumps(document, indent=2, sort_keys=True) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,6 +39,7 @@ class Job(BaseModel):
 
 def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
     """The official Job for a stored record."""
+    plan, paths = record.plan_model, record.paths
     status = JobStatus(
         state=record.state,
         time=record.updated_at,
@@ -48,17 +50,15 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
             "resource_id": record.resource_id,
             "history": record.history,
             # Where the job runs and writes, as the gateway filled them in.
-            "directory": record.effective_spec.get("directory"),
-            "stdout_path": record.effective_spec.get("stdout_path"),
-            "stderr_path": record.effective_spec.get("stderr_path"),
+            "directory": paths.directory,
+            "stdout_path": paths.stdout_path,
+            "stderr_path": paths.stderr_path,
             # A cluster job's members, once its script has listed them.
             **({"members": record.members} if record.members else {}),
         },
     )
-    spec = JobSpec.model_validate(record.spec) if include_spec else None
+    spec = record.spec_model if include_spec else None
     return Job(id=record.id, status=status, job_spec=spec,
-               attributes={"runtime": record.plan.get("runtime"),
-                           "queue": record.plan.get("queue"),
-                           "image": record.plan.get("image"),
-                           "flavour": record.plan.get("flavour"),
-                           "flavours": record.plan.get("flavours", [])})
+               attributes={"runtime": plan.runtime, "queue": plan.queue, "image": plan.image,
+                           "flavour": plan.flavour,
+                           "flavours": [asdict(outcome) for outcome in plan.flavours]})

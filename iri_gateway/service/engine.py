@@ -18,7 +18,7 @@ import posixpath
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,7 +32,9 @@ from iri_gateway.errors import (
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
+from iri_gateway.planning.placement import place
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
@@ -213,13 +215,15 @@ class Engine:
         """
         if not fresh:
             record = self.store.mark_submit_attempt(record.id)
+        staging = record.plan_model.pre_submit
+        directory = _directory(record)
         try:
-            for command in record.plan.get("pre_submit", []):
+            for command in staging:
                 result = backend.transport.run(command, timeout=3600, idempotent=True)
                 if not result.ok:
                     raise SchedulerError(result.argv, result.exit_code, result.stdout,
                                          result.stderr, hint="image staging")
-            backend.transport.make_directory(record.effective_spec["directory"])
+            backend.transport.make_directory(directory)
         except TransportError as error:
             return self._not_sent(record, error, fresh=fresh)
         except SchedulerError as error:
@@ -266,10 +270,46 @@ class Engine:
     # ---- reading ---------------------------------------------------------------------------
 
     def get(self, *, owner: str, job_id: str) -> JobRecord:
+        """The job `job_id` of `owner`; JobNotFoundError for anyone else's or no job."""
         record = self.store.get(job_id)
         if record is None or record.owner != owner:
             raise JobNotFoundError(f"no job {job_id!r}")
         return record
+
+    def jobs(
+        self,
+        *,
+        owner: str,
+        resource_id: str,
+        states: Sequence[JobState] | None = None,
+        name: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[JobRecord]:
+        """The owner's jobs on a resource, oldest first, filtered before paging."""
+        self.registry.get(resource_id)  # an unknown resource is an error, not an empty list
+        return self.store.find(owner=owner, resource_id=resource_id, states=states, name=name,
+                               offset=offset, limit=limit)
+
+    # ---- resources ---------------------------------------------------------------------------
+
+    def resource(self, *, resource_id: str) -> LoadedResource:
+        """The resource `resource_id`; UnknownResourceError lists the known ones."""
+        return self.registry.get(resource_id)
+
+    def resources(self) -> list[LoadedResource]:
+        """Every resource of the loaded profiles, in the order they were loaded."""
+        return list(self.registry)
+
+    def place(self, *, spec: JobSpec) -> list[Placement]:
+        """Every resource's answer to "can this job run here, and how?", best first."""
+        return place(spec, self.registry)
+
+    def close(self) -> None:
+        """Release connections, to login nodes and to the database; used again, the engine
+        opens new ones."""
+        self.backends.close()
+        self.store.close()
 
     # ---- cancel and update -------------------------------------------------------------------
 
@@ -340,7 +380,7 @@ class Engine:
         """The job as changed must be one the resource would accept: a known queue, a
         duration within its limit, names without NUL or control characters (they reach the
         scheduler's command line). JobRejectedError, every problem listed, otherwise."""
-        current = JobSpec.model_validate(record.effective_spec)
+        current = record.effective_spec_model
         updates = {"duration": changes.duration, "queue_name": changes.queue_name,
                    "account": changes.account}
         attributes = (current.attributes or JobAttributes()).model_copy(
@@ -375,15 +415,16 @@ class Engine:
                 if status is None:
                     continue
                 change = _change_for(record, status)
-                if record.plan.get("cluster"):
-                    change = self._with_members(record, backend, change)
+                cluster = record.plan_model.cluster
+                if cluster is not None:
+                    change = self._with_members(record, backend, change, size=cluster.size)
                 if change is not None:
                     changes.append(change)
         self.store.transition_many(changes)
         return len(changes)
 
     def _with_members(
-        self, record: JobRecord, backend: Backend, change: StateChange | None
+        self, record: JobRecord, backend: Backend, change: StateChange | None, *, size: int
     ) -> StateChange | None:
         """A cluster job's change with its members read, when this is the time to read them.
 
@@ -406,8 +447,7 @@ class Engine:
                 return StateChange(record.id, state, change.message, change.exit_code,
                                    members=views)
             return change
-        size = (record.plan.get("cluster") or {}).get("size")
-        if not state.final and isinstance(size, int) and len(files.members) < size:
+        if not state.final and len(files.members) < size:
             return change  # the script is still writing `members`
         outcome = cluster_members.outcome(files.members, files.exits or [], state)
         message = change.message if change is not None else record.message or ""
@@ -421,7 +461,7 @@ class Engine:
         self, record: JobRecord, backend: Backend
     ) -> cluster_members.ClusterFiles | None:
         """Both files with one command through the job's transport; None when unreadable."""
-        directory = record.effective_spec.get("directory")
+        directory = record.paths.directory
         if not directory or record.native_id is None:
             log.warning("cluster job %s has no job directory or native id", record.id)
             return None
@@ -544,9 +584,10 @@ class Engine:
     # ---- output ----------------------------------------------------------------------------
 
     def output_path(self, record: JobRecord, stream: Stream) -> str:
-        spec = record.effective_spec
-        path = spec.get(f"{stream}_path") or ""
-        return path if path.startswith("/") else posixpath.join(spec["directory"], path)
+        """Where the job's `stream` goes: its path, taken relative to the job's directory."""
+        paths = record.paths
+        path = (paths.stdout_path if stream == "stdout" else paths.stderr_path) or ""
+        return path if path.startswith("/") else posixpath.join(_directory(record), path)
 
     def read_output(
         self,
@@ -567,7 +608,7 @@ class Engine:
         record = self.get(owner=owner, job_id=job_id)
         path = self.output_path(record, stream)
         files = self.files(owner=owner, resource_id=record.resource_id)
-        made = None if record.spec.get("directory") else record.effective_spec.get("directory")
+        made = None if record.named_directory else record.paths.directory
         try:
             result = files.request(path, "range", job_folder=made, tail=tail, head=head,
                                    offset=offset, length=length)
@@ -590,7 +631,7 @@ class Engine:
         def owns_folder(name: str) -> bool:
             record = self.store.get(name)
             return (record is not None and record.owner == owner
-                    and record.resource_id == resource_id and not record.spec.get("directory"))
+                    and record.resource_id == resource_id and not record.named_directory)
 
         scope = policy.Scope(roots=self._roots(owner, loaded, backend),
                              work_root=backend.work_root, reserved=backend.reserved,
@@ -613,6 +654,14 @@ class Engine:
             backend = self.backends.get(loaded, owner)
             self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
         return make_plan(spec, loaded)
+
+
+def _directory(record: JobRecord) -> str:
+    """The folder the job runs in; the engine records one for every job it accepts."""
+    directory = record.paths.directory
+    if directory is None:
+        raise ValueError(f"job {record.id} has no directory in its effective spec")
+    return directory
 
 
 def _change_for(record: JobRecord, status: NativeStatus) -> StateChange | None:

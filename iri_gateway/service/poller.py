@@ -87,10 +87,6 @@ class Poller:
             self._next[resource_id] = now + interval_for(records, now, self.fast, self.slow)
         return changes
 
-    def nudge(self, resource_id: str) -> None:
-        """Poll this resource at the next cycle (e.g. right after a submission)."""
-        self._next[resource_id] = 0.0
-
     def run(self, stop: threading.Event, tick: float = 0.5) -> None:
         """Cycle until `stop` is set; errors are recorded per resource, never fatal."""
         while not stop.is_set():

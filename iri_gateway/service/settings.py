@@ -6,7 +6,6 @@ tests pass their own.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -75,9 +74,3 @@ class Settings(BaseSettings):
     @property
     def tokens_path(self) -> Path:
         return self.tokens_file or self.data_dir / "tokens.json"
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """Settings from the environment, built once on first use (tests override the dependency)."""
-    return Settings()

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
     JSON,
     Float,
@@ -34,6 +35,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from iri_gateway.models.job import JobState
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.plan import Plan
 
 
 class _Base(DeclarativeBase):
@@ -95,6 +98,55 @@ class JobRecord:
         """The mark put on the scheduler's job so the gateway can find it again."""
         return job_tag(self.id)
 
+    @property
+    def plan_model(self) -> StoredPlan:
+        """The stored plan as the typed model, its script put back: a field the model has
+        lost or renamed fails here (ValidationError), never reads as absent. Validated on
+        every access (some 20 µs), so the records the store keeps stay small."""
+        return StoredPlan.model_validate({**self.plan, "script": self.script})
+
+    @property
+    def spec_model(self) -> JobSpec:
+        """The JobSpec as the user sent it, typed (validated on every access)."""
+        return JobSpec.model_validate(self.spec)
+
+    @property
+    def effective_spec_model(self) -> JobSpec:
+        """The JobSpec as it runs (job folder and output paths filled in), typed (validated
+        on every access: up to some 100 µs for a large spec; `paths` is cheaper)."""
+        return JobSpec.model_validate(self.effective_spec)
+
+    @property
+    def paths(self) -> JobPaths:
+        """Where the job runs and writes, typed from the effective spec (a few µs: status
+        views read it for every job they show)."""
+        return JobPaths.model_validate(self.effective_spec)
+
+    @property
+    def named_directory(self) -> bool:
+        """True when the user named the job's `directory`; otherwise the gateway made the
+        job's folder (`<job root>/<job id>`)."""
+        return bool(JobPaths.model_validate(self.spec).directory)
+
+
+class JobPaths(BaseModel):
+    """The JobSpec fields that say where a job runs and writes, read back from a stored spec
+    without validating all of it; their names and types are JobSpec's (a test holds them
+    to it), and any other field of the spec is left aside."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    directory: str | None = None
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+
+
+class StoredPlan(Plan):
+    """A plan read back from the store: a stored field the model does not have is an error,
+    so renaming a field of `Plan` cannot silently drop what records already hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
 
 def job_tag(job_id: str) -> str:
     return f"iri-gateway:{job_id}"
@@ -111,6 +163,9 @@ def _record(row: _JobRow) -> JobRecord:
         updated_at=row.updated_at, members=list(row.members or []),
     )
 
+
+MAX_SQL_OFFSET = 2**63 - 1
+"""The largest OFFSET SQL databases take (a signed 64-bit integer)."""
 
 CACHE_RECORDS = 4096
 """Job records the store keeps in memory (the most recently used): enough for every job a
@@ -160,6 +215,10 @@ class JobStore:
         # poller runs in it), so every write refreshes the cache and reads by id need no query.
         # Bounded (least recently used first out), so memory does not grow with the jobs.
         self._cache = _RecentRecords(cache_records)
+
+    def close(self) -> None:
+        """Close the pooled database connections; the store opens new ones when used again."""
+        self.engine.dispose()
 
     @contextmanager
     def _session(self) -> Iterator[Session]:
@@ -233,6 +292,9 @@ class JobStore:
 
         Filters apply before `offset` and `limit`, so a page holds only matching jobs.
         """
+        # SQL's OFFSET has a maximum (a signed 64-bit integer); no store holds that many jobs,
+        # so a larger offset is past the end all the same.
+        offset = min(offset, MAX_SQL_OFFSET)
         query = select(_JobRow).order_by(_JobRow.created_at, _JobRow.id)
         if owner is not None:
             query = query.where(_JobRow.owner == owner)
@@ -262,10 +324,6 @@ class JobStore:
     def set_native_id(self, job_id: str, native_id: str, message: str) -> JobRecord:
         """The scheduler accepted the job: it is queued from now on."""
         return self._transition(job_id, JobState.QUEUED, message, native_id=native_id)
-
-    def set_members(self, job_id: str, members: list[dict[str, Any]]) -> JobRecord:
-        """Record what the engine read about a cluster job's members (no history entry)."""
-        return self._update(job_id, members=members)
 
     def request_cancel(self, job_id: str) -> JobRecord:
         return self._update(job_id, desired="canceled")

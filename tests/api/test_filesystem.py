@@ -20,7 +20,7 @@ import pytest
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
-from iri_gateway.api.routers.filesystem import MAX_READ
+from iri_gateway.api.file_operations import MAX_READ
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import builtin_profile
 from iri_gateway.service.engine import JobNotFoundError, OutputUnavailableError

@@ -65,8 +65,8 @@ from schemathesis.checks import (
 from schemathesis.core.transport import Response
 from schemathesis.openapi.checks import RejectedPositiveData
 
+from iri_gateway.api import filesystem_models
 from iri_gateway.api.problems import REQUEST_NOT_VALID
-from iri_gateway.api.routers import filesystem
 from tests.api.conftest import OFFICIAL_SPEC, OfficialSchemas
 from tests.api.test_compliance import IMPLEMENTED
 
@@ -449,9 +449,9 @@ def test_the_fuzzed_operations_are_the_served_official_ones(server: Server) -> N
 def test_filesystem_bodies_refuse_wrong_types(operation_id: str, body: dict[str, Any]) -> None:
     """The official schema refuses these bodies (wrong types); the gateway's models do too."""
     models: dict[str, type[BaseModel]] = {
-        "ls": filesystem.PostLsRequest, "head": filesystem.PostHeadRequest,
-        "tail": filesystem.PostTailRequest, "view": filesystem.PostViewRequest,
-        "stat": filesystem.PostStatRequest,
+        "ls": filesystem_models.PostLsRequest, "head": filesystem_models.PostHeadRequest,
+        "tail": filesystem_models.PostTailRequest, "view": filesystem_models.PostViewRequest,
+        "stat": filesystem_models.PostStatRequest,
     }
     model = models[operation_id]
     assert not OFFICIAL_SCHEMAS.validator(model.__name__).is_valid(body)

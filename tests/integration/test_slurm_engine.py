@@ -23,8 +23,9 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.poller import Poller
 from iri_gateway.service.store import JobRecord
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.service.transport.scripted import ScriptedTransport
 from iri_gateway.service.transport.ssh import HostKeyError, SshTransport
+from tests.conftest import stored_plan
 from tests.integration.conftest import ClusterInfo, make_engine
 
 pytestmark = pytest.mark.integration
@@ -291,23 +292,6 @@ def test_crash_between_sbatch_and_record_update_is_adopted_once(
     assert len(jobs_tagged(lost.tag)) == 1, "never submitted twice"
 
 
-class CountingTransport:
-    """Wraps a real transport and counts the commands it runs, by program."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.calls: list[str] = []
-
-    def run(self, argv: Any, **kwargs: Any) -> CommandResult:
-        self.calls.append(argv[0])
-        result: CommandResult = self.inner.run(argv, **kwargs)
-        return result
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def test_one_status_call_per_resource_per_cycle_for_1000_jobs(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -324,17 +308,17 @@ def test_one_status_call_per_resource_per_cycle_for_1000_jobs(
         assert len(held) == 1000
         for native_id in held:
             record = engine.store.create(owner="root", resource_id="cluster", spec={},
-                                         effective_spec={}, plan={}, script="")
+                                         effective_spec={}, plan=stored_plan(), script="")
             engine.store.set_native_id(record.id, native_id, "submitted")
-        counting = CountingTransport(backend.transport)
+        counting = ScriptedTransport(otherwise=backend.transport)  # no rules: records, runs
         object.__setattr__(backend.batch, "transport", counting)
         changed = engine.refresh("cluster")
-        assert counting.calls == ["squeue"]
+        assert counting.programs() == ["squeue"]
         assert changed == 1000
         held_records = engine.store.find(states=[JobState.HELD])
         assert len(held_records) == 1000, "JobHeldUser maps to held"
         counting.calls.clear()
         engine.refresh("cluster")
-        assert counting.calls == ["squeue"]
+        assert counting.programs() == ["squeue"]
     finally:
         subprocess.run(["scancel", "--name", name], capture_output=True, timeout=120)

@@ -19,7 +19,7 @@ from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.transport.local import LocalTransport
-from tests.conftest import refresh_until
+from tests.conftest import refresh_until, stored_plan
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +161,7 @@ def test_the_engine_reads_the_members_of_a_het_cluster_job(
     script = het_script(directory, MEMBERS_BODY.format(directory=directory))
     record = engine.store.create(owner="root", resource_id="cluster", spec={},
                                  effective_spec={"directory": str(directory)},
-                                 plan={"cluster": {"size": 2}}, script=script)
+                                 plan=stored_plan(cluster_size=2), script=script)
     backend = engine.backends.get(engine.registry.get("cluster"), "root")
     native_id = backend.batch.submit(script, tag=record.tag)
     engine.store.set_native_id(record.id, native_id, f"submitted as {native_id}")

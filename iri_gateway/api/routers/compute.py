@@ -18,7 +18,6 @@ from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
-from iri_gateway.planning.placement import place
 from iri_gateway.profiles.capabilities import Capabilities, capabilities
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service.auth import Principal
@@ -28,7 +27,6 @@ from iri_gateway.service.store import JobRecord
 router = APIRouter(prefix="/api/v2/compute", tags=["compute"])
 extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"])
 
-MAX_SQL_OFFSET = 2**63 - 1
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 ProjectHeader = Annotated[
     str | None,
@@ -103,7 +101,7 @@ def launch_job(
     project: ProjectHeader = None,
 ) -> Job:
     """Submit a job; with an `Idempotency-Key`, a retry returns the first job."""
-    engine.registry.get(resource_id)
+    engine.resource(resource_id=resource_id)
     effective = _with_account(spec, project, principal)
     in_flight: InFlightKeys = request.app.state.in_flight
     marker = (principal.user, idempotency_key) if idempotency_key else None
@@ -174,17 +172,14 @@ def get_jobs(
     filters: Annotated[dict[str, Any] | None, Body()] = None,
 ) -> list[Job]:
     """The caller's jobs on a resource; finished ones only with `historical`."""
-    engine.registry.get(resource_id)
     states = None if historical else [s for s in JobState if not s.final]
     wanted = (filters or {}).get("state")
     if isinstance(wanted, str):
         states = [JobState(wanted)] if wanted in JobState._value2member_map_ else []
-    # The official offset has no maximum, SQL's OFFSET does (a signed 64-bit integer); no
-    # store holds that many jobs, so a larger offset is past the end all the same.
     name = (filters or {}).get("name")
-    records = engine.store.find(owner=principal.user, resource_id=resource_id, states=states,
-                                name=name if isinstance(name, str) else None,
-                                offset=min(offset, MAX_SQL_OFFSET), limit=limit)
+    records = engine.jobs(owner=principal.user, resource_id=resource_id, states=states,
+                          name=name if isinstance(name, str) else None, offset=offset,
+                          limit=limit)
     return [job_view(r, include_spec=bool(include_spec)) for r in records]
 
 
@@ -204,7 +199,7 @@ def cancel_job(
 def get_capabilities(resource_id: str, engine: EngineDep, principal: PrincipalDep,
                      settings: SettingsDep) -> Capabilities:
     """Runtimes, GPU and MPI bindings, mount policy, extra options, hardware facts, limits."""
-    return capabilities(engine.registry.get(resource_id),
+    return capabilities(engine.resource(resource_id=resource_id),
                         max_request_bytes=settings.max_request_bytes)
 
 
@@ -224,4 +219,4 @@ def plan_job(resource_id: str, spec: JobSpec, engine: EngineDep,
                  summary="Where can this run?")
 def place_job(spec: JobSpec, engine: EngineDep, principal: PrincipalDep) -> list[Placement]:
     """Every resource ranked: runnable first, best flavour first, with reasons for the rest."""
-    return place(spec, engine.registry)
+    return engine.place(spec=spec)

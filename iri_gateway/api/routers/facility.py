@@ -91,7 +91,7 @@ def _build_catalog(request: Request) -> Catalog:
     started = datetime.now(UTC).replace(microsecond=0)
     grouped: dict[str, list[LoadedResource]] = {}
     engine: Engine = request.app.state.engine
-    for loaded in engine.registry:
+    for loaded in engine.resources():
         grouped.setdefault(loaded.profile.facility.id, []).append(loaded)
     modified = {
         loaded.id: _mtime(loaded, started) for group in grouped.values() for loaded in group

@@ -212,7 +212,7 @@ async def get_resources(
 async def get_resource(request: Request, resource_id: str, engine: EngineDep, settings: SettingsDep,
                  catalog: CatalogDep) -> Resource:
     """One resource; 404 lists the known ones."""
-    return resource_view(request, settings, catalog, engine.registry.get(resource_id))
+    return resource_view(request, settings, catalog, engine.resource(resource_id=resource_id))
 
 
 def _active(start: datetime, end: datetime | None, first: datetime | None,

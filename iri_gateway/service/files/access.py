@@ -18,7 +18,7 @@ from typing import Any
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.files import reader
-from iri_gateway.service.files.policy import Scope
+from iri_gateway.service.files.policy import Scope, path_problem
 from iri_gateway.service.transport.base import Transport, TransportError
 
 READER_TIMEOUT = 120.0
@@ -30,7 +30,8 @@ class FileRefusedError(GatewayError):
 
     `kind` is the reader's word: `not_found` (missing, outside what the user may read, or
     through a link that leaves it: all the same answer), `directory`, `not_regular`, or
-    `window` (a line count the read limit cannot serve; `field` names the parameter).
+    `window` (a line count the read limit cannot serve; `field` names the parameter); or
+    `invalid_path` for a path that cannot name a file at all (`policy.path_problem`).
     """
 
     code = "file_refused"
@@ -98,6 +99,9 @@ class UserFiles:
 
         `job_folder`: a folder the gateway made for one of the user's jobs (`Scope.locate`).
         """
+        problem = path_problem(path)
+        if problem is not None:
+            raise FileRefusedError("invalid_path", problem, "path")
         anchor = self.scope.locate(path, job_folder)
         if anchor is None:
             raise FileRefusedError("not_found")

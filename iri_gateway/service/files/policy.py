@@ -24,6 +24,24 @@ from iri_gateway.errors import Problem
 from iri_gateway.models.jobspec import JobSpec
 
 PLACEHOLDER_FIELDS = ("{user}", "{account}", "{account_initial}")
+PATH_MAX = 4096
+"""Longest path a user may ask for, in UTF-8 bytes (Linux PATH_MAX)."""
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` cannot name a file at all (empty, NUL, lone surrogates, longer than
+    PATH_MAX bytes), or None when it can."""
+    if not path:
+        return "must be a non-empty path"
+    if "\0" in path:
+        return "must not contain NUL"
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "must be valid Unicode (no lone surrogates)"
+    if size > PATH_MAX:
+        return f"must be at most {PATH_MAX} bytes (UTF-8); it is {size}"
+    return None
 
 
 def safe_component(value: str) -> bool:

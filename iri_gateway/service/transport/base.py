@@ -1,9 +1,10 @@
 """The thin seam between scheduler adapters and where commands run.
 
 A transport runs an argv (optionally feeding stdin) and returns what came back; it knows
-nothing about schedulers. Local runs a subprocess; SSH runs the same argv on a login node.
-Reading job output is expressed as commands too (`tail -c`, `head -c`), so both transports
-share one implementation of it.
+nothing about schedulers. Local runs a subprocess; SSH runs the same argv on a login node;
+`scripted.ScriptedTransport` answers from a script, for tests. Whatever runs the command,
+its output becomes text in one place, `decode_output`, so every transport gives the same
+text for the same bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from iri_gateway.errors import GatewayError
+
+
+def decode_output(data: bytes) -> str:
+    """A command's output as text, the same for every transport: UTF-8, leniently (bytes that
+    are not UTF-8 become U+FFFD), so a stray byte in a scheduler's or a job's words never
+    fails the command that printed it; line endings are left as they came."""
+    return data.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)

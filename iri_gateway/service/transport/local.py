@@ -6,7 +6,7 @@ import os
 import subprocess
 from collections.abc import Sequence
 
-from iri_gateway.service.transport.base import CommandResult, TransportError
+from iri_gateway.service.transport.base import CommandResult, TransportError, decode_output
 
 
 class LocalTransport:
@@ -29,14 +29,15 @@ class LocalTransport:
         full = [*self._prefix, *argv]
         try:
             done = subprocess.run(
-                full, input=stdin, capture_output=True, text=True, timeout=timeout,
-                env=self._env, check=False,
+                full, input=None if stdin is None else stdin.encode(), capture_output=True,
+                timeout=timeout, env=self._env, check=False,
             )
         except FileNotFoundError as error:
             raise TransportError(f"cannot run {argv[0]!r}: not found on this machine") from error
         except subprocess.TimeoutExpired as error:
             raise TransportError(f"`{' '.join(argv)}` timed out after {timeout:g} s") from error
-        return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+        return CommandResult(tuple(argv), done.returncode, decode_output(done.stdout),
+                             decode_output(done.stderr))
 
     def make_directory(self, path: str) -> None:
         """In-process when running as ourselves (no fork on the submission path)."""

@@ -41,6 +41,7 @@ from iri_gateway.service.transport.base import (
     NotSentError,
     OutcomeUnknownError,
     TransportError,
+    decode_output,
 )
 
 REFUSAL_PAUSE = 0.5
@@ -298,8 +299,8 @@ class SshTransport:
             if stdin is not None:
                 channel.sendall(stdin.encode())
             channel.shutdown_write()
-            stdout = channel.makefile("rb").read().decode("utf-8", "replace")
-            stderr = channel.makefile_stderr("rb").read().decode("utf-8", "replace")
+            stdout = decode_output(channel.makefile("rb").read())
+            stderr = decode_output(channel.makefile_stderr("rb").read())
             if not channel.status_event.wait(timeout):
                 raise TimeoutError(f"no exit status within {timeout:g} s")
             return stdout, stderr, channel.exit_status
