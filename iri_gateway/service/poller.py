@@ -25,6 +25,9 @@ from iri_gateway.service.store import JobRecord
 
 log = logging.getLogger(__name__)
 
+CYCLE_ERROR = "(cycle)"
+"""The key of `Poller.errors` under which a failed cycle as a whole is recorded."""
+
 
 def interval_for(records: list[JobRecord], now: float, fast: float, slow: float) -> float:
     """Seconds until the next poll: `fast` for fresh or running jobs, growing to `slow`.
@@ -88,7 +91,18 @@ class Poller:
         return changes
 
     def run(self, stop: threading.Event, tick: float = 0.5) -> None:
-        """Cycle until `stop` is set; errors are recorded per resource, never fatal."""
+        """Cycle until `stop` is set; errors are recorded per resource, never fatal.
+
+        A fault that is no gateway error (the database gone for a moment, a stored record the
+        code cannot read) is logged with its traceback and recorded under `CYCLE_ERROR`, and
+        the next cycle runs as usual: one bad cycle must not end status tracking for every
+        job until the server restarts.
+        """
         while not stop.is_set():
-            self.cycle()
+            try:
+                self.cycle()
+                self.errors.pop(CYCLE_ERROR, None)
+            except Exception as error:
+                self.errors[CYCLE_ERROR] = f"{type(error).__name__}: {error}"
+                log.exception("status cycle failed; the next one runs in %.1f s", tick)
             stop.wait(tick)
