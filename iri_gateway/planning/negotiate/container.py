@@ -16,7 +16,6 @@ from iri_gateway.runtimes import RUNTIMES, Runtime
 from iri_gateway.shell import SiteWord, has_control_characters
 
 _MOUNT_FORBIDDEN = re.compile(r"[:,;]")
-KNOWN_CONTAINER_FIELDS = frozenset(Container.model_fields)
 
 
 @dataclass
