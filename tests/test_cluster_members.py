@@ -25,9 +25,9 @@ from iri_gateway.service.backends import Backends
 from iri_gateway.service.cluster_members import Exit, Member
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.store import JobRecord, JobStore
-from iri_gateway.service.transport.base import CommandResult
-from iri_gateway.service.transport.local import LocalTransport
-from iri_gateway.service.transport.scripted import Call, ScriptedTransport
+from iri_gateway.transport.base import CommandResult
+from iri_gateway.transport.local import LocalTransport
+from iri_gateway.transport.scripted import Call, ScriptedTransport
 from tests.conftest import refresh_until, stored_plan
 
 MEMBERS = (

@@ -32,9 +32,9 @@ from iri_gateway.service.files.access import (
     decode_part,
 )
 from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
-from iri_gateway.service.transport.base import CommandResult
-from iri_gateway.service.transport.local import LocalTransport
-from iri_gateway.service.transport.scripted import Call, ScriptedTransport
+from iri_gateway.transport.base import CommandResult
+from iri_gateway.transport.local import LocalTransport
+from iri_gateway.transport.scripted import Call, ScriptedTransport
 
 
 def ask(base: Path, rest: Sequence[str], operation: str = "view", top: Sequence[str] = (),

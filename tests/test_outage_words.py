@@ -19,7 +19,7 @@ from iri_gateway.errors import (
 )
 from iri_gateway.schedulers.pbs import qdel, qsub
 from iri_gateway.schedulers.slurm import sbatch, scancel, squeue
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 CONNECT = "Unable to contact slurm controller (connect failure)"
 

@@ -34,8 +34,8 @@ from iri_gateway.schedulers.batch import BatchSystem, JobChanges
 from iri_gateway.schedulers.pbs import qalter, qdel, qstat, qsub
 from iri_gateway.schedulers.pbs.batch import PbsBatch
 from iri_gateway.schedulers.pbs.states import explain_exit, map_state, was_deleted
-from iri_gateway.service.transport.base import CommandResult
-from iri_gateway.service.transport.local import LocalTransport
+from iri_gateway.transport.base import CommandResult
+from iri_gateway.transport.local import LocalTransport
 
 TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data" / "pbs"

@@ -15,8 +15,8 @@ import pytest
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.slurm import hetjob, sacct, squeue
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
-from iri_gateway.service.transport.base import CommandResult
-from iri_gateway.service.transport.scripted import Answer, ScriptedTransport
+from iri_gateway.transport.base import CommandResult
+from iri_gateway.transport.scripted import Answer, ScriptedTransport
 
 DATA = Path(__file__).parent / "data" / "slurm"
 

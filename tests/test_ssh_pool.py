@@ -20,8 +20,8 @@ from typing import Any
 import paramiko
 import pytest
 
-from iri_gateway.service.transport.base import CommandResult, NotSentError, OutcomeUnknownError
-from iri_gateway.service.transport.ssh import SshTransport
+from iri_gateway.transport.base import CommandResult, NotSentError, OutcomeUnknownError
+from iri_gateway.transport.ssh import SshTransport
 
 
 @dataclass

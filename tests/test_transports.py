@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from iri_gateway.service.transport.base import (
+from iri_gateway.transport.base import (
     CommandResult,
     NotSentError,
     TransportError,
     decode_output,
 )
-from iri_gateway.service.transport.local import LocalTransport
-from iri_gateway.service.transport.scripted import (
+from iri_gateway.transport.local import LocalTransport
+from iri_gateway.transport.scripted import (
     Answer,
     Call,
     ScriptedTransport,

@@ -37,7 +37,7 @@ from iri_gateway.service.engine import (
     JobNotFoundError,
     OutputUnavailableError,
 )
-from iri_gateway.service.transport.base import TransportError
+from iri_gateway.transport.base import TransportError
 
 PROBLEM = "application/problem+json"
 REQUEST_NOT_VALID = "the request is not valid"

@@ -21,7 +21,7 @@ from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
     from iri_gateway.models.profile import SchedulerConfig
-    from iri_gateway.service.transport.base import Transport
+    from iri_gateway.transport.base import Transport
 
 STOP_BY_PID: tuple[str, ...] = (
     'local i',

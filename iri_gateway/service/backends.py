@@ -15,9 +15,9 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.schedulers import SCHEDULERS
 from iri_gateway.schedulers.batch import BatchSystem
-from iri_gateway.service.transport.base import Transport, TransportError
-from iri_gateway.service.transport.local import LocalTransport
-from iri_gateway.service.transport.ssh import SshTransport
+from iri_gateway.transport.base import Transport, TransportError
+from iri_gateway.transport.local import LocalTransport
+from iri_gateway.transport.ssh import SshTransport
 
 
 class NoAccountError(GatewayError):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 log = logging.getLogger(__name__)
 

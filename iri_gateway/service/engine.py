@@ -43,7 +43,7 @@ from iri_gateway.service.backends import Backend, Backends
 from iri_gateway.service.files import policy
 from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles, decode_part
 from iri_gateway.service.store import JobRecord, JobStore, StateChange
-from iri_gateway.service.transport.base import NotSentError, TransportError
+from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.poller import Poller
 from iri_gateway.service.store import JobRecord
-from iri_gateway.service.transport.base import CommandResult, TransportError
+from iri_gateway.transport.base import CommandResult, TransportError
 from tests.integration.conftest import make_engine
 from tests.integration.gateway_process import profile_allowing
 

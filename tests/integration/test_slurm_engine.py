@@ -23,8 +23,8 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.poller import Poller
 from iri_gateway.service.store import JobRecord
-from iri_gateway.service.transport.scripted import ScriptedTransport
-from iri_gateway.service.transport.ssh import HostKeyError, SshTransport
+from iri_gateway.transport.scripted import ScriptedTransport
+from iri_gateway.transport.ssh import HostKeyError, SshTransport
 from tests.conftest import stored_plan
 from tests.integration.conftest import ClusterInfo, make_engine
 

@@ -18,7 +18,7 @@ import pytest
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
 from iri_gateway.service.engine import Engine
-from iri_gateway.service.transport.local import LocalTransport
+from iri_gateway.transport.local import LocalTransport
 from tests.conftest import refresh_until, stored_plan
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from iri_gateway.service.transport.ssh import SshTransport
+from iri_gateway.transport.ssh import SshTransport
 from tests.integration.conftest import ClusterInfo
 from tests.integration.gateway_process import API, Gateway, profile_allowing, serve
 

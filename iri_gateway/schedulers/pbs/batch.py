@@ -7,7 +7,7 @@ from collections.abc import Collection
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.pbs import qalter, qdel, qstat, qsub
-from iri_gateway.service.transport.base import Transport
+from iri_gateway.transport.base import Transport
 
 
 class PbsBatch:

@@ -19,7 +19,7 @@ may have created a job.
 from __future__ import annotations
 
 from iri_gateway.errors import SchedulerUnavailableError
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 NOT_REACHED = (
     "cannot connect to server",

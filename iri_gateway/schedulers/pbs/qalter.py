@@ -15,7 +15,7 @@ from iri_gateway.errors import UpdateError
 from iri_gateway.schedulers.base import hms
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.pbs import outage
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 
 def argv(job_id: str, changes: JobChanges) -> list[str] | None:

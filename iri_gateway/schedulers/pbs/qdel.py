@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from iri_gateway.errors import CancelError
 from iri_gateway.schedulers.pbs import outage
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 HISTORY_JOB_EXIT = 35  # PBSE_HISTJOBID & 0xff
 _FINISHED = "Job has finished"

@@ -35,7 +35,7 @@ from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.pbs import outage
 from iri_gateway.schedulers.pbs.qsub import TAG_VARIABLE
 from iri_gateway.schedulers.pbs.states import ENDED, explain_exit, map_state, was_deleted
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 _UNKNOWN_JOB = re.compile(r"^qstat: Unknown Job Id (\S+)$")
 _CTIME = "%a %b %d %H:%M:%S %Y"

@@ -15,7 +15,7 @@ import re
 
 from iri_gateway.errors import SubmitError
 from iri_gateway.schedulers.pbs import outage
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 TAG_VARIABLE = "IRI_GATEWAY_TAG"
 

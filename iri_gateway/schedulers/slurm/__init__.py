@@ -11,7 +11,7 @@ from iri_gateway.schedulers.slurm.directives import cluster_layout, directives, 
 
 if TYPE_CHECKING:
     from iri_gateway.models.profile import SchedulerConfig
-    from iri_gateway.service.transport.base import Transport
+    from iri_gateway.transport.base import Transport
 
 
 def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path

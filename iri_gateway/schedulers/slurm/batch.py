@@ -8,7 +8,7 @@ from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.slurm import hetjob, sacct, sbatch, scancel, scontrol, squeue
-from iri_gateway.service.transport.base import Transport
+from iri_gateway.transport.base import Transport
 
 
 class SlurmBatch:

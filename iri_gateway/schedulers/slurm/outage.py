@@ -23,7 +23,7 @@ timed out after the request was sent), in which case a submission may have creat
 from __future__ import annotations
 
 from iri_gateway.errors import SchedulerUnavailableError
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 NOT_REACHED = (
     "Unable to contact slurm controller",

@@ -17,7 +17,7 @@ from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.slurm import hetjob
 from iri_gateway.schedulers.slurm.states import map_state
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 
 def argv(job_ids: Collection[str], jobcomp: bool) -> list[str]:

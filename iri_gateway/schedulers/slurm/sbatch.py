@@ -6,7 +6,7 @@ import re
 
 from iri_gateway.errors import SubmitError
 from iri_gateway.schedulers.slurm import outage
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 _JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")
 

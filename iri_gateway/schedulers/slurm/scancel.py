@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from iri_gateway.errors import CancelError
 from iri_gateway.schedulers.slurm import outage
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 
 def argv(job_id: str) -> list[str]:

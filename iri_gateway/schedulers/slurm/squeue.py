@@ -16,7 +16,7 @@ from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.slurm import hetjob, outage
 from iri_gateway.schedulers.slurm.states import map_state
-from iri_gateway.service.transport.base import CommandResult
+from iri_gateway.transport.base import CommandResult
 
 FORMAT = "%i|%T|%k|%r"
 

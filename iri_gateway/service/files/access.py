@@ -19,7 +19,7 @@ from typing import Any
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.files import reader
 from iri_gateway.service.files.policy import Scope, path_problem
-from iri_gateway.service.transport.base import Transport, TransportError
+from iri_gateway.transport.base import Transport, TransportError
 
 READER_TIMEOUT = 120.0
 """Seconds one remote read may take."""

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from iri_gateway.service.transport.base import CommandResult, Transport
+from iri_gateway.transport.base import CommandResult, Transport
 
 
 @dataclass(frozen=True)

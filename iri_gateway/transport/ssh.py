@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import paramiko
 
-from iri_gateway.service.transport.base import (
+from iri_gateway.transport.base import (
     CommandResult,
     NotSentError,
     OutcomeUnknownError,

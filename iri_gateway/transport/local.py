@@ -6,7 +6,7 @@ import os
 import subprocess
 from collections.abc import Sequence
 
-from iri_gateway.service.transport.base import CommandResult, TransportError, decode_output
+from iri_gateway.transport.base import CommandResult, TransportError, decode_output
 
 
 class LocalTransport:
