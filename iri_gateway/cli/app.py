@@ -66,6 +66,7 @@ ResourceOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
+
 def human_duration(seconds: int) -> str:
     """3600 -> '1h', 1800 -> '30m', 5400 -> '1h30m', 90 -> '1m30s'."""
     hours, rest = divmod(seconds, 3600)
