@@ -3,6 +3,11 @@
 Exit codes: 0 success; 2 the job cannot run (or is not a valid JobSpec), with one problem per
 line on stderr, each naming its field path; 1 any other error (broken profile, unknown
 resource, failed check). `--json` gives machine-readable output where a program reads it.
+
+Scripts call the command line in loops, so a command imports only what it needs: building
+the commands needs typer alone, and each command imports the gateway code (pydantic models,
+profiles, Jinja, the server) and rich in its body. `tests/test_cli_startup.py` keeps the
+server's libraries out of `--help` and `render`; `benchmarks/bench_cli.py` times start-up.
 """
 
 from __future__ import annotations
@@ -14,12 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
 from iri_gateway import __version__
-from iri_gateway.cli.views import placement_table
+from iri_gateway.cli import consoles
 from iri_gateway.errors import (
     GatewayError,
     InvalidJobSpecError,
@@ -27,16 +30,10 @@ from iri_gateway.errors import (
     ManifestError,
     ProfileError,
 )
-from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.planning.jobspec_io import load_jobspec_text, parse_jobspec
-from iri_gateway.planning.placement import place
-from iri_gateway.planning.planner import make_plan
-from iri_gateway.profiles.capabilities import capabilities as capabilities_of
-from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
-from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
-from iri_gateway.profiles.loading import ProfileRegistry, profile_json_schema
 
 if TYPE_CHECKING:
+    from iri_gateway.models.jobspec import JobSpec
+    from iri_gateway.profiles.loading import ProfileRegistry
     from iri_gateway.service.auth import TokenFile
 
 EXIT_ERROR = 1
@@ -69,9 +66,6 @@ ResourceOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
-_out = Console(highlight=False, soft_wrap=True)
-
 
 def human_duration(seconds: int) -> str:
     """3600 -> '1h', 1800 -> '30m', 5400 -> '1h30m', 90 -> '1m30s'."""
@@ -83,20 +77,26 @@ def human_duration(seconds: int) -> str:
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    _err.print(message, markup=False)
+    consoles.err().print(message, markup=False)
     raise typer.Exit(code)
 
 
 def _registry(profiles: list[Path] | None) -> ProfileRegistry:
+    """The profiles named, else the shipped ones, whose parsed trees the user's cache keeps."""
+    from iri_gateway.profiles.loading import ProfileRegistry
+    from iri_gateway.profiles.tree_cache import ProfileTreeCache
+
     try:
         if profiles:
             return ProfileRegistry.from_paths(profiles)
-        return ProfileRegistry.builtin()
+        return ProfileRegistry.builtin(ProfileTreeCache.for_user())
     except ProfileError as error:
         _fail(f"invalid profile:\n{error}")
 
 
 def _read_job(job: str) -> JobSpec:
+    from iri_gateway.planning.jobspec_io import load_jobspec_text
+
     try:
         text = sys.stdin.read() if job == "-" else Path(job).read_text(encoding="utf-8")
     except OSError as error:
@@ -122,6 +122,8 @@ def render(
     resource: ResourceOption = None,
 ) -> None:
     """Print the batch script that would be submitted for JOB on a resource."""
+    from iri_gateway.planning.planner import make_plan
+
     registry = _registry(profile)
     spec = _read_job(job)
     try:
@@ -131,7 +133,7 @@ def render(
     except GatewayError as error:
         _fail(str(error))
     for warning in plan.warnings:
-        _err.print(f"warning: {warning}", markup=False)
+        consoles.err().print(f"warning: {warning}", markup=False)
     sys.stdout.write(plan.script)
 
 
@@ -145,6 +147,8 @@ def plan(
 
     When the job cannot run, the JSON lists every problem and the exit code is 2.
     """
+    from iri_gateway.planning.planner import make_plan
+
     registry = _registry(profile)
     spec = _read_job(job)
     resource_id = _pick_resource(registry, resource)
@@ -172,6 +176,8 @@ def capabilities(
     as_json: JsonOption = False,
 ) -> None:
     """Show every resource of the loaded profiles: hardware, queues, runtimes, MPI."""
+    from iri_gateway.profiles.capabilities import capabilities as capabilities_of
+
     registry = _registry(profile)
     try:
         chosen = [registry.get(resource)] if resource else list(registry)
@@ -181,6 +187,8 @@ def capabilities(
     if as_json:
         sys.stdout.write(json.dumps([d.model_dump() for d in documents], indent=2) + "\n")
         return
+    from rich.table import Table
+
     table = Table(title="Resources", show_lines=True)
     table.add_column("resource", no_wrap=True)
     for column in ("scheduler", "nodes", "GPUs / node", "queues", "runtimes", "MPI"):
@@ -229,10 +237,11 @@ def capabilities(
         facts.add_row(doc.resource,
                       "\n".join(f"{name}: {_fact(value)}" for name, value in hardware.items()))
         files.add_row(doc.resource, "\n".join(doc.file_roots) or "none: job folders only")
-    _out.print(table)
-    _out.print("* default")
-    _out.print(facts)
-    _out.print(files)
+    out = consoles.out()
+    out.print(table)
+    out.print("* default")
+    out.print(facts)
+    out.print(files)
 
 
 def _fact(value: object) -> str:
@@ -252,6 +261,8 @@ def placement(
 
     Exit 0 when at least one resource can run the job, 2 when none can.
     """
+    from iri_gateway.planning.placement import place
+
     registry = _registry(profile)
     spec = _read_job(job)
     ranked = place(spec, registry)
@@ -259,7 +270,9 @@ def placement(
         sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2)
                          + "\n")
     else:
-        _out.print(placement_table(ranked))
+        from iri_gateway.cli.views import placement_table
+
+        consoles.out().print(placement_table(ranked))
     if not any(p.runnable for p in ranked):
         raise typer.Exit(EXIT_CANNOT_RUN)
 
@@ -278,6 +291,9 @@ def flavours_import(
     With --job, print that JobSpec with the flavours in it instead. Exit 2 when the manifest
     or the resulting JobSpec is invalid, each fault on stderr with its file and line.
     """
+    from iri_gateway.planning.jobspec_io import parse_jobspec
+    from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
+
     try:
         flavours = flavours_from_manifest(manifest)
     except ManifestError as error:
@@ -305,6 +321,8 @@ def profile_check(
     as_json: JsonOption = False,
 ) -> None:
     """Validate profiles, render sample jobs on every resource and runtime, lint the scripts."""
+    from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
+
     registry = _registry(files)
     shellcheck = None
     if not no_shellcheck:
@@ -323,6 +341,8 @@ def profile_check(
         ]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
+        from rich.table import Table
+
         table = Table(title=f"Profile check ({len(registry)} resources)")
         for column in ("resource", "runtime", "sample", "result"):
             table.add_column(column, no_wrap=True)
@@ -331,9 +351,9 @@ def profile_check(
         for row in rows:
             table.add_row(row.resource, row.runtime, row.sample,
                           f"[{styles[row.outcome]}]{row.outcome}[/]", row.detail)
-        _out.print(table)
+        consoles.out().print(table)
         linted = "bash -n and shellcheck -S warning" if shellcheck else "bash -n only"
-        _out.print(f"{len(rows) - len(failed)} of {len(rows)} samples passed ({linted}).")
+        consoles.out().print(f"{len(rows) - len(failed)} of {len(rows)} samples passed ({linted}).")
     if failed:
         raise typer.Exit(EXIT_ERROR)
 
@@ -371,13 +391,14 @@ def serve(
         _fail(f"invalid profile:\n{error}")
     if not settings.tokens_path.exists():
         token = TokenFile(settings.tokens_path).issue("admin", [FIRST_PROJECT])
-        _err.print(f"Created {settings.tokens_path} with a token for user 'admin' and project "
-                   f"{FIRST_PROJECT!r} (shown once):\n  {token}\nSend it as 'Authorization: "
-                   f"Bearer TOKEN' with 'X-IRI-Facility-Project: {FIRST_PROJECT}'; more users "
-                   "and projects: iri-gateway token USER --project PROJECT", markup=False)
+        consoles.err().print(
+            f"Created {settings.tokens_path} with a token for user 'admin' and project "
+            f"{FIRST_PROJECT!r} (shown once):\n  {token}\nSend it as 'Authorization: "
+            f"Bearer TOKEN' with 'X-IRI-Facility-Project: {FIRST_PROJECT}'; more users "
+            "and projects: iri-gateway token USER --project PROJECT", markup=False)
     resources = ", ".join(application.state.engine.registry.ids())
-    _err.print(f"iri-gateway {__version__}: http://{host}:{port}/api/v2 (resources: "
-               f"{resources}; data: {settings.data_dir})", markup=False)
+    consoles.err().print(f"iri-gateway {__version__}: http://{host}:{port}/api/v2 (resources: "
+                         f"{resources}; data: {settings.data_dir})", markup=False)
     uvicorn.run(application, host=host, port=port, log_level="warning")
 
 
@@ -430,8 +451,8 @@ def token_create(
         _fail(str(error))
     sys.stdout.write(token + "\n")
     if not project:
-        _err.print(f"note: the token grants no project, so {user!r} cannot submit jobs; "
-                   "give --project to grant one", markup=False)
+        consoles.err().print(f"note: the token grants no project, so {user!r} cannot submit "
+                             "jobs; give --project to grant one", markup=False)
 
 
 @token_app.command("list")
@@ -448,6 +469,8 @@ def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> N
                      "created": e.created} for e in entries]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
+    from rich.table import Table
+
     table = Table(title=f"Tokens ({len(entries)})")
     for column in ("id", "user", "projects", "created"):
         table.add_column(column, no_wrap=True)
@@ -455,7 +478,7 @@ def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> N
         created = "-" if entry.created is None else datetime.fromtimestamp(
             entry.created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         table.add_row(entry.id, entry.user, ", ".join(entry.projects) or "-", created)
-    _out.print(table)
+    consoles.out().print(table)
 
 
 @token_app.command("revoke")
@@ -487,6 +510,8 @@ def token_revoke(
 @profile_app.command("schema")
 def profile_schema() -> None:
     """Print the JSON Schema of facility profiles (shipped as facility_profiles/schema.json)."""
+    from iri_gateway.profiles.loading import profile_json_schema
+
     sys.stdout.write(profile_json_schema())
 
 

@@ -3,6 +3,8 @@
 `submit`, `status`, `jobs`, `cancel`, `wait`, `output`, `remote-plan` and `remote-placement` talk to
 the server named by `--server` (default `$IRI_GATEWAY_URL`, else http://127.0.0.1:8000) with
 the token of `--token` (default `$IRI_GATEWAY_TOKEN`), through `iri_gateway.client`.
+The SDK (and httpx with it) and rich are imported when a command runs, not when the command
+line is built: `iri-gateway --help` and the local commands do not need them.
 
 Exit codes: 0 success; 2 the gateway refused the job or request as invalid (400 or 422, one
 problem per line on stderr); 1 any other error. `wait` (and `submit --wait`): 0 when the job
@@ -18,31 +20,20 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from iri_gateway.cli.views import members_table, placement_table
-from iri_gateway.client import (
-    DEFAULT_URL,
-    TOKEN_ENV,
-    URL_ENV,
-    GatewayClient,
-    GatewayClientError,
-    InvalidRequest,
-    JobInfo,
-    WaitTimeout,
-)
+from iri_gateway.cli import consoles
+from iri_gateway.client.models import DEFAULT_URL, TOKEN_ENV, URL_ENV, JobInfo
 from iri_gateway.models.job import JobState
+
+if TYPE_CHECKING:
+    from iri_gateway.client import GatewayClient
 
 EXIT_ERROR = 1
 EXIT_INVALID = 2
 EXIT_TIMEOUT = 2
-
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 ServerOption = Annotated[
     str,
@@ -65,13 +56,15 @@ TimeoutOption = Annotated[
 
 
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    _err.print(message, markup=False)
+    consoles.err().print(message, markup=False)
     raise typer.Exit(code)
 
 
 @contextmanager
 def _gateway(server: str, token: str | None) -> Iterator[GatewayClient]:
     """A client; gateway errors end the command (422: exit 2, anything else: exit 1)."""
+    from iri_gateway.client import GatewayClient, GatewayClientError, InvalidRequest
+
     try:
         with GatewayClient(server, token) as client:
             yield client
@@ -118,6 +111,11 @@ def _job_json(job: JobInfo) -> str:
 
 
 def _show_job(job: JobInfo) -> None:
+    from rich.table import Table
+
+    from iri_gateway.cli.views import members_table
+
+    out = consoles.out()
     table = Table(title=f"Job {job.id}", show_header=False)
     table.add_column("field", style="bold", no_wrap=True)
     table.add_column("value")
@@ -131,10 +129,10 @@ def _show_job(job: JobInfo) -> None:
     for key in ("runtime", "queue", "flavour", "image"):
         if job.attributes.get(key):
             table.add_row(key, str(job.attributes[key]))
-    _out.print(table)
+    out.print(table)
     members = job.meta_data.get("members") or []
     if members:
-        _out.print(members_table(members))
+        out.print(members_table(members))
     history = job.meta_data.get("history") or []
     if history:
         steps = Table(title="History")
@@ -143,20 +141,23 @@ def _show_job(job: JobInfo) -> None:
         for step in history:
             steps.add_row(_when(step.get("time")), str(step.get("state", "")),
                           str(step.get("message") or ""))
-        _out.print(steps)
+        out.print(steps)
 
 
 def _wait_live(client: GatewayClient, resource: str, job_id: str,
                timeout: float | None) -> int:
     """Wait with the SDK's live status line on stderr; the exit code says how the job ended."""
+    from iri_gateway.client import WaitTimeout
+
     try:
-        job = client.wait(resource, job_id, timeout=timeout, progress=_err)
+        job = client.wait(resource, job_id, timeout=timeout, progress=consoles.err())
     except WaitTimeout as timed_out:
-        _err.print(f"job {job_id} is still {timed_out.job.state.value} after {timeout:g} s",
-                   markup=False)
+        consoles.err().print(
+            f"job {job_id} is still {timed_out.job.state.value} after {timeout:g} s",
+            markup=False)
         return EXIT_TIMEOUT
     code = "" if job.exit_code is None else f", exit code {job.exit_code}"
-    _err.print(f"job {job_id} {_state(job)}{code}")
+    consoles.err().print(f"job {job_id} {_state(job)}{code}")
     return 0 if job.state == JobState.COMPLETED else EXIT_ERROR
 
 
@@ -222,6 +223,8 @@ def jobs(
     if as_json:
         sys.stdout.write("[" + ",\n".join(_job_json(j) for j in found) + "]\n")
         return
+    from rich.table import Table
+
     table = Table(title=f"Jobs on {resource} (times in UTC)")
     table.add_column("id", no_wrap=True, min_width=36)
     for column in ("state", "exit", "updated"):
@@ -231,7 +234,7 @@ def jobs(
             "%m-%d %H:%M:%S")
         table.add_row(job.id, _state(job), "-" if job.exit_code is None else str(job.exit_code),
                       updated)
-    _out.print(table)
+    consoles.out().print(table)
 
 
 def cancel(
@@ -243,7 +246,7 @@ def cancel(
     """Ask the gateway to cancel a job (`wait` sees it end)."""
     with _gateway(server, token) as client:
         client.cancel(resource, job_id)
-    _err.print(f"cancel requested for job {job_id}", markup=False)
+    consoles.err().print(f"cancel requested for job {job_id}", markup=False)
 
 
 def wait(
@@ -302,7 +305,9 @@ def placement(
     if as_json:
         sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2) + "\n")
         return
-    _out.print(placement_table(ranked))
+    from iri_gateway.cli.views import placement_table
+
+    consoles.out().print(placement_table(ranked))
 
 
 COMMANDS: list[tuple[str, Callable[..., None]]] = [

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from iri_gateway.models.placement import Placement
+if TYPE_CHECKING:
+    from iri_gateway.models.placement import Placement
 
 
 def placement_table(ranked: Sequence[Placement]) -> Table:

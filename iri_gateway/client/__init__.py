@@ -23,32 +23,53 @@ output file, whose path follows the gateway's rule: a job that names no `directo
 `<job id>/` under the resource's job root (which relative filesystem paths are relative to),
 writing `stdout.txt` and `stderr.txt`; a job with a `directory` writes `iri-<job id>.out` and
 `.err` there unless it names its own files.
+
+The names below are loaded on first use (PEP 562), so that importing one light part of the
+SDK, such as `iri_gateway.client.models` for its defaults, does not load httpx and every
+client: the command line builds its client commands from those defaults at each start.
 """
 
-from iri_gateway.client.async_client import AsyncGatewayClient
-from iri_gateway.client.calls import SpecLike
-from iri_gateway.client.errors import (
-    Conflict,
-    ConnectionFailed,
-    Forbidden,
-    GatewayClientError,
-    InvalidRequest,
-    NotFound,
-    ServerError,
-    Unauthorized,
-)
-from iri_gateway.client.models import (
-    DEFAULT_URL,
-    READ_LIMIT,
-    TOKEN_ENV,
-    URL_ENV,
-    FileContent,
-    JobInfo,
-    Stream,
-    WaitTimeout,
-    output_path,
-)
-from iri_gateway.client.sync_client import GatewayClient
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from iri_gateway.client.async_client import AsyncGatewayClient
+    from iri_gateway.client.calls import SpecLike
+    from iri_gateway.client.errors import (
+        Conflict,
+        ConnectionFailed,
+        Forbidden,
+        GatewayClientError,
+        InvalidRequest,
+        NotFound,
+        ServerError,
+        Unauthorized,
+    )
+    from iri_gateway.client.models import (
+        DEFAULT_URL,
+        READ_LIMIT,
+        TOKEN_ENV,
+        URL_ENV,
+        FileContent,
+        JobInfo,
+        Stream,
+        WaitTimeout,
+        output_path,
+    )
+    from iri_gateway.client.sync_client import GatewayClient
+
+_HOMES = {
+    "AsyncGatewayClient": "async_client",
+    "SpecLike": "calls",
+    **dict.fromkeys(("Conflict", "ConnectionFailed", "Forbidden", "GatewayClientError",
+                     "InvalidRequest", "NotFound", "ServerError", "Unauthorized"), "errors"),
+    **dict.fromkeys(("DEFAULT_URL", "READ_LIMIT", "TOKEN_ENV", "URL_ENV", "FileContent",
+                     "JobInfo", "Stream", "WaitTimeout", "output_path"), "models"),
+    "GatewayClient": "sync_client",
+}
+"""Each public name and the module of this package that defines it."""
 
 __all__ = [
     "DEFAULT_URL", "READ_LIMIT", "TOKEN_ENV", "URL_ENV", "AsyncGatewayClient", "Conflict",
@@ -56,3 +77,17 @@ __all__ = [
     "InvalidRequest", "JobInfo", "NotFound", "ServerError", "SpecLike", "Stream",
     "Unauthorized", "WaitTimeout", "output_path",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use, then keep it here."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -4,6 +4,9 @@ A profile is parsed with ruamel.yaml, which remembers where every key and item s
 validated with the pydantic models of `models.profile`. Each validation error is traced back
 through the YAML tree to the line an admin has to fix. Nothing is defaulted silently: unknown
 keys are errors (the models forbid them), and so is a resource id defined twice.
+
+The command line passes a `ProfileTreeCache` for the shipped profiles, so that a call skips
+parsing what an earlier call parsed; the tree is validated all the same (see `tree_cache`).
 """
 
 from __future__ import annotations
@@ -11,15 +14,23 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError, json_path
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import FacilityProfile
-from iri_gateway.profiles.yaml_source import locate_line, read_yaml_mapping
+from iri_gateway.profiles.yaml_source import (
+    locate_line,
+    parse_yaml_mapping,
+    read_yaml_bytes,
+    read_yaml_mapping,
+)
 from iri_gateway.shipped import shipped_dir
+
+if TYPE_CHECKING:
+    from iri_gateway.profiles.tree_cache import ProfileTreeCache
 
 
 def builtin_profiles_dir() -> Path:
@@ -37,9 +48,31 @@ def builtin_profile(name: str) -> Path:
     return path
 
 
-def load_profile(path: Path) -> FacilityProfile:
-    """Read and validate one profile file; raise ProfileError naming file, line and field."""
-    tree = _read_yaml(path)
+_SHAPE = "a profile is a mapping with 'facility' and 'resources'"
+
+
+def load_profile(path: Path, trees: ProfileTreeCache | None = None) -> FacilityProfile:
+    """Read and validate one profile file; raise ProfileError naming file, line and field.
+
+    With `trees`, a tree parsed earlier from the same bytes is validated instead of parsing
+    the file again, and a freshly parsed tree is kept there.
+    """
+    if trees is None:
+        return _validate(path, _read_yaml(path))
+    data = read_yaml_bytes(path, ProfileError)
+    cached = trees.get(path, data)
+    if cached is not None:
+        try:
+            return FacilityProfile.model_validate(cached)
+        except ValidationError:
+            pass  # stale for these models: parse, so that the errors carry their lines
+    tree = parse_yaml_mapping(data, path, ProfileError, _SHAPE)
+    profile = _validate(path, tree)
+    trees.put(path, data, tree)
+    return profile
+
+
+def _validate(path: Path, tree: Any) -> FacilityProfile:
     try:
         return FacilityProfile.model_validate(tree)
     except ValidationError as error:
@@ -47,8 +80,7 @@ def load_profile(path: Path) -> FacilityProfile:
 
 
 def _read_yaml(path: Path) -> Any:
-    return read_yaml_mapping(path, ProfileError, "a profile is a mapping with 'facility' and "
-                             "'resources'")
+    return read_yaml_mapping(path, ProfileError, _SHAPE)
 
 
 def _issue(path: Path, tree: Any, detail: Any) -> ProfileIssue:
@@ -81,13 +113,15 @@ class ProfileRegistry:
             self._resources[item.id] = item
 
     @classmethod
-    def from_files(cls, paths: Iterable[Path]) -> ProfileRegistry:
-        """Load every file; all broken files are reported together."""
+    def from_files(
+        cls, paths: Iterable[Path], trees: ProfileTreeCache | None = None
+    ) -> ProfileRegistry:
+        """Load every file (through `trees` when given); all broken files are reported together."""
         issues: list[ProfileIssue] = []
         loaded: list[LoadedResource] = []
         for path in paths:
             try:
-                profile = load_profile(path)
+                profile = load_profile(path, trees)
             except ProfileError as error:
                 issues.extend(error.issues)
                 continue
@@ -119,9 +153,9 @@ class ProfileRegistry:
         return sorted(builtin_profiles_dir().glob("*.yaml"))
 
     @classmethod
-    def builtin(cls) -> ProfileRegistry:
-        """Every profile shipped with the package."""
-        return cls.from_files(cls.builtin_files())
+    def builtin(cls, trees: ProfileTreeCache | None = None) -> ProfileRegistry:
+        """Every profile shipped with the package (parsed trees kept in `trees` when given)."""
+        return cls.from_files(cls.builtin_files(), trees)
 
     def get(self, resource_id: str) -> LoadedResource:
         """The resource `resource_id`; UnknownResourceError lists the known ones."""

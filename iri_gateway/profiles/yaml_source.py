@@ -2,17 +2,16 @@
 
 ruamel.yaml's round-trip loader remembers where each key and item stands; profiles and app
 manifests are read through here and their validation errors located with `locate_line`.
+ruamel.yaml is imported on first use: a command line that finds a profile's tree in its cache
+(`tree_cache`) does not need it.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
 
 from iri_gateway.errors import GatewayError, ProfileIssue
 
@@ -24,10 +23,28 @@ def read_yaml_mapping(
 
     `shape` says what the file should look like, for the message when it is not a mapping.
     """
+    return parse_yaml_mapping(read_yaml_bytes(path, error), path, error, shape)
+
+
+def read_yaml_bytes(path: Path, error: Callable[[list[ProfileIssue]], GatewayError]) -> bytes:
+    """The bytes of `path`; `error([issue])` is raised when it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_bytes()
     except OSError as failure:
         raise error([ProfileIssue(str(path), None, "", f"cannot read: {failure}")]) from None
+
+
+def parse_yaml_mapping(
+    data: bytes, path: Path, error: Callable[[list[ProfileIssue]], GatewayError], shape: str
+) -> Any:
+    """The YAML mapping in `data`, read from `path`, as `read_yaml_mapping` says.
+
+    The bytes are decoded as `Path.read_text` would (UTF-8, universal newlines).
+    """
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError
+
+    text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
     try:
         tree = YAML(typ="rt").load(text)
     except MarkedYAMLError as failure:
@@ -42,6 +59,8 @@ def read_yaml_mapping(
 
 def locate_line(tree: Any, loc: Sequence[Any]) -> int:
     """Line (1-based) of the deepest node along `loc` that exists in the YAML tree."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
     node: Any = tree
     line = 1
     for key in loc:
