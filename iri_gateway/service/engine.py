@@ -42,7 +42,12 @@ from iri_gateway.service import cluster_members
 from iri_gateway.service.backends import Backend, Backends
 from iri_gateway.service.files import policy
 from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles, decode_part
-from iri_gateway.service.store import JobRecord, JobStore, StateChange
+from iri_gateway.service.store import (
+    IdempotencyKeyTakenError,
+    JobRecord,
+    JobStore,
+    StateChange,
+)
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
@@ -130,23 +135,22 @@ class Engine:
         if idempotency_key is not None:
             earlier = self.store.by_idempotency_key(owner, idempotency_key)
             if earlier is not None:
-                if earlier.request_hash != digest:
-                    raise IdempotencyConflictError(
-                        f"idempotency key {idempotency_key!r} was used for a different request "
-                        f"(job {earlier.id})"
-                    )
-                return Submission(earlier, replayed=True)
+                return _replay(earlier, digest)
         backend = self.backends.get(loaded, owner)
         job_id = str(uuid.uuid4())
         effective = self._effective_spec(spec, backend, job_id, owner=owner, loaded=loaded)
         plan = make_plan(effective, loaded)
         with self._in_flight(job_id):
-            record = self.store.create(
-                job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
-                effective_spec=effective.model_dump(mode="json", exclude_unset=True),
-                plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
-                idempotency_key=idempotency_key, request_hash=digest, submitting=True,
-            )
+            try:
+                record = self.store.create(
+                    job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
+                    effective_spec=effective.model_dump(mode="json", exclude_unset=True),
+                    plan=plan.model_dump(mode="json", exclude={"script"}),
+                    script=plan.script, idempotency_key=idempotency_key, request_hash=digest,
+                    submitting=True,
+                )
+            except IdempotencyKeyTakenError as taken:  # a concurrent submission won the key
+                return _replay(taken.earlier, digest)
             return Submission(self._send(record, loaded, backend), replayed=False)
 
     @contextmanager
@@ -654,6 +658,16 @@ class Engine:
             backend = self.backends.get(loaded, owner)
             self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
         return make_plan(spec, loaded)
+
+
+def _replay(earlier: JobRecord, digest: str) -> Submission:
+    """The job an idempotency key already names, when the request is the same one."""
+    if earlier.request_hash != digest:
+        raise IdempotencyConflictError(
+            f"idempotency key {earlier.idempotency_key!r} was used for a different request "
+            f"(job {earlier.id})"
+        )
+    return Submission(earlier, replayed=True)
 
 
 def _directory(record: JobRecord) -> str:

@@ -1,6 +1,7 @@
 """The job store: every job the gateway accepted, its intent, its script and its history.
 
-SQLAlchemy 2 with SQLite by default (a file in the data directory) or PostgreSQL by URL.
+SQLAlchemy 2 with SQLite by default (a file in the data directory) or PostgreSQL by URL
+(`database.py` opens it; the schema is the Alembic migrations', `migrations/`).
 The intent (`desired`: submitted or canceled) is written before the gateway acts, so after a
 crash the reconciler knows what was meant and finishes it. Records leave the store as
 `JobRecord` values, never as live ORM objects, so no session leaks into callers.
@@ -18,25 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import (
-    JSON,
-    Float,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-    create_engine,
-    event,
-    inspect,
-    select,
-    text,
-)
+from sqlalchemy import JSON, Float, Integer, String, Text, UniqueConstraint, select, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
+from iri_gateway.service.database import open_engine
+from iri_gateway.service.migrations import upgrade_schema
 
 
 class _Base(DeclarativeBase):
@@ -44,6 +37,9 @@ class _Base(DeclarativeBase):
 
 
 class _JobRow(_Base):
+    """A row of `jobs`; the table itself is made and changed by the migrations only (a test
+    holds this model and the migrated schema to each other)."""
+
     __tablename__ = "jobs"
     __table_args__ = (UniqueConstraint("owner", "idempotency_key", name="uq_owner_key"),)
 
@@ -63,7 +59,8 @@ class _JobRow(_Base):
     message: Mapped[str | None] = mapped_column(Text)
     history: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     # The members of a cluster job (roles), as the engine last read them; [] for other jobs.
-    members: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    members: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSON, default=list, server_default=text("'[]'"))
     submit_attempted_at: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
@@ -203,17 +200,17 @@ class JobStore:
 
     def __init__(self, url: str, *, clock: Any = time.time,
                  cache_records: int = CACHE_RECORDS) -> None:
-        connect_args = {"check_same_thread": False} if url.startswith("sqlite") else {}
-        self.engine: Engine = create_engine(url, connect_args=connect_args)
-        if url.startswith("sqlite"):
-            event.listen(self.engine, "connect", _sqlite_pragmas)
-        _Base.metadata.create_all(self.engine)
-        _add_missing_columns(self.engine)
+        """Open the database at `url` and bring its schema up to date (DatabaseError, one
+        line without the password, when it cannot be used)."""
+        self.engine: Engine = open_engine(url)
+        upgrade_schema(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
         # Read-through cache of records by id: this process is the store's only writer (the
         # poller runs in it), so every write refreshes the cache and reads by id need no query.
         # Bounded (least recently used first out), so memory does not grow with the jobs.
+        # Several gateway processes on one database would break that premise: each would
+        # serve its own last-written state (see docs/operations.md, "The store").
         self._cache = _RecentRecords(cache_records)
 
     def close(self) -> None:
@@ -242,7 +239,9 @@ class JobStore:
         """Record a new job with the intent to submit it, before anything is sent.
 
         `submitting` also records that the submission is being tried now (one commit
-        instead of two on the hot path).
+        instead of two on the hot path). IdempotencyKeyTakenError, holding the job that has
+        it, when another submission recorded the same (owner, key) first: the unique
+        constraint decides a race that looking the key up first cannot.
         """
         now = self._clock()
         row = _JobRow(
@@ -255,8 +254,15 @@ class JobStore:
             members=[], submit_attempted_at=now if submitting else None, created_at=now,
             updated_at=now,
         )
-        with self._session() as session:
-            session.add(row)
+        try:
+            with self._session() as session:
+                session.add(row)
+        except IntegrityError:
+            earlier = (self.by_idempotency_key(owner, idempotency_key)
+                       if idempotency_key is not None else None)
+            if earlier is None:
+                raise
+            raise IdempotencyKeyTakenError(earlier) from None
         return self._remember(_record(row))
 
     def get(self, job_id: str) -> JobRecord | None:
@@ -388,6 +394,17 @@ class JobStore:
         return self._remember(record)
 
 
+class IdempotencyKeyTakenError(GatewayError):
+    """Another submission recorded the same (owner, idempotency key) first: `earlier`."""
+
+    code = "idempotency_key_taken"
+
+    def __init__(self, earlier: JobRecord) -> None:
+        self.earlier = earlier
+        super().__init__(f"idempotency key {earlier.idempotency_key!r} is held by job "
+                         f"{earlier.id}")
+
+
 @dataclass(frozen=True)
 class StateChange:
     """A new state for one job, as a poll cycle found it."""
@@ -407,30 +424,3 @@ def _change(row: _JobRow, state: JobState, message: str, now: float,
     if row.state != state.value or row.message != message:
         row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
     row.state, row.message, row.updated_at = state.value, message, now
-
-
-# Columns added after the first release: (name, SQL type). `create_all` makes new tables
-# whole but never changes an existing one, so a database from an earlier version gets them
-# here, once, on start.
-_ADDED_COLUMNS = (("members", "JSON NOT NULL DEFAULT '[]'"),)
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    present = {column["name"] for column in inspect(engine).get_columns("jobs")}
-    missing = [(name, kind) for name, kind in _ADDED_COLUMNS if name not in present]
-    if not missing:
-        return
-    with engine.begin() as connection:
-        for name, kind in missing:
-            connection.execute(text(f"ALTER TABLE jobs ADD COLUMN {name} {kind}"))
-
-
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    """WAL lets readers and the poller's writer work at once; a busy wait beats an error."""
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    # In WAL mode NORMAL survives a crash of the process (what reconcile is for); only a
-    # power loss can drop the last commits.
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
