@@ -22,6 +22,7 @@ from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.store import JobRecord
+from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 TESTS = Path(__file__).parent
 TEST_PROFILE = TESTS / "profiles" / "testsite.yaml"

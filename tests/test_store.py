@@ -1,10 +1,9 @@
-"""The job store: a cluster job's members, databases made before the members column, and
-stored plans and paths read back typed."""
+"""The job store, on SQLite and on a real PostgreSQL (`database_url`): a cluster job's members,
+stored plans and paths read back typed, the record cache. Queries, transitions and races:
+tests/test_store_queries.py; schema migrations: tests/test_migrations.py."""
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,44 +16,6 @@ from tests.conftest import stored_plan
 
 WORKER = {"name": "worker1", "role": "worker", "index": 1, "node": "n2",
           "address": "127.0.0.2", "state": "active", "exit_code": None}
-
-# The jobs table exactly as the release before cluster jobs created it (`.schema` of a
-# database made by store.py of commit 5901d31), with one finished job in it.
-OLD_SCHEMA = """
-CREATE TABLE jobs (
-	id VARCHAR(36) NOT NULL,
-	owner VARCHAR(255) NOT NULL,
-	resource_id VARCHAR(63) NOT NULL,
-	idempotency_key VARCHAR(255),
-	request_hash VARCHAR(64),
-	spec JSON NOT NULL,
-	effective_spec JSON NOT NULL,
-	"plan" JSON NOT NULL,
-	script TEXT NOT NULL,
-	native_id VARCHAR(64),
-	state VARCHAR(16) NOT NULL,
-	desired VARCHAR(16) NOT NULL,
-	exit_code INTEGER,
-	message TEXT,
-	history JSON NOT NULL,
-	submit_attempted_at FLOAT,
-	created_at FLOAT NOT NULL,
-	updated_at FLOAT NOT NULL,
-	PRIMARY KEY (id),
-	CONSTRAINT uq_owner_key UNIQUE (owner, idempotency_key)
-);
-CREATE INDEX ix_jobs_native_id ON jobs (native_id);
-CREATE INDEX ix_jobs_owner ON jobs (owner);
-CREATE INDEX ix_jobs_state ON jobs (state);
-CREATE INDEX ix_jobs_resource_id ON jobs (resource_id);
-INSERT INTO jobs VALUES ('old-job', 'alice', 'local', NULL, NULL, '{}', '{}', '{}', 'true',
-    '42', 'completed', 'submitted', 0, 'EXITED, exit code 0', '[]', NULL, 1.0, 2.0);
-"""
-
-
-def store_in(folder: Path) -> JobStore:
-    return JobStore(f"sqlite:///{folder}/jobs.db")
-
 
 def new_job(store: JobStore) -> str:
     record = store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
@@ -71,52 +32,34 @@ def store_members(store: JobStore, job_id: str, members: list[dict[str, Any]]) -
                                        members=members)])
 
 
-def test_a_new_job_has_no_members(tmp_path: Path) -> None:
-    store = store_in(tmp_path)
+def test_a_new_job_has_no_members(database_url: str) -> None:
+    store = JobStore(database_url)
     job_id = new_job(store)
     assert store.get(job_id).members == []  # type: ignore[union-attr]
-    assert store_in(tmp_path).get(job_id).members == []  # type: ignore[union-attr]
+    assert JobStore(database_url).get(job_id).members == []  # type: ignore[union-attr]
 
 
-def test_members_alone_are_stored_cached_and_kept_out_of_the_history(tmp_path: Path) -> None:
-    store = store_in(tmp_path)
+def test_members_alone_are_stored_cached_and_kept_out_of_the_history(database_url: str) -> None:
+    store = JobStore(database_url)
     job_id = new_job(store)
     history = store.get(job_id).history  # type: ignore[union-attr]
     store_members(store, job_id, [WORKER])
     returned = store.get(job_id)
     assert returned is not None and returned.members == [WORKER]
     assert store.get(job_id).members == [WORKER], "the cache has them"  # type: ignore[union-attr]
-    reopened = store_in(tmp_path).get(job_id)
+    reopened = JobStore(database_url).get(job_id)
     assert reopened is not None and reopened.members == [WORKER] and reopened.history == history
 
 
-def test_a_poll_cycle_change_can_carry_members(tmp_path: Path) -> None:
-    store = store_in(tmp_path)
+def test_a_poll_cycle_change_can_carry_members(database_url: str) -> None:
+    store = JobStore(database_url)
     job_id = new_job(store)
     store.transition_many([StateChange(job_id, JobState.ACTIVE, "RUNNING", members=[WORKER])])
     assert store.get(job_id).members == [WORKER]  # type: ignore[union-attr]
     store.transition_many([StateChange(job_id, JobState.COMPLETED, "EXITED", 0)])
-    record = store_in(tmp_path).get(job_id)
+    record = JobStore(database_url).get(job_id)
     assert record is not None and record.members == [WORKER], "no members: left as they were"
     assert record.state == JobState.COMPLETED
-
-
-def test_a_database_from_before_members_gets_the_column(tmp_path: Path) -> None:
-    with sqlite3.connect(tmp_path / "jobs.db") as connection:
-        connection.executescript(OLD_SCHEMA)
-    store = store_in(tmp_path)
-    old = store.get("old-job")
-    assert old is not None and old.members == [] and old.state == JobState.COMPLETED
-    job_id = new_job(store)
-    store_members(store, job_id, [WORKER])
-    with sqlite3.connect(tmp_path / "jobs.db") as connection:
-        columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
-        stored = connection.execute("SELECT members FROM jobs WHERE id = 'old-job'").fetchone()
-    assert columns.count("members") == 1
-    assert stored == ("[]",), "earlier jobs read as having no members, not NULL"
-    reopened = store_in(tmp_path)  # a second start finds the column and adds nothing
-    assert reopened.get(job_id).members == [WORKER]  # type: ignore[union-attr]
-    assert reopened.get("old-job").members == []  # type: ignore[union-attr]
 
 
 # ---- the stored plan and paths, read back typed ------------------------------------------------
@@ -138,24 +81,24 @@ FIRST_RELEASE_PLAN: dict[str, Any] = {
 }
 
 
-def test_a_plan_the_first_release_stored_reads_back_typed(tmp_path: Path) -> None:
-    store = store_in(tmp_path)
+def test_a_plan_the_first_release_stored_reads_back_typed(database_url: str) -> None:
+    store = JobStore(database_url)
     record = store.create(owner="alice", resource_id="perlmutter-gpu", spec={},
                           effective_spec={}, plan=FIRST_RELEASE_PLAN, script="#!/bin/bash\n")
-    plan = store_in(tmp_path).get(record.id).plan_model  # type: ignore[union-attr]
+    plan = JobStore(database_url).get(record.id).plan_model  # type: ignore[union-attr]
     assert plan.pre_submit == [["podman-hpc", "pull", "docker.io/library/ubuntu:22.04"]]
     assert plan.script == "#!/bin/bash\n"
     assert plan.cluster is None and plan.flavour is None and plan.flavours == []
 
 
 @pytest.mark.parametrize("rename", [("pre_submit", "staging"), ("cluster", "roles_view")])
-def test_a_renamed_plan_field_fails_loudly(tmp_path: Path, rename: tuple[str, str]) -> None:
+def test_a_renamed_plan_field_fails_loudly(database_url: str, rename: tuple[str, str]) -> None:
     """A stored plan whose field the model no longer has (renamed) is an error, whether the
     field was required (`pre_submit`) or had a default (`cluster`): never read as absent."""
     old, new = rename
     plan = stored_plan(cluster_size=2)
     plan[new] = plan.pop(old)
-    record = store_in(tmp_path).create(owner="alice", resource_id="local", spec={},
+    record = JobStore(database_url).create(owner="alice", resource_id="local", spec={},
                                        effective_spec={}, plan=plan, script="true")
     with pytest.raises(ValidationError):
         record.plan_model  # noqa: B018
@@ -170,8 +113,8 @@ def test_job_paths_are_the_jobspec_fields_of_the_same_names() -> None:
     assert paths.model_dump() == spec.model_dump(include=set(JobPaths.model_fields))
 
 
-def test_paths_and_named_directory_read_the_stored_specs(tmp_path: Path) -> None:
-    store = store_in(tmp_path)
+def test_paths_and_named_directory_read_the_stored_specs(database_url: str) -> None:
+    store = JobStore(database_url)
     made = store.create(owner="alice", resource_id="local", spec={"executable": "x"},
                         effective_spec={"executable": "x", "directory": "/w/1",
                                         "stdout_path": "stdout.txt"},
@@ -185,8 +128,8 @@ def test_paths_and_named_directory_read_the_stored_specs(tmp_path: Path) -> None
     assert named.effective_spec_model.directory == "/tmp/mine"
 
 
-def test_the_record_cache_is_bounded_least_recently_used_out_first(tmp_path: Path) -> None:
-    store = JobStore(f"sqlite:///{tmp_path}/jobs.db", cache_records=2)
+def test_the_record_cache_is_bounded_least_recently_used_out_first(database_url: str) -> None:
+    store = JobStore(database_url, cache_records=2)
     first, second, third = (new_job(store) for _ in range(3))
     cached = store._cache  # the read-through cache itself: what it holds is the point here
     assert len(cached) == 2

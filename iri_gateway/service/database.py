@@ -65,8 +65,13 @@ def open_engine(url: str) -> Engine:
         # pre_ping: a connection the server closed (a restart, an idle time-out) is replaced
         # before use instead of failing the request that drew it from the pool.
         return create_engine(parsed, pool_pre_ping=True)
-    except (ArgumentError, NoSuchModuleError, ImportError) as error:
-        raise DatabaseError(f"database {display_url(url)}: {error}") from error
+    except ArgumentError as error:
+        raise DatabaseError(f"cannot use database {display_url(url)}: {error}") from None
+    except (NoSuchModuleError, ImportError) as error:
+        raise DatabaseError(
+            f"cannot use database {display_url(url)}: no driver for it is installed ({error}); "
+            "iri-gateway ships SQLite and PostgreSQL (psycopg 3)"
+        ) from None
 
 
 def unreachable(url: str | URL, error: DBAPIError) -> DatabaseError:
