@@ -5,6 +5,10 @@ gateway cannot run on are refused in one line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -15,8 +19,9 @@ from iri_gateway.models.job import JobState
 from iri_gateway.service import store as store_module
 from iri_gateway.service.database import DatabaseError, normalise_url
 from iri_gateway.service.migrations import head_revision
+from iri_gateway.service.settings import Settings
 from iri_gateway.service.store import JobStore
-from tests.conftest import stored_plan
+from tests.conftest import clean_env, stored_plan
 
 # The jobs table exactly as the release before cluster jobs created it (`.schema` of a
 # SQLite database made by store.py of commit 5901d31; the same DDL is what SQLAlchemy's
@@ -192,7 +197,27 @@ def test_a_bad_url_or_missing_driver_is_a_database_error() -> None:
     assert "unparseable" in str(caught.value)
 
 
-def test_the_sqlite_default_stays_zero_configuration(tmp_path: object) -> None:
+def test_the_sqlite_default_stays_zero_configuration(tmp_path: Path) -> None:
     store = JobStore(f"sqlite:///{tmp_path}/jobs.db")
     with store.engine.connect() as connection:
         assert connection.execute(text("PRAGMA journal_mode")).scalar_one() == "wal"
+
+
+def test_serve_with_an_unreachable_database_says_so_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "iri_gateway", "serve", "--data-dir", str(tmp_path),
+         "--database-url", "postgresql://gateway:s3cret-pw@127.0.0.1:9/jobs", "--port", "9"],
+        capture_output=True, text=True, timeout=120, env=clean_env(),
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("cannot use database postgresql+psycopg://gateway:***@127.0.0.1")
+    assert "s3cret-pw" not in result.stderr + result.stdout
+
+
+def test_the_database_url_setting_names_psycopg_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IRI_GATEWAY_DATABASE_URL", "postgresql://u:p@db.example/jobs")
+    assert Settings().store_url == "postgresql+psycopg://u:p@db.example/jobs"
+    monkeypatch.delenv("IRI_GATEWAY_DATABASE_URL")
+    assert Settings(data_dir=Path("/srv/gw")).store_url == "sqlite:////srv/gw/jobs.db"

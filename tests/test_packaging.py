@@ -69,6 +69,16 @@ def test_wheel_contains_templates_and_profiles(wheel: Path) -> None:
     assert expected <= names, sorted(expected - names)
 
 
+def test_wheel_contains_the_store_migrations(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    folder = ROOT / "iri_gateway" / "service" / "migrations"
+    expected = {f"iri_gateway/service/migrations/{p.relative_to(folder).as_posix()}"
+                for p in folder.rglob("*.py")}
+    assert "iri_gateway/service/migrations/env.py" in expected
+    assert len([name for name in expected if "/versions/r0" in name]) >= 2
+    assert expected <= names, sorted(expected - names)
+
+
 def test_installed_wheel_renders_from_another_folder(wheel: Path, tmp_path: Path) -> None:
     """A fresh venv holding only the wheel (its dependencies are this venv's) renders the
     example from a folder that is not the checkout, with the profiles and templates it ships."""
@@ -113,3 +123,14 @@ def test_installed_wheel_renders_from_another_folder(wheel: Path, tmp_path: Path
     assert from_checkout.returncode == 0, from_checkout.stderr
     assert rendered.stdout == from_checkout.stdout
     assert "podman-hpc run" in rendered.stdout
+
+    # The store migrates a new database with the migrations the wheel installed.
+    migrated = subprocess.run(
+        [str(python), "-c", "import iri_gateway.service.migrations as m; print(m.__file__); "
+         "from iri_gateway.service.store import JobStore; "
+         f"JobStore('sqlite:///{elsewhere}/jobs.db'); print(m.head_revision())"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.split() == [
+        str(site / "iri_gateway" / "service" / "migrations" / "__init__.py"), "0002"]

@@ -371,12 +371,18 @@ def serve(
     data_dir: Annotated[
         Path | None, typer.Option(help="Store, tokens and job folders (default: XDG data dir).")
     ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="Job store URL, e.g. postgresql://USER:PASSWORD@HOST/DB (default: "
+                     "SQLite in the data dir; also IRI_GATEWAY_DATABASE_URL)."),
+    ] = None,
 ) -> None:
     """Run the gateway: the IRI API v2 on embedded defaults (SQLite, the `local` resource)."""
     import uvicorn
 
     from iri_gateway.api.app import create_app
     from iri_gateway.service.auth import TokenFile
+    from iri_gateway.service.database import DatabaseError
     from iri_gateway.service.settings import Settings
 
     overrides: dict[str, object] = {}
@@ -384,11 +390,15 @@ def serve(
         overrides["profiles"] = profiles
     if data_dir is not None:
         overrides["data_dir"] = data_dir
+    if database_url is not None:
+        overrides["database_url"] = database_url
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
         application = create_app(settings)
     except ProfileError as error:
         _fail(f"invalid profile:\n{error}")
+    except DatabaseError as error:
+        _fail(str(error))
     if not settings.tokens_path.exists():
         token = TokenFile(settings.tokens_path).issue("admin", [FIRST_PROJECT])
         consoles.err().print(

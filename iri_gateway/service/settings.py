@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -33,7 +33,9 @@ class Settings(BaseSettings):
         description="Profile files or folders; empty: the built-in `local` profile only",
     )
     database_url: str | None = Field(
-        default=None, description="SQLAlchemy URL; default: SQLite in the data directory"
+        default=None,
+        description="SQLAlchemy URL of the job store (`postgresql://` uses psycopg 3); "
+        "default: SQLite in the data directory",
     )
     tokens_file: Path | None = Field(
         default=None, description="Bearer tokens (JSON); default: tokens.json in data_dir"
@@ -57,6 +59,13 @@ class Settings(BaseSettings):
         description="Largest request body accepted, in bytes; a larger one is refused with "
         "413 before it is read whole (with or without Content-Length)",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _psycopg(cls, url: str | None) -> str | None:
+        from iri_gateway.service.database import normalise_url
+
+        return normalise_url(url) if url is not None else None
 
     @model_validator(mode="after")
     def _jwt_complete(self) -> Settings:
