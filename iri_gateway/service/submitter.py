@@ -111,8 +111,11 @@ class Submitter:
                 log.exception("a delayed submitter action failed")
 
     def close(self) -> None:
-        """Stop: work not started and actions not yet due are dropped, running commands
-        finish on their own (nothing waits for an hour-long image pull)."""
+        """Stop: work not started and actions not yet due are dropped (the store still says
+        what was meant; the next start's reconcile sends it). Commands running now are not
+        waited for here, but the interpreter joins the workers when the process exits, so a
+        stopping server finishes them first (an image pull up to its time-out); `kill -9`
+        is safe, the reconcile finds such a job by its tag."""
         with self._wake:
             self._closed = True
             pools, self._pools = list(self._pools.values()), {}
