@@ -25,6 +25,7 @@ from iri_gateway.service.engine import Engine
 from iri_gateway.service.poller import Poller
 from iri_gateway.service.settings import Settings
 from iri_gateway.service.store import JobStore
+from iri_gateway.service.submitter import Submitter
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ def build_engine(settings: Settings) -> Engine:
         registry=registry,
         store=JobStore(settings.store_url),
         backends=Backends(settings.data_dir),
+        submitter=Submitter(concurrency=settings.submit_concurrency,
+                            longest_pause=settings.submit_retry_longest),
     )
 
 
@@ -92,7 +95,6 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.engine = engine
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
-    app.state.in_flight = compute.InFlightKeys()
     problems.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     for module in (facility, status, account, compute, filesystem):

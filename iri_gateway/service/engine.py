@@ -19,8 +19,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from iri_gateway.errors import (
@@ -48,6 +50,7 @@ from iri_gateway.service.store import (
     JobStore,
     StateChange,
 )
+from iri_gateway.service.submitter import Submitter
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,7 @@ class Engine:
         backends: Backends,
         clock: Callable[[], float] = time.time,
         settle_time: float = 30.0,
+        submitter: Submitter | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -112,6 +116,10 @@ class Engine:
         self._pending_lock = threading.Lock()
         self._sending: set[str] = set()
         self._cancels_sent: set[str] = set()
+        self._first_attempts: dict[str, Future[JobRecord]] = {}
+        self.submitter = submitter or Submitter()
+        """Runs the scheduler commands of submissions, cancels and updates off the caller's
+        thread, a bounded number at a time per resource (see `submitter`)."""
 
     # ---- submission ------------------------------------------------------------------------
 
@@ -122,12 +130,20 @@ class Engine:
         resource_id: str,
         spec: JobSpec,
         idempotency_key: str | None = None,
+        wait: float | None = None,
     ) -> Submission:
-        """Plan, record, then submit; the record exists before the scheduler is asked.
+        """Validate, plan and record the job, then hand it to the submitter; wait for it.
 
-        While the scheduler is being asked the job is in flight: the continuous reconcile
-        leaves it alone (its outcome is not unknown, only not known yet). A submission that
-        did not reach the scheduler is withdrawn and its error raised (see `_send`).
+        The record (state `new`, desired state "submitted") exists before the scheduler is
+        asked, and the job is in flight in this engine from before its record can be read,
+        so the continuous reconcile leaves it to the submitter. The answer waits `wait`
+        seconds (None: until the first attempt ends) for the scheduler: the job as the first
+        attempt left it (queued with its native id, or `new` with the reason it waits), the
+        scheduler's refusal raised (the job is `failed` with its words), or, when the wait
+        runs out first, the job `new` with what is being done.
+
+        A retry with the same idempotency key returns the first job, waiting as long for it;
+        the key is unique in the store, so two requests racing with it make one job.
         """
         loaded = self.registry.get(resource_id)
         document = spec.model_dump(mode="json", exclude_unset=True)
@@ -135,34 +151,141 @@ class Engine:
         if idempotency_key is not None:
             earlier = self.store.by_idempotency_key(owner, idempotency_key)
             if earlier is not None:
-                return _replay(earlier, digest)
+                return self._replay(earlier, idempotency_key, digest, wait)
         backend = self.backends.get(loaded, owner)
         job_id = str(uuid.uuid4())
         effective = self._effective_spec(spec, backend, job_id, owner=owner, loaded=loaded)
         plan = make_plan(effective, loaded)
-        with self._in_flight(job_id):
-            try:
-                record = self.store.create(
-                    job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
-                    effective_spec=effective.model_dump(mode="json", exclude_unset=True),
-                    plan=plan.model_dump(mode="json", exclude={"script"}),
-                    script=plan.script, idempotency_key=idempotency_key, request_hash=digest,
-                    submitting=True,
-                )
-            except IdempotencyKeyTakenError as taken:  # a concurrent submission won the key
-                return _replay(taken.earlier, digest)
-            return Submission(self._send(record, loaded, backend), replayed=False)
+        self._claim(job_id)
+        try:
+            record = self.store.create(
+                job_id=job_id, owner=owner, resource_id=resource_id, spec=document,
+                effective_spec=effective.model_dump(mode="json", exclude_unset=True),
+                plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
+                idempotency_key=idempotency_key, request_hash=digest, submitting=True,
+            )
+        except IdempotencyKeyTakenError as taken:  # a concurrent submission won the key
+            self._release(job_id)
+            return self._replay(taken.earlier, taken.earlier.idempotency_key or "", digest, wait)
+        except BaseException:
+            self._release(job_id)
+            raise
+        first = self._dispatch(record.id, record.resource_id, attempt=0)
+        return Submission(self._awaited(first, record.id, wait), replayed=False)
+
+    def _replay(self, earlier: JobRecord, key: str, digest: str,
+                wait: float | None) -> Submission:
+        """The job an idempotency key made, once its first attempt ended or `wait` ran out;
+        IdempotencyConflictError when the key came with a different request."""
+        if earlier.request_hash != digest:
+            raise IdempotencyConflictError(
+                f"idempotency key {key!r} was used for a different request (job {earlier.id})"
+            )
+        with self._pending_lock:
+            first = self._first_attempts.get(earlier.id)
+        if first is None:
+            return Submission(earlier, replayed=True)
+        try:
+            return Submission(self._awaited(first, earlier.id, wait), replayed=True)
+        except SchedulerError:  # the refusal was the first request's answer; this is a read
+            return Submission(self._current(earlier.id), replayed=True)
+
+    def _claim(self, job_id: str) -> None:
+        """Mark the job as this engine's to send: the reconcile leaves it alone."""
+        with self._pending_lock:
+            self._sending.add(job_id)
+
+    def _release(self, job_id: str) -> None:
+        with self._pending_lock:
+            self._sending.discard(job_id)
 
     @contextmanager
     def _in_flight(self, job_id: str) -> Iterator[None]:
-        """Mark the job as being sent by this engine (before its record can be read)."""
-        with self._pending_lock:
-            self._sending.add(job_id)
+        """Claim the job while the block runs (the reconcile's own resubmissions)."""
+        self._claim(job_id)
         try:
             yield
         finally:
+            self._release(job_id)
+
+    def _dispatch(self, job_id: str, resource_id: str, *, attempt: int) -> Future[JobRecord]:
+        """Hand a claimed job to the submitter for submission attempt `attempt` (0: the
+        first, recorded with the job). The claim ends with the job's last attempt."""
+        future = self.submitter.run(resource_id, lambda: self._attempt(job_id, attempt))
+        if attempt == 0:
             with self._pending_lock:
-                self._sending.discard(job_id)
+                self._first_attempts[job_id] = future
+
+            def forget(_: Future[JobRecord]) -> None:
+                with self._pending_lock:
+                    self._first_attempts.pop(job_id, None)
+
+            future.add_done_callback(forget)
+
+        def dropped(done: Future[JobRecord]) -> None:
+            if done.cancelled():  # the submitter closed first: the next start reconciles it
+                self._release(job_id)
+
+        future.add_done_callback(dropped)
+        return future
+
+    def _attempt(self, job_id: str, attempt: int) -> JobRecord:
+        """One submission attempt, on a submitter worker; the job as it left it.
+
+        Nothing reached the scheduler (it was unavailable, the login node unreachable): the
+        job stays `new`, still claimed, and the submitter tries again after a growing pause.
+        The outcome is unknown: the claim ends and the reconcile finds the job by its tag
+        (never a second `sbatch` while the first may have worked). Otherwise the job is
+        queued, canceled (a cancel came first), or failed with the scheduler's refusal
+        (raised).
+        """
+        retry_in = self.submitter.pause(attempt)
+        retry = False
+        try:
+            record = self._current(job_id)
+            if record.state.final or record.native_id is not None:
+                return record
+            if record.desired == "canceled":
+                return self.store.transition(record.id, JobState.CANCELED,
+                                             "canceled before it reached the scheduler")
+            loaded = self.registry.get(record.resource_id)
+            backend = self.backends.get(loaded, record.owner)
+            record, retry = self._send(record, loaded, backend, fresh=attempt == 0,
+                                       retry_in=retry_in)
+            return record
+        finally:
+            if not retry:
+                self._release(job_id)
+            else:
+                resource_id = record.resource_id
+
+                def again() -> None:
+                    self._dispatch(job_id, resource_id, attempt=attempt + 1)
+
+                if not self.submitter.later(retry_in, again):
+                    self._release(job_id)
+
+    def _awaited(self, future: Future[JobRecord], job_id: str,
+                 wait: float | None) -> JobRecord:
+        """The outcome of `future` within `wait` seconds; else the job with what is being
+        done in its message. The scheduler's refusal is raised."""
+        try:
+            return future.result(timeout=wait)
+        except FutureTimeout:
+            pass
+        record = self._current(job_id)
+        if record.state == JobState.NEW and len(record.history) == 1:  # nothing said yet
+            doing = ("being sent to the scheduler" if future.running()
+                     else f"waiting for one of the {self.submitter.concurrency} submission "
+                          f"slots of {record.resource_id}")
+            return replace(record, message=f"{record.message}; {doing}")
+        return record
+
+    def _current(self, job_id: str) -> JobRecord:
+        record = self.store.get(job_id)
+        if record is None:
+            raise JobNotFoundError(f"no job {job_id!r}")
+        return record
 
     def _effective_spec(self, spec: JobSpec, backend: Backend, job_id: str, *, owner: str,
                         loaded: LoadedResource) -> JobSpec:
@@ -200,19 +323,21 @@ class Engine:
         return spec.model_copy(update=changes) if changes else spec
 
     def _send(
-        self, record: JobRecord, loaded: LoadedResource, backend: Backend, *, fresh: bool = True
-    ) -> JobRecord:
+        self, record: JobRecord, loaded: LoadedResource, backend: Backend, *, fresh: bool = True,
+        retry_in: float | None = None,
+    ) -> tuple[JobRecord, bool]:
         """Stage, create the job folder, submit; the outcome is recorded whatever it is.
 
-        `fresh` submissions had their attempt recorded with the record itself; a
-        resubmission (by the reconcile) records its new attempt first. Besides success:
+        Returns the record and whether to try again. A `fresh` submission had its attempt
+        recorded with the record itself; another one records its new attempt first. Besides
+        success:
 
-        - the scheduler refused the job (SubmitError, a failed staging command): it failed;
+        - the scheduler refused the job (SubmitError, a failed staging command): it failed,
+          and the error is raised;
         - nothing reached the scheduler (the transport surely did not send the command, or
-          the scheduler was unavailable before it took the request): a fresh submission is
-          withdrawn — failed, its idempotency key released — and the error raised, so the
-          client hears "not accepted, try again" (503) and its retry with the same key
-          submits afresh; a resubmission stays `new` for the next reconcile;
+          the scheduler was unavailable before it took the request): the job stays `new`,
+          its message says why and when it is tried again (`retry_in` seconds), and the
+          answer is "try again";
         - the outcome is unknown (sent, but the answer was lost; or the scheduler timed out
           mid-request): the job is accepted and stays `new`, never `failed` — the reconcile
           finds it by its tag, or resubmits it once sure the scheduler never saw it.
@@ -223,13 +348,15 @@ class Engine:
         directory = _directory(record)
         try:
             for command in staging:
+                self.store.transition(record.id, JobState.NEW,
+                                      f"staging the image: {' '.join(command)}")
                 result = backend.transport.run(command, timeout=3600, idempotent=True)
                 if not result.ok:
                     raise SchedulerError(result.argv, result.exit_code, result.stdout,
                                          result.stderr, hint="image staging")
             backend.transport.make_directory(directory)
         except TransportError as error:
-            return self._not_sent(record, error, fresh=fresh)
+            return self._not_sent(record, error, retry_in), True
         except SchedulerError as error:
             self.store.transition(record.id, JobState.FAILED, f"not submitted: {error}")
             raise
@@ -237,33 +364,32 @@ class Engine:
             native_id = backend.batch.submit(record.script, tag=record.tag)
         except SchedulerUnavailableError as error:
             if error.reached:
-                return self._outcome_unknown(record, error)
-            return self._not_sent(record, error, fresh=fresh)
+                return self._outcome_unknown(record, error), False
+            return self._not_sent(record, error, retry_in), True
         except SchedulerError as error:
             self.store.transition(record.id, JobState.FAILED, str(error))
             raise
         except NotSentError as error:
-            return self._not_sent(record, error, fresh=fresh)
+            return self._not_sent(record, error, retry_in), True
         except TransportError as error:
-            return self._outcome_unknown(record, error)
+            return self._outcome_unknown(record, error), False
         record = self.store.set_native_id(record.id, native_id, f"submitted as {native_id}")
         if record.desired == "canceled":  # a cancel came while the job was being sent
             try:
-                return self._send_cancel(record)
+                return self._send_cancel(record), False
             except GatewayError as error:
                 log.warning("cancel of %s, just submitted, left for the reconcile: %s",
                             record.id, error)
-        return record
+        return record, False
 
-    def _not_sent(self, record: JobRecord, error: GatewayError, *, fresh: bool) -> JobRecord:
-        """Nothing reached the scheduler. A fresh submission is withdrawn and `error` raised:
-        the client is told to try again, and gets no job it would have to forget. A
-        resubmission stays `new`: the reconcile tries again."""
-        if fresh:
-            self.store.withdraw(record.id, f"not accepted, nothing reached the scheduler: {error}")
-            raise error
-        return self.store.transition(record.id, JobState.NEW,
-                                     f"not resubmitted yet, will try again: {error}")
+    def _not_sent(self, record: JobRecord, error: GatewayError,
+                  retry_in: float | None) -> JobRecord:
+        """Nothing reached the scheduler: the job stays `new`, accepted, and is tried again
+        (by the submitter after `retry_in` seconds, or by the next reconcile)."""
+        when = f"in {retry_in:g} s" if retry_in is not None else "at the next reconcile"
+        return self.store.transition(
+            record.id, JobState.NEW,
+            f"waiting for the scheduler, trying again {when}: {error}")
 
     def _outcome_unknown(self, record: JobRecord, error: GatewayError) -> JobRecord:
         """The scheduler may or may not have the job: it stays `new` for the reconcile."""
@@ -310,26 +436,42 @@ class Engine:
         return place(spec, self.registry)
 
     def close(self) -> None:
-        """Release connections, to login nodes and to the database; used again, the engine
-        opens new ones."""
+        """Stop the submitter and release connections, to login nodes and to the database;
+        used again, the engine opens new ones. Submissions not sent yet stay recorded as
+        `new`: the next start's reconcile sends them."""
+        self.submitter.close()
         self.backends.close()
         self.store.close()
 
     # ---- cancel and update -------------------------------------------------------------------
 
-    def cancel(self, *, owner: str, job_id: str) -> JobRecord:
-        """Record the intent, then ask the scheduler; the poller sees the job end.
+    def cancel(self, *, owner: str, job_id: str, wait: float | None = None) -> JobRecord:
+        """Record the intent, then have the submitter tell the scheduler; the poller sees
+        the job end. Waits `wait` seconds (None: until the scheduler answered) for it.
 
         The intent is stored first, so a cancel that cannot be delivered now (the scheduler
-        unavailable, the login node unreachable) is not lost: the error is raised for the
-        client (503, retryable), and the continuous reconcile sends the cancel again until
-        the scheduler takes it — nobody has to ask twice.
+        unavailable, the login node unreachable) is not lost: the job's message says so and
+        the continuous reconcile sends the cancel again until the scheduler takes it —
+        nobody has to ask twice. The scheduler's refusal within the wait is raised.
         """
         record = self.get(owner=owner, job_id=job_id)
         if record.state.final:
             return record
         record = self.store.request_cancel(record.id)
-        return self._send_cancel(record)
+        delivery = self.submitter.run(record.resource_id,
+                                      lambda: self._deliver_cancel(record.id))
+        return self._awaited(delivery, record.id, wait)
+
+    def _deliver_cancel(self, job_id: str) -> JobRecord:
+        """A recorded cancel sent on a submitter worker; an outage leaves it recorded (the
+        message says it is not delivered yet) for the reconcile to send again."""
+        record = self._current(job_id)
+        if record.state.final:
+            return record
+        try:
+            return self._send_cancel(record)
+        except (SchedulerUnavailableError, TransportError):
+            return self._current(job_id)
 
     def _send_cancel(self, record: JobRecord) -> JobRecord:
         """Deliver a recorded cancel; once the scheduler has answered, the reconcile leaves it.
@@ -367,17 +509,42 @@ class Engine:
             "cancel requested",
         )
 
-    def update(self, *, owner: str, job_id: str, changes: JobChanges) -> JobRecord:
-        """The IRI update operation, for a job still waiting in the queue."""
+    def update(self, *, owner: str, job_id: str, changes: JobChanges,
+               wait: float | None = None) -> JobRecord:
+        """The IRI update operation, for a job still waiting in the queue.
+
+        The changes are checked here, then sent by a submitter worker; the answer waits
+        `wait` seconds (None: until the scheduler answered). Within the wait a refusal or an
+        outage is raised as it is; after it, the job's message says how the update went.
+        Unlike a submission or a cancel, the changes are not stored: an update the
+        scheduler could not be told is not sent again by itself.
+        """
         record = self.get(owner=owner, job_id=job_id)
-        if record.state not in (JobState.QUEUED, JobState.HELD) or record.native_id is None:
+        native_id = record.native_id
+        if record.state not in (JobState.QUEUED, JobState.HELD) or native_id is None:
             raise JobNotChangeableError(
                 f"job {job_id} is {record.state.value}; only queued jobs can be changed"
             )
         loaded = self.registry.get(record.resource_id)
         self._check_changes(record, loaded, changes)
-        self.backends.get(loaded, owner).batch.update(record.native_id, changes)
-        return self.store.transition(record.id, record.state, "updated")
+        backend = self.backends.get(loaded, owner)
+
+        def send() -> JobRecord:
+            try:
+                backend.batch.update(native_id, changes)
+            except GatewayError as error:
+                self.store.transition(record.id, self._current(record.id).state,
+                                      f"update not applied: {error}")
+                raise
+            return self.store.transition(record.id, self._current(record.id).state,
+                                         "updated")
+
+        sent = self.submitter.run(record.resource_id, send)
+        try:
+            return sent.result(timeout=wait)
+        except FutureTimeout:
+            return replace(self._current(record.id),
+                           message="update being sent to the scheduler")
 
     @staticmethod
     def _check_changes(record: JobRecord, loaded: LoadedResource, changes: JobChanges) -> None:
@@ -573,7 +740,7 @@ class Engine:
         if attempted is None or self.clock() - attempted < window:
             try:
                 with self._in_flight(record.id):
-                    sent = self._send(record, loaded, backend, fresh=False)
+                    sent, _ = self._send(record, loaded, backend, fresh=False)
             except SchedulerError:
                 return f"{record.id}: resubmission refused by the scheduler"
             if sent.native_id is None:
@@ -658,16 +825,6 @@ class Engine:
             backend = self.backends.get(loaded, owner)
             self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
         return make_plan(spec, loaded)
-
-
-def _replay(earlier: JobRecord, digest: str) -> Submission:
-    """The job an idempotency key already names, when the request is the same one."""
-    if earlier.request_hash != digest:
-        raise IdempotencyConflictError(
-            f"idempotency key {earlier.idempotency_key!r} was used for a different request "
-            f"(job {earlier.id})"
-        )
-    return Submission(earlier, replayed=True)
 
 
 def _directory(record: JobRecord) -> str:

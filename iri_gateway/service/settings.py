@@ -54,6 +54,22 @@ class Settings(BaseSettings):
     outages: list[str] = Field(
         default_factory=list, description="Resource ids an admin declares down (incidents)"
     )
+    submit_concurrency: int = Field(
+        default=16, ge=1,
+        description="Scheduler commands (sbatch, image staging, scancel, update) the "
+        "submitter runs at once per resource; more wait in line",
+    )
+    response_wait: float = Field(
+        default=2.0, ge=0,
+        description="Seconds launchJob, cancelJob and updateJob wait for the scheduler's "
+        "answer; past it the job is returned as it is (e.g. `new`, with what is being "
+        "done) and the submitter goes on",
+    )
+    submit_retry_longest: float = Field(
+        default=60.0, gt=0,
+        description="Longest pause, in seconds, between submission attempts while the "
+        "scheduler is unavailable (the pause starts at 1 s and doubles)",
+    )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024,
         description="Largest request body accepted, in bytes; a larger one is refused with "

@@ -5,6 +5,7 @@ The app and client fixtures come from tests/api/conftest.py.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -106,10 +107,20 @@ async def test_idempotency_key_semantics(app: FastAPI, client: httpx.AsyncClient
                            **{"Idempotency-Key": "k-1"})
     assert changed.status_code == 422
     assert "different request" in problem_of(changed)["detail"]
-    app.state.in_flight.claim(("alice", "k-2"))  # the first request is still being processed
-    duplicate = await launch(client, alice, **{"Idempotency-Key": "k-2"})
-    assert duplicate.status_code == 409
-    problem_of(duplicate)
+    assert len(app.state.engine.store.find(owner="alice")) == 1, "nothing submitted twice"
+
+
+async def test_same_idempotency_key_at_once_makes_one_job(app: FastAPI,
+                                                          client: httpx.AsyncClient) -> None:
+    """Requests racing with one key all get the one job (issue 13): the key is unique in the
+    store, so the loser of the race replays the winner's job; none gets a 409 conflict (a
+    retry while the first request still waits is no conflict)."""
+    alice = bearer(app, "alice")
+    answers = await asyncio.gather(*(launch(client, alice, **{"Idempotency-Key": "k-2"})
+                                     for _ in range(8)))
+    assert [a.status_code for a in answers] == [200] * 8, [a.text for a in answers]
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert sorted(a.headers["idempotency-key-reply"] for a in answers) == ["hit"] * 7 + ["miss"]
     assert len(app.state.engine.store.find(owner="alice")) == 1, "nothing submitted twice"
 
 

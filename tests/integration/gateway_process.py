@@ -33,6 +33,8 @@ class Gateway:
     url: str
     token: str
     log: Path
+    pid: int = 0
+    """The server process (for a test that kills it)."""
 
     def headers(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", "X-IRI-Facility-Project": "proj1",
@@ -90,7 +92,7 @@ def serve(profile: Path, data: Path, *, env: Mapping[str, str] | None = None
             except httpx.TransportError:
                 assert time.monotonic() < deadline, f"serve did not answer:\n{log.read_text()}"
                 time.sleep(0.2)
-        yield Gateway(url, token, log)
+        yield Gateway(url, token, log, process.pid)
     finally:
         process.terminate()
         try:

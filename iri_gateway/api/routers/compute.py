@@ -5,10 +5,9 @@ Views are thin: they resolve the caller and the project, then call the engine.
 
 from __future__ import annotations
 
-import threading
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Response
 
 from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.iri_models import StrictBool
@@ -33,25 +32,6 @@ ProjectHeader = Annotated[
     Header(alias="X-IRI-Facility-Project",
            description="Trusted forwarded project; give the account here or in the spec"),
 ]
-
-
-class InFlightKeys:
-    """Idempotency keys whose first request is still being processed (per app)."""
-
-    def __init__(self) -> None:
-        self._keys: set[tuple[str, str]] = set()
-        self._lock = threading.Lock()
-
-    def claim(self, key: tuple[str, str]) -> bool:
-        with self._lock:
-            if key in self._keys:
-                return False
-            self._keys.add(key)
-            return True
-
-    def release(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._keys.discard(key)
 
 
 def _with_account(spec: JobSpec, header: str | None, principal: Principal) -> JobSpec:
@@ -95,25 +75,25 @@ def launch_job(
     spec: JobSpec,
     engine: EngineDep,
     principal: PrincipalDep,
-    request: Request,
+    settings: SettingsDep,
     response: Response,
     idempotency_key: IdempotencyKey = None,
     project: ProjectHeader = None,
 ) -> Job:
-    """Submit a job; with an `Idempotency-Key`, a retry returns the first job."""
+    """Submit a job; with an `Idempotency-Key`, a retry returns the first job.
+
+    The job is recorded, then sent to the scheduler off the request; the answer waits up to
+    `response_wait` seconds (default 2) for the scheduler: `queued` with the native id, or
+    the scheduler's refusal. Past the wait, or while the scheduler is unavailable, the job
+    is returned `new`, its message saying what is being done; it is sent when it can be.
+    A retry with the same key, even while the first request is still waiting, returns the
+    same job.
+    """
     engine.resource(resource_id=resource_id)
     effective = _with_account(spec, project, principal)
-    in_flight: InFlightKeys = request.app.state.in_flight
-    marker = (principal.user, idempotency_key) if idempotency_key else None
-    if marker is not None and not in_flight.claim(marker):
-        raise ApiProblem(409, "Conflict", "a request with this Idempotency-Key is still "
-                         "being processed")
-    try:
-        submission = engine.submit(owner=principal.user, resource_id=resource_id,
-                                   spec=effective, idempotency_key=idempotency_key)
-    finally:
-        if marker is not None:
-            in_flight.release(marker)
+    submission = engine.submit(owner=principal.user, resource_id=resource_id,
+                               spec=effective, idempotency_key=idempotency_key,
+                               wait=settings.response_wait)
     if idempotency_key is not None:
         response.headers["Idempotency-Key-Reply"] = "hit" if submission.replayed else "miss"
     return job_view(submission.record)
@@ -127,16 +107,21 @@ def update_job(
     spec: JobSpec,
     engine: EngineDep,
     principal: PrincipalDep,
+    settings: SettingsDep,
     idempotency_key: IdempotencyKey = None,
     project: ProjectHeader = None,
 ) -> Job:
-    """Change a queued job: duration, queue, name or account."""
+    """Change a queued job: duration, queue, name or account.
+
+    Waits up to `response_wait` seconds for the scheduler; past it the job is returned with
+    the message "update being sent to the scheduler", and later says how it went."""
     _owned(engine, principal, resource_id, job_id)
     effective = _with_account(spec, project, principal)
     attributes = effective.attributes or JobAttributes()
     changes = JobChanges(duration=attributes.duration, queue_name=attributes.queue_name,
                          name=effective.name, account=attributes.account)
-    record = engine.update(owner=principal.user, job_id=job_id, changes=changes)
+    record = engine.update(owner=principal.user, job_id=job_id, changes=changes,
+                           wait=settings.response_wait)
     return job_view(record)
 
 
@@ -186,11 +171,17 @@ def get_jobs(
 @router.delete("/cancel/{resource_id}/{job_id}", operation_id="cancelJob", status_code=204,
                summary="Cancel Job")
 def cancel_job(
-    resource_id: str, job_id: str, engine: EngineDep, principal: PrincipalDep
+    resource_id: str, job_id: str, engine: EngineDep, principal: PrincipalDep,
+    settings: SettingsDep,
 ) -> Response:
-    """Ask for the job to be cancelled; its state turns `canceled` when the scheduler says so."""
+    """Ask for the job to be cancelled; its state turns `canceled` when the scheduler says so.
+
+    The cancel is recorded, then sent off the request; the answer waits up to
+    `response_wait` seconds for the scheduler (its refusal is 409). A cancel the scheduler
+    cannot be told now (an outage) is still accepted: it is sent when the scheduler is
+    back, and the job's message says so meanwhile."""
     _owned(engine, principal, resource_id, job_id)
-    engine.cancel(owner=principal.user, job_id=job_id)
+    engine.cancel(owner=principal.user, job_id=job_id, wait=settings.response_wait)
     return Response(status_code=204)
 
 
