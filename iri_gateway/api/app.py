@@ -67,7 +67,11 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine.reconcile()
+        # With the settle time: a crashed process's last scheduler command may still be
+        # running (an orphaned sbatch retrying against a controller that was down), so a
+        # submission attempted moments ago is adopted if the scheduler has it, and otherwise
+        # left to the poller's reconcile until it has settled; never sent a second time now.
+        engine.reconcile(settle=engine.settle_time)
         stop = threading.Event()
         thread = None
         if run_poller:

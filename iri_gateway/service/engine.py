@@ -652,9 +652,10 @@ class Engine:
     ) -> list[str]:
         """Finish what was left half-done; returns one line per action taken.
 
-        At start-up (`settle` 0) it finishes what a crash interrupted. The poller runs it too,
-        every few seconds (`settle` = `settle_time`), for what the running process could not
-        finish: submissions whose outcome is unknown, cancels that could not be delivered.
+        At start-up it finishes what a crash interrupted; the poller runs it every few seconds
+        for what the running process could not finish: submissions whose outcome is unknown,
+        cancels that could not be delivered. The server passes `settle` = `settle_time` both
+        times (a crashed process's last command may still be running); 0 settles at once.
         `records` are the unsettled records when the caller has read them already.
 
         A submission this engine is sending right now is skipped. One whose last attempt is
