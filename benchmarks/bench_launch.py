@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -125,6 +126,12 @@ def in_parallel(count: int, clients: int, work: Callable[[int], None]) -> float:
     return time.perf_counter() - start
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def slurm_count(name: str, states: str = "all") -> int:
     out = subprocess.run(["squeue", "-h", "-t", states, "-n", name, "-o", "%i"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
@@ -187,8 +194,13 @@ def concurrent(args: argparse.Namespace, profile: Path, data: Path, run: str) ->
         script = record.script.replace(names[2], names[0])
         first = raw("raw sbatch (before)", script, names[0], args.jobs, args.clients)
         print(first.line(), flush=True)
+        cpu = cpu_seconds(server.pid)
         through = gateway(server.url, headers, names[1], args.jobs, args.clients)
+        cpu = cpu_seconds(server.pid) - cpu
         print(through.line(), flush=True)
+        print(f"serve's own CPU time: {cpu:.2f} s in {through.seconds:.2f} s "
+              f"({cpu / args.jobs * 1000:.1f} ms per launch, sbatch children not counted)",
+              flush=True)
         second = raw("raw sbatch (after)", script, names[0], args.jobs, args.clients)
         print(second.line(), flush=True)
     raw_rate = (first.rate + second.rate) / 2
