@@ -210,8 +210,9 @@ def concurrent(args: argparse.Namespace, profile: Path, data: Path, run: str) ->
           f" raw p99 {raw_p99 * 1000:.1f} ms", flush=True)
 
 
-def sequential(rounds: int, profile: Path, data: Path, run: str) -> None:
-    """Part 2: raw sbatch, Engine.submit, PSI/J, interleaved; jobs named RUN-seq-*."""
+def sequential(rounds: int, profile: Path, data: Path, run: str, psij_ids: list[str]) -> None:
+    """Part 2: raw sbatch, Engine.submit, PSI/J, interleaved; jobs named RUN-seq-*, except
+    PSI/J's (it names a job after its own id), whose Slurm ids go to `psij_ids`."""
     from psij import Job, JobAttributes, JobExecutor, JobSpec
 
     names = [f"{run}-seq-raw", f"{run}-seq-engine", f"{run}-seq-psij"]
@@ -228,8 +229,9 @@ def sequential(rounds: int, profile: Path, data: Path, run: str) -> None:
     def psij_once() -> None:
         attributes = JobAttributes(duration=timedelta(seconds=60),
                                    custom_attributes={"slurm.begin": "now+1hour"})
-        executor.submit(Job(JobSpec(executable="/bin/true", name=names[2],
-                                    attributes=attributes)))
+        submitted = Job(JobSpec(executable="/bin/true", name=names[2], attributes=attributes))
+        executor.submit(submitted)
+        psij_ids.append(submitted.native_id or "")
 
     actions: dict[str, Callable[[], object]] = {
         "raw sbatch": lambda: subprocess.run(argv, input=script, capture_output=True,
@@ -266,6 +268,7 @@ def main() -> None:
     args = parser.parse_args()
     run = f"bench-launch-{uuid.uuid4().hex[:8]}"
     names: list[str] = []
+    psij_ids: list[str] = []
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         data = Path(tmp)
         profile = cluster_profile(data)
@@ -274,11 +277,18 @@ def main() -> None:
             concurrent(args, profile, data, run)
             if args.sequential:
                 names += [f"{run}-seq-raw", f"{run}-seq-engine", f"{run}-seq-psij"]
-                sequential(args.sequential, profile, data, run)
+                sequential(args.sequential, profile, data, run, psij_ids)
         finally:
             for name in names:
                 subprocess.run(["scancel", "-n", name], capture_output=True, check=False)
+            ids = [native for native in psij_ids if native]
+            if ids:
+                subprocess.run(["scancel", *ids], capture_output=True, check=False)
             left = sum(slurm_count(name, "PENDING,RUNNING") for name in names)
+            if ids:
+                left += len(subprocess.run(
+                    ["squeue", "-h", "-t", "PENDING,RUNNING", "-j", ",".join(ids), "-o", "%i"],
+                    capture_output=True, text=True, check=False).stdout.split())
             print(f"cancelled the run's jobs; {left} still pending or running")
 
 
