@@ -19,7 +19,7 @@ one run, on its `cluster` resource (local Slurm):
 Jobs stay pending: the gateway cannot hold a job (a custom `hold` attribute renders
 `--hold=""`, which sbatch refuses), so every job carries `begin: now+1hour` (allowed in a
 derived profile, as the integration tests do); raw `sbatch` gets `--hold` as well. Every job
-is cancelled at the end by its name (one name per side and run).
+is cancelled at the end by its name (one name per side and run; PSI/J's by their Slurm ids).
 
     SLURM_CONF=/tmp/iri-cluster/slurm.conf .venv/bin/python benchmarks/bench_launch.py \\
         --jobs 200 --clients 16 --sequential 30
