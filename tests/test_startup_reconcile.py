@@ -7,10 +7,9 @@ twice. So a record whose attempt is younger than the settle time is left alone a
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
-
-from fastapi.testclient import TestClient
 
 from iri_gateway.api.app import create_app
 from iri_gateway.models.job import JobState
@@ -69,8 +68,12 @@ def test_start_up_leaves_a_fresh_attempt_and_resubmits_a_settled_one(tmp_path: P
     fresh = attempted_record(engine, "fresh", attempted_ago=1.0)
     settled = attempted_record(engine, "settled", attempted_ago=engine.settle_time + 5)
     app = create_app(Settings(data_dir=tmp_path), engine=engine, run_poller=False)
-    with TestClient(app):
-        pass  # the lifespan ran the start-up reconcile
+
+    async def start_and_stop() -> None:
+        async with app.router.lifespan_context(app):  # runs the start-up reconcile
+            pass
+
+    asyncio.run(start_and_stop())
     left = engine.store.get(fresh.id)
     assert left is not None
     assert left.state == JobState.NEW and left.native_id is None, left
