@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Engine
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service import store as store_module
+from iri_gateway.service import schema as schema_module
 from iri_gateway.service.database import DatabaseError, normalise_url
 from iri_gateway.service.migrations import head_revision
 from iri_gateway.service.settings import Settings
@@ -94,31 +94,60 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0002"
+    assert revision_of(database_url) == head_revision() == "0003"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
     assert old.members == [], "earlier jobs read as having no members, not NULL"
     assert old.history == [{"state": "new", "time": 1.0, "message": "accepted by the gateway"}]
+    assert (old.claimed_by, old.cancel_sent) == (None, False), "nobody sends it; no cancel"
     assert [r.id for r in store.unsettled()] == ["old-running"]
     found = store.by_idempotency_key("alice", "key-1")
     assert found is not None and found.id == "old-job", "the unique key constraint survives"
     new = store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
                        plan=stored_plan(), script="true")
     reopened = JobStore(database_url)  # a second start finds the head and changes nothing
-    assert revision_of(database_url) == "0002"
+    assert revision_of(database_url) == "0003"
     assert {r.id for r in reopened.find()} == {"old-job", "old-running", new.id}
 
 
 def test_a_database_of_the_members_release_is_taken_as_revision_0002(database_url: str) -> None:
     """The last schema before the migrations (made by create_all, members added) has no
-    alembic_version: it is recorded as 0002 and left as it is."""
+    alembic_version: it is recorded as 0002 (members are not added twice) and upgraded."""
     run(database_url, OLD_SCHEMA)
     run(database_url, ["ALTER TABLE jobs ADD COLUMN members JSON NOT NULL DEFAULT '[]'"])
     store = JobStore(database_url)
-    assert revision_of(database_url) == "0002"
+    assert revision_of(database_url) == "0003"
     assert columns_of(database_url).count("members") == 1
     assert len(store.find()) == 2
+
+
+def test_a_revision_0002_database_gains_the_replica_tables_and_keeps_its_jobs(
+        database_url: str) -> None:
+    """A store of the one-replica release (revision 0002) upgrades to 0003: its jobs are
+    kept, claimed by nobody, no cancel answered; the replica and lease tables exist."""
+    from alembic import command
+
+    from iri_gateway.service.migrations import alembic_config
+
+    engine = plain_engine(database_url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0002")
+    engine.dispose()
+    run(database_url, [
+        "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
+        "desired, history, members, created_at, updated_at) VALUES ('kept', 'alice', 'local', "
+        "'{}', '{}', '{}', 'true', 'queued', 'canceled', '[]', '[]', 1.0, 1.0)"])
+    assert revision_of(database_url) == "0002"
+    store = JobStore(database_url)
+    assert revision_of(database_url) == "0003"
+    kept = store.get("kept")
+    assert kept is not None and kept.state == JobState.QUEUED and kept.desired == "canceled"
+    assert (kept.claimed_by, kept.cancel_sent) == (None, False)
+    tables = set(inspect(plain_engine(database_url)).get_table_names())
+    assert {"replicas", "leases"} <= tables
 
 
 def test_a_fresh_database_gets_exactly_the_models_schema(database_url: str) -> None:
@@ -128,11 +157,12 @@ def test_a_fresh_database_gets_exactly_the_models_schema(database_url: str) -> N
         # Server defaults are compared by hand below: PostgreSQL has no `=` for JSON, which
         # Alembic's comparison of defaults needs.
         context = MigrationContext.configure(connection, opts={"compare_type": True})
-        differences = compare_metadata(context, store_module._Base.metadata)
+        differences = compare_metadata(context, schema_module.Base.metadata)
     defaults = {column["name"]: column["default"] for column in inspect(engine).get_columns("jobs")}
     engine.dispose()
     assert differences == []
     assert defaults.pop("members").startswith("'[]'")  # PostgreSQL: '[]'::json
+    assert defaults.pop("cancel_sent") == "false"
     assert set(defaults.values()) == {None}
     assert revision_of(database_url) == head_revision()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from iri_gateway.models.job import JobState
@@ -23,12 +24,12 @@ def test_a_failing_cycle_is_recorded_and_tracking_goes_on(tmp_path: Path) -> Non
     seen_errors: list[str] = []
     error_seen = threading.Event()
 
-    def flaky_unsettled() -> list[JobRecord]:
+    def flaky_unsettled(resource_ids: Sequence[str] | None = None) -> list[JobRecord]:
         """Fails until the test has seen the failure recorded (at least twice in a row)."""
         if failures["count"] < 2 or not error_seen.is_set():
             failures["count"] += 1
             raise RuntimeError("database is locked")
-        return real_unsettled()
+        return real_unsettled(resource_ids)
 
     engine.store.unsettled = flaky_unsettled  # type: ignore[method-assign]
     poller = Poller(engine, fast=0.05)

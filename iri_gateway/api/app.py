@@ -16,13 +16,14 @@ from fastapi import Depends, FastAPI
 from iri_gateway import __version__
 from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
-from iri_gateway.api.routers import account, compute, facility, filesystem, status
+from iri_gateway.api.routers import account, compute, facility, filesystem, health, status
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.service.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.service.backends import Backends
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.poller import Poller
+from iri_gateway.service.replicas import Replica
 from iri_gateway.service.settings import Settings
 from iri_gateway.service.store import JobStore
 from iri_gateway.service.submitter import Submitter
@@ -40,12 +41,20 @@ def build_engine(settings: Settings) -> Engine:
     registry, notes = registry_for_this_machine(ProfileRegistry.from_paths(paths))
     for note in notes:
         logger.warning("%s", note)
+    store = JobStore(settings.store_url)
+    try:
+        replica = Replica(store, timeout=settings.replica_timeout)
+    except BaseException:
+        store.close()
+        raise
     return Engine(
         registry=registry,
-        store=JobStore(settings.store_url),
+        store=store,
         backends=Backends(settings.data_dir),
         submitter=Submitter(concurrency=settings.submit_concurrency,
                             longest_pause=settings.submit_retry_longest),
+        settle_time=settings.settle_time,
+        replica=replica,
     )
 
 
@@ -71,17 +80,23 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         # running (an orphaned sbatch retrying against a controller that was down), so a
         # submission attempted moments ago is adopted if the scheduler has it, and otherwise
         # left to the poller's reconcile until it has settled; never sent a second time now.
+        # The heartbeat first: the other replicas must see this one alive before it claims.
+        engine.replica.beat()
+        engine.replica.start()
         engine.reconcile(settle=engine.settle_time)
         stop = threading.Event()
         thread = None
         if run_poller:
             poller = Poller(engine, fast=settings.poll_fast, slow=settings.poll_slow)
+            app.state.poller = poller
             thread = threading.Thread(target=poller.run, args=(stop,), name="poller",
                                       daemon=True)
             thread.start()
+        app.state.started = True
         try:
             yield
         finally:
+            app.state.started = False
             stop.set()
             if thread is not None:
                 thread.join(timeout=10)
@@ -101,7 +116,9 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     problems.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
-    for module in (facility, status, account, compute, filesystem):
+    app.state.started = False
+    app.state.poller = None
+    for module in (facility, status, account, compute, filesystem, health):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     return app

@@ -44,6 +44,7 @@ from iri_gateway.service import cluster_members
 from iri_gateway.service.backends import Backend, Backends
 from iri_gateway.service.files import policy
 from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles, decode_part
+from iri_gateway.service.replicas import Replica
 from iri_gateway.service.store import (
     IdempotencyKeyTakenError,
     JobRecord,
@@ -103,6 +104,7 @@ class Engine:
         clock: Callable[[], float] = time.time,
         settle_time: float = 30.0,
         submitter: Submitter | None = None,
+        replica: Replica | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -111,12 +113,13 @@ class Engine:
         self.settle_time = settle_time
         """Seconds after a submission attempt before the continuous reconcile may decide that
         the scheduler never saw it (see `reconcile`)."""
-        # What this engine is doing now, for the reconcile to leave alone: jobs being sent to
-        # the scheduler, and jobs whose cancel the scheduler has taken.
+        # What this engine is sending now, for its own reconcile to leave alone (other
+        # replicas see the claim in the store: `claimed_by`).
         self._pending_lock = threading.Lock()
         self._sending: set[str] = set()
-        self._cancels_sent: set[str] = set()
         self._first_attempts: dict[str, Future[JobRecord]] = {}
+        self.replica = replica or Replica(store)
+        """This process among the gateway replicas sharing the store (see `replicas`)."""
         self.submitter = submitter or Submitter()
         """Runs the scheduler commands of submissions, cancels and updates off the caller's
         thread, a bounded number at a time per resource (see `submitter`)."""
@@ -163,6 +166,7 @@ class Engine:
                 effective_spec=effective.model_dump(mode="json", exclude_unset=True),
                 plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
                 idempotency_key=idempotency_key, request_hash=digest, submitting=True,
+                claimed_by=self.replica.id,
             )
         except IdempotencyKeyTakenError as taken:  # a concurrent submission won the key
             self._release(job_id)
@@ -184,11 +188,30 @@ class Engine:
         with self._pending_lock:
             first = self._first_attempts.get(earlier.id)
         if first is None:
-            return Submission(earlier, replayed=True)
+            return Submission(self._awaited_elsewhere(earlier, wait), replayed=True)
         try:
             return Submission(self._awaited(first, earlier.id, wait), replayed=True)
         except SchedulerError:  # the refusal was the first request's answer; this is a read
             return Submission(self._current(earlier.id), replayed=True)
+
+    def _awaited_elsewhere(self, record: JobRecord, wait: float | None) -> JobRecord:
+        """A job another replica is sending, as the store shows it once that replica is done
+        (a native id, a final state, or its claim ended) or `wait` seconds have passed
+        (None: the settle time). Read every 50 ms: a retry that reached another replica
+        than the first request answers like the first one would."""
+        deadline = time.monotonic() + (self.settle_time if wait is None else wait)
+        live = None
+        while (record.native_id is None and not record.state.final
+               and record.claimed_by not in (None, self.replica.id)):
+            if live is None:
+                live = self.replica.live()
+                if record.claimed_by not in live:
+                    break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+            record = self._current(record.id)
+        return record
 
     def _claim(self, job_id: str) -> None:
         """Mark the job as this engine's to send: the reconcile leaves it alone."""
@@ -201,7 +224,8 @@ class Engine:
 
     @contextmanager
     def _in_flight(self, job_id: str) -> Iterator[None]:
-        """Claim the job while the block runs (the reconcile's own resubmissions)."""
+        """Hold the job while the block runs (the reconcile's own resubmissions); the
+        caller has claimed it in the store."""
         self._claim(job_id)
         try:
             yield
@@ -241,6 +265,7 @@ class Engine:
         """
         retry_in = self.submitter.pause(attempt)
         retry = False
+        settled = False
         try:
             record = self._current(job_id)
             if record.state.final or record.native_id is not None:
@@ -252,10 +277,16 @@ class Engine:
             backend = self.backends.get(loaded, record.owner)
             record, retry = self._send(record, loaded, backend, fresh=attempt == 0,
                                        retry_in=retry_in)
+            settled = True
             return record
+        except SchedulerError:
+            settled = True  # refused: the job failed with the scheduler's words
+            raise
         finally:
             if not retry:
                 self._release(job_id)
+                if not settled:  # a fault that is not the scheduler's: the reconcile's job
+                    self.store.release(job_id, self.replica.id)
             else:
                 resource_id = record.resource_id
 
@@ -394,8 +425,8 @@ class Engine:
     def _outcome_unknown(self, record: JobRecord, error: GatewayError) -> JobRecord:
         """The scheduler may or may not have the job: it stays `new` for the reconcile."""
         return self.store.transition(
-            record.id, JobState.NEW, f"submission outcome unknown, will check by its tag: {error}"
-        )
+            record.id, JobState.NEW, f"submission outcome unknown, will check by its tag: {error}",
+            unclaim=True)
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -438,8 +469,9 @@ class Engine:
     def close(self) -> None:
         """Stop the submitter and release connections, to login nodes and to the database;
         used again, the engine opens new ones. Submissions not sent yet stay recorded as
-        `new`: the next start's reconcile sends them."""
+        `new`: the next start's reconcile (or another replica's) sends them."""
         self.submitter.close()
+        self.replica.stop()
         self.backends.close()
         self.store.close()
 
@@ -482,10 +514,21 @@ class Engine:
         """
         loaded = self.registry.get(record.resource_id)
         backend = self.backends.get(loaded, record.owner)
-        if record.native_id is None and self._unsettled_submission(record, self.settle_time):
+        if record.native_id is not None:
+            return self._cancel_native(record, backend)
+        if self._unsettled_submission(record, self.settle_time) or not self.store.claim(
+                record.id, self.replica.id, live=self.replica.live()):
             return self.store.transition(
                 record.id, record.state,
                 "cancel requested; it is sent once the submission's outcome is known")
+        try:  # held: no replica submits it while it is looked up and canceled
+            return self._cancel_native(self._current(record.id), backend)
+        finally:
+            self.store.release(record.id, self.replica.id)
+
+    def _cancel_native(self, record: JobRecord, backend: Backend) -> JobRecord:
+        """Cancel the job the scheduler has (found by its tag when no native id is known),
+        or end it canceled when the scheduler never had it."""
         try:
             native_id = record.native_id or backend.batch.find(record.tag)
             if native_id is None:
@@ -501,12 +544,11 @@ class Engine:
         except SchedulerError:
             self._cancel_sent(record.id)  # the scheduler answered: sending again changes nothing
             raise
-        self._cancel_sent(record.id)
         if record.native_id is None:
             self.store.set_native_id(record.id, native_id, f"found as {native_id}")
         return self.store.transition(
             record.id, record.state if record.state != JobState.NEW else JobState.QUEUED,
-            "cancel requested",
+            "cancel requested", cancel_sent=True,
         )
 
     def update(self, *, owner: str, job_id: str, changes: JobChanges,
@@ -668,12 +710,13 @@ class Engine:
         """
         actions: list[str] = []
         unsettled = records if records is not None else self.store.unsettled()
-        with self._pending_lock:
-            self._cancels_sent.intersection_update(r.id for r in unsettled)
         unavailable: set[tuple[str, str]] = set()
+        live: list[str] | None = None
         for listed in unsettled:
+            if not self._needs_reconcile(listed):
+                continue
             record = self.store.get(listed.id)  # the latest: the list may be a moment old
-            if record is None or record.state.final or not self._needs_reconcile(record, settle):
+            if record is None or record.state.final or not self._needs_reconcile(record):
                 continue
             try:
                 loaded = self.registry.get(record.resource_id)
@@ -686,7 +729,17 @@ class Engine:
             try:
                 backend = self.backends.get(loaded, record.owner)
                 if record.native_id is None:
-                    action = self._recover_submission(record, loaded, backend, settle)
+                    if live is None:
+                        live = self.replica.live()
+                    if not self.store.claim(record.id, self.replica.id, live=live):
+                        continue  # another live replica is sending it
+                    try:
+                        record = self._current(record.id)  # as it is now that it is held
+                        action = (None if record.native_id is not None or record.state.final
+                                  else self._recover_submission(record, loaded, backend,
+                                                                settle))
+                    finally:
+                        self.store.release(record.id, self.replica.id)
                     if action is not None:
                         actions.append(action)
                 else:
@@ -699,24 +752,28 @@ class Engine:
                 actions.append(f"{record.id}: left for later: {error}")
         return actions
 
-    def _needs_reconcile(self, record: JobRecord, settle: float) -> bool:
-        """A cancel not yet answered, or a submission this engine is not sending now."""
+    def _needs_reconcile(self, record: JobRecord) -> bool:
+        """A cancel the scheduler has not answered yet, or a submission this engine is not
+        sending now (whether another replica is: `claim` decides)."""
+        if record.native_id is not None:
+            return record.desired == "canceled" and not record.cancel_sent
         with self._pending_lock:
-            if record.native_id is not None:
-                return record.desired == "canceled" and record.id not in self._cancels_sent
             return record.id not in self._sending
 
     def _unsettled_submission(self, record: JobRecord, settle: float) -> bool:
-        """Being sent by this engine, or attempted less than `settle` seconds ago."""
+        """Being sent by this engine or another live replica, or attempted less than
+        `settle` seconds ago."""
         with self._pending_lock:
             if record.id in self._sending:
                 return True
+        if record.claimed_by not in (None, self.replica.id) and (
+                record.claimed_by in self.replica.live()):
+            return True
         attempted = record.submit_attempted_at
         return bool(settle) and attempted is not None and self.clock() - attempted < settle
 
     def _cancel_sent(self, job_id: str) -> None:
-        with self._pending_lock:
-            self._cancels_sent.add(job_id)
+        self.store.mark_cancel_sent(job_id)
 
     def _recover_submission(
         self, record: JobRecord, loaded: LoadedResource, backend: Backend, settle: float

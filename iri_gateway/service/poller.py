@@ -1,4 +1,5 @@
-"""Status tracking: per resource, one batched status query per cycle, at an adaptive pace.
+"""Status tracking: per resource, one batched status query per cycle, at an adaptive pace,
+by one replica at a time (the holder of the resource's lease).
 
 A resource with a job submitted moments ago is polled often (jobs start or fail fast right
 after submission); one whose jobs have all waited long is polled slowly. Whatever the number
@@ -43,7 +44,13 @@ def interval_for(records: list[JobRecord], now: float, fast: float, slow: float)
 
 
 class Poller:
-    """Drives `Engine.refresh` for every resource with unsettled jobs."""
+    """Drives `Engine.refresh` and `Engine.reconcile` for the resources this replica polls.
+
+    Each resource is polled by one replica at a time: the one holding its lease `poll:<id>`
+    (see `replicas`); leases are taken or checked every `reconcile_every` seconds, so a
+    replica that died is replaced within its heartbeat timeout plus that. One replica alone
+    holds every lease.
+    """
 
     def __init__(
         self,
@@ -60,26 +67,47 @@ class Poller:
         self.clock = clock
         self._next: dict[str, float] = {}
         self._next_reconcile = 0.0
+        self._next_leases = 0.0
+        self.polling: set[str] = set()
+        """The resources whose lease this replica held at the last check."""
+        self.last_cycle: float | None = None
+        """When the last cycle ended without a fault (None: none yet)."""
         self.errors: dict[str, str] = {}
 
-    def cycle(self, *, force: bool = False) -> dict[str, int]:
-        """Refresh every resource that is due (all of them with `force`); changes per resource.
+    def _resources(self, now: float, force: bool) -> set[str]:
+        """The resources this replica polls, the leases checked when it is time."""
+        if force or now >= self._next_leases:
+            self._next_leases = now + self.reconcile_every
+            ids = [loaded.id for loaded in self.engine.resources()]
+            held = self.engine.replica.hold(f"poll:{i}" for i in ids)
+            self.polling = {i for i in ids if f"poll:{i}" in held}
+        return self.polling
 
-        The reconcile runs first when it is due (always with `force`).
+    def cycle(self, *, force: bool = False) -> dict[str, int]:
+        """Refresh every resource this replica polls that is due (all of them with
+        `force`); changes per resource. The reconcile of those resources runs first when
+        it is due (always with `force`). A resource without unsettled jobs is looked at
+        again after `fast` seconds, so a new job is polled soon after it is sent.
         """
         now = self.clock()
-        unsettled = self.engine.store.unsettled()
-        if force or now >= self._next_reconcile:
+        polled = self._resources(now, force)
+        reconcile = force or now >= self._next_reconcile
+        due = sorted(r for r in polled if force or self._next.get(r, 0.0) <= now)
+        if not due and not reconcile:
+            return {}
+        unsettled = self.engine.store.unsettled(sorted(polled) if reconcile else due)
+        if reconcile:
             self._next_reconcile = now + self.reconcile_every
             for action in self.engine.reconcile(unsettled, settle=self.engine.settle_time):
                 log.info("reconcile: %s", action)
-        by_resource: dict[str, list[JobRecord]] = {}
+        by_resource: dict[str, list[JobRecord]] = {resource_id: [] for resource_id in due}
         for record in unsettled:
-            if record.native_id is not None:
-                by_resource.setdefault(record.resource_id, []).append(record)
+            if record.native_id is not None and record.resource_id in by_resource:
+                by_resource[record.resource_id].append(record)
         changes: dict[str, int] = {}
         for resource_id, records in by_resource.items():
-            if not force and self._next.get(resource_id, 0.0) > now:
+            if not records:
+                self._next[resource_id] = now + self.fast
                 continue
             try:
                 changes[resource_id] = self.engine.refresh(resource_id, records)
@@ -102,6 +130,7 @@ class Poller:
             try:
                 self.cycle()
                 self.errors.pop(CYCLE_ERROR, None)
+                self.last_cycle = self.clock()
             except Exception as error:
                 self.errors[CYCLE_ERROR] = f"{type(error).__name__}: {error}"
                 log.exception("status cycle failed; the next one runs in %.1f s", tick)

@@ -70,6 +70,18 @@ class Settings(BaseSettings):
         description="Longest pause, in seconds, between submission attempts while the "
         "scheduler is unavailable (the pause starts at 1 s and doubles)",
     )
+    settle_time: float = Field(
+        default=30.0, ge=0,
+        description="Seconds after a submission attempt whose answer was lost (or whose "
+        "replica died) before the reconcile may take \"the scheduler does not show it\" "
+        "for \"it never got it\" and send it again; found by its tag sooner, it is adopted",
+    )
+    replica_timeout: float = Field(
+        default=15.0, gt=0,
+        description="Seconds without a heartbeat after which the other replicas take this "
+        "one for dead and take over its polling and the submissions it was sending (the "
+        "heartbeat is written every fifth of it)",
+    )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024,
         description="Largest request body accepted, in bytes; a larger one is refused with "

@@ -19,51 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import JSON, Float, Integer, String, Text, UniqueConstraint, select, text
+from sqlalchemy import or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
-from iri_gateway.service.database import open_engine
+from iri_gateway.service.database import is_sqlite, open_engine
 from iri_gateway.service.migrations import upgrade_schema
-
-
-class _Base(DeclarativeBase):
-    pass
-
-
-class _JobRow(_Base):
-    """A row of `jobs`; the table itself is made and changed by the migrations only (a test
-    holds this model and the migrated schema to each other)."""
-
-    __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("owner", "idempotency_key", name="uq_owner_key"),)
-
-    id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    owner: Mapped[str] = mapped_column(String(255), index=True)
-    resource_id: Mapped[str] = mapped_column(String(63), index=True)
-    idempotency_key: Mapped[str | None] = mapped_column(String(255))
-    request_hash: Mapped[str | None] = mapped_column(String(64))
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    effective_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
-    script: Mapped[str] = mapped_column(Text)
-    native_id: Mapped[str | None] = mapped_column(String(64), index=True)
-    state: Mapped[str] = mapped_column(String(16), index=True)
-    desired: Mapped[str] = mapped_column(String(16))
-    exit_code: Mapped[int | None] = mapped_column(Integer)
-    message: Mapped[str | None] = mapped_column(Text)
-    history: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
-    # The members of a cluster job (roles), as the engine last read them; [] for other jobs.
-    members: Mapped[list[dict[str, Any]]] = mapped_column(
-        JSON, default=list, server_default=text("'[]'"))
-    submit_attempted_at: Mapped[float | None] = mapped_column(Float)
-    created_at: Mapped[float] = mapped_column(Float)
-    updated_at: Mapped[float] = mapped_column(Float)
+from iri_gateway.service.schema import JobRow
 
 
 @dataclass(frozen=True)
@@ -89,6 +56,10 @@ class JobRecord:
     created_at: float
     updated_at: float
     members: list[dict[str, Any]] = field(default_factory=list)
+    claimed_by: str | None = None
+    """The replica sending the job to the scheduler now, if any (see `JobStore.claim`)."""
+    cancel_sent: bool = False
+    """The scheduler has answered the recorded cancel."""
 
     @property
     def tag(self) -> str:
@@ -149,7 +120,7 @@ def job_tag(job_id: str) -> str:
     return f"iri-gateway:{job_id}"
 
 
-def _record(row: _JobRow) -> JobRecord:
+def _record(row: JobRow) -> JobRecord:
     return JobRecord(
         id=row.id, owner=row.owner, resource_id=row.resource_id,
         idempotency_key=row.idempotency_key, request_hash=row.request_hash,
@@ -158,6 +129,7 @@ def _record(row: _JobRow) -> JobRecord:
         exit_code=row.exit_code, message=row.message, history=list(row.history),
         submit_attempted_at=row.submit_attempted_at, created_at=row.created_at,
         updated_at=row.updated_at, members=list(row.members or []),
+        claimed_by=row.claimed_by, cancel_sent=bool(row.cancel_sent),
     )
 
 
@@ -178,6 +150,8 @@ class _RecentRecords:
         self._lock = threading.Lock()
 
     def get(self, job_id: str) -> JobRecord | None:
+        if not self._capacity:
+            return None
         with self._lock:
             record = self._records.get(job_id)
             if record is not None:
@@ -185,11 +159,21 @@ class _RecentRecords:
             return record
 
     def put(self, record: JobRecord) -> None:
+        if not self._capacity:
+            return
         with self._lock:
             self._records[record.id] = record
             self._records.move_to_end(record.id)
             while len(self._records) > self._capacity:
                 self._records.popitem(last=False)
+
+    def drop(self, job_id: str) -> None:
+        with self._lock:
+            self._records.pop(job_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
 
     def __len__(self) -> int:
         return len(self._records)
@@ -199,18 +183,25 @@ class JobStore:
     """CRUD and state transitions of job records."""
 
     def __init__(self, url: str, *, clock: Any = time.time,
-                 cache_records: int = CACHE_RECORDS) -> None:
+                 cache_records: int | None = None) -> None:
         """Open the database at `url` and bring its schema up to date (DatabaseError, one
-        line without the password, when it cannot be used)."""
+        line without the password, when it cannot be used).
+
+        `cache_records`: how many records to keep in memory; by default `CACHE_RECORDS` on
+        SQLite and none on any other database (see below)."""
         self.engine: Engine = open_engine(url)
         upgrade_schema(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
-        # Read-through cache of records by id: this process is the store's only writer (the
-        # poller runs in it), so every write refreshes the cache and reads by id need no query.
-        # Bounded (least recently used first out), so memory does not grow with the jobs.
-        # Several gateway processes on one database would break that premise: each would
-        # serve its own last-written state (see docs/operations.md, "The store").
+        # Read-through cache of records by id, for SQLite only: a SQLite store has one
+        # gateway process (`replicas.Replica` refuses a second), which writes every change
+        # through this store, so the cache is never stale and reads by id need no query.
+        # On a shared database (PostgreSQL, several replicas) another process changes
+        # records behind this one's back, so every read goes to the database: a job the
+        # poller of another replica updated is seen at once. Bounded (least recently used
+        # first out), so memory does not grow with the jobs.
+        if cache_records is None:
+            cache_records = CACHE_RECORDS if is_sqlite(self.engine.url) else 0
         self._cache = _RecentRecords(cache_records)
 
     def close(self) -> None:
@@ -235,16 +226,18 @@ class JobStore:
         idempotency_key: str | None = None,
         request_hash: str | None = None,
         submitting: bool = False,
+        claimed_by: str | None = None,
     ) -> JobRecord:
         """Record a new job with the intent to submit it, before anything is sent.
 
         `submitting` also records that the submission is being tried now (one commit
         instead of two on the hot path). IdempotencyKeyTakenError, holding the job that has
         it, when another submission recorded the same (owner, key) first: the unique
-        constraint decides a race that looking the key up first cannot.
+        constraint decides a race that looking the key up first cannot. `claimed_by`: the
+        replica that is about to send it (see `claim`).
         """
         now = self._clock()
-        row = _JobRow(
+        row = JobRow(
             id=job_id or str(uuid.uuid4()), owner=owner, resource_id=resource_id,
             idempotency_key=idempotency_key, request_hash=request_hash, spec=spec,
             effective_spec=effective_spec, plan=plan, script=script, native_id=None,
@@ -252,7 +245,7 @@ class JobStore:
             message="accepted by the gateway",
             history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
             members=[], submit_attempted_at=now if submitting else None, created_at=now,
-            updated_at=now,
+            updated_at=now, claimed_by=claimed_by, cancel_sent=False,
         )
         try:
             with self._session() as session:
@@ -270,17 +263,20 @@ class JobStore:
         if cached is not None:
             return cached
         with self._session() as session:
-            row = session.get(_JobRow, job_id)
+            row = session.get(JobRow, job_id)
             return self._remember(_record(row)) if row else None
 
     def _remember(self, record: JobRecord) -> JobRecord:
         self._cache.put(record)
         return record
 
+    def _forget(self, job_id: str) -> None:
+        self._cache.drop(job_id)
+
     def by_idempotency_key(self, owner: str, key: str) -> JobRecord | None:
         with self._session() as session:
             row = session.scalars(
-                select(_JobRow).where(_JobRow.owner == owner, _JobRow.idempotency_key == key)
+                select(JobRow).where(JobRow.owner == owner, JobRow.idempotency_key == key)
             ).first()
             return _record(row) if row else None
 
@@ -301,44 +297,96 @@ class JobStore:
         # SQL's OFFSET has a maximum (a signed 64-bit integer); no store holds that many jobs,
         # so a larger offset is past the end all the same.
         offset = min(offset, MAX_SQL_OFFSET)
-        query = select(_JobRow).order_by(_JobRow.created_at, _JobRow.id)
+        query = select(JobRow).order_by(JobRow.created_at, JobRow.id)
         if owner is not None:
-            query = query.where(_JobRow.owner == owner)
+            query = query.where(JobRow.owner == owner)
         if resource_id is not None:
-            query = query.where(_JobRow.resource_id == resource_id)
+            query = query.where(JobRow.resource_id == resource_id)
         if states is not None:
-            query = query.where(_JobRow.state.in_([s.value for s in states]))
+            query = query.where(JobRow.state.in_([s.value for s in states]))
         if name is not None:
-            query = query.where(_JobRow.spec["name"].as_string() == name)
+            query = query.where(JobRow.spec["name"].as_string() == name)
         query = query.offset(offset)
         if limit is not None:
             query = query.limit(limit)
         with self._session() as session:
             return [_record(row) for row in session.scalars(query)]
 
-    def unsettled(self) -> list[JobRecord]:
-        """Jobs whose state is not final: the ones the poller and reconciler care about."""
+    def unsettled(self, resource_ids: Sequence[str] | None = None) -> list[JobRecord]:
+        """Jobs whose state is not final (on the resources `resource_ids`, when given): the
+        ones the poller and reconciler care about."""
         finals = [s.value for s in JobState if s.final]
+        query = select(JobRow).where(JobRow.state.not_in(finals))
+        if resource_ids is not None:
+            query = query.where(JobRow.resource_id.in_(list(resource_ids)))
         with self._session() as session:
-            rows = session.scalars(select(_JobRow).where(_JobRow.state.not_in(finals)))
-            return [_record(row) for row in rows]
+            return [_record(row) for row in session.scalars(query)]
 
     def mark_submit_attempt(self, job_id: str) -> JobRecord:
         """Say, before sending, that a submission is being tried now."""
         return self._update(job_id, submit_attempted_at=self._clock())
 
     def set_native_id(self, job_id: str, native_id: str, message: str) -> JobRecord:
-        """The scheduler accepted the job: it is queued from now on."""
-        return self._transition(job_id, JobState.QUEUED, message, native_id=native_id)
+        """The scheduler accepted the job: it is queued from now on, and nobody's to send."""
+        return self._transition(job_id, JobState.QUEUED, message, native_id=native_id,
+                                claimed_by=_NOBODY)
+
+    def claim(self, job_id: str, replica_id: str, *, live: Sequence[str]) -> bool:
+        """Make `replica_id` the one that sends the job, unless a replica in `live` (the
+        others known to be alive) has it: True when it is `replica_id`'s now.
+
+        One conditional UPDATE, so two replicas claiming at once cannot both win. A claim
+        ends with `release`, with the job's native id, or with its holder (its heartbeat
+        stops, see `replicas`); the claimant's own `live` view decides the last.
+        """
+        others = [r for r in live if r != replica_id]
+        query = update(JobRow).where(JobRow.id == job_id)
+        if others:  # else any holder is dead or this replica
+            query = query.where(or_(JobRow.claimed_by.is_(None),
+                                    JobRow.claimed_by.not_in(others)))
+        with self._session() as session:
+            result = session.execute(
+                query
+                .values(claimed_by=replica_id).execution_options(synchronize_session=False))
+            won = bool(getattr(result, "rowcount", 0))
+        self._forget(job_id)
+        return won
+
+    def release(self, job_id: str, replica_id: str) -> None:
+        """End `replica_id`'s claim on the job (nothing when another replica holds it)."""
+        with self._session() as session:
+            session.execute(
+                update(JobRow).where(JobRow.id == job_id, JobRow.claimed_by == replica_id)
+                .values(claimed_by=None).execution_options(synchronize_session=False))
+        self._forget(job_id)
+
+    def release_all(self, replica_id: str) -> int:
+        """End every claim of `replica_id` (a replica that stops); how many there were."""
+        with self._session() as session:
+            result = session.execute(
+                update(JobRow).where(JobRow.claimed_by == replica_id)
+                .values(claimed_by=None).execution_options(synchronize_session=False))
+            count = int(getattr(result, "rowcount", 0))
+        self._cache.clear()
+        return count
+
+    def mark_cancel_sent(self, job_id: str) -> JobRecord:
+        """The scheduler has answered the job's cancel: no replica sends it again."""
+        return self._update(job_id, cancel_sent=True)
 
     def request_cancel(self, job_id: str) -> JobRecord:
         return self._update(job_id, desired="canceled")
 
     def transition(
-        self, job_id: str, state: JobState, message: str, *, exit_code: int | None = None
+        self, job_id: str, state: JobState, message: str, *, exit_code: int | None = None,
+        unclaim: bool = False, cancel_sent: bool = False,
     ) -> JobRecord:
-        """Move to `state` (recorded in the history when it changes)."""
-        return self._transition(job_id, state, message, exit_code=exit_code)
+        """Move to `state` (recorded in the history when it changes); in the same commit,
+        `unclaim` ends the job's claim and `cancel_sent` records that the scheduler has
+        answered its cancel."""
+        return self._transition(job_id, state, message, exit_code=exit_code,
+                                claimed_by=_NOBODY if unclaim else None,
+                                cancel_sent=True if cancel_sent else None)
 
     def transition_many(self, changes: Sequence[StateChange]) -> None:
         """Apply a poll cycle's changes in one transaction (one commit, not one per job)."""
@@ -347,7 +395,7 @@ class JobStore:
         now = self._clock()
         with self._session() as session:
             rows = {row.id: row for row in session.scalars(
-                select(_JobRow).where(_JobRow.id.in_([change.job_id for change in changes]))
+                select(JobRow).where(JobRow.id.in_([change.job_id for change in changes]))
             )}
             changed = []
             for change in changes:
@@ -362,7 +410,7 @@ class JobStore:
     def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
         now = self._clock()
         with self._session() as session:
-            row = session.get(_JobRow, job_id)
+            row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
             _change(row, state, message, now, fields)
@@ -371,7 +419,7 @@ class JobStore:
 
     def _update(self, job_id: str, **fields: Any) -> JobRecord:
         with self._session() as session:
-            row = session.get(_JobRow, job_id)
+            row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
             for key, value in fields.items():
@@ -385,7 +433,7 @@ class JobStore:
         the record ends `failed` and gives up its idempotency key (one commit), so the retry
         with the same key submits afresh instead of replaying this refusal."""
         with self._session() as session:
-            row = session.get(_JobRow, job_id)
+            row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
             row.idempotency_key = None
@@ -416,10 +464,16 @@ class StateChange:
     members: list[dict[str, Any]] | None = None  # a cluster job's members, when (re)read
 
 
-def _change(row: _JobRow, state: JobState, message: str, now: float,
+_NOBODY = object()
+"""A field value meaning "set to NULL" where None means "leave as it is" (`_change`)."""
+
+
+def _change(row: JobRow, state: JobState, message: str, now: float,
             fields: dict[str, Any]) -> None:
     for key, value in fields.items():
-        if value is not None:
+        if value is _NOBODY:
+            setattr(row, key, None)
+        elif value is not None:
             setattr(row, key, value)
     if row.state != state.value or row.message != message:
         row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
