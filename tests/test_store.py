@@ -113,6 +113,17 @@ def test_job_paths_are_the_jobspec_fields_of_the_same_names() -> None:
     assert paths.model_dump() == spec.model_dump(include=set(JobPaths.model_fields))
 
 
+def test_cluster_size_reads_the_stored_plans_cluster(database_url: str) -> None:
+    """`cluster_size` reads one field of the stored plan without validating the plan: it
+    must agree with the typed plan for a cluster job and for a plain one."""
+    store = JobStore(database_url)
+    for size in (None, 3):
+        record = store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
+                              plan=stored_plan(cluster_size=size), script="true")
+        typed = record.plan_model.cluster
+        assert record.cluster_size == (None if typed is None else typed.size) == size
+
+
 def test_paths_and_named_directory_read_the_stored_specs(database_url: str) -> None:
     store = JobStore(database_url)
     made = store.create(owner="alice", resource_id="local", spec={"executable": "x"},

@@ -628,9 +628,9 @@ class Engine:
                 if status is None:
                     continue
                 change = _change_for(record, status)
-                cluster = record.plan_model.cluster
-                if cluster is not None:
-                    change = self._with_members(record, backend, change, size=cluster.size)
+                size = record.cluster_size
+                if size is not None:
+                    change = self._with_members(record, backend, change, size=size)
                 if change is not None:
                     changes.append(change)
         self.store.transition_many(changes)

@@ -91,6 +91,13 @@ class JobRecord:
         return JobPaths.model_validate(self.effective_spec)
 
     @property
+    def cluster_size(self) -> int | None:
+        """The members of a cluster job (None for any other job), read from the stored plan
+        without validating all of it: the poller asks for every job it polls."""
+        cluster = _PlanCluster.model_validate(self.plan).cluster
+        return None if cluster is None else cluster.size
+
+    @property
     def named_directory(self) -> bool:
         """True when the user named the job's `directory`; otherwise the gateway made the
         job's folder (`<job root>/<job id>`)."""
@@ -107,6 +114,21 @@ class JobPaths(BaseModel):
     directory: str | None = None
     stdout_path: str | None = None
     stderr_path: str | None = None
+
+
+class _ClusterSize(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    size: int
+
+
+class _PlanCluster(BaseModel):
+    """The one field of a stored plan the poller needs (`Plan.cluster`'s size); a test holds
+    the name and type to `Plan`'s."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cluster: _ClusterSize | None = None
 
 
 class StoredPlan(Plan):
