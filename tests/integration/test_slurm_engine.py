@@ -322,3 +322,24 @@ def test_one_status_call_per_resource_per_cycle_for_1000_jobs(
         assert counting.programs() == ["squeue"]
     finally:
         subprocess.run(["scancel", "--name", name], capture_output=True, timeout=120)
+
+
+def test_an_allowed_flag_without_a_value_reaches_sbatch_as_a_bare_option(
+        cluster_profile: Path, tmp_path: Path) -> None:
+    """`custom_attributes: {"hold": ""}` (an option that takes no value) is `#SBATCH --hold`:
+    the real sbatch holds the job (it refuses `--hold=""`)."""
+    from tests.integration.gateway_process import profile_allowing
+
+    engine = make_engine(profile_allowing(cluster_profile, ["hold"], tmp_path), tmp_path)
+    try:
+        record = submit(engine, "cluster", {
+            "executable": "/bin/true", "attributes": {"custom_attributes": {"hold": ""}}})
+        assert "#SBATCH --hold\n" in record.script
+        assert record.state == JobState.QUEUED and record.native_id, record.message
+        reason = subprocess.run(["squeue", "-h", "-j", record.native_id, "-o", "%r"],
+                                capture_output=True, text=True, timeout=30)
+        assert reason.stdout.strip() == "JobHeldUser", reason
+        engine.cancel(owner="root", job_id=record.id)
+        assert wait_for(engine, record.id, lambda r: r.state.final).state == JobState.CANCELED
+    finally:
+        engine.close()

@@ -75,8 +75,10 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
     if not spec.inherit_environment:
         lines.append(_line("export", "NONE"))
     if attributes:
+        # An empty value is an option without one (`hold`, `requeue`): sbatch refuses
+        # `--hold=""`.
         for key, value in attributes.custom_attributes.items():
-            lines.append(_line(key, value))
+            lines.append(_line(key, value or None))
     for option, value in invocation.scheduler_options:
         lines.append(_line(option, value))
     site = [f"#SBATCH {directive}" for directive in resource.scheduler.directives]
