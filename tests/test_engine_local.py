@@ -218,3 +218,23 @@ def test_a_cluster_job_on_the_local_resource(engine: Engine) -> None:
         "client 1 3 server1,client1,client2")
     states = {m["name"]: (m["state"], m["exit_code"]) for m in record.members}
     assert states["client2"] == ("failed", 1) and states["client1"] == ("completed", 0)
+
+
+def test_a_job_ending_while_its_status_is_read_is_not_called_vanished(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wrapper writes the exit code and ends between the status's look for the exit file
+    and its look for the process (seen under load): the job ended with its code, it did not
+    vanish."""
+    from iri_gateway.schedulers.local import batch as local_batch
+
+    folder = tmp_path / "job1"
+    folder.mkdir()
+    (folder / "pid").write_text("999999")
+
+    def ends_now(pid: int, where: Path) -> bool:
+        (where / "exit_code").write_text("3\n")  # the wrapper finishes at this very moment
+        return False
+
+    monkeypatch.setattr(local_batch, "_alive_in", ends_now)
+    status = local_batch.LocalBatch(tmp_path).statuses(["job1"])["job1"]
+    assert (status.state, status.exit_code) == (JobState.FAILED, 3), status

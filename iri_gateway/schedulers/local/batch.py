@@ -67,7 +67,7 @@ class LocalBatch:
                 found[native_id] = self._status(native_id, folder)
         return found
 
-    def _status(self, native_id: str, folder: Path) -> NativeStatus:
+    def _status(self, native_id: str, folder: Path, *, again: bool = True) -> NativeStatus:
         canceled = (folder / "canceled").exists()
         exit_file = folder / "exit_code"
         if exit_file.exists():
@@ -82,6 +82,10 @@ class LocalBatch:
         pid = int(pid_file.read_text().strip())
         if _alive_in(pid, folder):
             return NativeStatus(native_id, JobState.ACTIVE, "RUNNING", reason=f"pid {pid}")
+        if again:
+            # The wrapper may have written the exit code and ended between the look for the
+            # file and the look for the process: look once more before calling it vanished.
+            return self._status(native_id, folder, again=False)
         if canceled:
             return NativeStatus(native_id, JobState.CANCELED, "CANCELED")
         return NativeStatus(native_id, JobState.FAILED, "VANISHED",
