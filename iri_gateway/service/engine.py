@@ -18,10 +18,9 @@ import posixpath
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -120,6 +119,9 @@ class Engine:
         self._first_attempts: dict[str, Future[JobRecord]] = {}
         self.replica = replica or Replica(store)
         """This process among the gateway replicas sharing the store (see `replicas`)."""
+        self.resubmit_wait = 2.0
+        """Seconds the reconcile waits for a resubmission it handed to the submitter before
+        going on (the submitter goes on in any case)."""
         self.submitter = submitter or Submitter()
         """Runs the scheduler commands of submissions, cancels and updates off the caller's
         thread, a bounded number at a time per resource (see `submitter`)."""
@@ -221,16 +223,6 @@ class Engine:
     def _release(self, job_id: str) -> None:
         with self._pending_lock:
             self._sending.discard(job_id)
-
-    @contextmanager
-    def _in_flight(self, job_id: str) -> Iterator[None]:
-        """Hold the job while the block runs (the reconcile's own resubmissions); the
-        caller has claimed it in the store."""
-        self._claim(job_id)
-        try:
-            yield
-        finally:
-            self._release(job_id)
 
     def _dispatch(self, job_id: str, resource_id: str, *, attempt: int) -> Future[JobRecord]:
         """Hand a claimed job to the submitter for submission attempt `attempt` (0: the
@@ -739,7 +731,10 @@ class Engine:
                                   else self._recover_submission(record, loaded, backend,
                                                                 settle))
                     finally:
-                        self.store.release(record.id, self.replica.id)
+                        with self._pending_lock:
+                            handed_over = record.id in self._sending  # to the submitter
+                        if not handed_over:
+                            self.store.release(record.id, self.replica.id)
                     if action is not None:
                         actions.append(action)
                 else:
@@ -796,9 +791,14 @@ class Engine:
         window = loaded.resource.scheduler.history_window
         attempted = record.submit_attempted_at
         if attempted is None or self.clock() - attempted < window:
+            # The submitter sends it (staging may take an hour: never on the poller's thread),
+            # with its retries; the reconcile waits a moment for the common, quick case.
+            self._claim(record.id)
+            attempt = self._dispatch(record.id, record.resource_id, attempt=1)
             try:
-                with self._in_flight(record.id):
-                    sent, _ = self._send(record, loaded, backend, fresh=False)
+                sent = attempt.result(timeout=self.resubmit_wait)
+            except FutureTimeout:
+                return f"{record.id}: being resubmitted by the submitter"
             except SchedulerError:
                 return f"{record.id}: resubmission refused by the scheduler"
             if sent.native_id is None:
