@@ -222,8 +222,10 @@ class JobStore:
         # records behind this one's back, so every read goes to the database: a job the
         # poller of another replica updated is seen at once. Bounded (least recently used
         # first out), so memory does not grow with the jobs.
+        sqlite = is_sqlite(self.engine.url)
         if cache_records is None:
-            cache_records = CACHE_RECORDS if is_sqlite(self.engine.url) else 0
+            cache_records = CACHE_RECORDS if sqlite else 0
+        self._write_lock = threading.Lock() if sqlite else None
         self._cache = _RecentRecords(cache_records)
 
     def close(self) -> None:
@@ -233,6 +235,19 @@ class JobStore:
     @contextmanager
     def _session(self) -> Iterator[Session]:
         with self._sessions.begin() as session:
+            yield session
+
+    @contextmanager
+    def _writing(self) -> Iterator[Session]:
+        """A session for a write. On SQLite this process's writers take turns on a lock of
+        their own: SQLite lets one writer in at a time and makes the others retry with
+        growing sleeps (up to 100 ms each; measured: 16 threads writing, p99 460 ms), while a
+        lock hands the turn over at once. PostgreSQL writes rows concurrently."""
+        if self._write_lock is None:
+            with self._session() as session:
+                yield session
+            return
+        with self._write_lock, self._session() as session:
             yield session
 
     def create(
@@ -270,7 +285,7 @@ class JobStore:
             updated_at=now, claimed_by=claimed_by, cancel_sent=False,
         )
         try:
-            with self._session() as session:
+            with self._writing() as session:
                 session.add(row)
         except IntegrityError:
             earlier = (self.by_idempotency_key(owner, idempotency_key)
@@ -366,7 +381,7 @@ class JobStore:
         if others:  # else any holder is dead or this replica
             query = query.where(or_(JobRow.claimed_by.is_(None),
                                     JobRow.claimed_by.not_in(others)))
-        with self._session() as session:
+        with self._writing() as session:
             result = session.execute(
                 query
                 .values(claimed_by=replica_id).execution_options(synchronize_session=False))
@@ -376,7 +391,7 @@ class JobStore:
 
     def release(self, job_id: str, replica_id: str) -> None:
         """End `replica_id`'s claim on the job (nothing when another replica holds it)."""
-        with self._session() as session:
+        with self._writing() as session:
             session.execute(
                 update(JobRow).where(JobRow.id == job_id, JobRow.claimed_by == replica_id)
                 .values(claimed_by=None).execution_options(synchronize_session=False))
@@ -384,7 +399,7 @@ class JobStore:
 
     def release_all(self, replica_id: str) -> int:
         """End every claim of `replica_id` (a replica that stops); how many there were."""
-        with self._session() as session:
+        with self._writing() as session:
             result = session.execute(
                 update(JobRow).where(JobRow.claimed_by == replica_id)
                 .values(claimed_by=None).execution_options(synchronize_session=False))
@@ -415,7 +430,7 @@ class JobStore:
         if not changes:
             return
         now = self._clock()
-        with self._session() as session:
+        with self._writing() as session:
             rows = {row.id: row for row in session.scalars(
                 select(JobRow).where(JobRow.id.in_([change.job_id for change in changes]))
             )}
@@ -431,7 +446,7 @@ class JobStore:
 
     def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
         now = self._clock()
-        with self._session() as session:
+        with self._writing() as session:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
@@ -440,7 +455,7 @@ class JobStore:
         return self._remember(record)
 
     def _update(self, job_id: str, **fields: Any) -> JobRecord:
-        with self._session() as session:
+        with self._writing() as session:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
@@ -454,7 +469,7 @@ class JobStore:
         """A submission refused before the scheduler saw it, the client told to try again:
         the record ends `failed` and gives up its idempotency key (one commit), so the retry
         with the same key submits afresh instead of replaying this refusal."""
-        with self._session() as session:
+        with self._writing() as session:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
