@@ -119,6 +119,26 @@ def test_a_replica_whose_process_is_gone_from_this_host_is_dead_at_once(
     assert store.claim(job.id, survivor.id, live=survivor.live())
 
 
+def test_a_gone_pid_of_another_pid_namespace_says_nothing(postgres_url: str) -> None:  # noqa: F811
+    """Two containers can share a host name (host networking) but not their pids: a replica
+    of another pid namespace is judged by its heartbeat only, never by a pid looked up here."""
+    from sqlalchemy import update
+
+    from iri_gateway.service.schema import ReplicaRow
+
+    store = JobStore(postgres_url)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    elsewhere = Replica(store, pid=int(gone.stdout))
+    with store.engine.begin() as connection:
+        connection.execute(update(ReplicaRow).where(ReplicaRow.id == elsewhere.id)
+                           .values(pid_space="another-boot pid:[4026532000]"))
+    job = new_job(store, claimed_by=elsewhere.id)
+    here = Replica(store)
+    assert elsewhere.id in here.live(), "its heartbeat is fresh"
+    assert not store.claim(job.id, here.id, live=here.live())
+
+
 def test_a_stopped_replica_gives_up_its_claims_and_leases(database_url: str) -> None:  # noqa: F811
     store = JobStore(database_url)
     first, second = Replica(store), Replica(store)

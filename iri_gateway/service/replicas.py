@@ -7,7 +7,8 @@ database instead of being assumed by the process that happens to know of it.
 - Every replica has a row in `replicas` and writes its heartbeat there every
   `timeout / 5` seconds from a thread of its own (never blocked by a scheduler command).
   A replica is alive while its heartbeat is younger than `timeout`, and has not said it
-  stopped; on this host, a replica whose process is gone is dead at once (a restart after
+  stopped; on this host (the same boot and pid namespace: containers sharing a host name
+  do not share pids), a replica whose process is gone is dead at once (a restart after
   `kill -9` need not wait for its heartbeat to age).
 - A job being sent is claimed by its replica (`jobs.claimed_by`, see `JobStore.claim`); the
   others' reconcile leaves it alone while that replica lives, and takes it over when it
@@ -31,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -49,6 +51,17 @@ FORGET_AFTER = 7 * 24 * 3600.0
 """Rows of replicas stopped or silent for this long are removed at the next start."""
 
 
+def pid_space() -> str | None:
+    """The kernel's boot id and this process's pid namespace (Linux), where a pid names one
+    process; None where they cannot be read."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return f"{boot} {namespace}"
+
+
 class SharedSqliteError(DatabaseError):
     """A second gateway process on one SQLite store."""
 
@@ -62,6 +75,7 @@ class ReplicaInfo:
     id: str
     host: str
     pid: int
+    pid_space: str | None
     heartbeat_at: float
     stopped_at: float | None
 
@@ -78,6 +92,7 @@ class Replica:
         self.timeout = timeout
         self.host = host or socket.gethostname()
         self.pid = os.getpid() if pid is None else pid
+        self.pid_space = pid_space()
         self._store = store
         self._sessions = sessionmaker(store.engine, expire_on_commit=False)
         self._clock = clock
@@ -107,7 +122,8 @@ class Replica:
             session.execute(delete(ReplicaRow).where(
                 or_(ReplicaRow.stopped_at < now - FORGET_AFTER,
                     ReplicaRow.heartbeat_at < now - FORGET_AFTER)))
-            session.add(ReplicaRow(id=self.id, host=self.host, pid=self.pid, started_at=now,
+            session.add(ReplicaRow(id=self.id, host=self.host, pid=self.pid,
+                                   pid_space=self.pid_space, started_at=now,
                                    heartbeat_at=now, stopped_at=None))
         self.last_beat = now
 
@@ -170,8 +186,8 @@ class Replica:
             rows = session.scalars(select(ReplicaRow).where(
                 ReplicaRow.id != self.id, ReplicaRow.stopped_at.is_(None),
                 ReplicaRow.heartbeat_at >= fresh)).all()
-            infos = [ReplicaInfo(r.id, r.host, r.pid, r.heartbeat_at, r.stopped_at)
-                     for r in rows]
+            infos = [ReplicaInfo(r.id, r.host, r.pid, r.pid_space, r.heartbeat_at,
+                                 r.stopped_at) for r in rows]
         return [info for info in infos if not self._gone_from_this_host(info)]
 
     def live(self) -> list[str]:
@@ -179,7 +195,10 @@ class Replica:
         return [self.id, *(info.id for info in self.others())]
 
     def _gone_from_this_host(self, info: ReplicaInfo) -> bool:
-        if info.host != self.host or info.pid == self.pid:
+        """True when `info`'s process ran where this one runs (same boot of the same
+        kernel, same pid namespace) and is gone; unknown places are never judged."""
+        if (self.pid_space is None or info.pid_space != self.pid_space
+                or info.pid == self.pid):
             return False
         try:
             os.kill(info.pid, 0)

@@ -60,6 +60,9 @@ class ReplicaRow(Base):
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     host: Mapped[str] = mapped_column(String(255))
     pid: Mapped[int] = mapped_column(Integer)
+    # Where `pid` means something: the kernel's boot id and the process's pid namespace
+    # (two containers can share a host name and not their pids). NULL: unknown.
+    pid_space: Mapped[str | None] = mapped_column(String(255))
     started_at: Mapped[float] = mapped_column(Float)
     heartbeat_at: Mapped[float] = mapped_column(Float, index=True)
     stopped_at: Mapped[float | None] = mapped_column(Float)

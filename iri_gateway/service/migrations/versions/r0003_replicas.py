@@ -27,6 +27,7 @@ def upgrade() -> None:
         sa.Column("id", sa.String(36), primary_key=True),
         sa.Column("host", sa.String(255), nullable=False),
         sa.Column("pid", sa.Integer(), nullable=False),
+        sa.Column("pid_space", sa.String(255), nullable=True),
         sa.Column("started_at", sa.Float(), nullable=False),
         sa.Column("heartbeat_at", sa.Float(), nullable=False),
         sa.Column("stopped_at", sa.Float(), nullable=True),
