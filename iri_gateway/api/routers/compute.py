@@ -127,7 +127,7 @@ def update_job(
 
 @router.get("/status/{resource_id}/{job_id}", operation_id="getJob", response_model=Job,
             response_model_exclude_none=True, summary="Get Job Status")
-async def get_job(
+def get_job(
     resource_id: str,
     job_id: str,
     engine: EngineDep,
@@ -137,8 +137,8 @@ async def get_job(
 ) -> Job:
     """A job's status, from the store (the poller keeps it current).
 
-    Served on the event loop: a known job is a read of the store's in-memory record, and
-    only an unknown id costs a (short, indexed) database query.
+    On the thread pool, not the event loop: on PostgreSQL every read is a database query
+    (no record cache across replicas), which must not stop the loop's other requests.
     """
     record = _owned(engine, principal, resource_id, job_id)
     return job_view(record, include_spec=bool(include_spec))
