@@ -1,0 +1,489 @@
+"""One `serve` replica against two on one PostgreSQL: getJob and launchJob, and where the CPU goes.
+
+Why: issue 13 makes several replicas on one database the facility design; this measures how
+getJob and launchJob throughput change from one replica to two on the same machine, and which
+process spends the CPU time (serve, its `sbatch` children, PostgreSQL, slurmctld, the load
+generator), so the figures say where the bottleneck is rather than only that there is one.
+
+Needs the test cluster (`scripts/cluster start`; never started or stopped here), the test
+PostgreSQL (`scripts/postgres start` is run, it is idempotent; `--postgres URL` names another
+server whose role may create databases) and `wrk` (`apt-get install wrk`). One run:
+
+1. A fresh database on the PostgreSQL server (dropped at the end), one data directory shared
+   by the replicas (one tokens file: the same token works on both), the test cluster's profile
+   with `begin` allowed (as bench_launch.py). Replica A starts; SEED jobs are launched through
+   it (warm-up, and the existing jobs getJob reads).
+2. Three configurations in turn: ONE (replica A alone), TWO (replica B started on the same
+   database, both serve), ONE again (B stopped), so a Slurm queue that grows during the run
+   weighs on both sides (the one-replica figures are the mean of the two). In each:
+   - getJob: `wrk` with CLIENTS connections on 2 threads for SECONDS, each request the next
+     of the seeded jobs (GET /compute/status/cluster/{id}); in TWO each wrk thread (half of
+     the connections) talks to one replica.
+   - launchJob: CLIENTS keep-alive HTTP clients (stdlib `http.client`, one thread each; in
+     TWO they alternate between the replicas) launch JOBS jobs; jobs/s reaching the
+     scheduler (JOBS / time until every job has a Slurm id), p50/p99 of the HTTP request.
+     Every accepted job must be in Slurm exactly once (counted by its name); a shortfall or
+     a duplicate is printed as a fault.
+3. For every phase the CPU time (user + system, from /proc) of each serve process, of the
+   commands it ran (`sbatch`, `squeue`: its reaped children), of the PostgreSQL backends
+   connected to the run's database, of the rest of PostgreSQL (postmaster, exited backends,
+   background workers: other users of the server count here), of slurmctld, of the load
+   generator, and of the whole machine, per request.
+
+Jobs stay pending (`begin: now+1hour`) and are all cancelled at the end by name.
+
+    SLURM_CONF=/tmp/iri-cluster/slurm.conf .venv/bin/python benchmarks/bench_replicas.py \\
+        --jobs 200 --clients 16 --seconds 10
+    ... --quick     # a small run: 32 jobs, 2 s of getJob (checks the script, not the speed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from bench_launch import RESOURCE, ROOT, cluster_profile, in_parallel, job, percentile, slurm_count
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+
+from iri_gateway.service.database import normalise_url
+from tests.integration.gateway_process import API, Gateway, serve
+
+CLOCK = os.sysconf("SC_CLK_TCK")
+
+WRK_SCRIPT = """
+-- Thread n talks to target n (mod the number of targets); each request the next job id.
+local targets = {}
+for t in string.gmatch(os.getenv("BENCH_TARGETS"), "[^,]+") do targets[#targets + 1] = t end
+local made = 0
+function setup(thread)
+  local host, port = targets[(made % #targets) + 1]:match("([^:]+):(%d+)")
+  thread.addr = wrk.lookup(host, port)[1]
+  made = made + 1
+end
+function init(args)
+  ids = {}
+  for line in io.lines(os.getenv("BENCH_IDS")) do ids[#ids + 1] = line end
+  at = math.random(#ids)
+  headers = {["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN"),
+             ["X-IRI-Facility-Project"] = "proj1"}
+  prefix = os.getenv("BENCH_PREFIX")
+end
+function request()
+  at = (at % #ids) + 1
+  return wrk.format("GET", prefix .. ids[at], headers)
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %d %d %d %d %d %d %d %d\\n", summary.requests,
+    summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(99), latency.max, latency.mean))
+end
+"""
+
+
+# --- CPU time, from /proc -------------------------------------------------------------------
+
+def proc_times(pid: int) -> tuple[float, float] | None:
+    """(own, reaped children's) user + system CPU seconds of a process; None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    own = (int(fields[11]) + int(fields[12])) / CLOCK
+    children = (int(fields[13]) + int(fields[14])) / CLOCK
+    return own, children
+
+
+def parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def machine_busy() -> float:
+    """Core-seconds the whole machine has been busy (not idle, not waiting for I/O)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / CLOCK
+
+
+class Postgres:
+    """The PostgreSQL server's processes, told apart: the run's database backends, the rest."""
+
+    def __init__(self, admin: Engine, database: str) -> None:
+        self.admin = admin
+        self.database = database
+        with admin.connect() as connection:
+            own = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        if proc_times(own) is None:
+            raise SystemExit("the PostgreSQL server is not on this machine: its CPU time "
+                             "cannot be read from /proc")
+        self.postmaster = parent_pid(own)
+
+    def processes(self) -> tuple[list[int], list[int]]:
+        """(backends of the run's database, the server's other processes)."""
+        with self.admin.connect() as connection:
+            rows = connection.execute(text("SELECT pid, datname FROM pg_stat_activity")).all()
+        ours = [pid for pid, name in rows if name == self.database]
+        others = [pid for pid, name in rows if name != self.database]
+        return ours, others
+
+
+@dataclass
+class Snapshot:
+    """CPU seconds by what spends them, per process, at one moment."""
+
+    at: float
+    busy: float
+    by_pid: dict[str, dict[int, float]]
+
+
+class Meter:
+    """Snapshots of the processes that matter; the difference of two, by category."""
+
+    def __init__(self, postgres: Postgres, slurmctld: int | None) -> None:
+        self.postgres = postgres
+        self.slurmctld = slurmctld
+        self.replicas: dict[str, int] = {}
+
+    def snapshot(self) -> Snapshot:
+        by_pid: dict[str, dict[int, float]] = {}
+
+        def add(category: str, pid: int, seconds: float) -> None:
+            by_pid.setdefault(category, {})[pid] = seconds
+
+        for label, pid in self.replicas.items():
+            times = proc_times(pid)
+            if times is not None:
+                add(f"serve {label}", pid, times[0])
+                add("serve's commands", pid, times[1])  # sbatch, squeue, reaped
+        ours, others = self.postgres.processes()
+        for pid in ours:
+            times = proc_times(pid)
+            if times is not None:
+                add("PostgreSQL, run's backends", pid, times[0])
+        for pid in others:
+            times = proc_times(pid)
+            if times is not None:
+                add("PostgreSQL, rest", pid, times[0])
+        times = proc_times(self.postgres.postmaster)
+        if times is not None:  # its own work and that of every backend that has exited
+            add("PostgreSQL, rest", self.postgres.postmaster, sum(times))
+        if self.slurmctld is not None:
+            times = proc_times(self.slurmctld)
+            if times is not None:
+                add("slurmctld", self.slurmctld, times[0])
+        return Snapshot(time.perf_counter(), machine_busy(), by_pid)
+
+    @staticmethod
+    def spent(before: Snapshot, after: Snapshot) -> dict[str, float]:
+        """CPU seconds spent between two snapshots, by category (a process that appeared
+        counts from zero; one that ended counts nothing, except backends, whose time reaches
+        the postmaster's children)."""
+        spent: dict[str, float] = {}
+        for category, pids in after.by_pid.items():
+            earlier = before.by_pid.get(category, {})
+            spent[category] = sum(seconds - earlier.get(pid, 0.0)
+                                  for pid, seconds in pids.items())
+        spent["machine (all processes)"] = after.busy - before.busy
+        return spent
+
+
+# --- the phases -----------------------------------------------------------------------------
+
+@dataclass
+class Phase:
+    """One measured phase: what, how many, how long, latencies, faults and CPU."""
+
+    config: str
+    kind: str
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    faults: list[str] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds
+
+
+def get_jobs(config: str, replicas: list[Gateway], ids_file: Path, clients: int,
+             seconds: float, meter: Meter) -> Phase:
+    """`wrk` driving getJob over the seeded jobs; connections split over the replicas."""
+    script = ids_file.parent / "getjob.lua"
+    script.write_text(WRK_SCRIPT)
+    first = replicas[0]
+    env = {**os.environ,
+           "BENCH_TARGETS": ",".join(r.url.removeprefix("http://") for r in replicas),
+           "BENCH_IDS": str(ids_file), "BENCH_TOKEN": first.token,
+           "BENCH_PREFIX": f"{API}/compute/status/{RESOURCE}/"}
+    argv = ["wrk", "-t2", f"-c{clients}", f"-d{seconds:g}s", "-s", str(script), first.url]
+    before = meter.snapshot()
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env)
+    _, _, usage = os.wait4(process.pid, 0)
+    after = meter.snapshot()
+    process.returncode = 0
+    output = (process.stdout.read() if process.stdout else "")
+    errors = process.stderr.read() if process.stderr else ""
+    result = next((line for line in output.splitlines() if line.startswith("RESULT ")), None)
+    if result is None:
+        raise SystemExit(f"wrk gave no result:\n{output}\n{errors}")
+    count, micros, socket_errors, status_errors, p50, p99, _, _ = (
+        int(float(value)) for value in result.split()[1:])
+    faults = []
+    if socket_errors or status_errors:
+        faults.append(f"getJob: {socket_errors} socket errors, {status_errors} answers not "
+                      "2xx/3xx")
+    cpu = Meter.spent(before, after)
+    cpu["load generator (wrk)"] = usage.ru_utime + usage.ru_stime
+    return Phase(config, "getJob", count, micros / 1e6, p50 / 1000, p99 / 1000, faults, cpu)
+
+
+def launch(config: str, replicas: list[Gateway], name: str, count: int, clients: int,
+           meter: Meter) -> tuple[Phase, list[str]]:
+    """`clients` keep-alive HTTP clients (alternating over the replicas) launching `count`
+    jobs named `name`; the time until every accepted job has a Slurm id. Also the job ids."""
+    body = json.dumps(job(name))
+    headers = {**replicas[0].headers(), "Content-Type": "application/json"}
+    latencies: list[float] = []
+    ids: list[str] = []
+    faults: list[str] = []
+    local = threading.local()
+    ordinal = iter(range(clients))
+    lock = threading.Lock()
+
+    def connect() -> http.client.HTTPConnection:
+        host, port = local.url.removeprefix("http://").split(":")
+        return http.client.HTTPConnection(host, int(port), timeout=120)
+
+    def one(_: int) -> None:
+        if not hasattr(local, "http"):
+            with lock:
+                local.url = replicas[next(ordinal) % len(replicas)].url
+            local.http = connect()
+        start = time.perf_counter()
+        try:
+            local.http.request("POST", f"{API}/compute/job/{RESOURCE}", body=body,
+                               headers=headers)
+            answer = local.http.getresponse()
+            payload = answer.read()
+        except (OSError, http.client.HTTPException) as error:
+            local.http.close()
+            local.http = connect()
+            with lock:
+                faults.append(f"launch: {type(error).__name__}: {error}")
+            return
+        latencies.append(time.perf_counter() - start)
+        if answer.status != 200:
+            with lock:
+                faults.append(f"launch answered {answer.status}: {payload[:300]!r}")
+            return
+        ids.append(json.loads(payload)["id"])
+
+    before = meter.snapshot()
+    generator = time.process_time()
+    start = time.perf_counter()
+    in_parallel(count, clients, one)
+    # A job answered `new` (the wait ran out) reaches Slurm later: count until all are there.
+    deadline = time.monotonic() + 120
+    seen = slurm_count(name)
+    while seen < len(ids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        seen = slurm_count(name)
+    seconds = time.perf_counter() - start
+    generator = time.process_time() - generator
+    after = meter.snapshot()
+    if seen < len(ids):
+        faults.append(f"launch: {len(ids) - seen} of {len(ids)} accepted jobs not in Slurm "
+                      "after 120 s")
+    time.sleep(1)  # a duplicate submission would show a moment later
+    seen = slurm_count(name)
+    if seen > len(ids):
+        faults.append(f"launch: {seen} Slurm jobs for {len(ids)} accepted: submitted twice")
+    cpu = Meter.spent(before, after)
+    cpu["load generator (the script)"] = generator
+    if not latencies:
+        raise SystemExit(f"no launch answered: {faults[:3]}")
+    ms = [value * 1000 for value in latencies]
+    return (Phase(config, "launchJob", len(ids), seconds, percentile(ms, 0.5),
+                  percentile(ms, 0.99), faults, cpu), ids)
+
+
+# --- set-up ---------------------------------------------------------------------------------
+
+def postgres_url(given: str | None) -> str:
+    if given:
+        return normalise_url(given)
+    script = ROOT / "scripts" / "postgres"
+    subprocess.run([str(script), "start"], check=True, capture_output=True, timeout=600)
+    line = subprocess.run([str(script), "env"], check=True, capture_output=True, text=True,
+                          timeout=60).stdout.strip()
+    return normalise_url(line.split("=", 1)[1])
+
+
+@contextmanager
+def fresh_database(server: str) -> Iterator[tuple[str, Engine, str]]:
+    """A new database on `server` (its URL, an admin engine on the server's own database, its
+    name); dropped afterwards, whatever happened."""
+    name = f"iri_bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(server).set(database=name).render_as_string(hide_password=False), admin, name
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def wait_ready(replica: Gateway) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        answer = httpx.get(f"{replica.url}/ready", timeout=10)
+        if answer.status_code == 200:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"replica {replica.url} not ready after 60 s: {answer.text}")
+        time.sleep(0.2)
+
+
+def slurmctld_pid() -> int | None:
+    found = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True,
+                           check=False).stdout.split()
+    return int(found[0]) if len(found) == 1 else None
+
+
+def store_check(url: str, names: list[str]) -> list[str]:
+    """Faults in the run's database: a job without a Slurm id, a Slurm id twice."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text(
+                "SELECT native_id, state, count(*) FROM jobs GROUP BY native_id, state")).all()
+    finally:
+        engine.dispose()
+    faults = []
+    missing = sum(n for native, _, n in rows if native is None)
+    if missing:
+        faults.append(f"store: {missing} jobs have no Slurm id")
+    twice = [native for native, _, n in rows if native is not None and n > 1]
+    if twice:
+        faults.append(f"store: Slurm ids held by several jobs: {twice[:5]}")
+    states = statistics.multimode([state for _, state, n in rows for _ in range(n)])
+    if states != ["queued"]:
+        faults.append(f"store: most common states {states}, expected queued (held jobs)")
+    return faults
+
+
+# --- report ---------------------------------------------------------------------------------
+
+COLUMNS = ["serve A", "serve B", "serve's commands", "PostgreSQL, run's backends",
+           "PostgreSQL, rest", "slurmctld"]
+
+
+def report(phases: list[Phase], clients: int) -> None:
+    print()
+    print(f"{'config':<10} {'call':<9} {'n':>6} {'s':>6} {'per s':>7} {'p50 ms':>7} "
+          f"{'p99 ms':>7} | CPU ms per request: " + ", ".join(
+              ["A", "B", "cmds", "PG run", "PG rest", "slurmctld", "generator", "machine"]))
+    for phase in phases:
+        per = {key: value / phase.requests * 1000 for key, value in phase.cpu.items()}
+        generator = next(v for k, v in per.items() if k.startswith("load generator"))
+        cells = [per.get(column, 0.0) for column in COLUMNS] + [
+            generator, per["machine (all processes)"]]
+        print(f"{phase.config:<10} {phase.kind:<9} {phase.requests:>6} {phase.seconds:>6.2f} "
+              f"{phase.rate:>7.1f} {phase.p50_ms:>7.1f} {phase.p99_ms:>7.1f} | "
+              + " ".join(f"{cell:6.2f}" for cell in cells))
+    print()
+    print("machine busy during each phase (2 cores = 200 %):")
+    for phase in phases:
+        busy = phase.cpu["machine (all processes)"] / phase.seconds * 100
+        print(f"  {phase.config:<10} {phase.kind:<9} {busy:5.0f} %  "
+              + ", ".join(f"{key} {value / phase.seconds * 100:.0f} %"
+                          for key, value in sorted(phase.cpu.items())
+                          if key != "machine (all processes)"))
+    print()
+    for kind in ("getJob", "launchJob"):
+        one = [p.rate for p in phases if p.kind == kind and p.config.startswith("one")]
+        two = [p.rate for p in phases if p.kind == kind and p.config == "two"]
+        if one and two:
+            base = statistics.mean(one)
+            print(f"{kind}: two replicas / one = {two[0]:.1f} / {base:.1f} per s "
+                  f"(one: {' and '.join(f'{r:.1f}' for r in one)}) = {two[0] / base:.2f} "
+                  f"({clients} clients)")
+    faults = [fault for phase in phases for fault in phase.faults]
+    print("faults: " + ("; ".join(faults) if faults else "none"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=200, help="launches per configuration")
+    parser.add_argument("--seed", type=int, default=200, help="jobs getJob reads")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0, help="getJob time per config")
+    parser.add_argument("--postgres", help="server URL (default: scripts/postgres's)")
+    parser.add_argument("--quick", action="store_true", help="a small run: 32 jobs, 2 s")
+    args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.seed, args.seconds = 32, 32, 2.0
+    run = f"bench-replicas-{uuid.uuid4().hex[:8]}"
+    names: list[str] = []
+    phases: list[Phase] = []
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp, \
+            fresh_database(postgres_url(args.postgres)) as (url, admin, database):
+        folder = Path(tmp)
+        profile = cluster_profile(folder)
+        env = {"IRI_GATEWAY_DATABASE_URL": url}
+        meter = Meter(Postgres(admin, database), slurmctld_pid())
+        if meter.slurmctld is None:
+            print("slurmctld not found (or several): its CPU time is not measured")
+        def measure(config: str, group: list[Gateway]) -> None:
+            phases.append(get_jobs(config, group, ids_file, args.clients, args.seconds, meter))
+            names.append(f"{run}-{config.replace(' ', '-')}")
+            phases.append(launch(config, group, names[-1], args.jobs, args.clients, meter)[0])
+            print(f"{config}: getJob {phases[-2].rate:.0f}/s, launchJob "
+                  f"{phases[-1].rate:.1f} jobs/s", flush=True)
+
+        ids_file = folder / "ids.txt"
+        try:
+            with serve(profile, folder / "data", env=env) as a:
+                wait_ready(a)
+                meter.replicas["A"] = a.pid
+                names.append(f"{run}-seed")  # warm-up, and the jobs getJob reads
+                _, seeded = launch("seed", [a], names[-1], args.seed, args.clients, meter)
+                ids_file.write_text("\n".join(seeded) + "\n")
+                measure("one", [a])
+                with serve(profile, folder / "data", env=env) as b:
+                    wait_ready(b)
+                    meter.replicas["B"] = b.pid
+                    names.append(f"{run}-warm-b")  # B's warm-up, not measured
+                    launch("warm-up", [b], names[-1], args.clients, args.clients, meter)
+                    measure("two", [a, b])
+                del meter.replicas["B"]
+                measure("one again", [a])
+            phases[-1].faults += store_check(url, names)
+        finally:
+            for name in names:
+                subprocess.run(["scancel", "-n", name], capture_output=True, check=False)
+            left = sum(slurm_count(name, "PENDING,RUNNING") for name in names)
+            print(f"cancelled the run's jobs; {left} still pending or running")
+    report(phases, args.clients)
+
+
+if __name__ == "__main__":
+    main()
