@@ -58,6 +58,7 @@ import httpx
 from bench_launch import RESOURCE, ROOT, cluster_profile, in_parallel, job, percentile, slurm_count
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.pool import NullPool
 
 from iri_gateway.service.database import normalise_url
 from tests.integration.gateway_process import API, Gateway, serve
@@ -131,13 +132,44 @@ class Postgres:
                              "cannot be read from /proc")
         self.postmaster = parent_pid(own)
 
-    def processes(self) -> tuple[list[int], list[int]]:
-        """(backends of the run's database, the server's other processes)."""
+    def processes(self) -> tuple[list[int], list[int], list[int]]:
+        """(backends of the run's database, backends of other databases, the server's own
+        processes: background workers, the admin connection)."""
         with self.admin.connect() as connection:
             rows = connection.execute(text("SELECT pid, datname FROM pg_stat_activity")).all()
+            admin = connection.execute(text("SELECT current_database()")).scalar_one()
         ours = [pid for pid, name in rows if name == self.database]
-        others = [pid for pid, name in rows if name != self.database]
-        return ours, others
+        elsewhere = [pid for pid, name in rows if name not in (self.database, None, admin)]
+        server = [pid for pid, name in rows if name in (None, admin)]
+        return ours, elsewhere, server
+
+    def counters(self) -> tuple[int, int, int]:
+        """(sessions opened, transactions ended) on the run's database so far, and the
+        sessions opened on the other databases, as the server's statistics have them (a
+        backend reports its counts within about a second)."""
+        with self.admin.connect() as connection:
+            row = connection.execute(text(
+                "SELECT sum(sessions) FILTER (WHERE datname = :name), "
+                "sum(xact_commit + xact_rollback) FILTER (WHERE datname = :name), "
+                "sum(sessions) FILTER (WHERE datname <> :name) FROM pg_stat_database"),
+                {"name": self.database}).one()
+        return int(row[0]), int(row[1]), int(row[2] or 0)
+
+    def session_cost(self, url: str, count: int = 40) -> float:
+        """Server CPU seconds one new session costs (fork, SCRAM authentication, one query,
+        exit), read on the postmaster's reaped children: what a connection pool that opens
+        and closes connections under load pays each time."""
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            before = sum(proc_times(self.postmaster) or (0.0, 0.0))
+            for _ in range(count):
+                with engine.connect() as connection:
+                    connection.execute(text("SELECT 1"))
+            time.sleep(0.5)  # the postmaster reaps the last backends
+            after = sum(proc_times(self.postmaster) or (0.0, 0.0))
+        finally:
+            engine.dispose()
+        return (after - before) / count
 
 
 @dataclass
@@ -147,14 +179,16 @@ class Snapshot:
     at: float
     busy: float
     by_pid: dict[str, dict[int, float]]
+    sessions: int
+    transactions: int
+    sessions_elsewhere: int
 
 
 class Meter:
     """Snapshots of the processes that matter; the difference of two, by category."""
 
-    def __init__(self, postgres: Postgres, slurmctld: int | None) -> None:
+    def __init__(self, postgres: Postgres) -> None:
         self.postgres = postgres
-        self.slurmctld = slurmctld
         self.replicas: dict[str, int] = {}
 
     def snapshot(self) -> Snapshot:
@@ -168,23 +202,22 @@ class Meter:
             if times is not None:
                 add(f"serve {label}", pid, times[0])
                 add("serve's commands", pid, times[1])  # sbatch, squeue, reaped
-        ours, others = self.postgres.processes()
-        for pid in ours:
-            times = proc_times(pid)
-            if times is not None:
-                add("PostgreSQL, run's backends", pid, times[0])
-        for pid in others:
-            times = proc_times(pid)
-            if times is not None:
-                add("PostgreSQL, rest", pid, times[0])
+        ours, elsewhere, server = self.postgres.processes()
+        for category, pids in (("PostgreSQL, run's backends", ours),
+                               ("PostgreSQL, other databases", elsewhere),
+                               ("PostgreSQL, rest", server)):
+            for pid in pids:
+                times = proc_times(pid)
+                if times is not None:
+                    add(category, pid, times[0])
         times = proc_times(self.postgres.postmaster)
         if times is not None:  # its own work and that of every backend that has exited
             add("PostgreSQL, rest", self.postgres.postmaster, sum(times))
-        if self.slurmctld is not None:
-            times = proc_times(self.slurmctld)
+        for pid in slurmctld_pids():  # looked up each time: a test may restart it
+            times = proc_times(pid)
             if times is not None:
-                add("slurmctld", self.slurmctld, times[0])
-        return Snapshot(time.perf_counter(), machine_busy(), by_pid)
+                add("slurmctld", pid, times[0])
+        return Snapshot(time.perf_counter(), machine_busy(), by_pid, *self.postgres.counters())
 
     @staticmethod
     def spent(before: Snapshot, after: Snapshot) -> dict[str, float]:
@@ -198,6 +231,13 @@ class Meter:
                                   for pid, seconds in pids.items())
         spent["machine (all processes)"] = after.busy - before.busy
         return spent
+
+    @staticmethod
+    def database(before: Snapshot, after: Snapshot) -> tuple[int, int, int]:
+        """(sessions opened, transactions) on the run's database between two snapshots, and
+        the sessions opened on other databases (other users of the server)."""
+        return (after.sessions - before.sessions, after.transactions - before.transactions,
+                max(0, after.sessions_elsewhere - before.sessions_elsewhere))
 
 
 # --- the phases -----------------------------------------------------------------------------
@@ -214,6 +254,9 @@ class Phase:
     p99_ms: float
     faults: list[str] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)
+    sessions: int = 0
+    transactions: int = 0
+    sessions_elsewhere: int = 0
 
     @property
     def rate(self) -> float:
@@ -250,7 +293,8 @@ def get_jobs(config: str, replicas: list[Gateway], ids_file: Path, clients: int,
                       "2xx/3xx")
     cpu = Meter.spent(before, after)
     cpu["load generator (wrk)"] = usage.ru_utime + usage.ru_stime
-    return Phase(config, "getJob", count, micros / 1e6, p50 / 1000, p99 / 1000, faults, cpu)
+    return Phase(config, "getJob", count, micros / 1e6, p50 / 1000, p99 / 1000, faults, cpu,
+                 *Meter.database(before, after))
 
 
 def launch(config: str, replicas: list[Gateway], name: str, count: int, clients: int,
@@ -320,7 +364,7 @@ def launch(config: str, replicas: list[Gateway], name: str, count: int, clients:
         raise SystemExit(f"no launch answered: {faults[:3]}")
     ms = [value * 1000 for value in latencies]
     return (Phase(config, "launchJob", len(ids), seconds, percentile(ms, 0.5),
-                  percentile(ms, 0.99), faults, cpu), ids)
+                  percentile(ms, 0.99), faults, cpu, *Meter.database(before, after)), ids)
 
 
 # --- set-up ---------------------------------------------------------------------------------
@@ -362,10 +406,10 @@ def wait_ready(replica: Gateway) -> None:
         time.sleep(0.2)
 
 
-def slurmctld_pid() -> int | None:
+def slurmctld_pids() -> list[int]:
     found = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True,
                            check=False).stdout.split()
-    return int(found[0]) if len(found) == 1 else None
+    return [int(pid) for pid in found]
 
 
 def store_check(url: str, names: list[str]) -> list[str]:
@@ -392,31 +436,39 @@ def store_check(url: str, names: list[str]) -> list[str]:
 
 # --- report ---------------------------------------------------------------------------------
 
-COLUMNS = ["serve A", "serve B", "serve's commands", "PostgreSQL, run's backends",
-           "PostgreSQL, rest", "slurmctld"]
+COLUMNS = {"serve A": "A", "serve B": "B", "serve's commands": "cmds",
+           "PostgreSQL, run's backends": "PG run", "PostgreSQL, rest": "PG rest",
+           "slurmctld": "slurmctld", "load generator": "load gen",
+           "machine (all processes)": "machine", "PostgreSQL, other databases": "PG other"}
+"""The CPU table's columns: A and B are the serve processes, cmds the commands they ran
+(sbatch, squeue), PG run the backends of the run's database, PG rest the postmaster (with
+every backend that exited) and PostgreSQL's own workers, machine the whole machine, PG other
+the backends of other databases (other users of the server: not this run's work)."""
 
 
 def report(phases: list[Phase], clients: int) -> None:
     print()
     print(f"{'config':<10} {'call':<9} {'n':>6} {'s':>6} {'per s':>7} {'p50 ms':>7} "
-          f"{'p99 ms':>7} | CPU ms per request: " + ", ".join(
-              ["A", "B", "cmds", "PG run", "PG rest", "slurmctld", "generator", "machine"]))
+          f"{'p99 ms':>7} {'PG sessions':>11} {'PG xacts/req':>12} {'sessions elsewhere':>18}")
+    for phase in phases:
+        print(f"{phase.config:<10} {phase.kind:<9} {phase.requests:>6} {phase.seconds:>6.2f} "
+              f"{phase.rate:>7.1f} {phase.p50_ms:>7.1f} {phase.p99_ms:>7.1f} "
+              f"{phase.sessions:>11} {phase.transactions / phase.requests:>12.1f} "
+              f"{phase.sessions_elsewhere:>18}")
+    print()
+    print(f"CPU ms per request{'':<2} " + " ".join(f"{short:>9}" for short in COLUMNS.values()))
     for phase in phases:
         per = {key: value / phase.requests * 1000 for key, value in phase.cpu.items()}
-        generator = next(v for k, v in per.items() if k.startswith("load generator"))
-        cells = [per.get(column, 0.0) for column in COLUMNS] + [
-            generator, per["machine (all processes)"]]
-        print(f"{phase.config:<10} {phase.kind:<9} {phase.requests:>6} {phase.seconds:>6.2f} "
-              f"{phase.rate:>7.1f} {phase.p50_ms:>7.1f} {phase.p99_ms:>7.1f} | "
-              + " ".join(f"{cell:6.2f}" for cell in cells))
+        per["load generator"] = next(v for k, v in per.items() if k.startswith("load gen"))
+        print(f"{phase.config:<10} {phase.kind:<9} "
+              + " ".join(f"{per.get(column, 0.0):9.2f}" for column in COLUMNS))
     print()
-    print("machine busy during each phase (2 cores = 200 %):")
+    print("CPU in % of one core during each phase (the machine has 2 cores: 200 %)")
     for phase in phases:
-        busy = phase.cpu["machine (all processes)"] / phase.seconds * 100
-        print(f"  {phase.config:<10} {phase.kind:<9} {busy:5.0f} %  "
-              + ", ".join(f"{key} {value / phase.seconds * 100:.0f} %"
-                          for key, value in sorted(phase.cpu.items())
-                          if key != "machine (all processes)"))
+        share = {key: value / phase.seconds * 100 for key, value in phase.cpu.items()}
+        share["load generator"] = next(v for k, v in share.items() if k.startswith("load gen"))
+        print(f"{phase.config:<10} {phase.kind:<9} "
+              + " ".join(f"{share.get(column, 0.0):8.0f}%" for column in COLUMNS))
     print()
     for kind in ("getJob", "launchJob"):
         one = [p.rate for p in phases if p.kind == kind and p.config.startswith("one")]
@@ -449,9 +501,12 @@ def main() -> None:
         folder = Path(tmp)
         profile = cluster_profile(folder)
         env = {"IRI_GATEWAY_DATABASE_URL": url}
-        meter = Meter(Postgres(admin, database), slurmctld_pid())
-        if meter.slurmctld is None:
-            print("slurmctld not found (or several): its CPU time is not measured")
+        meter = Meter(Postgres(admin, database))
+        cost = meter.postgres.session_cost(url)
+        print(f"one new PostgreSQL session costs the server {cost * 1000:.1f} ms of CPU "
+              "(40 sessions opened and closed, the postmaster's reaped children)", flush=True)
+        if not slurmctld_pids():
+            print("slurmctld not found: its CPU time is not measured")
         def measure(config: str, group: list[Gateway]) -> None:
             phases.append(get_jobs(config, group, ids_file, args.clients, args.seconds, meter))
             names.append(f"{run}-{config.replace(' ', '-')}")
