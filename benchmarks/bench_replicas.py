@@ -113,6 +113,22 @@ def parent_pid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def all_processes() -> dict[int, tuple[str, float]]:
+    """Every process's command name and own CPU seconds (to name what else ran meanwhile)."""
+    found: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                text_ = (entry / "stat").read_text()
+            except OSError:
+                continue
+            head, tail = text_.rsplit(")", 1)
+            fields = tail.split()
+            found[int(entry.name)] = (head.split("(", 1)[1],
+                                      (int(fields[11]) + int(fields[12])) / CLOCK)
+    return found
+
+
 def machine_busy() -> float:
     """Core-seconds the whole machine has been busy (not idle, not waiting for I/O)."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -182,6 +198,8 @@ class Snapshot:
     sessions: int
     transactions: int
     sessions_elsewhere: int
+    others: dict[int, tuple[str, float]]
+    """Every other process: its command name and CPU seconds."""
 
 
 class Meter:
@@ -205,19 +223,24 @@ class Meter:
         ours, elsewhere, server = self.postgres.processes()
         for category, pids in (("PostgreSQL, run's backends", ours),
                                ("PostgreSQL, other databases", elsewhere),
-                               ("PostgreSQL, rest", server)):
+                               ("PostgreSQL, server", server)):
             for pid in pids:
                 times = proc_times(pid)
                 if times is not None:
                     add(category, pid, times[0])
         times = proc_times(self.postgres.postmaster)
-        if times is not None:  # its own work and that of every backend that has exited
-            add("PostgreSQL, rest", self.postgres.postmaster, sum(times))
+        if times is not None:
+            add("PostgreSQL, server", self.postgres.postmaster, times[0])
+            # Every backend and autovacuum worker that exited, of any database.
+            add("PostgreSQL, exited", self.postgres.postmaster, times[1])
         for pid in slurmctld_pids():  # looked up each time: a test may restart it
             times = proc_times(pid)
             if times is not None:
                 add("slurmctld", pid, times[0])
-        return Snapshot(time.perf_counter(), machine_busy(), by_pid, *self.postgres.counters())
+        seen = {pid for pids in by_pid.values() for pid in pids} | {os.getpid()}
+        others = {pid: value for pid, value in all_processes().items() if pid not in seen}
+        return Snapshot(time.perf_counter(), machine_busy(), by_pid, *self.postgres.counters(),
+                        others)
 
     @staticmethod
     def spent(before: Snapshot, after: Snapshot) -> dict[str, float]:
@@ -231,6 +254,14 @@ class Meter:
                                   for pid, seconds in pids.items())
         spent["machine (all processes)"] = after.busy - before.busy
         return spent
+
+    @staticmethod
+    def busiest(before: Snapshot, after: Snapshot, count: int = 4) -> list[tuple[float, str]]:
+        """The other processes that spent the most CPU seconds between two snapshots (one
+        that started meanwhile counts from zero), with their command names."""
+        spent = [(seconds - before.others.get(pid, ("", 0.0))[1], f"{command} ({pid})")
+                 for pid, (command, seconds) in after.others.items()]
+        return sorted(spent, reverse=True)[:count]
 
     @staticmethod
     def database(before: Snapshot, after: Snapshot) -> tuple[int, int, int]:
@@ -257,6 +288,7 @@ class Phase:
     sessions: int = 0
     transactions: int = 0
     sessions_elsewhere: int = 0
+    busiest_others: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -294,7 +326,7 @@ def get_jobs(config: str, replicas: list[Gateway], ids_file: Path, clients: int,
     cpu = Meter.spent(before, after)
     cpu["load generator (wrk)"] = usage.ru_utime + usage.ru_stime
     return Phase(config, "getJob", count, micros / 1e6, p50 / 1000, p99 / 1000, faults, cpu,
-                 *Meter.database(before, after))
+                 *Meter.database(before, after), Meter.busiest(before, after))
 
 
 def launch(config: str, replicas: list[Gateway], name: str, count: int, clients: int,
@@ -364,7 +396,8 @@ def launch(config: str, replicas: list[Gateway], name: str, count: int, clients:
         raise SystemExit(f"no launch answered: {faults[:3]}")
     ms = [value * 1000 for value in latencies]
     return (Phase(config, "launchJob", len(ids), seconds, percentile(ms, 0.5),
-                  percentile(ms, 0.99), faults, cpu, *Meter.database(before, after)), ids)
+                  percentile(ms, 0.99), faults, cpu, *Meter.database(before, after),
+                  Meter.busiest(before, after)), ids)
 
 
 # --- set-up ---------------------------------------------------------------------------------
@@ -437,13 +470,15 @@ def store_check(url: str, names: list[str]) -> list[str]:
 # --- report ---------------------------------------------------------------------------------
 
 COLUMNS = {"serve A": "A", "serve B": "B", "serve's commands": "cmds",
-           "PostgreSQL, run's backends": "PG run", "PostgreSQL, rest": "PG rest",
+           "PostgreSQL, run's backends": "PG run", "PostgreSQL, exited": "PG exited",
+           "PostgreSQL, server": "PG server",
            "slurmctld": "slurmctld", "load generator": "load gen",
            "machine (all processes)": "machine", "PostgreSQL, other databases": "PG other"}
 """The CPU table's columns: A and B are the serve processes, cmds the commands they ran
-(sbatch, squeue), PG run the backends of the run's database, PG rest the postmaster (with
-every backend that exited) and PostgreSQL's own workers, machine the whole machine, PG other
-the backends of other databases (other users of the server: not this run's work)."""
+(sbatch, squeue), PG run the live backends of the run's database, PG exited every backend
+that exited (the postmaster's reaped children: the run's pool overflow connections, and any
+other database's), PG server the postmaster and PostgreSQL's own workers, machine the whole
+machine, PG other the live backends of other databases (other users of the server)."""
 
 
 def report(phases: list[Phase], clients: int) -> None:
@@ -469,6 +504,12 @@ def report(phases: list[Phase], clients: int) -> None:
         share["load generator"] = next(v for k, v in share.items() if k.startswith("load gen"))
         print(f"{phase.config:<10} {phase.kind:<9} "
               + " ".join(f"{share.get(column, 0.0):8.0f}%" for column in COLUMNS))
+    print()
+    print("busiest processes outside the run during each phase (% of one core)")
+    for phase in phases:
+        print(f"{phase.config:<10} {phase.kind:<9} " + ", ".join(
+            f"{command} {value / phase.seconds * 100:.0f}%"
+            for value, command in phase.busiest_others))
     print()
     for kind in ("getJob", "launchJob"):
         one = [p.rate for p in phases if p.kind == kind and p.config.startswith("one")]
