@@ -133,10 +133,12 @@ def all_processes() -> dict[int, tuple[str, float]]:
     return found
 
 
-def machine_busy() -> float:
-    """Core-seconds the whole machine has been busy (not idle, not waiting for I/O)."""
+def machine_busy() -> tuple[float, float]:
+    """Core-seconds the whole machine has been busy (not idle, not waiting for I/O, not
+    stolen), and core-seconds the hypervisor gave to others (steal: a virtual machine whose
+    host is busy runs slower without being busier)."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(values[:8]) - values[3] - values[4]) / CLOCK
+    return (sum(values[:7]) - values[3] - values[4]) / CLOCK, values[7] / CLOCK
 
 
 class Postgres:
@@ -197,7 +199,7 @@ class Snapshot:
     """CPU seconds by what spends them, per process, at one moment."""
 
     at: float
-    busy: float
+    busy: tuple[float, float]
     by_pid: dict[str, dict[int, float]]
     sessions: int
     transactions: int
@@ -256,7 +258,8 @@ class Meter:
             earlier = before.by_pid.get(category, {})
             spent[category] = sum(seconds - earlier.get(pid, 0.0)
                                   for pid, seconds in pids.items())
-        spent["machine (all processes)"] = after.busy - before.busy
+        spent["machine (all processes)"] = after.busy[0] - before.busy[0]
+        spent["stolen by the hypervisor"] = after.busy[1] - before.busy[1]
         return spent
 
     @staticmethod
@@ -478,12 +481,14 @@ COLUMNS = {"serve A": "A", "serve B": "B", "serve's commands": "cmds",
            "PostgreSQL, run's backends": "PG run", "PostgreSQL, exited": "PG exited",
            "PostgreSQL, server": "PG server",
            "slurmctld": "slurmctld", "load generator": "load gen",
-           "machine (all processes)": "machine", "PostgreSQL, other databases": "PG other"}
+           "machine (all processes)": "machine", "PostgreSQL, other databases": "PG other",
+           "stolen by the hypervisor": "stolen"}
 """The CPU table's columns: A and B are the serve processes, cmds the commands they ran
 (sbatch, squeue), PG run the live backends of the run's database, PG exited every backend
 that exited (the postmaster's reaped children: the run's pool overflow connections, and any
 other database's), PG server the postmaster and PostgreSQL's own workers, machine the whole
-machine, PG other the live backends of other databases (other users of the server)."""
+machine, PG other the live backends of other databases (other users of the server), stolen
+the time the hypervisor ran other guests on this machine's virtual cores."""
 
 
 def report(phases: list[Phase], clients: int) -> None:
