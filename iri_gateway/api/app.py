@@ -41,7 +41,7 @@ def build_engine(settings: Settings) -> Engine:
     registry, notes = registry_for_this_machine(ProfileRegistry.from_paths(paths))
     for note in notes:
         logger.warning("%s", note)
-    store = JobStore(settings.store_url)
+    store = JobStore(settings.store_url, pool_size=settings.database_pool_size)
     try:
         replica = Replica(store, timeout=settings.replica_timeout)
     except BaseException:

@@ -429,6 +429,14 @@ class Engine:
             raise JobNotFoundError(f"no job {job_id!r}")
         return record
 
+    def known(self, *, owner: str, job_id: str) -> JobRecord | None:
+        """The job `job_id` of `owner` if the store holds it in memory, without I/O (None:
+        it must be read with `get`); JobNotFoundError when it is someone else's."""
+        record = self.store.cached(job_id)
+        if record is not None and record.owner != owner:
+            raise JobNotFoundError(f"no job {job_id!r}")
+        return record
+
     def jobs(
         self,
         *,

@@ -82,6 +82,12 @@ class Settings(BaseSettings):
         "one for dead and take over its polling and the submissions it was sending (the "
         "heartbeat is written every fifth of it)",
     )
+    database_pool_size: int = Field(
+        default=24, ge=1,
+        description="PostgreSQL connections each gateway process keeps open (as many more "
+        "are opened for a burst); the database's max_connections must cover every replica's "
+        "twice this",
+    )
     max_request_bytes: int = Field(
         default=1024 * 1024, ge=1024,
         description="Largest request body accepted, in bytes; a larger one is refused with "

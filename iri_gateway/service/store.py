@@ -28,7 +28,7 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
-from iri_gateway.service.database import is_sqlite, open_engine
+from iri_gateway.service.database import DEFAULT_POOL_SIZE, is_sqlite, open_engine
 from iri_gateway.service.migrations import upgrade_schema
 from iri_gateway.service.schema import JobRow
 
@@ -205,13 +205,14 @@ class JobStore:
     """CRUD and state transitions of job records."""
 
     def __init__(self, url: str, *, clock: Any = time.time,
-                 cache_records: int | None = None) -> None:
+                 cache_records: int | None = None,
+                 pool_size: int = DEFAULT_POOL_SIZE) -> None:
         """Open the database at `url` and bring its schema up to date (DatabaseError, one
         line without the password, when it cannot be used).
 
         `cache_records`: how many records to keep in memory; by default `CACHE_RECORDS` on
         SQLite and none on any other database (see below)."""
-        self.engine: Engine = open_engine(url)
+        self.engine: Engine = open_engine(url, pool_size=pool_size)
         upgrade_schema(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._clock = clock
@@ -302,6 +303,10 @@ class JobStore:
         with self._session() as session:
             row = session.get(JobRow, job_id)
             return self._remember(_record(row)) if row else None
+
+    def cached(self, job_id: str) -> JobRecord | None:
+        """The record if this store holds it in memory (SQLite only), without any I/O."""
+        return self._cache.get(job_id)
 
     def _remember(self, record: JobRecord) -> JobRecord:
         self._cache.put(record)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
+from starlette.concurrency import run_in_threadpool
 
 from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.iri_models import StrictBool
@@ -127,7 +128,7 @@ def update_job(
 
 @router.get("/status/{resource_id}/{job_id}", operation_id="getJob", response_model=Job,
             response_model_exclude_none=True, summary="Get Job Status")
-def get_job(
+async def get_job(
     resource_id: str,
     job_id: str,
     engine: EngineDep,
@@ -137,10 +138,13 @@ def get_job(
 ) -> Job:
     """A job's status, from the store (the poller keeps it current).
 
-    On the thread pool, not the event loop: on PostgreSQL every read is a database query
-    (no record cache across replicas), which must not stop the loop's other requests.
+    A job the store holds in memory (SQLite) is answered on the event loop; any other read
+    is a database query (always on PostgreSQL: no record cache across replicas), run on the
+    thread pool so that a slow database does not stop the loop's other requests.
     """
-    record = _owned(engine, principal, resource_id, job_id)
+    record = engine.known(owner=principal.user, job_id=job_id)
+    if record is None or record.resource_id != resource_id:
+        record = await run_in_threadpool(_owned, engine, principal, resource_id, job_id)
     return job_view(record, include_spec=bool(include_spec))
 
 
