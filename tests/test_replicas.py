@@ -256,36 +256,3 @@ def test_the_reconcile_leaves_a_live_replicas_submission_and_takes_a_dead_ones(
     assert done.state == JobState.COMPLETED and done.claimed_by is None
     assert b.reconcile(settle=5) == []
 
-
-def test_concurrent_reads_reuse_the_pools_connections(postgres_url: str) -> None:  # noqa: F811
-    """16 threads reading at once keep using the pool's connections: the server sees no new
-    session per read (with SQLAlchemy's default pool of 5 it saw hundreds, each 10 ms of its
-    CPU)."""
-    from sqlalchemy import text
-    from sqlalchemy.engine import make_url
-
-    store = JobStore(postgres_url)
-    job = new_job(store)
-    name = make_url(postgres_url).database
-
-    def sessions() -> int:
-        with store.engine.connect() as connection:
-            return int(connection.execute(text(
-                "SELECT sessions FROM pg_stat_database WHERE datname = :name"),
-                {"name": name}).scalar_one())
-
-    before = sessions()
-    start = threading.Barrier(16)
-
-    def reader() -> None:
-        start.wait()
-        for _ in range(50):
-            assert store.get(job.id) is not None
-
-    threads = [threading.Thread(target=reader) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    opened = sessions() - before
-    assert opened <= 16, f"{opened} new sessions for 800 reads by 16 threads"
