@@ -333,9 +333,11 @@ def test_single_launcher_warns_about_idle_processes(registry: ProfileRegistry) -
     assert any("starts one process" in w for w in plan.warnings)
 
 
-def test_unknown_container_fields_are_warned_about(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "perlmutter-gpu", job(container={"image": IMAGE, "colour": "red"}))
-    assert plan.warnings == ["container.colour: not a field this gateway knows; ignored"]
+def test_unknown_container_fields_are_refused(registry: ProfileRegistry) -> None:
+    problems = problems_for(
+        registry, "perlmutter-gpu", job(container={"image": IMAGE, "colour": "red"})
+    )
+    assert fields(problems) == ["container.colour"]
 
 
 def test_runtime_none_runs_bare_and_says_the_image_is_unused(registry: ProfileRegistry) -> None:

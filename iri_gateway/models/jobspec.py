@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -74,6 +75,24 @@ JsonInt = Annotated[int, BeforeValidator(whole_number)]
 PositiveInt = Annotated[JsonInt, Field(ge=1)]
 
 MPI_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec"})
+
+CONTAINER_ALIASES = {"network_mode": "network"}
+"""Names from the IRI container discussion accepted for `Container` fields: alias -> field."""
+JOB_ALIASES = {"container_runtime": "container"}
+"""Names from the IRI container discussion accepted for `JobSpec` fields: alias -> field."""
+
+
+def one_name_each(data: Any, aliases: dict[str, str]) -> Any:
+    """A field given under its name and its alias at once is ambiguous: refuse it, naming both,
+    rather than let one silently win."""
+    if isinstance(data, dict):
+        for alias, name in aliases.items():
+            if alias in data and name in data:
+                raise ValueError(
+                    f"{name!r} and {alias!r} are the same field ({alias!r} is an alias); "
+                    "give one of them"
+                )
+    return data
 
 _ATTRIBUTES_DESCRIPTION = (
     "Optional, type-specific metadata for this object (official IRI `attributes` field)."
@@ -208,7 +227,10 @@ class Container(_Open):
         description="Extension: CDI device names, e.g. 'nvidia.com/gpu=all'.",
     )
     network: Literal["host", "none"] = Field(
-        default="host", description="Extension: container network; 'host' (default) or 'none'."
+        default="host",
+        validation_alias=AliasChoices("network", "network_mode"),
+        description="Extension: container network; 'host' (default) or 'none'. Also accepted "
+        "as `network_mode` (the IRI container discussion's name); not both.",
     )
     workdir: NonEmptyStr | None = Field(
         default=None,
@@ -224,6 +246,11 @@ class Container(_Open):
         description="Extension: alternative hardware-specific images; the gateway picks the "
         "highest-priority flavour whose requirements hold and whose job negotiates there.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases_once(cls, data: Any) -> Any:
+        return one_name_each(data, CONTAINER_ALIASES)
 
     @model_validator(mode="after")
     def _image_or_flavours(self) -> Container:
@@ -307,8 +334,16 @@ class RoleContainer(_Open):
     gpu: bool | None = Field(default=None, description="Give the members the node's GPUs")
     devices: NonEmptyTextList | None = Field(default=None, description="CDI device names")
     network: Literal["host", "none"] | None = Field(
-        default=None, description="'host' or 'none'; members reach each other only with 'host'"
+        default=None,
+        validation_alias=AliasChoices("network", "network_mode"),
+        description="'host' or 'none'; members reach each other only with 'host'. Also "
+        "accepted as `network_mode`; not both.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases_once(cls, data: Any) -> Any:
+        return one_name_each(data, CONTAINER_ALIASES)
     workdir: NonEmptyStr | None = Field(default=None, description="Working directory inside")
     extra_options: ExtraOptions = Field(
         default_factory=dict, description="Options added after the job's, per runtime"
@@ -368,7 +403,10 @@ class JobSpec(_Unicode):
         "entrypoint is replaced by it.",
     )
     container: Container | None = Field(
-        default=None, description="Container specification for containerized execution"
+        default=None,
+        validation_alias=AliasChoices("container", "container_runtime"),
+        description="Container specification for containerized execution. Also accepted as "
+        "`container_runtime` (the IRI container discussion's name); not both.",
     )
     arguments: Arguments = Field(
         default_factory=list,
@@ -409,6 +447,11 @@ class JobSpec(_Unicode):
         "members find each other by name (master1, worker1, ...). Top-level fields are the "
         "defaults of every role.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases_once(cls, data: Any) -> Any:
+        return one_name_each(data, JOB_ALIASES)
 
     @model_validator(mode="after")
     def _role_names_unique(self) -> JobSpec:

@@ -108,7 +108,7 @@ def _negotiate_one(
     workdir: str | None = JOB_DIRECTORY if spec.directory else None
     network = "host"
     if container is not None:
-        ctr.check_unknown_fields(container, warnings)
+        ctr.check_unknown_fields(container, problems)
         use_gpu = container.gpu if container.gpu is not None else use_gpu
         use_mpi = container.mpi if container.mpi is not None else use_mpi
         workdir = container.workdir or workdir

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from functools import lru_cache
 
 from iri_gateway.errors import Problem
 from iri_gateway.models.images import ImageFormError, parse_image
-from iri_gateway.models.jobspec import Container
+from iri_gateway.models.jobspec import CONTAINER_ALIASES, Container, VolumeMount
 from iri_gateway.models.plan import Mount
 from iri_gateway.models.profile import Resource, RuntimeConfig, device_offered
 from iri_gateway.runtimes import RUNTIMES, Runtime
@@ -51,10 +52,29 @@ def choose_runtime(
     return ContainerChoice(RUNTIMES[wanted], config)
 
 
-def check_unknown_fields(container: Container, warnings: list[str]) -> None:
-    """Fields this gateway does not know are flagged, not silently dropped."""
+def check_unknown_fields(container: Container, problems: list[Problem]) -> None:
+    """A field this gateway does not know is refused, with the closest known name.
+
+    The official `Container` allows extra fields, so the model accepts them; but a field
+    the gateway ignored would run the job other than asked (`network_mode: none` on the
+    host network), so negotiation refuses it instead.
+    """
     for key in container.model_extra or {}:
-        warnings.append(f"container.{key}: not a field this gateway knows; ignored")
+        problems.append(_unknown(f"container.{key}", key, _CONTAINER_FIELDS))
+    for index, mount in enumerate(container.volume_mounts):
+        for key in mount.model_extra or {}:
+            problems.append(_unknown(
+                f"container.volume_mounts[{index}].{key}", key, tuple(VolumeMount.model_fields)
+            ))
+
+
+_CONTAINER_FIELDS = (*Container.model_fields, *CONTAINER_ALIASES)
+
+
+def _unknown(where: str, key: str, known: tuple[str, ...]) -> Problem:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+    offered = f"did you mean {close[0]!r}? known: " if close else "known: "
+    return Problem(where, "not a field this gateway knows", offered + ", ".join(sorted(known)))
 
 
 def check_image(
