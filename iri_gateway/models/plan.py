@@ -31,6 +31,9 @@ class JobShape:
     memory_mib: int | None
     walltime_seconds: int | None
     exclusive: bool
+    # GPUs reserved per node for a job that gives its container GPUs without a per-process
+    # count, under the site's `gpu_default_request: whole-node`: all of a node's.
+    whole_node_gpus: int = 0
 
     @property
     def processes_on_busiest_node(self) -> int:
@@ -41,6 +44,9 @@ class JobShape:
 
     @property
     def gpus_per_node(self) -> int:
+        """GPUs the scheduler is asked for on each node."""
+        if self.whole_node_gpus:
+            return self.whole_node_gpus
         return self.gpus_per_process * self.processes_on_busiest_node
 
 
@@ -116,6 +122,7 @@ def role_shape(role: RoleDecision) -> JobShape:
         memory_mib=member.memory_mib,
         walltime_seconds=member.walltime_seconds,
         exclusive=member.exclusive,
+        whole_node_gpus=member.whole_node_gpus,
     )
 
 
@@ -170,7 +177,13 @@ class GpuView(BaseModel):
 
     flags: list[str] = Field(description="Vendor flags passed to the runtime")
     devices: list[str] = Field(description="CDI devices passed to the runtime")
-    gpus_per_node: int = Field(description="GPUs requested per node")
+    gpus_per_node: int = Field(description="GPUs reserved from the scheduler per node")
+    request: Literal["per-process", "whole-node", "none"] = Field(
+        default="per-process",
+        description="How they were reserved: 'per-process' (resources.gpu_cores_per_process), "
+        "'whole-node' (none named; the site's gpu_default_request reserved every GPU of each "
+        "node) or 'none' (nothing reserved: the resource's scheduler reserves no GPUs)",
+    )
 
 
 class MpiView(BaseModel):

@@ -460,6 +460,12 @@ class SchedulerConfig(_Strict):
         description="How GPUs are requested: Slurm --gpus-per-task (default), "
         "--gpus-per-node or --gres; PBS: ngpus in the select chunk (default)",
     )
+    gpu_default_request: Literal["whole-node", "refuse"] = Field(
+        default="whole-node",
+        description="A job that gives its container GPUs (container.gpu, container.devices) "
+        "without resources.gpu_cores_per_process: 'whole-node' reserves every GPU of each of "
+        "its nodes (in the gpu_request form), 'refuse' rejects it naming what to add",
+    )
     allowed_custom_attributes: list[str] = Field(
         default_factory=list,
         description="JobSpec custom_attributes keys passed on as scheduler options",

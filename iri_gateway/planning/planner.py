@@ -34,11 +34,13 @@ def describe(decision: Decision, script: str) -> Plan:
     resource = decision.resource.resource
     shape = decision.shape
     gpu = None
-    if decision.use_gpu:
+    if decision.use_gpu or decision.devices:
         gpu = GpuView(
             flags=list(decision.gpu_flags),
             devices=list(decision.devices),
             gpus_per_node=shape.gpus_per_node,
+            request="whole-node" if shape.whole_node_gpus
+            else "per-process" if shape.gpus_per_process else "none",
         )
     mpi = None
     if decision.use_mpi and resource.mpi is not None:
@@ -65,7 +67,8 @@ def describe(decision: Decision, script: str) -> Plan:
                 RoleView(name=role.name, count=role.count, members_per_node=role.per_node,
                          node_count=role.node_count, runtime=role.decision.runtime,
                          image=role.decision.image,
-                         gpus_per_member=role.decision.shape.gpus_per_process)
+                         gpus_per_member=role.decision.shape.gpus_per_process
+                         or role.decision.shape.whole_node_gpus)
                 for role in decision.cluster.roles
             ],
         )

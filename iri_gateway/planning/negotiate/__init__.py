@@ -29,6 +29,7 @@ from iri_gateway.planning.negotiate.shape import (
     check_queue_limits,
     choose_queue,
     derive_shape,
+    reserve_default_gpus,
 )
 from iri_gateway.shell import SiteWord
 
@@ -126,6 +127,9 @@ def _negotiate_one(
             ctr.check_mounts(container, choice, problems)
             ctr.check_network(container, choice, problems)
             ctr.check_extra_options(container, choice, problems)
+            if choice.config is not None and (use_gpu or container.devices):
+                field = "container.gpu" if use_gpu else "container.devices"
+                shape = reserve_default_gpus(shape, field, resource, problems, warnings)
     if choice is not None and choice.runtime.slurm_spank_options and (
         resource.scheduler.kind == "slurm"
     ):

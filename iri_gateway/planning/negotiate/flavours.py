@@ -148,7 +148,7 @@ class FlavourChoice:
                         problems.append(mapped)
                 continue
             outcomes[candidate.index] = _outcome(flavour, "chosen", None)
-            if decision.use_gpu and decision.shape.gpus_per_process == 0 and (
+            if decision.use_gpu and decision.shape.gpus_per_node == 0 and (
                 container.gpu is None
             ):
                 decision.warnings.append(

@@ -220,6 +220,14 @@ def _place(role: Role, number: int, decision: Decision, spec: JobSpec, scheduler
             f"{per_node} members per node x {shape.gpus_per_process} GPUs exceed the "
             f"{nodes.gpus.count} GPUs of a node", f"at most {nodes.gpus.count // per_node}",
         ))
+    if shape.whole_node_gpus and per_node > 1:
+        problems.append(Problem(
+            f"{where}.gpu_cores_per_process",
+            f"role {role.name!r}: its members are given GPUs without a count, which reserves a "
+            f"whole node's GPUs for each, but {per_node} members share a node",
+            f"at most {shape.whole_node_gpus // per_node} per member"
+            if shape.whole_node_gpus >= per_node else "one member per node",
+        ))
     cpus = shape.cpus_per_process or 1
     if scheduler != "local" and cpus * per_node > nodes.cpu.cores:
         problems.append(Problem(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from iri_gateway.errors import Problem
 from iri_gateway.models.jobspec import JobSpec, ResourceSpec
 from iri_gateway.models.plan import JobShape
@@ -169,3 +171,31 @@ def check_queue_limits(shape: JobShape, queue: Queue, problems: list[Problem]) -
             f"queue {queue.name!r} takes jobs of at least {queue.min_nodes} nodes",
             f"at least {queue.min_nodes}",
         ))
+
+
+def reserve_default_gpus(
+    shape: JobShape, field: str, resource: Resource, problems: list[Problem],
+    warnings: list[str],
+) -> JobShape:
+    """GPUs given to the container (at `field`) but not asked of the scheduler follow the
+    site's `gpu_default_request`.
+
+    Without it the script would bind GPUs the scheduler never reserved: another job may hold
+    them, or the step sees none. 'whole-node' reserves every GPU of each node (what a job
+    that says "give me the GPUs" on an exclusive node means); 'refuse' asks the user to say.
+    """
+    gpus = resource.nodes.gpus
+    if shape.gpus_per_process or gpus is None:
+        return shape
+    if resource.scheduler.gpu_default_request == "refuse":
+        problems.append(Problem(
+            field, f"the container is given GPUs but none are reserved; {resource.id} needs "
+            "the job to ask for them", "resources.gpu_cores_per_process (e.g. 1), or no GPUs "
+            "(container.gpu: false and no container.devices)",
+        ))
+        return shape
+    warnings.append(
+        f"{field}: no resources.gpu_cores_per_process given; {resource.id} reserves every "
+        f"GPU of each node ({gpus.count} per node)"
+    )
+    return replace(shape, whole_node_gpus=gpus.count)

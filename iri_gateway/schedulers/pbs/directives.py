@@ -17,7 +17,7 @@ def _chunk(shape: JobShape, nodes: Nodes) -> str:
     else:
         ncpus = nodes.cpu.cores if shape.exclusive else per_node
     chunk = [str(shape.node_count), f"ncpus={ncpus}", f"mpiprocs={per_node}"]
-    if shape.gpus_per_process:
+    if shape.gpus_per_node:
         chunk.append(f"ngpus={shape.gpus_per_node}")
     if shape.memory_mib is not None:
         chunk.append(f"mem={shape.memory_mib}mb")

@@ -37,14 +37,14 @@ def _component(decision: Decision, shape: JobShape) -> list[str]:
         lines.append(_line("ntasks-per-node", shape.processes_per_node))
     if shape.cpus_per_process is not None:
         lines.append(_line("cpus-per-task", shape.cpus_per_process))
-    if shape.gpus_per_process:
+    if shape.gpus_per_node:
         style = resource.scheduler.gpu_request_style
-        if style == "gpus-per-task":
-            lines.append(_line("gpus-per-task", shape.gpus_per_process))
-        elif style == "gpus-per-node":
-            lines.append(_line("gpus-per-node", shape.gpus_per_node))
-        else:
+        if style == "gres":
             lines.append(_line("gres", f"gpu:{shape.gpus_per_node}"))
+        elif style == "gpus-per-task" and not shape.whole_node_gpus:
+            lines.append(_line("gpus-per-task", shape.gpus_per_process))
+        else:  # gpus-per-node, and a whole node's GPUs, which no per-task figure expresses
+            lines.append(_line("gpus-per-node", shape.gpus_per_node))
     if shape.memory_mib is not None:
         lines.append(_line("mem", f"{shape.memory_mib}M"))
     if shape.walltime_seconds is not None:
@@ -127,8 +127,8 @@ def cluster_layout(decision: Decision) -> ClusterLayout:
         shape = role.decision.shape
         if shape.cpus_per_process is not None:
             words.append(f"--cpus-per-task={shape.cpus_per_process}")
-        if shape.gpus_per_process:
-            words.append(_step_gpus(decision, shape.gpus_per_process))
+        if shape.gpus_per_process or shape.whole_node_gpus:
+            words.append(_step_gpus(decision, shape.gpus_per_process or shape.whole_node_gpus))
         # Members sharing a node are separate steps: each takes only what it asks for.
         words.append("--exact")
         launchers.append(words)
