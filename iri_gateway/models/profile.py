@@ -371,6 +371,12 @@ class RuntimeConfig(_Strict):
         description="Image reference forms accepted (translated to the runtime's own form)"
     )
     staging: ImageStaging = Field(default_factory=ImageStaging, description="Image staging")
+    oci_mode: bool = Field(
+        default=False,
+        description="Apptainer only: the site's Apptainer runs containers in OCI mode "
+        "(Apptainer >= 1.3 with its OCI runtime installed); every launch gets `--oci`, and "
+        "only then can CDI devices (gpu.cdi_devices, container.devices) be given",
+    )
     allowed_extra_options: list[str] = Field(
         default_factory=list,
         description="Regular expressions; a job's extra option must match one fully",
@@ -436,6 +442,21 @@ class Runtimes(_Strict):
                 f"default runtime {self.default!r} is not configured; configured: "
                 f"{', '.join(self.available()) or 'none'}"
             )
+        for name, config in (self.__pydantic_extra__ or {}).items():
+            if config is None:
+                continue
+            runtime = RUNTIMES[name]
+            if config.oci_mode and runtime.oci_mode_flag is None:
+                raise ValueError(f"{name}.oci_mode: {name} has no OCI mode (an Apptainer "
+                                 "setting)")
+            if config.gpu is not None and config.gpu.cdi_devices and (
+                not runtime.injects_cdi(config)
+            ):
+                if runtime.supports_cdi:
+                    raise ValueError(f"{name}.gpu.cdi_devices: {name} injects CDI devices "
+                                     f"only in OCI mode ({runtime.oci_mode_flag}); set "
+                                     "oci_mode: true, or give GPUs by vendor flags")
+                raise ValueError(f"{name}.gpu.cdi_devices: {name} cannot inject CDI devices")
         return self
 
 

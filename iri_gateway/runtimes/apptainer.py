@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from iri_gateway.models import images
 from iri_gateway.models.images import ImageRef
 from iri_gateway.runtimes.base import Invocation, Runtime, command_of, site_binds, site_flags
+from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
@@ -25,13 +26,17 @@ class Apptainer(Runtime):
     )
     rank = 10
     supports_network_none = True
-    supports_cdi = True
+    supports_cdi = True  # in OCI mode only
+    oci_mode_flag = "--oci"
 
     def image_reference(self, ref: ImageRef) -> str | None:
         return images.for_apptainer(ref)
 
     def invocation(self, decision: Decision) -> Invocation:
         options: list[str] = ["exec" if decision.spec.executable else "run"]
+        config = decision.runtime_config
+        if config is not None and config.oci_mode:
+            options.append(SiteWord(self.oci_mode_flag))
         options += site_flags(decision)
         if not decision.spec.inherit_environment:
             options.append("--cleanenv")

@@ -61,6 +61,9 @@ class Runtime(ABC):
     """The runtime can run a container without a network (`container.network: none`)."""
     supports_cdi: ClassVar[bool] = False
     """The runtime can inject CDI devices (`container.devices`)."""
+    oci_mode_flag: ClassVar[str | None] = None
+    """The flag of the runtime's OCI mode, for a runtime that injects CDI devices only in it
+    (Apptainer: `--oci`); a profile turns the mode on with `oci_mode: true`."""
     binds_hosts_file: ClassVar[bool] = True
     """The runtime can bind the members' hosts file at /etc/hosts (needed by cluster jobs)."""
     binds_job_directory: ClassVar[bool] = False
@@ -82,6 +85,12 @@ class Runtime(ABC):
     @abstractmethod
     def invocation(self, decision: Decision) -> Invocation:
         """Options, image and command for the launch line."""
+
+    def injects_cdi(self, config: RuntimeConfig | None) -> bool:
+        """True when the runtime, configured as `config`, can inject CDI devices."""
+        if not self.supports_cdi:
+            return False
+        return self.oci_mode_flag is None or (config is not None and config.oci_mode)
 
     def installed(self, config: RuntimeConfig, which: Which) -> bool:
         """True when this machine has the runtime (a `local` resource offers only those)."""

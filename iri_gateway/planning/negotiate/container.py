@@ -122,10 +122,16 @@ def check_gpu(
     name = choice.runtime.name
     if container.devices:
         offered = binding.cdi_devices if binding else []
-        if not offered or not choice.runtime.supports_cdi:
+        instead = "vendor GPU flags via container.gpu" if binding and binding.flags else None
+        if choice.runtime.supports_cdi and not choice.runtime.injects_cdi(config):
             problems.append(Problem(
-                "container.devices", f"{name} here cannot inject CDI devices",
-                "vendor GPU flags via container.gpu" if binding and binding.flags else None,
+                "container.devices", f"{name} injects CDI devices only in OCI mode "
+                f"({choice.runtime.oci_mode_flag}), which {resource.id} does not run it in "
+                f"(the profile's runtimes.{name}.oci_mode)", instead,
+            ))
+        elif not offered or not choice.runtime.supports_cdi:
+            problems.append(Problem(
+                "container.devices", f"{name} here cannot inject CDI devices", instead,
             ))
         else:
             for index, device in enumerate(container.devices):
@@ -144,7 +150,7 @@ def check_gpu(
         return
     if container.devices:
         return
-    if binding.default_devices and choice.runtime.supports_cdi:
+    if binding.default_devices and choice.runtime.injects_cdi(config):
         choice.devices = list(binding.default_devices)
     elif binding.flags or binding.env:
         choice.gpu_flags = [SiteWord(flag) for flag in binding.flags]
