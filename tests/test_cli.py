@@ -124,7 +124,8 @@ def test_plan_prints_json(job_file: Path) -> None:
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["runtime"] == "podman-hpc"
-    assert plan["gpu"] == {"flags": ["--gpu"], "devices": [], "gpus_per_node": 1}
+    assert plan["gpu"] == {"flags": ["--gpu"], "devices": [], "gpus_per_node": 1,
+                           "request": "per-process"}
     assert plan["pre_submit"] == [["podman-hpc", "pull", "docker.io/library/ubuntu:22.04"]]
     render = cli("render", str(job_file), "-r", "perlmutter-gpu")
     assert plan["script"] == render.stdout, "the preview is the script, byte for byte"
@@ -157,6 +158,31 @@ def test_capabilities_show_the_file_roots_a_user_may_use() -> None:
                      "/pscratch/sd/{account_initial}/{account}"]
     table = cli("capabilities", "-r", "perlmutter-gpu", env={"COLUMNS": "200"})
     assert "/pscratch/sd/{account_initial}/{account}" in table.stdout
+
+
+def test_capabilities_table_shows_what_a_job_may_ask_of_each_runtime() -> None:
+    """Mount sources, networks, CDI devices and the extra-option allow-list, as in the JSON;
+    patterns are shown as written (`[kmg]` is not taken for markup)."""
+    table = cli("capabilities", "-r", "cdi-gpu", env={"COLUMNS": "250"})
+    assert table.returncode == 0, table.stderr
+    text = table.stdout
+    assert "Container runtimes: what a job may ask of each" in text
+    rows = {line.split("│")[2].strip(): line for line in text.splitlines()
+            if line.startswith("│ cdi-gpu") and "│ host" in line}
+    assert set(rows) == {"apptainer", "podman *"}
+    podman = [cell.strip() for cell in rows["podman *"].split("│")]
+    assert podman[3:7] == ["/home", "host, none", "nvidia.com/gpu=*", "--read-only"]
+    assert "--shm-size=[0-9]+[kmg]?" in text
+    assert "/scratch" in text and "read-write" in text
+    assert "(OCI mode: --oci)" in text and "--writable-tmpfs" in text
+    assert "without a count: refused" in text
+    document = json.loads(cli("capabilities", "--json", "-r", "cdi-gpu").stdout)[0]
+    assert document["gpu_default_request"] == "refuse"
+    assert [r["oci_mode"] for r in document["runtimes"]] == [True, False]
+    frontier = cli("capabilities", "-r", "frontier", env={"COLUMNS": "250"}).stdout
+    for shown in ("/lustre/orion", "/ccs/proj", "host, none", "--writable-tmpfs", "--contain",
+                  "--no-home", "without a count: whole node"):
+        assert shown in frontier, shown
 
 
 def test_profile_check_passes_on_the_shipped_profiles() -> None:
@@ -192,6 +218,6 @@ def test_profile_schema_matches_the_shipped_file() -> None:
     [(3600, "1h"), (1800, "30m"), (5400, "1h30m"), (90, "1m30s"), (172800, "48h")],
 )
 def test_human_duration(seconds: int, text: str) -> None:
-    from iri_gateway.cli.app import human_duration
+    from iri_gateway.cli.views import human_duration
 
     assert human_duration(seconds) == text

@@ -67,15 +67,6 @@ ResourceOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def human_duration(seconds: int) -> str:
-    """3600 -> '1h', 1800 -> '30m', 5400 -> '1h30m', 90 -> '1m30s'."""
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
-             f"{secs}s" if secs else ""]
-    return "".join(parts) or "0s"
-
-
 def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     consoles.err().print(message, markup=False)
     raise typer.Exit(code)
@@ -176,6 +167,7 @@ def capabilities(
     as_json: JsonOption = False,
 ) -> None:
     """Show every resource of the loaded profiles: hardware, queues, runtimes, MPI."""
+    from iri_gateway.cli.views import capabilities_tables
     from iri_gateway.profiles.capabilities import capabilities as capabilities_of
 
     registry = _registry(profile)
@@ -187,67 +179,11 @@ def capabilities(
     if as_json:
         sys.stdout.write(json.dumps([d.model_dump() for d in documents], indent=2) + "\n")
         return
-    from rich.table import Table
-
-    table = Table(title="Resources", show_lines=True)
-    table.add_column("resource", no_wrap=True)
-    for column in ("scheduler", "nodes", "GPUs / node", "queues", "runtimes", "MPI"):
-        table.add_column(column)
-    facts = Table(title="Hardware facts (for flavour requirements)", show_lines=True)
-    facts.add_column("resource", no_wrap=True)
-    facts.add_column("facts")
-    files = Table(title="Folders a job may use and a user may read", show_lines=True)
-    files.add_column("resource", no_wrap=True)
-    files.add_column("granted roots (besides the job folders the gateway makes)")
-    for doc in documents:
-        hardware = doc.hardware
-        gpus = "-"
-        if hardware["gpu_count"]:
-            version = hardware.get("nvidia_cuda") or hardware.get("rocm")
-            gpus = f"{hardware['gpu_count']} x {hardware['gpu_vendor']} {hardware['gpu_model']}"
-            gpus += f" ({'CUDA' if 'nvidia_cuda' in hardware else 'ROCm'} {version})" \
-                if version else ""
-        queues = "\n".join(
-            f"{q.name}{' *' if q.default else ''}"
-            + (f" <= {human_duration(q.max_walltime)}" if q.max_walltime else "")
-            + (f", <= {q.max_nodes} nodes" if q.max_nodes else "")
-            for q in doc.queues
-        )
-        runtimes = "\n".join(
-            f"{r.name}{' *' if r.default else ''}"
-            + (f"\n  gpu: {r.gpu}" if r.gpu else "")
-            + (f"\n  mpi: {r.mpi}" if r.mpi else "")
-            for r in doc.runtimes
-        )
-        mpi = f"{doc.mpi['flavour']} via {doc.mpi['launcher']}" if doc.mpi else "-"
-        table.add_row(
-            f"{doc.resource}\n{doc.facility}{' (example)' if doc.example_profile else ''}",
-            doc.scheduler + (
-                f"\ncluster jobs: <= {doc.cluster_jobs.max_roles} roles, "
-                f"<= {doc.cluster_jobs.max_members} members"
-                if doc.cluster_jobs.enabled else "\nno cluster jobs"
-            ),
-            f"{hardware['node_count']} x {hardware['cpu_cores']} cores, "
-            f"{hardware['memory_gib']:g} GiB",
-            gpus,
-            queues,
-            runtimes or "none",
-            mpi,
-        )
-        facts.add_row(doc.resource,
-                      "\n".join(f"{name}: {_fact(value)}" for name, value in hardware.items()))
-        files.add_row(doc.resource, "\n".join(doc.file_roots) or "none: job folders only")
     out = consoles.out()
-    out.print(table)
-    out.print("* default")
-    out.print(facts)
-    out.print(files)
-
-
-def _fact(value: object) -> str:
-    if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    for number, table in enumerate(capabilities_tables(documents)):
+        out.print(table)
+        if number == 0:
+            out.print("* default")
 
 
 @app.command()

@@ -7,7 +7,7 @@ hand-written, so flavour requirements can be checked against them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -40,6 +40,9 @@ class RuntimeCapability(BaseModel):
     image_forms: list[str]
     allowed_extra_options: list[str]
     image_staging: str
+    oci_mode: bool = Field(
+        default=False, description="Apptainer runs in OCI mode (`--oci`), taking CDI devices"
+    )
 
 
 class Capabilities(BaseModel):
@@ -56,6 +59,11 @@ class Capabilities(BaseModel):
     mpi: dict[str, Any] | None
     runtimes: list[RuntimeCapability]
     allowed_custom_attributes: list[str]
+    gpu_default_request: Literal["whole-node", "refuse"] = Field(
+        default="whole-node",
+        description="A job giving its container GPUs without gpu_cores_per_process: "
+        "'whole-node' reserves every GPU of each node, 'refuse' rejects it",
+    )
     cluster_jobs: ClusterJobs = Field(
         description="Cluster jobs (JobSpec roles): whether they run here, and the limits"
     )
@@ -107,6 +115,7 @@ def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapabili
         allowed_extra_options=list(config.allowed_extra_options),
         image_staging=staging.when if staging.when == "never"
         else f"{staging.when}: {' '.join(staging.command)} IMAGE",
+        oci_mode=config.oci_mode,
     )
 
 
@@ -147,6 +156,7 @@ def capabilities(loaded: LoadedResource, *,
         mpi=mpi,
         runtimes=runtimes,
         allowed_custom_attributes=list(resource.scheduler.allowed_custom_attributes),
+        gpu_default_request=resource.scheduler.gpu_default_request,
         cluster_jobs=resource.scheduler.cluster_jobs,
         example_profile=loaded.profile.facility.example,
         file_roots=list(resource.files.roots),
