@@ -137,6 +137,8 @@ COMBOS = (
     Combo("polaris", "apptainer"),
     Combo("aurora", "apptainer"),
     Combo("local", "podman"),
+    Combo("cdi-gpu", "podman"),  # Podman under Slurm, CDI devices
+    Combo("cdi-gpu", "apptainer"),  # Apptainer in OCI mode
     Combo("local", "none"),
     Combo("frontier", "none"),
     Combo("polaris", "none"),

@@ -1,7 +1,7 @@
 """Image flavours on the real test cluster: each resource runs the image it should.
 
 One JobSpec lists two flavours, `cuda` (needs >= 2 GPUs with CUDA > 11) and `cpu` (needs a
-CPU faster than 1400 MHz). The profile's `cluster-gpu` has 4 nvidia GPUs (CUDA 12.2) per node,
+CPU faster than 1400 MHz). The profile's `cluster-gpu` has 2 nvidia GPUs (CUDA 12.2) per node,
 `cluster` and `cluster-ssh` have none. The test images each hold `/etc/iri-flavour` naming
 their flavour (scripts/cluster), so the job's output proves which image really ran.
 """
@@ -72,7 +72,10 @@ def test_each_resource_runs_its_best_flavour(cluster_engine: Engine, cluster: Cl
     assert gpu_outcomes["cuda"]["priority"] == 100
     assert gpu_outcomes["cpu"]["status"] == "outranked"
     assert "cuda" in gpu_outcomes["cpu"]["reason"]
-    # Built for GPUs: the container gets the node's GPUs, but none were asked of Slurm.
+    # Built for GPUs: the container gets the node's GPUs, and with no count in the job the
+    # site's convention (whole-node) reserves them all from Slurm, as the plan says.
+    assert "#SBATCH --gres=gpu:2" in on_gpu.script.splitlines()
+    assert on_gpu.plan["gpu"]["request"] == "whole-node", on_gpu.plan["gpu"]
     assert any("gpu_cores_per_process" in warning for warning in on_gpu.plan["warnings"]), (
         on_gpu.plan["warnings"])
 

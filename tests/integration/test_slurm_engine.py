@@ -155,7 +155,7 @@ def test_cancel_reports_canceled(engine: Engine) -> None:
 
 def test_three_gpus_refused_by_slurm_in_its_own_words(engine: Engine) -> None:
     with pytest.raises(SubmitError) as caught:
-        submit(engine, "cluster-gpu", {
+        submit(engine, "cluster-gpu-overclaimed", {
             "executable": "/bin/true", "resources": {"gpu_cores_per_process": 3},
         })
     assert "Requested node configuration is not available" in caught.value.stderr
