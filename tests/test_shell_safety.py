@@ -334,6 +334,8 @@ def runtime_image(job: HostileJob, combo: Combo) -> str:
     """The image reference the runtime program must receive."""
     if combo.takes_file_images:
         return image_for(job, combo)
+    if combo.runtime == "apptainer":  # an OCI-mode site's: OCI names as docker:// URIs
+        return f"docker://{job.oci[0]}"
     return job.oci[1] if combo.runtime == "shifter" else job.oci[0]
 
 
@@ -1239,7 +1241,10 @@ def assert_cluster_ran_exactly(run: ClusterRun) -> None:
             continue
         container, merged = chain[combo.program]["container"], member.container
         assert merged is not None
-        assert container["image"] == merged["image"], mine
+        given = merged["image"]
+        if combo.runtime == "apptainer" and not combo.takes_file_images:
+            given = f"docker://{given}"  # an OCI-mode site's: OCI names as docker:// URIs
+        assert container["image"] == given, mine
         assert container["command"] == command, mine
         assert container["workdir"] == merged.get("workdir", doc.get("directory")), mine
         binds = [f"{m['source']}:{m['target']}:{'ro' if m['read_only'] else 'rw'}"
