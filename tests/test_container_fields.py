@@ -95,6 +95,18 @@ def test_an_unknown_field_of_a_role_container_names_the_role(
     assert (problems[0].offered or "").startswith("did you mean 'gpu'?")
 
 
+def test_an_unknown_field_beside_flavours_is_the_jobs_not_a_flavours(
+    registry: ProfileRegistry,
+) -> None:
+    flavours = [{"name": "a", "image": IMAGE, "priority": 2},
+                {"name": "b", "image": IMAGE, "priority": 1}]
+    problems = problems_for(registry, "frontier", {
+        "executable": "/bin/app", "container": {"netwrk": "none", "flavours": flavours},
+    })
+    assert [(p.field, p.reason) for p in problems] == [
+        ("container.netwrk", "not a field this gateway knows")]
+
+
 def test_an_official_container_with_extra_fields_still_validates() -> None:
     spec = parse_jobspec(job(container={"image": IMAGE, "colour": "red"}))
     assert spec.container is not None and spec.container.model_extra == {"colour": "red"}

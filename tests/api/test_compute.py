@@ -189,6 +189,24 @@ async def test_job_that_cannot_run_is_422_with_every_problem(
     assert app.state.engine.store.find() == [], "a refused job is not recorded"
 
 
+async def test_container_fields_unknown_or_twice_are_422(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    alice = bearer(app, "alice")
+    image = "docker.io/library/busybox:1.36"
+    typo = {"executable": "/bin/true", "container": {"image": image, "netwrk": "none"}}
+    twice = {"executable": "/bin/true",
+             "container_runtime": {"image": image, "network": "none", "network_mode": "none"}}
+    for body, name, words in ((typo, "container.netwrk", "did you mean 'network'?"),
+                              (twice, "container_runtime", "'network_mode' is an alias")):
+        for path in ("/api/v2/compute/job/local", "/api/v2/compute/plan/local"):
+            response = await client.post(path, json=body, headers={**alice, **PROJECT})
+            assert response.status_code == 422, response.text
+            (param,) = problem_of(response)["invalid_params"]
+            assert param["name"] == name and words in param["reason"], param
+    assert app.state.engine.store.find() == [], "a refused job is not recorded"
+
+
 async def test_plan_capabilities_placement(app: FastAPI, client: httpx.AsyncClient) -> None:
     alice = bearer(app, "alice")
     plan = await client.post("/api/v2/compute/plan/local", json=JOB, headers=alice)

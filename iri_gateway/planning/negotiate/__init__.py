@@ -51,6 +51,11 @@ def negotiate(
     if spec.roles:
         return negotiate_roles(spec, loaded, _negotiate_one)
     if spec.container is not None and spec.container.flavours:
+        # An unknown field is the job's, whichever flavour runs: said once, not per flavour.
+        unknown: list[Problem] = []
+        ctr.check_unknown_fields(spec.container, unknown)
+        if unknown:
+            raise JobRejectedError(loaded.id, unknown)
         choice = flavours or FlavourChoice(spec, spec.container)
         return choice.decide(loaded, _negotiate_flavour)
     return _negotiate_one(spec, loaded)
