@@ -52,6 +52,7 @@ from iri_gateway.models.limits import (
     surrogate_reason,
     unicode_text,
 )
+from iri_gateway.models.platforms import PlatformError, parse_platform
 from iri_gateway.models.runtime_names import RuntimeName
 
 NonEmptyStr = NonEmptyText
@@ -150,6 +151,21 @@ Requirements = Annotated[
 FLAVOUR_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
+def _valid_platform(platform: str) -> str:
+    try:
+        parse_platform(platform)
+    except PlatformError as error:
+        raise ValueError(str(error)) from None
+    return platform
+
+
+ImagePlatform = Annotated[
+    str, Field(max_length=64, examples=["linux/arm64", "linux/amd64"]),
+    BeforeValidator(unicode_text), AfterValidator(_valid_platform),
+]
+"""An OCI platform, `os/arch[/variant]`; kept as written, parsed by `models.platforms`."""
+
+
 class Flavour(_Unicode):
     """Extension: one hardware-specific image of the job; the best one the resource runs wins."""
 
@@ -175,6 +191,12 @@ class Flavour(_Unicode):
     extra_options: ExtraOptions = Field(
         default_factory=dict,
         description="Options added to container.extra_options when this flavour is chosen",
+    )
+    platform: ImagePlatform | None = Field(
+        default=None,
+        description="The OCI platform of this flavour's image, e.g. 'linux/arm64': the "
+        "flavour is chosen only on nodes of that architecture ('arm64' and 'aarch64', "
+        "'amd64' and 'x86_64' are the same)",
     )
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
+from iri_gateway.models.platforms import normalise_arch
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
 from iri_gateway.runtimes import RUNTIMES
 
@@ -210,10 +211,19 @@ class Queue(_Strict):
 class Cpu(_Strict):
     """Per-node CPU facts."""
 
-    arch: str = Field(description="CPU architecture, e.g. 'x86_64', 'aarch64'")
+    arch: str = Field(
+        description="CPU architecture, e.g. 'x86_64', 'aarch64'; other names of the same "
+        "machine ('amd64', 'arm64') are accepted and kept in the kernel's spelling"
+    )
     model: str | None = Field(default=None, description="CPU model name")
     cores: int = Field(ge=1, description="Physical cores per node")
     mhz: int | None = Field(default=None, ge=1, description="Base clock in MHz")
+
+    @field_validator("arch")
+    @classmethod
+    def _one_spelling(cls, arch: str) -> str:
+        """`arm64` and `aarch64` are one machine: facts carry one name, so requirements meet."""
+        return normalise_arch(arch)
 
 
 class Gpus(_Strict):

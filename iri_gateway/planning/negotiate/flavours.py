@@ -17,10 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from iri_gateway.errors import JobRejectedError, Problem
-from iri_gateway.models.constraints import Constraint, first_failure, parse_requirements
+from iri_gateway.models.constraints import (
+    ARCH_FACT,
+    Constraint,
+    first_failure,
+    parse_requirements,
+)
 from iri_gateway.models.jobspec import Container, Flavour, JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Decision, FlavourOutcome, FlavourStatus
+from iri_gateway.models.platforms import parse_platform
 from iri_gateway.planning.negotiate.fields import check_nul
 
 GPU_FACTS = frozenset({"gpu_count", "gpu_vendor", "gpu_model", "gpu_memory_gib",
@@ -36,6 +42,20 @@ class _Candidate:
     flavour: Flavour
     constraints: list[Constraint]
     spec: JobSpec | None = None  # the flavour's job, built on first use
+
+
+def flavour_constraints(flavour: Flavour) -> list[Constraint]:
+    """The flavour's requirements, and its image's `platform` as one more on `cpu_arch`.
+
+    The platform is a requirement like any other, so a flavour built for another machine is
+    refused by the same check, with a reason naming the platform and the node's architecture.
+    """
+    constraints = parse_requirements(flavour.requirements)
+    if flavour.platform is not None:
+        arch = parse_platform(flavour.platform).arch
+        constraints.append(Constraint(ARCH_FACT, "==", (arch,),
+                                      f"== {arch} (platform {flavour.platform})"))
+    return constraints
 
 
 def demands_gpus(constraints: list[Constraint]) -> bool:
@@ -91,7 +111,7 @@ class FlavourChoice:
         self.container = container
         self.candidates = sorted(
             (
-                _Candidate(index, flavour, parse_requirements(flavour.requirements))
+                _Candidate(index, flavour, flavour_constraints(flavour))
                 for index, flavour in enumerate(container.flavours)
             ),
             key=lambda c: (-c.flavour.priority, c.index),
