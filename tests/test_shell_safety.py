@@ -242,6 +242,11 @@ OCI_IMAGES = (  # (reference as given, what Shifter gets)
     ("docker.io/library/python:3.11-slim", "docker:python:3.11-slim"),
     ("registry.example.org:5000/team/app:v1.2", "docker:registry.example.org:5000/team/app:v1.2"),
 )
+QUALIFIED = {  # what Podman and podman-hpc get: the registry spelled out (Docker Hub's default)
+    "ubuntu:22.04": "docker.io/library/ubuntu:22.04",
+    "docker.io/library/python:3.11-slim": "docker.io/library/python:3.11-slim",
+    "registry.example.org:5000/team/app:v1.2": "registry.example.org:5000/team/app:v1.2",
+}
 
 
 @dataclass
@@ -332,7 +337,7 @@ def runtime_image(job: HostileJob, combo: Combo) -> str:
     """The image reference the runtime program must receive."""
     if combo.takes_file_images:
         return image_for(job, combo)
-    return job.oci[1] if combo.runtime == "shifter" else job.oci[0]
+    return job.oci[1] if combo.runtime == "shifter" else QUALIFIED[job.oci[0]]
 
 
 def mount_source(tail: str, combo: Combo) -> str:
@@ -1237,7 +1242,7 @@ def assert_cluster_ran_exactly(run: ClusterRun) -> None:
             continue
         container, merged = chain[combo.program]["container"], member.container
         assert merged is not None
-        assert container["image"] == merged["image"], mine
+        assert container["image"] == QUALIFIED.get(merged["image"], merged["image"]), mine
         assert container["command"] == command, mine
         assert container["workdir"] == merged.get("workdir", doc.get("directory")), mine
         binds = [f"{m['source']}:{m['target']}:{'ro' if m['read_only'] else 'rw'}"
