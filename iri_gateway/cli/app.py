@@ -82,16 +82,23 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 
 
 def _registry(profiles: list[Path] | None) -> ProfileRegistry:
-    """The profiles named, else the shipped ones, whose parsed trees the user's cache keeps."""
+    """The profiles named, else the shipped ones, whose parsed trees the user's cache keeps;
+    resources that ask for it (`nodes.detect`) measured on this machine, notes on stderr."""
     from iri_gateway.profiles.loading import ProfileRegistry
+    from iri_gateway.profiles.local_machine import registry_with_machine
     from iri_gateway.profiles.tree_cache import ProfileTreeCache
 
     try:
         if profiles:
-            return ProfileRegistry.from_paths(profiles)
-        return ProfileRegistry.builtin(ProfileTreeCache.for_user())
+            registry = ProfileRegistry.from_paths(profiles)
+        else:
+            registry = ProfileRegistry.builtin(ProfileTreeCache.for_user())
     except ProfileError as error:
         _fail(f"invalid profile:\n{error}")
+    registry, notes = registry_with_machine(registry)
+    for note in notes:
+        consoles.err().print(f"warning: {note}", markup=False)
+    return registry
 
 
 def _read_job(job: str) -> JobSpec:
@@ -235,7 +242,9 @@ def capabilities(
             mpi,
         )
         facts.add_row(doc.resource,
-                      "\n".join(f"{name}: {_fact(value)}" for name, value in hardware.items()))
+                      "\n".join(f"{name}: {_fact(value)}"
+                                + (" (detected)" if name in doc.detected else "")
+                                for name, value in hardware.items()))
         files.add_row(doc.resource, "\n".join(doc.file_roots) or "none: job folders only")
     out = consoles.out()
     out.print(table)

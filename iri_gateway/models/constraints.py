@@ -54,8 +54,10 @@ STANDARD_FACTS: dict[str, FactKind] = {
     "node_count": FactKind.NUMBER,
     "runtime": FactKind.NAMES,
     "mpi": FactKind.NAME,
+    "cdi_devices": FactKind.NAMES,
 }
-"""The facts every resource's profile yields (computed by `models.facts.hardware_facts`)."""
+"""The facts every resource's profile yields (computed by `models.facts.hardware_facts`);
+`cdi_devices` only where they were detected (`iri_gateway.machine_facts`)."""
 ARCH_FACT = "cpu_arch"
 """The architecture fact: its values and operands compare by machine (`arm64` == `aarch64`)."""
 

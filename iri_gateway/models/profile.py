@@ -252,6 +252,12 @@ class Nodes(_Strict):
     cpu: Cpu = Field(description="CPU facts per node")
     memory_gib: float = Field(gt=0, description="Memory per node, GiB")
     gpus: Gpus | None = Field(default=None, description="GPUs per node; absent when none")
+    detect: bool = Field(
+        default=False,
+        description="Measure the gateway's own machine at start (architecture, cores, CPU MHz, "
+        "memory, NVIDIA/AMD GPUs, CDI devices) and use that instead of what is written here; "
+        "only for resources run by the local scheduler",
+    )
 
 
 class Mpi(_Strict):
@@ -551,6 +557,16 @@ class Resource(_Strict):
                 "from nodes, runtimes and mpi; describe the hardware there instead"
             )
         return labels
+
+    @model_validator(mode="after")
+    def _detect_only_here(self) -> Resource:
+        if self.nodes.detect and self.scheduler.kind != "local":
+            raise ValueError(
+                "nodes.detect measures the gateway's own machine, so it needs scheduler kind "
+                f"'local', not {self.scheduler.kind!r}; describe the nodes of a "
+                f"{self.scheduler.kind} resource by hand"
+            )
+        return self
 
     @model_validator(mode="after")
     def _queues_consistent(self) -> Resource:
