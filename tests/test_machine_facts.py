@@ -182,8 +182,9 @@ def test_detect_is_only_for_the_local_scheduler(tmp_path: Path) -> None:
     path = tmp_path / "site.yaml"
     path.write_text(text.replace("    nodes:\n      count: 4\n",
                                  "    nodes:\n      detect: true\n      count: 4\n", 1))
-    with pytest.raises(ProfileError, match="nodes.detect measures the gateway's own machine, "
-                       "so it needs scheduler kind 'local', not 'slurm'"):
+    with pytest.raises(ProfileError, match=re.escape(
+            "nodes.detect measures the gateway's own machine, so it needs scheduler kind "
+            "'local', not 'slurm'")):
         ProfileRegistry.from_files([path])
 
 

@@ -81,9 +81,11 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _registry(profiles: list[Path] | None) -> ProfileRegistry:
+def _registry(profiles: list[Path] | None, resource: str | None = None,
+              measure: bool = True) -> ProfileRegistry:
     """The profiles named, else the shipped ones, whose parsed trees the user's cache keeps;
-    resources that ask for it (`nodes.detect`) measured on this machine, notes on stderr."""
+    with `measure`, resources that ask for it (`nodes.detect`) measured on this machine (only
+    `resource` when one is named), notes on stderr."""
     from iri_gateway.profiles.loading import ProfileRegistry
     from iri_gateway.profiles.local_machine import registry_with_machine
     from iri_gateway.profiles.tree_cache import ProfileTreeCache
@@ -95,7 +97,9 @@ def _registry(profiles: list[Path] | None) -> ProfileRegistry:
             registry = ProfileRegistry.builtin(ProfileTreeCache.for_user())
     except ProfileError as error:
         _fail(f"invalid profile:\n{error}")
-    registry, notes = registry_with_machine(registry)
+    if not measure:
+        return registry
+    registry, notes = registry_with_machine(registry, only=resource)
     for note in notes:
         consoles.err().print(f"warning: {note}", markup=False)
     return registry
@@ -131,7 +135,7 @@ def render(
     """Print the batch script that would be submitted for JOB on a resource."""
     from iri_gateway.planning.planner import make_plan
 
-    registry = _registry(profile)
+    registry = _registry(profile, resource)
     spec = _read_job(job)
     try:
         plan = make_plan(spec, registry.get(_pick_resource(registry, resource)))
@@ -156,7 +160,7 @@ def plan(
     """
     from iri_gateway.planning.planner import make_plan
 
-    registry = _registry(profile)
+    registry = _registry(profile, resource)
     spec = _read_job(job)
     resource_id = _pick_resource(registry, resource)
     try:
@@ -185,7 +189,7 @@ def capabilities(
     """Show every resource of the loaded profiles: hardware, queues, runtimes, MPI."""
     from iri_gateway.profiles.capabilities import capabilities as capabilities_of
 
-    registry = _registry(profile)
+    registry = _registry(profile, resource)
     try:
         chosen = [registry.get(resource)] if resource else list(registry)
     except GatewayError as error:
@@ -332,7 +336,7 @@ def profile_check(
     """Validate profiles, render sample jobs on every resource and runtime, lint the scripts."""
     from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
 
-    registry = _registry(files)
+    registry = _registry(files, measure=False)
     shellcheck = None
     if not no_shellcheck:
         shellcheck = find_shellcheck()

@@ -62,16 +62,23 @@ def with_machine(loaded: LoadedResource, machine: MachineFacts
 
 
 def registry_with_machine(
-    registry: ProfileRegistry, detect: Callable[[], MachineFacts] = detect_machine
+    registry: ProfileRegistry, detect: Callable[[], MachineFacts] = detect_machine,
+    only: str | None = None,
 ) -> tuple[ProfileRegistry, list[str]]:
     """The registry with every `detect: true` resource measured (this machine once), and
-    notes on what could not be."""
-    if not any(loaded.resource.nodes.detect for loaded in registry):
+    notes on what could not be; with `only`, just that resource (a command about another
+    one does not measure this machine)."""
+    wanted = [loaded for loaded in registry if loaded.resource.nodes.detect
+              and (only is None or loaded.id == only)]
+    if not wanted:
         return registry, []
     machine = detect()
     kept: list[LoadedResource] = []
     notes: list[str] = []
     for loaded in registry:
+        if loaded not in wanted:
+            kept.append(loaded)
+            continue
         measured, said = with_machine(loaded, machine)
         kept.append(measured)
         notes += said
