@@ -135,4 +135,5 @@ def test_a_profile_with_an_unknown_architecture_is_refused_at_its_line(tmp_path:
     with pytest.raises(ProfileError) as caught:
         ProfileRegistry.from_files([path])
     [issue] = caught.value.issues
-    assert issue.line == 20 and "unknown CPU architecture 'x68'" in issue.reason
+    line = 1 + path.read_text().splitlines().index("      cpu: {arch: x68, cores: 2}")
+    assert issue.line == line and "unknown CPU architecture 'x68'" in issue.reason
