@@ -84,7 +84,7 @@ def detect_machine(
     cpuinfo = _read(proc / "cpuinfo", warnings)
     return MachineFacts(
         arch=arch,
-        cores=_cores(cpuinfo),
+        cores=_cores(cpuinfo, warnings),
         mhz=_mhz(sys_dir, cpuinfo, proc / "cpuinfo", warnings),
         memory_gib=_memory(proc / "meminfo", warnings),
         gpus=_nvidia(dev, which, run, warnings) or _amd(dev, which, run, warnings),
@@ -122,7 +122,7 @@ def _cpuinfo_blocks(cpuinfo: str) -> list[dict[str, str]]:
     return blocks
 
 
-def _cores(cpuinfo: str | None) -> int | None:
+def _cores(cpuinfo: str | None, warnings: list[str]) -> int | None:
     """Physical cores: distinct (physical id, core id) pairs of /proc/cpuinfo; where it lists
     none (ARM, which has no SMT), every processor is a core, as os.cpu_count() says."""
     if cpuinfo is not None:
@@ -130,6 +130,9 @@ def _cores(cpuinfo: str | None) -> int | None:
                  for b in _cpuinfo_blocks(cpuinfo) if "core id" in b}
         if pairs:
             return len(pairs)
+    else:
+        warnings.append("cpu_cores counted as os.cpu_count() (logical CPUs, hyper-threads "
+                        "included), since the CPU list could not be read")
     return os.cpu_count()
 
 

@@ -110,6 +110,8 @@ def test_unreadable_files_are_warnings_never_guesses(tmp_path: Path) -> None:
     assert f"cannot read {tmp_path / 'meminfo'}" in warnings
     assert f"cannot read {tmp_path / 'cpuinfo'}" in warnings
     assert "unknown CPU architecture 'sparc64'" in warnings
+    assert "cpu_cores counted as os.cpu_count()" in warnings
+    assert machine.cores == os.cpu_count()
     loaded = ProfileRegistry.from_files([builtin_profile("local")]).get("local")
     measured, notes = with_machine(loaded, machine)
     assert "local: memory_gib not detected; the profile's 24.0 is used" in notes
