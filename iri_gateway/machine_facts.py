@@ -77,6 +77,7 @@ def detect_machine(
     machine: str | None = None,
     which: Which = shutil.which,
     run: Runner = run_program,
+    rocm_version_file: Path = Path("/opt/rocm/.info/version"),
 ) -> MachineFacts:
     """Measure this machine (`machine`: the `uname -m` to use, default this one's)."""
     warnings: list[str] = []
@@ -87,7 +88,8 @@ def detect_machine(
         cores=_cores(cpuinfo, warnings),
         mhz=_mhz(sys_dir, cpuinfo, proc / "cpuinfo", warnings),
         memory_gib=_memory(proc / "meminfo", warnings),
-        gpus=_nvidia(dev, which, run, warnings) or _amd(dev, which, run, warnings),
+        gpus=(_nvidia(dev, which, run, warnings)
+              or _amd(dev, which, run, rocm_version_file, warnings)),
         cdi_devices=tuple(cdi_devices(cdi_dirs, warnings)),
         warnings=tuple(warnings),
     )
@@ -211,7 +213,8 @@ def _nvidia(dev: Path, which: Which, run: Runner, warnings: list[str]) -> Detect
                         memory_gib=memory, cuda=cuda.group(1) if cuda else None)
 
 
-def _amd(dev: Path, which: Which, run: Runner, warnings: list[str]) -> DetectedGpus | None:
+def _amd(dev: Path, which: Which, run: Runner, version_file: Path,
+         warnings: list[str]) -> DetectedGpus | None:
     program = which("rocm-smi")
     if program is None:
         if (dev / "kfd").exists():
@@ -232,7 +235,6 @@ def _amd(dev: Path, which: Which, run: Runner, warnings: list[str]) -> DetectedG
     first = names[0] if isinstance(names[0], dict) else {}
     model = str(first.get("Card series") or first.get("Card model") or "unknown")
     version = None
-    version_file = Path("/opt/rocm/.info/version")
     if version_file.exists():
         text = _read(version_file, warnings)
         version = text.strip().split("-")[0] if text else None

@@ -143,6 +143,39 @@ def test_nvidia_gpus_become_facts(tmp_path: Path) -> None:
     assert {"gpu_count", "nvidia_cuda", "gpu_memory_gib"} <= set(measured.detected)
 
 
+def standin_rocm_smi(argv: list[str]) -> str:
+    """STAND-IN for rocm-smi (no AMD GPU here): `--showproductname --json` as it prints it."""
+    assert argv[1:] == ["--showproductname", "--json"]
+    card = {"Card series": "AMD Instinct MI250X", "Card model": "0x7408",
+            "Card vendor": "Advanced Micro Devices, Inc. [AMD/ATI]"}
+    return json.dumps({"card0": card, "card1": card, "system": {"Driver version": "6.2.4"}})
+
+
+def test_amd_gpus_become_facts(tmp_path: Path) -> None:
+    version = tmp_path / "version"
+    version.write_text("6.2.4-120\n")
+    machine = detect_machine(cdi_dirs=NO_CDI, dev=tmp_path, run=standin_rocm_smi,
+                             which=lambda name: "/opt/rocm/bin/rocm-smi" if name == "rocm-smi"
+                             else None, rocm_version_file=version)
+    assert machine.gpus == DetectedGpus(count=2, vendor="amd", model="AMD Instinct MI250X",
+                                        rocm="6.2.4")
+    assert machine.warnings == ()
+
+
+def test_a_failing_gpu_program_is_a_warning(tmp_path: Path) -> None:
+    def failing(argv: list[str]) -> str:
+        raise subprocess.CalledProcessError(9, argv, "", "NVIDIA-SMI has failed because it "
+                                            "couldn't communicate with the NVIDIA driver")
+
+    machine = detect_machine(cdi_dirs=NO_CDI, dev=tmp_path, run=failing,
+                             which=lambda name: f"/usr/bin/{name}" if name == "nvidia-smi"
+                             else None)
+    assert machine.gpus is None
+    assert machine.warnings == ("/usr/bin/nvidia-smi failed: exit 9: NVIDIA-SMI has failed "
+                                "because it couldn't communicate with the NVIDIA driver; "
+                                "NVIDIA GPUs not detected",)
+
+
 def test_gpu_device_nodes_without_nvidia_smi_are_counted_and_said(tmp_path: Path) -> None:
     for name in ("nvidia0", "nvidia1", "nvidiactl"):
         (tmp_path / name).touch()

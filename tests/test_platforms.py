@@ -108,7 +108,7 @@ def test_a_platform_flavour_is_refused_on_the_other_architecture(tmp_path: Path)
     document = job(platform="linux/arm64/v8")
     assert plan_for(registry, "arm", document).flavour == "native"
     [problem] = problems_for(registry, "x86", document)
-    assert problem.field == "container.flavours[0].requirements"
+    assert problem.field == "container.flavours[0].platform"
     assert problem.reason == ("flavour 'native': cpu_arch == aarch64 (platform linux/arm64/v8): "
                               "x86 has cpu_arch 'x86_64'")
     # Placement: one image per architecture, each placed only on its own machine.

@@ -58,6 +58,15 @@ def flavour_constraints(flavour: Flavour) -> list[Constraint]:
     return constraints
 
 
+def _failed_field(flavour: Flavour, reason: str) -> str:
+    """`platform` when the flavour's platform is what failed, else `requirements`."""
+    if flavour.platform is not None and reason.startswith(f"{ARCH_FACT} ") and (
+        reason.split(":", 1)[0].endswith(f"(platform {flavour.platform})")
+    ):
+        return "platform"
+    return "requirements"
+
+
 def demands_gpus(constraints: list[Constraint]) -> bool:
     """True when the requirements cannot hold on a node without GPUs.
 
@@ -141,7 +150,8 @@ class FlavourChoice:
             failed = first_failure(candidate.constraints, loaded.facts, loaded.id)
             if failed is not None:
                 outcomes[candidate.index] = _outcome(flavour, "rejected", failed)
-                problems.append(Problem(f"container.flavours[{candidate.index}].requirements",
+                problems.append(Problem(f"container.flavours[{candidate.index}]."
+                                        + _failed_field(flavour, failed),
                                         f"flavour {flavour.name!r}: {failed}"))
                 continue
             if chosen is not None:
