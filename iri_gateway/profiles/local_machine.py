@@ -68,15 +68,15 @@ def registry_with_machine(
     """The registry with every `detect: true` resource measured (this machine once), and
     notes on what could not be; with `only`, just that resource (a command about another
     one does not measure this machine)."""
-    wanted = [loaded for loaded in registry if loaded.resource.nodes.detect
-              and (only is None or loaded.id == only)]
+    wanted = {loaded.id for loaded in registry if loaded.resource.nodes.detect
+              and (only is None or loaded.id == only)}
     if not wanted:
         return registry, []
     machine = detect()
     kept: list[LoadedResource] = []
     notes: list[str] = []
     for loaded in registry:
-        if loaded not in wanted:
+        if loaded.id not in wanted:
             kept.append(loaded)
             continue
         measured, said = with_machine(loaded, machine)
