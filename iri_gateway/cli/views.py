@@ -13,7 +13,11 @@ if TYPE_CHECKING:
 
 def placement_table(ranked: Sequence[Placement]) -> Table:
     """One row per resource, best first: runnable, flavour, runtime, queue, and why (not)."""
-    table = Table(title="Placement", show_lines=True)
+    app = ranked[0].app if ranked else None
+    title = "Placement"
+    if app is not None:
+        title += f" of {app.name}" + (f" {app.version}" if app.version else "")
+    table = Table(title=title, show_lines=True)
     table.add_column("resource", no_wrap=True)
     for column in ("runnable", "flavour", "runtime", "queue", "notes"):
         table.add_column(column)
