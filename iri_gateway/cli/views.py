@@ -32,6 +32,9 @@ def placement_table(ranked: Sequence[Placement]) -> Table:
         flavour = entry.flavour or "-"
         if entry.priority is not None:
             flavour += f" ({entry.priority})"
+        if entry.role_flavours:  # a cluster job: each role's own choice
+            flavour = "\n".join(f"{role}: {chosen or '-'}"
+                                for role, chosen in entry.role_flavours.items())
         table.add_row(
             entry.resource,
             "[green]yes[/]" if entry.runnable else "[red]no[/]",

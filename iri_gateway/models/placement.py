@@ -37,5 +37,9 @@ class Placement(BaseModel):
     flavours: list[FlavourOutcome] = Field(
         description="Every flavour of the job with what became of it on this resource"
     )
+    role_flavours: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="For a job with roles: each role's image flavour there (null: its image)",
+    )
     warnings: list[str] = Field(description="Things to know when it runs there")
     problems: list[PlacementProblem] = Field(description="Why it cannot run there")

@@ -214,6 +214,9 @@ class RoleView(BaseModel):
     runtime: str = Field(description="Container runtime of its members")
     image: str | None = Field(description="Image as the runtime receives it")
     gpus_per_member: int = Field(description="GPUs reserved per member")
+    flavour: str | None = Field(
+        default=None, description="The image flavour its members run, when it has flavours"
+    )
 
 
 class ClusterView(BaseModel):

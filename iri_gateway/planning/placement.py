@@ -43,7 +43,7 @@ def place_on(
         return Placement.model_construct(
             resource=loaded.id, facility=facility, runnable=False, app=_app(spec),
             flavour=None, priority=None,
-            runtime=None, queue=None, image=None, flavours=[], warnings=[],
+            runtime=None, queue=None, image=None, flavours=[], role_flavours={}, warnings=[],
             problems=[PlacementProblem.model_construct(name=p.field, reason=p.reason,
                                                        offered=p.offered)
                       for p in error.problems],
@@ -55,6 +55,8 @@ def place_on(
         priority=chosen.priority if chosen else None, runtime=decision.runtime,
         queue=decision.queue.name if decision.queue else None, image=decision.image,
         flavours=list(decision.flavours), warnings=list(decision.warnings), problems=[],
+        role_flavours={role.name: role.decision.flavour for role in decision.cluster.roles}
+        if decision.cluster is not None else {},
     )
 
 

@@ -70,7 +70,8 @@ def describe(decision: Decision, script: str) -> Plan:
                 RoleView(name=role.name, count=role.count, members_per_node=role.per_node,
                          node_count=role.node_count, runtime=role.decision.runtime,
                          image=role.decision.image,
-                         gpus_per_member=role.decision.shape.gpus_per_process)
+                         gpus_per_member=role.decision.shape.gpus_per_process,
+                         flavour=role.decision.flavour)
                 for role in decision.cluster.roles
             ],
         )
