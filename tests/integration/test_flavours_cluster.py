@@ -28,8 +28,12 @@ def flavoured_job(cluster: ClusterInfo) -> dict[str, Any]:
         "container": {
             "runtime": "podman",
             "flavours": [
+                # The profile claims 4 GPUs a node where Slurm has 2 (on purpose, see
+                # cluster-profile.yaml.in), so the flavour asks for the 2 there are itself
+                # rather than the whole node's 4 the gateway would request.
                 {"name": "cuda", "image": cluster.image_cuda, "priority": 100,
-                 "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}]},
+                 "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}],
+                 "resources": {"gpu_cores_per_process": 2}},
                 {"name": "cpu", "image": cluster.image_cpu, "priority": 20,
                  "requirements": {"cpu_mhz": "> 1400"}},
             ],
@@ -72,8 +76,10 @@ def test_each_resource_runs_its_best_flavour(cluster_engine: Engine, cluster: Cl
     assert gpu_outcomes["cuda"]["priority"] == 100
     assert gpu_outcomes["cpu"]["status"] == "outranked"
     assert "cuda" in gpu_outcomes["cpu"]["reason"]
-    # Built for GPUs: the container gets the node's GPUs, but none were asked of Slurm.
-    assert any("gpu_cores_per_process" in warning for warning in on_gpu.plan["warnings"]), (
+    # Built for GPUs: the flavour's own resources ask Slurm for the node's two GPUs.
+    assert "#SBATCH --gres=gpu:2\n" in on_gpu.script
+    assert on_gpu.plan["shape"]["gpus_per_process"] == 2
+    assert not any("GPU" in warning for warning in on_gpu.plan["warnings"]), (
         on_gpu.plan["warnings"])
 
     check_ran_flavour(engine, on_cpu, "root", "cpu", cluster.image_cpu, cluster.image_cuda)
