@@ -198,9 +198,10 @@ async def test_plan_capabilities_placement(app: FastAPI, client: httpx.AsyncClie
     assert caps.json()["hardware"]["node_count"] == 1
     placement = await client.post("/api/v2/compute/placement", json=JOB, headers=alice)
     assert placement.json() == [{"resource": "local", "facility": "local", "runnable": True,
-                                 "flavour": None, "priority": None, "runtime": "none",
-                                 "queue": "local", "image": None, "flavours": [],
-                                 "warnings": [], "problems": []}]
+                                 "app": None, "flavour": None, "priority": None,
+                                 "runtime": "none", "queue": "local", "image": None,
+                                 "flavours": [], "role_flavours": {}, "warnings": [],
+                                 "problems": []}]
 
 
 async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> None:
