@@ -197,3 +197,21 @@ def test_a_flavours_own_resources_and_launcher_apply_when_it_is_chosen(
          "resources": {"gpu_cores_per_process": 64}}]}}
     problems = place(parse_jobspec(too_many), [registry.get("perlmutter-gpu")])[0].problems
     assert [p.name for p in problems] == ["container.flavours[0].resources.gpu_cores_per_process"]
+
+
+def test_status_shows_the_app_of_the_job() -> None:
+    import httpx
+    import respx
+    from typer.testing import CliRunner
+
+    from iri_gateway.cli.app import app
+
+    base = "http://gateway.test"
+    job = {"id": "j1", "status": {"state": "completed", "time": 1.0, "meta_data": {}},
+           "attributes": {"app": {"name": "segmentor", "version": "0.4.3"}, "flavour": "cpu"}}
+    with respx.mock(base_url=base) as mock:
+        mock.get("/api/v2/compute/status/local/j1").mock(return_value=httpx.Response(200, json=job))
+        shown = CliRunner().invoke(app, ["status", "j1", "-r", "local", "--server", base])
+    assert shown.exit_code == 0, shown.output
+    rows = [[c.strip() for c in line.split("│") if c.strip()] for line in shown.output.splitlines()]
+    assert ["app", "segmentor 0.4.3"] in rows and ["flavour", "cpu"] in rows
