@@ -167,6 +167,12 @@ def test_a_gpu_flavour_asks_the_scheduler_for_the_nodes_gpus(registry: ProfileRe
     two = {**GPU_JOB, "resources": {"processes_per_node": 2, "process_count": 2}}
     plan = plan_for(registry, "perlmutter-gpu", two)
     assert "#SBATCH --gpus-per-task=2\n" in plan.script
+    # Three processes on a node of four GPUs: one each, and the note says how many of four.
+    three = {**GPU_JOB, "resources": {"processes_per_node": 3, "process_count": 3}}
+    plan = plan_for(registry, "perlmutter-gpu", three)
+    assert "#SBATCH --gpus-per-task=1\n" in plan.script
+    assert ("flavour 'cuda' needs GPUs: 3 of the node's 4 GPUs are requested (1 per process; "
+            "set resources.gpu_cores_per_process to ask for fewer)") in plan.warnings
     # PBS: ngpus in the select chunk.
     assert ":ngpus=4" in plan_for(registry, "polaris", GPU_JOB).script
     # The CPU flavour elsewhere asks for none.

@@ -95,3 +95,14 @@ def test_a_role_flavours_unknown_fact_is_refused(registry: ProfileRegistry) -> N
         place(parse_jobspec(document), registry)
     assert [(p.field, p.offered) for p in caught.value.problems] == [
         ("roles[1].container.flavours[0].requirements.gpu_cnt", "gpu_count")]
+
+
+def test_members_sharing_a_node_share_its_gpus(registry: ProfileRegistry) -> None:
+    document = cluster()
+    document["roles"][1]["resources"] = {"processes_per_node": 2}
+    plan = plan_for(registry, "perlmutter-gpu", document)
+    assert plan.cluster is not None
+    worker = plan.cluster.roles[1]
+    assert (worker.flavour, worker.members_per_node, worker.gpus_per_member) == ("cuda", 2, 2)
+    assert "flavour 'cuda' needs GPUs: the whole node's 4 GPUs are requested (2 per process; " \
+        "set resources.gpu_cores_per_process to ask for fewer)" in plan.warnings

@@ -81,17 +81,29 @@ def flavour_spec(spec: JobSpec, container: Container, flavour: Flavour,
     return spec.model_copy(update=update)
 
 
-def whole_node_gpus(spec: JobSpec, loaded: LoadedResource) -> int | None:
+def whole_node_gpus(spec: JobSpec, loaded: LoadedResource, sharing: int = 1) -> int | None:
     """GPUs per process that reserve every GPU of a node for a job that asks for none.
 
-    None when the nodes have no GPUs, or more processes share a node than it has GPUs.
+    `sharing`: how many copies of `spec` share a node (members of a cluster role). None when
+    the nodes have no GPUs, or more processes share a node than it has GPUs.
     """
     gpus = loaded.resource.nodes.gpus
     if gpus is None:
         return None
-    per_node = derive_shape(spec, None, []).processes_on_busiest_node
+    per_node = derive_shape(spec, None, []).processes_on_busiest_node * sharing
     share = gpus.count // per_node
     return share if share >= 1 else None
+
+
+def _whole_node_note(flavour: Flavour, share: int, decision: Decision,
+                     loaded: LoadedResource, sharing: int) -> str:
+    """What the plan says when the gateway asked for a GPU flavour's GPUs on its own."""
+    per_node = decision.shape.gpus_per_node * sharing
+    count = loaded.resource.nodes.gpus.count if loaded.resource.nodes.gpus else per_node
+    asked = (f"the whole node's {per_node} GPUs are requested" if per_node == count else
+             f"{per_node} of the node's {count} GPUs are requested")
+    return (f"flavour {flavour.name!r} needs GPUs: {asked} ({share} per process; set "
+            "resources.gpu_cores_per_process to ask for fewer)")
 
 
 def _all_flavours(spec: JobSpec) -> Iterator[tuple[str, Flavour]]:
@@ -154,9 +166,11 @@ def _flavour_origin(index: int, flavour: Flavour, problem: Problem) -> str:
 class FlavourChoice:
     """One job's flavours, ready to be matched against any number of resources."""
 
-    def __init__(self, spec: JobSpec, container: Container) -> None:
+    def __init__(self, spec: JobSpec, container: Container, sharing: int = 1) -> None:
+        """`sharing`: copies of `spec` on one node (a cluster role's members per node)."""
         self.spec = spec
         self.container = container
+        self.sharing = sharing
         self.candidates = sorted(
             (
                 _Candidate(index, flavour, parse_requirements(flavour.requirements))
@@ -203,7 +217,7 @@ class FlavourChoice:
             if container.gpu is not False and demands_gpus(candidate.constraints) and (
                 spec.resources is None or spec.resources.gpu_cores_per_process is None
             ):
-                share = whole_node_gpus(spec, loaded)
+                share = whole_node_gpus(spec, loaded, self.sharing)
             if share is not None:
                 resources = (spec.resources or ResourceSpec()).model_copy(
                     update={"gpu_cores_per_process": share})
@@ -226,10 +240,8 @@ class FlavourChoice:
                 continue
             outcomes[candidate.index] = _outcome(flavour, "chosen", None)
             if share is not None:
-                decision.warnings.append(
-                    f"flavour {flavour.name!r} needs GPUs: the whole node's "
-                    f"{decision.shape.gpus_per_node} GPUs are requested ({share} per process; "
-                    "set resources.gpu_cores_per_process to ask for fewer)")
+                decision.warnings.append(_whole_node_note(flavour, share, decision, loaded,
+                                                         self.sharing))
             if decision.use_gpu and decision.shape.gpus_per_process == 0 and (
                 container.gpu is None
             ):

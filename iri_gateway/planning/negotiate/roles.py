@@ -159,7 +159,8 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
         try:
             if member.container is not None and member.container.flavours:
                 # Each role chooses its own flavour: its members' hardware and runtime.
-                decision = FlavourChoice(member, member.container).decide(loaded, negotiate_one)
+                choice = FlavourChoice(member, member.container, _members_per_node(spec, role))
+                decision = choice.decide(loaded, negotiate_one)
             else:
                 decision = negotiate_one(member, loaded)
         except JobRejectedError as error:
@@ -200,13 +201,19 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     return primary
 
 
+def _members_per_node(spec: JobSpec, role: Role) -> int:
+    """How many of the role's members share a node: the role's or the job's figure, else 1."""
+    job = spec.resources or ResourceSpec()
+    own = role.resources or ResourceSpec()
+    return own.processes_per_node or job.processes_per_node or 1
+
+
 def _place(role: Role, number: int, decision: Decision, spec: JobSpec, scheduler: str,
            problems: list[Problem]) -> RoleDecision:
     """How many of the role's members share a node, and how many nodes it takes."""
     where = f"roles[{number}].resources"
-    job = spec.resources or ResourceSpec()
     own = role.resources or ResourceSpec()
-    per_node = own.processes_per_node or job.processes_per_node or 1
+    per_node = _members_per_node(spec, role)
     if scheduler == "local":
         per_node = role.count  # one host: every member runs on it
     node_count = -(-role.count // per_node)
