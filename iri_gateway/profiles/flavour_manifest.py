@@ -106,7 +106,7 @@ def _name_of(node: Any) -> str | None:
 def _choose(apps: list[tuple[Loc, Any, str]], wanted: str | None,
             path: Path) -> tuple[Loc, Any, str]:
     """The app named `wanted`, or the only one; else ManifestError naming the apps there are."""
-    names = [_name_of(node) or label for _, node, label in apps]
+    names = [_name_of(node) or label or "(unnamed)" for _, node, label in apps]
     if wanted is None and len(apps) == 1:
         return apps[0]
     listed = ", ".join(names)
