@@ -2,10 +2,15 @@
 
 Flavours are tried from the highest priority down (ties in declaration order). A flavour is
 chosen when every requirement holds on the resource's hardware facts *and* the whole job,
-with that flavour's image, runtime and options, negotiates cleanly; the first such flavour
-wins and the ones below it are only checked against their requirements (they were
-outranked, not refused). Every flavour gets an outcome with the reason, so the plan, the job
-record and placement can say why a flavour was not used.
+with that flavour's image, runtime, options, resources and launcher, negotiates cleanly; the
+first such flavour wins and the ones below it are only checked against their requirements
+(they were outranked, not refused). Every flavour gets an outcome with the reason, so the
+plan, the job record and placement can say why a flavour was not used.
+
+A flavour built for GPUs whose job asks the scheduler for none would get a container with
+GPUs on a node where none were reserved; so the node's GPUs are requested for it (the
+site's whole-node request), and the plan says so. A requirement naming a fact no loaded
+resource defines would never hold, silently: `unknown_facts` finds those before any choice.
 
 What does not depend on the resource (parsed requirements, the order, each flavour's job) is
 worked out once per job in `FlavourChoice`, so placement over many resources reuses it.
