@@ -126,8 +126,9 @@ def test_shifter_cannot_bind_the_hosts_file(registry: ProfileRegistry) -> None:
     [
         (lambda d: d["roles"][1].update(count=5000), "roles", "the roles take 5001 nodes"),
         (lambda d: d.update(launcher="srun"), "launcher", "every member of a cluster job is one"),
-        (lambda d: d["container"].update(flavours=[{"name": "a", "image": IMAGE}]),
-         "container.flavours", "cannot be combined"),
+        (lambda d: d.update(container={"flavours": [
+            {"name": "a", "image": IMAGE, "requirements": {"gpu_count": ">= 2"}}]}),
+         "container.flavours[0].requirements", "flavour 'a': gpu_count >= 2"),
         (lambda d: d["environment"].update(IRI_CLUSTER_SIZE="9"),
          "environment.IRI_CLUSTER_SIZE", "set by the gateway"),
         (lambda d: d["roles"][1].update(resources={"gpu_cores_per_process": 1}),

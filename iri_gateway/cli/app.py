@@ -138,7 +138,8 @@ def render(
     registry = _registry(profile, resource)
     spec = _read_job(job)
     try:
-        plan = make_plan(spec, registry.get(_pick_resource(registry, resource)))
+        plan = make_plan(spec, registry.get(_pick_resource(registry, resource)),
+                         registry.known_facts)
     except JobRejectedError as error:
         _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
     except GatewayError as error:
@@ -164,7 +165,7 @@ def plan(
     spec = _read_job(job)
     resource_id = _pick_resource(registry, resource)
     try:
-        result = make_plan(spec, registry.get(resource_id))
+        result = make_plan(spec, registry.get(resource_id), registry.known_facts)
     except JobRejectedError as error:
         document = {
             "resource": resource_id,
@@ -278,7 +279,10 @@ def placement(
 
     registry = _registry(profile)
     spec = _read_job(job)
-    ranked = place(spec, registry)
+    try:
+        ranked = place(spec, registry)
+    except InvalidJobSpecError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
     if as_json:
         sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2)
                          + "\n")
@@ -296,28 +300,37 @@ def flavours_import(
     job: Annotated[
         str | None,
         typer.Option("--job", help="JobSpec JSON file (or '-') to put the flavours into; "
-                     "its container.flavours are replaced."),
+                     "its container.flavours and container.app are replaced."),
+    ] = None,
+    app_name: Annotated[
+        str | None,
+        typer.Option("--app", help="The app to import when the manifest lists several."),
     ] = None,
 ) -> None:
     """Convert an app manifest's flavours into a JobSpec `container.flavours` list (JSON).
 
-    With --job, print that JobSpec with the flavours in it instead. Exit 2 when the manifest
-    or the resulting JobSpec is invalid, each fault on stderr with its file and line.
+    With --job, print that JobSpec with the flavours (and the app's name and version, as
+    `container.app`) in it instead. Exit 2 when the manifest or the resulting JobSpec is
+    invalid, each fault on stderr with its file and line.
     """
     from iri_gateway.planning.jobspec_io import parse_jobspec
-    from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
+    from iri_gateway.profiles.flavour_manifest import import_manifest
 
     try:
-        flavours = flavours_from_manifest(manifest)
+        imported = import_manifest(manifest, app_name)
     except ManifestError as error:
         _fail(str(error), EXIT_CANNOT_RUN)
-    listed = [f.model_dump(mode="json", exclude_defaults=True) for f in flavours]
+    listed = [f.model_dump(mode="json", exclude_defaults=True) for f in imported.flavours]
     if job is None:
         sys.stdout.write(json.dumps(listed, indent=2) + "\n")
         return
     spec = _read_job(job)
     document = spec.model_dump(mode="json", exclude_unset=True)
-    document["container"] = {**document.get("container", {}), "flavours": listed}
+    container = {**document.get("container", {}), "flavours": listed}
+    container.pop("app", None)
+    if imported.app is not None:
+        container["app"] = imported.app.model_dump(mode="json", exclude_none=True)
+    document["container"] = container
     try:
         merged = parse_jobspec(document)
     except InvalidJobSpecError as error:

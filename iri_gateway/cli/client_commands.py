@@ -126,6 +126,9 @@ def _show_job(job: JobInfo) -> None:
     for key in ("resource_id", "native_id"):
         if job.meta_data.get(key):
             table.add_row(key.replace("_", " "), str(job.meta_data[key]))
+    app = job.attributes.get("app")
+    if isinstance(app, dict) and app.get("name"):
+        table.add_row("app", " ".join(str(app[k]) for k in ("name", "version") if app.get(k)))
     for key in ("runtime", "queue", "flavour", "image"):
         if job.attributes.get(key):
             table.add_row(key, str(job.attributes[key]))

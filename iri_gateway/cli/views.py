@@ -13,7 +13,11 @@ if TYPE_CHECKING:
 
 def placement_table(ranked: Sequence[Placement]) -> Table:
     """One row per resource, best first: runnable, flavour, runtime, queue, and why (not)."""
-    table = Table(title="Placement", show_lines=True)
+    app = ranked[0].app if ranked else None
+    title = "Placement"
+    if app is not None:
+        title += f" of {app.name}" + (f" {app.version}" if app.version else "")
+    table = Table(title=title, show_lines=True)
     table.add_column("resource", no_wrap=True)
     for column in ("runnable", "flavour", "runtime", "queue", "notes"):
         table.add_column(column)
@@ -28,6 +32,9 @@ def placement_table(ranked: Sequence[Placement]) -> Table:
         flavour = entry.flavour or "-"
         if entry.priority is not None:
             flavour += f" ({entry.priority})"
+        if entry.role_flavours:  # a cluster job: each role's own choice
+            flavour = "\n".join(f"{role}: {chosen or '-'}"
+                                for role, chosen in entry.role_flavours.items())
         table.add_row(
             entry.resource,
             "[green]yes[/]" if entry.runnable else "[red]no[/]",

@@ -131,10 +131,14 @@ def _valid_requirements(
                 raise ValueError(f"{fact}: {reason}")
             if len(value) > MAX_TEXT_LENGTH:
                 raise ValueError(f"{fact}: {len(value)} characters; at most {MAX_TEXT_LENGTH}")
-    try:
-        parse_requirements(requirements)
-    except ConstraintError as error:
-        raise ValueError(str(error)) from None
+    reasons = []
+    for fact, value in requirements.items():  # every malformed constraint, not the first
+        try:
+            parse_requirements({fact: value})
+        except ConstraintError as error:
+            reasons.append(str(error))
+    if reasons:
+        raise ValueError("; ".join(reasons))
     return requirements
 
 
@@ -198,6 +202,23 @@ class Flavour(_Unicode):
         "flavour is chosen only on nodes of that architecture ('arm64' and 'aarch64', "
         "'amd64' and 'x86_64' are the same)",
     )
+    resources: ResourceSpec | None = Field(
+        default=None,
+        description="Resource fields that replace the job's when this flavour is chosen, e.g. "
+        "{gpu_cores_per_process: 1} for a GPU image; fields left out are the job's.",
+    )
+    launcher: NonEmptyStr | None = Field(
+        default=None, description="Launcher that replaces the job's when this flavour is chosen"
+    )
+
+
+class AppRef(_Unicode):
+    """Extension: the app and version a job's flavours come from (an imported app manifest)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: NonEmptyStr = Field(description="App name, e.g. 'segmentor'")
+    version: NonEmptyStr | None = Field(default=None, description="App version, e.g. '0.4.3'")
 
 
 class Container(_Open):
@@ -245,6 +266,11 @@ class Container(_Open):
         default_factory=list,
         description="Extension: alternative hardware-specific images; the gateway picks the "
         "highest-priority flavour whose requirements hold and whose job negotiates there.",
+    )
+    app: AppRef | None = Field(
+        default=None,
+        description="Extension: the app and version the image or flavours are of (set by "
+        "`iri-gateway flavours import`); shown in the plan, placement and the job.",
     )
 
     @model_validator(mode="after")
@@ -335,6 +361,19 @@ class RoleContainer(_Open):
     extra_options: ExtraOptions = Field(
         default_factory=dict, description="Options added after the job's, per runtime"
     )
+    flavours: Annotated[list[Flavour], Field(max_length=MAX_ITEMS)] | None = Field(
+        default=None,
+        description="The role's own image flavours, chosen per role; default: the job's "
+        "container.flavours unless the role names an image",
+    )
+
+    @model_validator(mode="after")
+    def _flavour_names_unique(self) -> RoleContainer:
+        names = [flavour.name for flavour in self.flavours or []]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"flavour names must be unique; given twice: {', '.join(twice)}")
+        return self
 
 
 class Role(_Unicode):
@@ -439,3 +478,8 @@ class JobSpec(_Unicode):
         if twice:
             raise ValueError(f"role names must be unique; given twice: {', '.join(twice)}")
         return self
+
+
+Flavour.model_rebuild()  # its `resources` is a ResourceSpec, defined after it
+Container.model_rebuild()
+RoleContainer.model_rebuild()

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.jobspec import AppRef, JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import Queue, RuntimeConfig
 from iri_gateway.shell import SiteWord
@@ -214,6 +214,9 @@ class RoleView(BaseModel):
     runtime: str = Field(description="Container runtime of its members")
     image: str | None = Field(description="Image as the runtime receives it")
     gpus_per_member: int = Field(description="GPUs reserved per member")
+    flavour: str | None = Field(
+        default=None, description="The image flavour its members run, when it has flavours"
+    )
 
 
 class ClusterView(BaseModel):
@@ -235,6 +238,9 @@ class Plan(BaseModel):
     runtime: str = Field(description="Container runtime chosen ('none': no container)")
     image: str | None = Field(description="Image reference as the runtime receives it")
     image_form: str | None = Field(description="Form the image was given in")
+    app: AppRef | None = Field(
+        default=None, description="The app and version of the image (container.app), if named"
+    )
     flavour: str | None = Field(
         default=None, description="The image flavour chosen, when the job lists flavours"
     )

@@ -6,6 +6,8 @@ submission sends to the scheduler, because submission calls this same function.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import (
@@ -23,9 +25,12 @@ from iri_gateway.planning.render import pre_submit_commands, render_script
 from iri_gateway.schedulers import SCHEDULERS
 
 
-def make_plan(spec: JobSpec, loaded: LoadedResource) -> Plan:
-    """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run."""
-    decision = negotiate(spec, loaded)
+def make_plan(spec: JobSpec, loaded: LoadedResource,
+              known_facts: Collection[str] | None = None) -> Plan:
+    """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run.
+
+    `known_facts`: the facts of every loaded resource (see `negotiate`)."""
+    decision = negotiate(spec, loaded, known_facts=known_facts)
     return describe(decision, render_script(decision))
 
 
@@ -65,7 +70,8 @@ def describe(decision: Decision, script: str) -> Plan:
                 RoleView(name=role.name, count=role.count, members_per_node=role.per_node,
                          node_count=role.node_count, runtime=role.decision.runtime,
                          image=role.decision.image,
-                         gpus_per_member=role.decision.shape.gpus_per_process)
+                         gpus_per_member=role.decision.shape.gpus_per_process,
+                         flavour=role.decision.flavour)
                 for role in decision.cluster.roles
             ],
         )
@@ -77,6 +83,7 @@ def describe(decision: Decision, script: str) -> Plan:
         runtime=decision.runtime,
         image=decision.image,
         image_form=decision.image_form,
+        app=decision.spec.container.app if decision.spec.container else None,
         flavour=decision.flavour,
         flavours=list(decision.flavours),
         launcher=decision.launcher,

@@ -160,7 +160,7 @@ class Engine:
         backend = self.backends.get(loaded, owner)
         job_id = str(uuid.uuid4())
         effective = self._effective_spec(spec, backend, job_id, owner=owner, loaded=loaded)
-        plan = make_plan(effective, loaded)
+        plan = make_plan(effective, loaded, self.registry.known_facts)
         self._claim(job_id)
         try:
             record = self.store.create(
@@ -890,7 +890,7 @@ class Engine:
                                               spec.stderr_path)):
             backend = self.backends.get(loaded, owner)
             self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
-        return make_plan(spec, loaded)
+        return make_plan(spec, loaded, self.registry.known_facts)
 
 
 def _directory(record: JobRecord) -> str:

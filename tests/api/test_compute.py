@@ -198,9 +198,10 @@ async def test_plan_capabilities_placement(app: FastAPI, client: httpx.AsyncClie
     assert caps.json()["hardware"]["node_count"] == 1
     placement = await client.post("/api/v2/compute/placement", json=JOB, headers=alice)
     assert placement.json() == [{"resource": "local", "facility": "local", "runnable": True,
-                                 "flavour": None, "priority": None, "runtime": "none",
-                                 "queue": "local", "image": None, "flavours": [],
-                                 "warnings": [], "problems": []}]
+                                 "app": None, "flavour": None, "priority": None,
+                                 "runtime": "none", "queue": "local", "image": None,
+                                 "flavours": [], "role_flavours": {}, "warnings": [],
+                                 "problems": []}]
 
 
 async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> None:
@@ -257,6 +258,32 @@ async def test_flavours_over_http(app: FastAPI, client: httpx.AsyncClient) -> No
     params = problem_of(refused)["invalid_params"]
     assert [p["name"] for p in params] == ["container.flavours[0].requirements"]
     assert "nvidia_cuda is a version; 'eleven' is not a version" in params[0]["reason"]
+
+
+async def test_app_and_unknown_facts_over_http(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    named = {**FLAVOURED, "container": {**FLAVOURED["container"],
+                                        "app": {"name": "segmentor", "version": "0.4.3"}}}
+    segmentor = {"name": "segmentor", "version": "0.4.3"}
+    plan = (await client.post("/api/v2/compute/plan/local", json=named, headers=alice)).json()
+    assert plan["app"] == segmentor
+    placed = (await client.post("/api/v2/compute/placement", json=named, headers=alice)).json()
+    assert [p["app"] for p in placed] == [segmentor]
+    job_id = (await launch(client, alice, named)).json()["id"]
+    job = (await client.get(f"/api/v2/compute/status/local/{job_id}", headers=alice)).json()
+    assert job["attributes"]["app"] == segmentor
+    # A requirement naming a fact no resource defines is a 422 with the closest names, at
+    # placement and at launch alike.
+    typo = {**FLAVOURED, "container": {"flavours": [
+        {"name": "cuda", "image": "x", "requirements": {"gpu_cnt": ">= 2"}}]}}
+    for refused in (await client.post("/api/v2/compute/placement", json=typo, headers=alice),
+                    await launch(client, alice, typo)):
+        assert refused.status_code == 422
+        params = problem_of(refused)["invalid_params"]
+        assert [p["name"] for p in params] == ["container.flavours[0].requirements.gpu_cnt"]
+        assert params[0]["reason"] == (
+            "flavour 'cuda': no loaded resource defines the fact 'gpu_cnt'; the closest known "
+            "facts are offered (offered: gpu_count)")
 
 
 async def test_the_name_filter_applies_before_paging(app: FastAPI,
