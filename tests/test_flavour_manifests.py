@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from iri_gateway.errors import ManifestError
+from iri_gateway.machine_facts import detect_machine
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.placement import place
 from iri_gateway.profiles.flavour_manifest import import_manifest
@@ -76,10 +77,14 @@ def test_the_proposals_manifest_placed_across_the_shipped_sites(tmp_path: Path) 
     assert placed.returncode == 0, placed.stderr
     answers = {p["resource"]: p for p in json.loads(placed.stdout)}
     chosen = {resource: answer["flavour"] for resource, answer in answers.items()}
+    # `local` measures this machine (nodes.detect): the cpu flavour (cpu_mhz > 1400) fits it
+    # exactly when this machine's measured clock is above 1400 MHz.
+    mhz = detect_machine().mhz
+    local_flavour = "cpu" if mhz is not None and mhz > 1400 else None
     assert chosen == {"perlmutter-gpu": "cuda", "polaris": "cuda", "perlmutter-cpu": "cpu",
-                      "frontier": "cpu", "aurora": "cpu", "local": None}
+                      "frontier": "cpu", "aurora": "cpu", "local": local_flavour}
     assert all(a["app"] == {"name": "segmentor", "version": "0.4.3"} for a in answers.values())
-    assert not answers["local"]["runnable"]  # the shipped local profile states no cpu_mhz
+    assert answers["local"]["runnable"] is (local_flavour is not None)
     # The plan names the app, and the CUDA flavour gets the GPUs of the node.
     shipped = ProfileRegistry.builtin()
     plan = plan_for(shipped, "perlmutter-gpu", document)
