@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
+from iri_gateway.models.template_names import TemplateName
+from iri_gateway.models.templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.runtimes import RUNTIMES
 
 Identifier = Annotated[
@@ -588,6 +590,12 @@ class FacilityProfile(_Strict):
 
     facility: FacilityInfo = Field(description="The facility")
     resources: list[Resource] = Field(min_length=1, description="Its compute resources")
+    templates: dict[TemplateName, Template] = Field(
+        default_factory=dict,
+        description="Job templates the facility ships (extension): name -> task or cluster "
+        "template; every user sees them and may name them in a job's `template`; read-only "
+        "through the API. A cluster template's roles name task templates of this profile.",
+    )
 
     @model_validator(mode="after")
     def _unique_resources(self) -> FacilityProfile:
@@ -595,6 +603,20 @@ class FacilityProfile(_Strict):
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise ValueError(f"resource ids repeat: {', '.join(duplicates)}")
+        return self
+
+    @model_validator(mode="after")
+    def _templates_complete(self) -> FacilityProfile:
+        tasks = sorted(name for name, t in self.templates.items() if isinstance(t, TaskTemplate))
+        for name, template in self.templates.items():
+            if not isinstance(template, ClusterTemplate):
+                continue
+            for role in template.roles:
+                if role.task not in tasks:
+                    raise ValueError(
+                        f"templates.{name}: role {role.name!r} names task template "
+                        f"{role.task!r}, which this profile does not define (its task "
+                        f"templates: {', '.join(tasks) or 'none'})")
         return self
 
 
