@@ -540,6 +540,8 @@ def version() -> None:
 
 
 from iri_gateway.cli.client_commands import register; register(app)  # noqa: E402, E702, I001
+from iri_gateway.cli.template_commands import template_app  # noqa: E402, I001
+app.add_typer(template_app, name="template")
 
 
 def main() -> None:

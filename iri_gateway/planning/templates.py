@@ -139,22 +139,22 @@ def _cluster_roles(spec: JobSpec, name: str, template: ClusterTemplate,
     problems: list[Problem] = []
     chosen: dict[str, tuple[int, Role | None]] = {}
     by_name = {role.name: role for role in template.roles}
-    for index, role in enumerate(spec.roles or []):
-        limits = by_name.get(role.name)
-        if limits is None:
+    for index, wanted in enumerate(spec.roles or []):
+        allowed = by_name.get(wanted.name)
+        if allowed is None:
             problems.append(Problem(
                 f"roles[{index}].name",
-                f"template {name!r} has no role {role.name!r}",
-                closest(role.name, list(by_name))))
+                f"template {name!r} has no role {wanted.name!r}",
+                closest(wanted.name, list(by_name))))
             continue
-        if not limits.min <= role.count <= limits.maximum:
+        if not allowed.min <= wanted.count <= allowed.maximum:
             problems.append(Problem(
                 f"roles[{index}].count",
-                f"role {role.name!r} of template {name!r} takes {limits.min} to "
-                f"{limits.maximum} members; {role.count} asked for",
-                f"{limits.min}..{limits.maximum}"))
+                f"role {wanted.name!r} of template {name!r} takes {allowed.min} to "
+                f"{allowed.maximum} members; {wanted.count} asked for",
+                f"{allowed.min}..{allowed.maximum}"))
             continue
-        chosen[role.name] = (index, role)
+        chosen[wanted.name] = (index, wanted)
     roles: list[dict[str, Any]] = []
     for limits in template.roles:
         task = templates.get(limits.task)
@@ -167,12 +167,12 @@ def _cluster_roles(spec: JobSpec, name: str, template: ClusterTemplate,
                 closest(limits.task, [n for n, t in templates.items()
                                       if isinstance(t, TaskTemplate)])))
             continue
-        index, role = chosen.get(limits.name, (-1, None))
+        index, entry = chosen.get(limits.name, (-1, None))
         where = f"roles[{index}]." if index >= 0 else "template."
         try:
             roles.append(_role(spec, task, limits.name,
-                               role.count if role is not None else limits.default_count,
-                               role, where=where))
+                               entry.count if entry is not None else limits.default_count,
+                               entry, where=where))
         except InvalidJobSpecError as error:
             problems.extend(error.problems)
     if problems:
