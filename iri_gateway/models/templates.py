@@ -27,12 +27,11 @@ from iri_gateway.models.jobspec import (
     VolumeMount,
 )
 from iri_gateway.models.limits import (
+    MAX_ARGUMENT_LENGTH,
     MAX_ITEMS,
-    MAX_SCRIPT_LENGTH,
     Arguments,
     Environment,
     NonEmptyText,
-    ShellText,
     Text,
     unicode_text,
 )
@@ -46,6 +45,13 @@ def _role_name(name: str) -> str:
             "and do not end in a digit (members are named worker1, worker2, ...)"
         )
     return name
+
+
+MAX_BOOTSTRAP_LENGTH = MAX_ARGUMENT_LENGTH - 64
+"""Characters of a bootstrap script: it becomes one argument of the member's shell."""
+Bootstrap = Annotated[
+    str, Field(min_length=1, max_length=MAX_BOOTSTRAP_LENGTH), BeforeValidator(unicode_text)
+]
 
 
 class _Strict(BaseModel):
@@ -73,11 +79,11 @@ class TaskTemplate(_Strict):
     resources: ResourceSpec | None = Field(
         default=None, description="Resources; each field the job sets wins"
     )
-    bootstrap: ShellText | None = Field(
+    bootstrap: Bootstrap | None = Field(
         default=None,
         description="Shell commands run in each member (in its container) before its program, "
         "with /bin/sh; the program then replaces the shell (exec). Needs an executable, from "
-        f"the template or the job; at most {MAX_SCRIPT_LENGTH} characters.",
+        f"the template or the job; at most {MAX_BOOTSTRAP_LENGTH} characters.",
     )
 
 
