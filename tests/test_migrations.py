@@ -260,9 +260,8 @@ def test_a_revision_0003_database_gains_the_templates_table_and_keeps_its_jobs(
     from alembic import command
 
     from iri_gateway.models.templates import TaskTemplate
-    from iri_gateway.service.templates import TemplateStore
-
     from iri_gateway.service.migrations import alembic_config
+    from iri_gateway.service.templates import TemplateStore
 
     engine = plain_engine(database_url)
     config = alembic_config()

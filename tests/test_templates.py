@@ -195,3 +195,52 @@ def test_template_bodies_have_the_jobspecs_limits() -> None:
             {"name": "worker", "task": "t", "min": 3, "max": 2}]})
     with pytest.raises(ValidationError, match="template names"):
         JobSpec.model_validate({"template": "../etc"})
+
+
+def test_a_profile_ships_templates_the_offline_cli_uses(tmp_path: Any) -> None:
+    """A facility's `templates:` section: loaded with the profile, checked (a cluster role
+    must name one of its task templates, at its file and line), and applied by
+    `iri-gateway plan` and `render` offline."""
+    import sys
+
+    from iri_gateway.shipped import shipped_dir
+
+    shipped = (shipped_dir("facility_profiles") / "local.yaml").read_text(encoding="utf-8")
+    profile = tmp_path / "site.yaml"
+    profile.write_text(shipped + "templates:\n  hello:\n    kind: task\n"
+                       "    executable: /bin/echo\n    arguments: [hello]\n"
+                       "  pair:\n    kind: cluster\n    roles:\n"
+                       "      - {name: node, task: hello, min: 1, max: 2}\n", encoding="utf-8")
+    job = tmp_path / "job.json"
+    job.write_text('{"template": "pair", "roles": [{"name": "node", "count": 2}]}')
+    planned = subprocess.run([sys.executable, "-m", "iri_gateway", "plan", str(job),
+                              "--profile", str(profile)], capture_output=True, text=True,
+                             timeout=120, check=True)
+    import json
+
+    plan = json.loads(planned.stdout)
+    assert plan["template"] == "pair"
+    assert [(r["name"], r["count"]) for r in plan["cluster"]["roles"]] == [("node", 2)]
+    job.write_text('{"template": "pair", "roles": [{"name": "node", "count": 3}]}')
+    refused = subprocess.run([sys.executable, "-m", "iri_gateway", "render", str(job),
+                              "--profile", str(profile)], capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode == 2
+    assert "roles[0].count: role 'node' of template 'pair' takes 1 to 2" in refused.stderr
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(shipped + "templates:\n  pair:\n    kind: cluster\n    roles:\n"
+                      "      - {name: node, task: nothing}\n", encoding="utf-8")
+    checked = subprocess.run([sys.executable, "-m", "iri_gateway", "profile", "check",
+                              str(broken)], capture_output=True, text=True, timeout=120)
+    assert checked.returncode != 0
+    assert "task template 'nothing', which this profile does not define" in (
+        checked.stdout + checked.stderr)
+
+
+def test_an_unexpanded_template_is_never_planned_silently(registry: ProfileRegistry) -> None:
+    from iri_gateway.errors import JobRejectedError
+
+    with pytest.raises(JobRejectedError, match="not expanded"):
+        make_plan(JobSpec.model_validate({"template": "x", "executable": "/bin/true"}),
+                  registry.get("local"))

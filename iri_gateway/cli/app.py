@@ -33,6 +33,7 @@ from iri_gateway.errors import (
 
 if TYPE_CHECKING:
     from iri_gateway.models.jobspec import JobSpec
+    from iri_gateway.planning.templates import Expanded
     from iri_gateway.profiles.loading import ProfileRegistry
     from iri_gateway.service.auth import TokenFile
 
@@ -107,6 +108,21 @@ def _read_job(job: str) -> JobSpec:
         _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
 
 
+def _expanded(registry: ProfileRegistry, spec: JobSpec) -> Expanded:
+    """The job with its template applied: offline, only the profiles' templates exist (a
+    user's own are on the server: `remote-plan`)."""
+    from iri_gateway.planning.templates import Expanded, expand, shipped_templates
+
+    if spec.template is None:
+        return Expanded(spec, None)
+    try:
+        return expand(spec, shipped_templates(registry))
+    except InvalidJobSpecError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    except GatewayError as error:
+        _fail(str(error))
+
+
 def _pick_resource(registry: ProfileRegistry, resource: str | None) -> str:
     if resource is not None:
         return resource
@@ -125,7 +141,7 @@ def render(
     from iri_gateway.planning.planner import make_plan
 
     registry = _registry(profile)
-    spec = _read_job(job)
+    spec = _expanded(registry, _read_job(job)).spec
     try:
         plan = make_plan(spec, registry.get(_pick_resource(registry, resource)))
     except JobRejectedError as error:
@@ -148,12 +164,14 @@ def plan(
     When the job cannot run, the JSON lists every problem and the exit code is 2.
     """
     from iri_gateway.planning.planner import make_plan
+    from iri_gateway.planning.templates import with_template
 
     registry = _registry(profile)
-    spec = _read_job(job)
+    expanded = _expanded(registry, _read_job(job))
     resource_id = _pick_resource(registry, resource)
     try:
-        result = make_plan(spec, registry.get(resource_id))
+        result = with_template(make_plan(expanded.spec, registry.get(resource_id)),
+                               expanded.template)
     except JobRejectedError as error:
         document = {
             "resource": resource_id,
@@ -264,8 +282,7 @@ def placement(
     from iri_gateway.planning.placement import place
 
     registry = _registry(profile)
-    spec = _read_job(job)
-    ranked = place(spec, registry)
+    ranked = place(_expanded(registry, _read_job(job)).spec, registry)
     if as_json:
         sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2)
                          + "\n")

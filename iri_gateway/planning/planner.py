@@ -6,6 +6,7 @@ submission sends to the scheduler, because submission calls this same function.
 
 from __future__ import annotations
 
+from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import (
@@ -24,7 +25,14 @@ from iri_gateway.schedulers import SCHEDULERS
 
 
 def make_plan(spec: JobSpec, loaded: LoadedResource) -> Plan:
-    """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run."""
+    """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run.
+
+    A job naming a template must be expanded first (`planning/templates.py`): planning it
+    as it is would silently leave the template out."""
+    if spec.template is not None:
+        raise JobRejectedError(loaded.id, [Problem(
+            "template", f"template {spec.template!r} was not expanded before planning; "
+            "templates are applied by the gateway (or the CLI) that knows them")])
     decision = negotiate(spec, loaded)
     return describe(decision, render_script(decision))
 

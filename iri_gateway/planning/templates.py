@@ -24,14 +24,15 @@ A field the job sets wins over the template's; a field neither sets is the image
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from iri_gateway.errors import InvalidJobSpecError, Problem, json_path
+from iri_gateway.errors import GatewayError, InvalidJobSpecError, Problem, json_path
 from iri_gateway.models.jobspec import JobSpec, Role
+from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Plan
 from iri_gateway.models.templates import ClusterTemplate, TaskTemplate, Template
 
@@ -98,6 +99,39 @@ def expand(spec: JobSpec, templates: Mapping[str, Template]) -> Expanded:
 def with_template(plan: Plan, template: str | None) -> Plan:
     """The plan of an expanded job, saying which template it was built from."""
     return plan if template is None else plan.model_copy(update={"template": template})
+
+
+@dataclass(frozen=True)
+class FacilityTemplate:
+    """A template shipped in a profile, and the facility whose profile it is."""
+
+    facility: str
+    template: Template
+
+
+def facility_templates(resources: Iterable[LoadedResource]) -> dict[str, FacilityTemplate]:
+    """The templates the loaded profiles ship, by name. Two facilities shipping one name is
+    a GatewayError at start-up (a job's `template` must mean one thing)."""
+    found: dict[str, FacilityTemplate] = {}
+    seen: set[str] = set()
+    for loaded in resources:
+        facility = loaded.profile.facility.id
+        if facility in seen:
+            continue
+        seen.add(facility)
+        for name, template in loaded.profile.templates.items():
+            earlier = found.get(name)
+            if earlier is not None and earlier.facility != facility:
+                raise GatewayError(
+                    f"job template {name!r} is shipped by the profiles of both "
+                    f"{earlier.facility!r} and {facility!r}; rename one of them")
+            found[name] = FacilityTemplate(facility, template)
+    return found
+
+
+def shipped_templates(resources: Iterable[LoadedResource]) -> dict[str, Template]:
+    """The profiles' templates by name, for expanding without a store (the offline CLI)."""
+    return {name: entry.template for name, entry in facility_templates(resources).items()}
 
 
 # ---- task templates ---------------------------------------------------------------------

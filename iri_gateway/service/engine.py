@@ -37,7 +37,7 @@ from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
 from iri_gateway.planning.placement import place
 from iri_gateway.planning.planner import make_plan
-from iri_gateway.planning.templates import with_template
+from iri_gateway.planning.templates import facility_templates, with_template
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service import cluster_members
@@ -52,7 +52,7 @@ from iri_gateway.service.store import (
     StateChange,
 )
 from iri_gateway.service.submitter import Submitter
-from iri_gateway.service.templates import TemplateBook, TemplateStore, facility_templates
+from iri_gateway.service.templates import TemplateBook, TemplateStore
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,7 @@ the facility's wins in jobs and the user's is listed as `shadowed` until renamed
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -24,14 +23,13 @@ from sqlalchemy.orm import sessionmaker
 
 from iri_gateway.errors import GatewayError, InvalidJobSpecError, Problem
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.templates import (
     ClusterTemplate,
     StoredTemplate,
     TaskTemplate,
     Template,
 )
-from iri_gateway.planning.templates import Expanded, closest, expand
+from iri_gateway.planning.templates import Expanded, FacilityTemplate, closest, expand
 from iri_gateway.service.schema import TemplateRow
 
 MAX_TEMPLATES_PER_USER = 1024
@@ -56,32 +54,6 @@ class TemplateLimitError(GatewayError):
     """The user keeps MAX_TEMPLATES_PER_USER templates already (409)."""
 
     code = "template_limit"
-
-
-@dataclass(frozen=True)
-class FacilityTemplate:
-    facility: str
-    template: Template
-
-
-def facility_templates(resources: Iterable[LoadedResource]) -> dict[str, FacilityTemplate]:
-    """The templates the loaded profiles ship, by name. Two facilities shipping one name is
-    a GatewayError at start-up (a job's `template` must mean one thing)."""
-    found: dict[str, FacilityTemplate] = {}
-    seen: set[str] = set()
-    for loaded in resources:
-        facility = loaded.profile.facility.id
-        if facility in seen:
-            continue
-        seen.add(facility)
-        for name, template in loaded.profile.templates.items():
-            earlier = found.get(name)
-            if earlier is not None and earlier.facility != facility:
-                raise GatewayError(
-                    f"job template {name!r} is shipped by the profiles of both "
-                    f"{earlier.facility!r} and {facility!r}; rename one of them")
-            found[name] = FacilityTemplate(facility, template)
-    return found
 
 
 class TemplateStore:
