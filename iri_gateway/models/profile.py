@@ -605,19 +605,20 @@ class FacilityProfile(_Strict):
             raise ValueError(f"resource ids repeat: {', '.join(duplicates)}")
         return self
 
-    @model_validator(mode="after")
-    def _templates_complete(self) -> FacilityProfile:
-        tasks = sorted(name for name, t in self.templates.items() if isinstance(t, TaskTemplate))
-        for name, template in self.templates.items():
+    @field_validator("templates")
+    @classmethod
+    def _templates_complete(cls, templates: dict[str, Template]) -> dict[str, Template]:
+        tasks = sorted(name for name, t in templates.items() if isinstance(t, TaskTemplate))
+        for name, template in templates.items():
             if not isinstance(template, ClusterTemplate):
                 continue
             for role in template.roles:
                 if role.task not in tasks:
                     raise ValueError(
-                        f"templates.{name}: role {role.name!r} names task template "
-                        f"{role.task!r}, which this profile does not define (its task "
-                        f"templates: {', '.join(tasks) or 'none'})")
-        return self
+                        f"{name}: role {role.name!r} names task template {role.task!r}, "
+                        "which this profile does not define (its task templates: "
+                        f"{', '.join(tasks) or 'none'})")
+        return templates
 
 
 def device_offered(device: str, offered: list[str]) -> bool:
