@@ -244,3 +244,19 @@ def test_an_unexpanded_template_is_never_planned_silently(registry: ProfileRegis
     with pytest.raises(JobRejectedError, match="not expanded"):
         make_plan(JobSpec.model_validate({"template": "x", "executable": "/bin/true"}),
                   registry.get("local"))
+
+
+def test_two_facilities_shipping_one_name_is_refused(tmp_path: Any) -> None:
+    from iri_gateway.errors import GatewayError
+    from iri_gateway.planning.templates import facility_templates
+    from iri_gateway.shipped import shipped_dir
+
+    shipped = (shipped_dir("facility_profiles") / "local.yaml").read_text(encoding="utf-8")
+    section = "templates:\n  shell:\n    kind: task\n    executable: /bin/sh\n"
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(shipped + section, encoding="utf-8")
+    second.write_text(shipped.replace("id: local", "id: other") + section, encoding="utf-8")
+    assert list(facility_templates(ProfileRegistry.from_paths([first]))) == ["shell"]
+    with pytest.raises(GatewayError, match="shipped by the profiles of both 'local' and "
+                                           "'other'; rename one"):
+        facility_templates(ProfileRegistry.from_paths([first, second]))

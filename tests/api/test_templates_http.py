@@ -295,3 +295,27 @@ def test_the_cli_keeps_templates(site: Site, tmp_path: Path) -> None:
     assert (deleted.returncode, deleted.stdout) == (0, "template solvers deleted\n")
     gone = _cli(site, "show", "solvers")
     assert gone.returncode == 1 and "no template 'solvers'" in gone.stderr
+
+
+def test_the_async_sdk_keeps_templates(site: Site) -> None:
+    import asyncio
+
+    from iri_gateway.client import AsyncGatewayClient, Conflict, NotFound
+
+    token = site.alice["Authorization"].split()[1]
+
+    async def scenario() -> None:
+        async with AsyncGatewayClient(site.serve.url, token) as client:
+            stored = await client.put_template("async-one", TaskTemplate(
+                kind="task", executable="/bin/true", description="from the async SDK"))
+            assert (stored.name, stored.source) == ("async-one", "user")
+            assert (await client.template("async-one")).template.description == (
+                "from the async SDK")
+            assert "async-one" in [t.name for t in await client.templates()]
+            with pytest.raises(Conflict):
+                await client.delete_template("site-shell")
+            await client.delete_template("async-one")
+            with pytest.raises(NotFound, match="no template 'async-one'"):
+                await client.template("async-one")
+
+    asyncio.run(scenario())
