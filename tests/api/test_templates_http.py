@@ -144,6 +144,12 @@ def test_a_count_out_of_range_is_a_422_naming_the_role_and_range(site: Site) -> 
             "name": "roles[0].count",
             "reason": "role 'worker' of template 'pair' takes 1 to 3 members; 4 asked for "
                       "(offered: 1..3)"}]
+    placed = httpx.post(f"{site.url}/placement", headers=site.alice, json={
+        "template": "pair", "roles": [{"name": "worker", "count": 2}]})
+    assert placed.status_code == 200, placed.text
+    assert placed.json()[0]["resource"] == "local" and placed.json()[0]["runnable"], placed.text
+    assert httpx.post(f"{site.url}/placement", headers=site.alice, json={
+        "template": "pair", "roles": [{"name": "worker", "count": 9}]}).status_code == 422
     unknown = httpx.post(f"{site.url}/plan/local", headers=site.alice,
                          json={"template": "pear"})
     assert unknown.status_code == 422
