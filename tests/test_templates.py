@@ -260,3 +260,27 @@ def test_two_facilities_shipping_one_name_is_refused(tmp_path: Any) -> None:
     with pytest.raises(GatewayError, match="shipped by the profiles of both 'local' and "
                                            "'other'; rename one"):
         facility_templates(ProfileRegistry.from_paths([first, second]))
+
+
+def test_a_facility_template_shadows_a_users_of_the_same_name(tmp_path: Any) -> None:
+    """A profile that later ships a name a user already has: jobs get the facility's, the
+    user's is listed as shadowed, and writing it stays refused."""
+    from iri_gateway.models.templates import TaskTemplate
+    from iri_gateway.planning.templates import FacilityTemplate
+    from iri_gateway.service.store import JobStore
+    from iri_gateway.service.templates import (
+        TemplateBook,
+        TemplateReadOnlyError,
+        TemplateStore,
+    )
+
+    store = TemplateStore(JobStore(f"sqlite:///{tmp_path}/jobs.db").engine)
+    store.put("alice", "shell", TaskTemplate(kind="task", executable="/bin/mine"))
+    shipped = TaskTemplate(kind="task", executable="/bin/site")
+    book = TemplateBook(store, {"shell": FacilityTemplate("site", shipped)})
+    listed = [(t.name, t.source, t.shadowed) for t in book.listed("alice")]
+    assert listed == [("shell", "facility", False), ("shell", "user", True)]
+    assert book.expand("alice", JobSpec.model_validate({"template": "shell"})).spec.executable == (
+        "/bin/site")
+    with pytest.raises(TemplateReadOnlyError):
+        book.put("alice", "shell", TaskTemplate(kind="task"))
