@@ -284,3 +284,12 @@ def test_a_facility_template_shadows_a_users_of_the_same_name(tmp_path: Any) -> 
         "/bin/site")
     with pytest.raises(TemplateReadOnlyError):
         book.put("alice", "shell", TaskTemplate(kind="task"))
+
+
+def test_a_cluster_whose_task_template_is_gone_names_the_role() -> None:
+    templates = {name: t for name, t in TEMPLATES.items() if name != "worker"}
+    with pytest.raises(InvalidJobSpecError) as caught:
+        expanded({"template": "spark"}, templates)
+    assert [(p.field, p.reason) for p in caught.value.problems] == [(
+        "template", "role 'worker' of template 'spark' names task template 'worker', which "
+        "does not exist (any more)")]
