@@ -16,7 +16,15 @@ from fastapi import Depends, FastAPI
 from iri_gateway import __version__
 from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
-from iri_gateway.api.routers import account, compute, facility, filesystem, health, status
+from iri_gateway.api.routers import (
+    account,
+    compute,
+    facility,
+    filesystem,
+    health,
+    status,
+    templates,
+)
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
@@ -122,7 +130,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.state.started = False
     app.state.poller = None
-    for module in (facility, status, account, compute, filesystem, health):
+    for module in (facility, status, account, compute, templates, filesystem, health):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     return app

@@ -37,6 +37,11 @@ from iri_gateway.service.engine import (
     JobNotFoundError,
     OutputUnavailableError,
 )
+from iri_gateway.service.templates import (
+    TemplateLimitError,
+    TemplateNotFoundError,
+    TemplateReadOnlyError,
+)
 from iri_gateway.transport.base import TransportError
 
 PROBLEM = "application/problem+json"
@@ -48,6 +53,9 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (UnknownResourceError, 404, "Not Found"),
     (JobNotFoundError, 404, "Not Found"),
     (OutputUnavailableError, 404, "Not Found"),
+    (TemplateNotFoundError, 404, "Not Found"),
+    (TemplateReadOnlyError, 409, "Conflict"),
+    (TemplateLimitError, 409, "Conflict"),
     (NoAccountError, 403, "Forbidden"),
     (IdempotencyConflictError, 422, "Unprocessable Entity"),
     (InvalidJobSpecError, 422, "Unprocessable Entity"),

@@ -33,6 +33,7 @@ from iri_gateway.errors import (
 
 if TYPE_CHECKING:
     from iri_gateway.models.jobspec import JobSpec
+    from iri_gateway.planning.templates import Expanded
     from iri_gateway.profiles.loading import ProfileRegistry
     from iri_gateway.service.auth import TokenFile
 
@@ -118,6 +119,21 @@ def _read_job(job: str) -> JobSpec:
         _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
 
 
+def _expanded(registry: ProfileRegistry, spec: JobSpec) -> Expanded:
+    """The job with its template applied: offline, only the profiles' templates exist (a
+    user's own are on the server: `remote-plan`)."""
+    from iri_gateway.planning.templates import Expanded, expand, shipped_templates
+
+    if spec.template is None:
+        return Expanded(spec, None)
+    try:
+        return expand(spec, shipped_templates(registry))
+    except InvalidJobSpecError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    except GatewayError as error:
+        _fail(str(error))
+
+
 def _pick_resource(registry: ProfileRegistry, resource: str | None) -> str:
     if resource is not None:
         return resource
@@ -136,7 +152,7 @@ def render(
     from iri_gateway.planning.planner import make_plan
 
     registry = _registry(profile, resource)
-    spec = _read_job(job)
+    spec = _expanded(registry, _read_job(job)).spec
     try:
         plan = make_plan(spec, registry.get(_pick_resource(registry, resource)),
                          registry.known_facts)
@@ -160,12 +176,14 @@ def plan(
     When the job cannot run, the JSON lists every problem and the exit code is 2.
     """
     from iri_gateway.planning.planner import make_plan
+    from iri_gateway.planning.templates import with_template
 
     registry = _registry(profile, resource)
-    spec = _read_job(job)
+    expanded = _expanded(registry, _read_job(job))
     resource_id = _pick_resource(registry, resource)
     try:
-        result = make_plan(spec, registry.get(resource_id), registry.known_facts)
+        result = with_template(make_plan(expanded.spec, registry.get(resource_id),
+                                         registry.known_facts), expanded.template)
     except JobRejectedError as error:
         document = {
             "resource": resource_id,
@@ -278,7 +296,7 @@ def placement(
     from iri_gateway.planning.placement import place
 
     registry = _registry(profile)
-    spec = _read_job(job)
+    spec = _expanded(registry, _read_job(job)).spec
     try:
         ranked = place(spec, registry)
     except InvalidJobSpecError as error:
@@ -566,6 +584,8 @@ def version() -> None:
 
 
 from iri_gateway.cli.client_commands import register; register(app)  # noqa: E402, E702, I001
+from iri_gateway.cli.template_commands import template_app  # noqa: E402, I001
+app.add_typer(template_app, name="template")
 
 
 def main() -> None:

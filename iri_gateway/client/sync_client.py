@@ -19,6 +19,7 @@ from iri_gateway.client.calls import (
     RETRY_STATUSES,
     Call,
     SpecLike,
+    TemplateLike,
     backoff,
     client_settings,
     retry_pause,
@@ -36,6 +37,7 @@ from iri_gateway.client.models import (
 from iri_gateway.client.progress import status_line
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
+from iri_gateway.models.templates import StoredTemplate
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
@@ -181,6 +183,24 @@ class GatewayClient:
     def capabilities(self, resource: str) -> Capabilities:
         """Runtimes, GPU and MPI bindings, mounts, extra options, hardware, limits."""
         return self._run(calls.capabilities(resource))
+
+    # ---- job templates (extension) -------------------------------------------------------
+
+    def templates(self) -> list[StoredTemplate]:
+        """The templates you may name in a job: the facility's, then your own."""
+        return self._run(calls.templates())
+
+    def template(self, name: str) -> StoredTemplate:
+        """One template (404 names the closest ones)."""
+        return self._run(calls.template_get(name))
+
+    def put_template(self, name: str, template: TemplateLike) -> StoredTemplate:
+        """Keep a task or cluster template under `name` (created or replaced)."""
+        return self._run(calls.template_put(name, template))
+
+    def delete_template(self, name: str) -> None:
+        """Delete one of your templates (a facility template is 409)."""
+        self._run(calls.template_delete(name))
 
     # ---- filesystem and tasks -----------------------------------------------------------------
 

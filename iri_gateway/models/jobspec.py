@@ -5,7 +5,7 @@ objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes
 `VolumeMount`) allow them here too, and `JobSpec` itself forbids them, as the spec does.
 Validation is strict, like the JSON Schema: "2" is not a node count.
 Our extensions live inside `container` (where the official schema allows extra fields), plus
-the top-level `roles`; all are optional; see docs/design.md, Contract 1.
+the top-level `roles` and `template`; all are optional; see docs/design.md, Contract 1.
 Every string, list and mapping has a size limit, and every string must be valid Unicode
 (`iri_gateway.models.limits`): a document over a limit is refused with the field named.
 """
@@ -54,6 +54,7 @@ from iri_gateway.models.limits import (
 )
 from iri_gateway.models.platforms import PlatformError, parse_platform
 from iri_gateway.models.runtime_names import RuntimeName
+from iri_gateway.models.template_names import TemplateName
 
 NonEmptyStr = NonEmptyText
 """A non-empty string of at most MAX_TEXT_LENGTH characters, valid Unicode."""
@@ -469,6 +470,14 @@ class JobSpec(_Unicode):
         description="Extension: a cluster job of several roles run as one scheduler job; "
         "members find each other by name (master1, worker1, ...). Top-level fields are the "
         "defaults of every role.",
+    )
+
+    template: TemplateName | None = Field(
+        default=None,
+        description="Extension: the name of a job template (yours or your facility's) the "
+        "job is built on: its fields are the defaults of the job's (image < template < job); "
+        "with a cluster template, `roles` choose each role's count (and may override its "
+        "fields). See GET /api/v2/compute/templates.",
     )
 
     @model_validator(mode="after")

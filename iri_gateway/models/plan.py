@@ -248,6 +248,9 @@ class Plan(BaseModel):
         default_factory=list,
         description="Every flavour of the job, in declaration order, with what became of it",
     )
+    template: str | None = Field(
+        default=None, description="The job template the job was built from, when it names one"
+    )
     launcher: str = Field(description="'none', 'parallel' (N copies) or 'mpi'")
     cluster: ClusterView | None = Field(
         default=None, description="For a job with roles: its roles and members"

@@ -25,6 +25,8 @@ from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
 from iri_gateway.models.platforms import normalise_arch
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
+from iri_gateway.models.template_names import TemplateName
+from iri_gateway.models.templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.runtimes import RUNTIMES
 
 Identifier = Annotated[
@@ -614,6 +616,12 @@ class FacilityProfile(_Strict):
 
     facility: FacilityInfo = Field(description="The facility")
     resources: list[Resource] = Field(min_length=1, description="Its compute resources")
+    templates: dict[TemplateName, Template] = Field(
+        default_factory=dict,
+        description="Job templates the facility ships (extension): name -> task or cluster "
+        "template; every user sees them and may name them in a job's `template`; read-only "
+        "through the API. A cluster template's roles name task templates of this profile.",
+    )
 
     @model_validator(mode="after")
     def _unique_resources(self) -> FacilityProfile:
@@ -622,6 +630,21 @@ class FacilityProfile(_Strict):
         if duplicates:
             raise ValueError(f"resource ids repeat: {', '.join(duplicates)}")
         return self
+
+    @field_validator("templates")
+    @classmethod
+    def _templates_complete(cls, templates: dict[str, Template]) -> dict[str, Template]:
+        tasks = sorted(name for name, t in templates.items() if isinstance(t, TaskTemplate))
+        for name, template in templates.items():
+            if not isinstance(template, ClusterTemplate):
+                continue
+            for role in template.roles:
+                if role.task not in tasks:
+                    raise ValueError(
+                        f"{name}: role {role.name!r} names task template {role.task!r}, "
+                        "which this profile does not define (its task templates: "
+                        f"{', '.join(tasks) or 'none'})")
+        return templates
 
 
 def device_offered(device: str, offered: list[str]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import (
@@ -29,7 +30,13 @@ def make_plan(spec: JobSpec, loaded: LoadedResource,
               known_facts: Collection[str] | None = None) -> Plan:
     """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run.
 
-    `known_facts`: the facts of every loaded resource (see `negotiate`)."""
+    `known_facts`: the facts of every loaded resource (see `negotiate`). A job naming a
+    template must be expanded first (`planning/templates.py`): planning it as it is would
+    silently leave the template out."""
+    if spec.template is not None:
+        raise JobRejectedError(loaded.id, [Problem(
+            "template", f"template {spec.template!r} was not expanded before planning; "
+            "templates are applied by the gateway (or the CLI) that knows them")])
     decision = negotiate(spec, loaded, known_facts=known_facts)
     return describe(decision, render_script(decision))
 

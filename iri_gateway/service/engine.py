@@ -37,6 +37,7 @@ from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
 from iri_gateway.planning.placement import place
 from iri_gateway.planning.planner import make_plan
+from iri_gateway.planning.templates import facility_templates, with_template
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service import cluster_members
@@ -51,6 +52,7 @@ from iri_gateway.service.store import (
     StateChange,
 )
 from iri_gateway.service.submitter import Submitter
+from iri_gateway.service.templates import TemplateBook, TemplateStore
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,9 @@ class Engine:
         self.submitter = submitter or Submitter()
         """Runs the scheduler commands of submissions, cancels and updates off the caller's
         thread, a bounded number at a time per resource (see `submitter`)."""
+        self.templates = TemplateBook(TemplateStore(store.engine, clock=clock),
+                                      facility_templates(registry))
+        """The job templates: each user's own and the facility's (see `templates`)."""
 
     # ---- submission ------------------------------------------------------------------------
 
@@ -159,8 +164,11 @@ class Engine:
                 return self._replay(earlier, idempotency_key, digest, wait)
         backend = self.backends.get(loaded, owner)
         job_id = str(uuid.uuid4())
-        effective = self._effective_spec(spec, backend, job_id, owner=owner, loaded=loaded)
-        plan = make_plan(effective, loaded, self.registry.known_facts)
+        expanded = self.templates.expand(owner, spec)
+        effective = self._effective_spec(expanded.spec, backend, job_id, owner=owner,
+                                         loaded=loaded)
+        plan = with_template(make_plan(effective, loaded, self.registry.known_facts),
+                             expanded.template)
         self._claim(job_id)
         try:
             record = self.store.create(
@@ -462,8 +470,11 @@ class Engine:
         """Every resource of the loaded profiles, in the order they were loaded."""
         return list(self.registry)
 
-    def place(self, *, spec: JobSpec) -> list[Placement]:
-        """Every resource's answer to "can this job run here, and how?", best first."""
+    def place(self, *, spec: JobSpec, owner: str | None = None) -> list[Placement]:
+        """Every resource's answer to "can this job run here, and how?", best first; a job
+        naming a template is expanded with `owner`'s templates first."""
+        if spec.template is not None:
+            spec = self.templates.expand(owner or "", spec).spec
         return place(spec, self.registry)
 
     def close(self) -> None:
@@ -886,11 +897,14 @@ class Engine:
     def plan(self, *, owner: str, resource_id: str, spec: JobSpec) -> Plan:
         """The dry run of a submission by `owner`: the same refusals (folders included)."""
         loaded = self.registry.get(resource_id)
+        expanded = self.templates.expand(owner, spec)
+        spec = expanded.spec
         if spec.directory is not None or any((spec.stdin_path, spec.stdout_path,
                                               spec.stderr_path)):
             backend = self.backends.get(loaded, owner)
             self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
-        return make_plan(spec, loaded, self.registry.known_facts)
+        return with_template(make_plan(spec, loaded, self.registry.known_facts),
+                             expanded.template)
 
 
 def _directory(record: JobRecord) -> str:

@@ -214,4 +214,4 @@ def plan_job(resource_id: str, spec: JobSpec, engine: EngineDep,
                  summary="Where can this run?")
 def place_job(spec: JobSpec, engine: EngineDep, principal: PrincipalDep) -> list[Placement]:
     """Every resource ranked: runnable first, best flavour first, with reasons for the rest."""
-    return engine.place(spec=spec)
+    return engine.place(spec=spec, owner=principal.user)
