@@ -21,6 +21,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -296,6 +298,29 @@ def _role_name(name: str) -> str:
     return name
 
 
+PORT_NAME = r"^[a-z][a-z0-9_]{0,19}$"
+"""Port names become variable names (`http` -> IRI_CLUSTER_PORT_HTTP): lower case letters,
+digits and '_', starting with a letter."""
+MAX_PORT = 65535
+MAX_ROLE_PORTS = 16
+
+
+def _port_name(name: str) -> str:
+    if not re.fullmatch(PORT_NAME, name):
+        raise ValueError(
+            f"port name {name!r}: lower case letters, digits and '_', starting with a letter, "
+            "at most 20 characters (it becomes IRI_CLUSTER_PORT_<NAME>)"
+        )
+    return name
+
+
+PortName = Annotated[str, BeforeValidator(unicode_text), AfterValidator(_port_name)]
+PortNumber = Annotated[JsonInt, Field(ge=1, le=MAX_PORT)]
+
+ClusterLifecycle = Literal["primary_ends_all", "all_must_end", "first_failure_ends_all"]
+"""When a cluster job ends (docs/jobspec.md, One life cycle)."""
+
+
 class RoleContainer(_Open):
     """A role's own container settings; every field left out is the job's `container`'s."""
 
@@ -350,6 +375,24 @@ class Role(_Unicode):
         "processes_per_node = members per node (default 1); memory per node. Fields left out "
         "are the job's.",
     )
+    ports: Annotated[dict[PortName, PortNumber], Field(max_length=MAX_ROLE_PORTS)] = Field(
+        default_factory=dict,
+        description="Named service ports, name -> base port: member k of the role listens on "
+        "base + k - 1, given to it as IRI_CLUSTER_PORT_<NAME>; every member sees all of them "
+        "in IRI_CLUSTER_ENDPOINTS (name:member:port, comma-separated)",
+    )
+
+    @model_validator(mode="after")
+    def _ports_in_range(self) -> Role:
+        for name, base in self.ports.items():
+            last = base + self.count - 1
+            if last > MAX_PORT:
+                raise ValueError(
+                    f"role {self.name!r}: port {name!r} {base} with {self.count} members "
+                    f"reaches {last} (member k listens on {base} + k - 1); ports end at "
+                    f"{MAX_PORT}, so the base may be at most {MAX_PORT - self.count + 1}"
+                )
+        return self
 
 
 class JobSpec(_Unicode):
@@ -409,6 +452,14 @@ class JobSpec(_Unicode):
         "members find each other by name (master1, worker1, ...). Top-level fields are the "
         "defaults of every role.",
     )
+    cluster_lifecycle: ClusterLifecycle | None = Field(
+        default=None,
+        description="Extension, jobs with roles only: when the cluster ends. "
+        "'primary_ends_all' (default): when the primary member (first of the first role) ends, "
+        "or any member fails, the others are stopped; 'first_failure_ends_all': every member "
+        "runs to its own end unless one fails; 'all_must_end': every member runs to its own "
+        "end, failures included",
+    )
 
     @model_validator(mode="after")
     def _role_names_unique(self) -> JobSpec:
@@ -417,3 +468,35 @@ class JobSpec(_Unicode):
         if twice:
             raise ValueError(f"role names must be unique; given twice: {', '.join(twice)}")
         return self
+
+    @field_validator("roles")
+    @classmethod
+    def _ports_apart(cls, roles: list[Role] | None) -> list[Role] | None:
+        """No two members' ports may be equal: members of different roles may share a node."""
+        ranges = sorted(
+            (base, base + role.count - 1, role.name, name)
+            for role in roles or [] for name, base in role.ports.items()
+        )
+        widest: tuple[int, int, str, str] | None = None  # the range reaching highest so far
+        for low, high, role, name in ranges:
+            if widest is not None and low <= widest[1]:
+                first, last, owner, owner_name = widest
+                who = f"role {role!r}" if owner == role else f"roles {owner!r} and {role!r}"
+                raise ValueError(
+                    f"{who}: port {owner_name!r} takes {first}-{last} and port {name!r} takes "
+                    f"{low}-{high} (member k listens on base + k - 1); members may share a "
+                    "node, so no two ports may overlap"
+                )
+            if widest is None or high > widest[1]:
+                widest = (low, high, role, name)
+        return roles
+
+    @field_validator("cluster_lifecycle")
+    @classmethod
+    def _lifecycle_needs_roles(
+        cls, lifecycle: ClusterLifecycle | None, info: ValidationInfo
+    ) -> ClusterLifecycle | None:
+        if lifecycle is not None and not info.data.get("roles"):
+            raise ValueError("cluster_lifecycle applies to jobs with roles only; this job has "
+                             "none (leave it out, or add roles)")
+        return lifecycle

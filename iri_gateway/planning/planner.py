@@ -68,6 +68,8 @@ def describe(decision: Decision, script: str) -> Plan:
                          gpus_per_member=role.decision.shape.gpus_per_process)
                 for role in decision.cluster.roles
             ],
+            lifecycle=decision.cluster.lifecycle,
+            ports=decision.cluster.ports,
         )
     return Plan(
         facility=decision.resource.profile.facility.id,

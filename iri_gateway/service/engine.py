@@ -662,7 +662,8 @@ class Engine:
             return change
         if not state.final and len(files.members) < size:
             return change  # the script is still writing `members`
-        outcome = cluster_members.outcome(files.members, files.exits or [], state)
+        outcome = cluster_members.outcome(files.members, files.exits or [], state,
+                                          record.cluster_ports)
         message = change.message if change is not None else record.message or ""
         if state == JobState.FAILED and outcome.first_failure is not None:
             member, code = outcome.first_failure

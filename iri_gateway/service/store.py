@@ -98,6 +98,12 @@ class JobRecord:
         return None if cluster is None else cluster.size
 
     @property
+    def cluster_ports(self) -> dict[str, dict[str, int]]:
+        """A cluster job's members' named ports (member -> name -> port), from its plan."""
+        cluster = _PlanCluster.model_validate(self.plan).cluster
+        return {} if cluster is None else dict(cluster.ports)
+
+    @property
     def named_directory(self) -> bool:
         """True when the user named the job's `directory`; otherwise the gateway made the
         job's folder (`<job root>/<job id>`)."""
@@ -120,6 +126,7 @@ class _ClusterSize(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     size: int
+    ports: dict[str, dict[str, int]] = {}
 
 
 class _PlanCluster(BaseModel):
