@@ -20,6 +20,7 @@ import pytest
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.engine import Engine
+from iri_gateway.service.poller import Poller
 from iri_gateway.service.store import JobRecord
 from tests.integration.conftest import ClusterInfo, wait_all_final
 
@@ -53,6 +54,13 @@ def node_addresses() -> dict[str, str]:
     shown = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True,
                            check=True, timeout=30).stdout
     return dict(re.findall(r"NodeName=(\S+) .*?NodeAddr=(\S+)", shown))
+
+
+def slurm_running(native_id: str) -> bool:
+    """Whether Slurm still has the job pending, running or completing."""
+    listed = subprocess.run(["squeue", "-h", "-j", native_id, "-o", "%T"], capture_output=True,
+                            text=True, timeout=30)
+    return bool(listed.stdout.strip())
 
 
 def cluster_folder(record: JobRecord) -> Path:
@@ -135,3 +143,99 @@ def test_cancel_stops_every_member(cluster_engine: Engine, cluster: ClusterInfo)
     while containers():
         assert time.monotonic() < deadline, f"members still running: {containers()}"
         time.sleep(0.5)
+
+
+# Each member serves a page on its own port (busybox httpd), fetches the other member's page
+# through IRI_CLUSTER_ENDPOINTS (name:member:port; the member's name is looked up in the
+# cluster's hosts file at /etc/hosts by hand: the test image's static busybox crashes in its
+# own name lookup and with wget -T), then waits until both have fetched, so neither server stops early.
+SERVE_AND_FETCH = r'''
+mkdir -p "/tmp/www-$IRI_CLUSTER_ROLE_INDEX"
+echo "page of $IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX" > "/tmp/www-$IRI_CLUSTER_ROLE_INDEX/index.html"
+httpd -f -p "$IRI_CLUSTER_PORT_HTTP" -h "/tmp/www-$IRI_CLUSTER_ROLE_INDEX" &
+me="$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"
+other=$(echo "$IRI_CLUSTER_ENDPOINTS" | tr , '\n' | grep '^http:' | grep -v ":$me:")
+host=$(echo "$other" | cut -d: -f2)
+address=$(awk -v name="$host" '$2 == name { print $1 }' /etc/hosts)
+port=$(echo "$other" | cut -d: -f3)
+page=""
+for i in $(seq 1 60); do
+    page=$(timeout 5 wget -q -O - "http://$address:$port/") && break
+    sleep 0.5
+done
+echo "$me port=$IRI_CLUSTER_PORT_HTTP endpoints=$IRI_CLUSTER_ENDPOINTS got=$page"
+touch "fetched-$me"
+for i in $(seq 1 60); do
+    [ -e fetched-server1 ] && [ -e fetched-server2 ] && break
+    sleep 0.5
+done
+'''
+
+
+def test_two_members_on_one_node_serve_their_own_ports_and_reach_each_other(
+    cluster_engine: Engine, cluster: ClusterInfo
+) -> None:
+    engine = cluster_engine
+    spec = parse_jobspec({
+        "name": "ports-test",
+        "executable": "/bin/sh", "arguments": ["-c", SERVE_AND_FETCH],
+        "container": {"image": cluster.test_image,
+                      "extra_options": {"podman": ["--env=SLURMD_NODENAME"]}},
+        "attributes": {"duration": 300},
+        "cluster_lifecycle": "all_must_end",
+        "roles": [{"name": "server", "count": 2, "ports": {"http": 18080},
+                   "resources": {"processes_per_node": 2}}],
+    })
+    record = engine.submit(owner="root", resource_id="cluster", spec=spec).record
+    record = wait_all_final(engine, [record.id], timeout=120)[record.id]
+    assert record.state == JobState.COMPLETED and record.exit_code == 0, record
+
+    endpoints = "http:server1:18080,http:server2:18081"
+    assert engine.read_output(owner="root", job_id=record.id).strip() == (  # the primary
+        f"server1 port=18080 endpoints={endpoints} got=page of server2")
+    assert member_output(record, engine, "server2").strip() == (
+        f"server2 port=18081 endpoints={endpoints} got=page of server1")
+    members = {m["name"]: m for m in record.members}
+    assert members["server1"]["node"] == members["server2"]["node"], "co-located"
+    address = members["server1"]["address"]
+    assert members["server2"]["address"] == address, "one address for both"
+    assert members["server1"]["endpoints"] == {"http": f"{address}:18080"}
+    assert members["server2"]["endpoints"] == {"http": f"{address}:18081"}
+
+
+def test_the_primarys_end_ends_long_running_workers(
+    cluster_engine: Engine, cluster: ClusterInfo
+) -> None:
+    """Default `primary_ends_all`: the workers would sleep 300 s; the job ends with the
+    primary, and the poller sees it at its next cycle."""
+    engine = cluster_engine
+    spec = parse_jobspec(cluster_job(cluster, "sleep 300", "sleep 5; echo primary done"))
+    record = engine.submit(owner="root", resource_id="cluster", spec=spec).record
+    exits = cluster_folder(record) / "exits"
+    deadline = time.monotonic() + 90
+    while not (exits.exists() and exits.read_text().startswith("master1\t")):
+        assert time.monotonic() < deadline, "the primary did not end"
+        time.sleep(0.1)
+    primary_ended = time.monotonic()
+    poller = Poller(engine)  # its own cadence: a running job is polled every 2 * fast s
+    slurm_ended = None
+    while not (current := engine.store.get(record.id)) or not current.state.final:
+        assert time.monotonic() - primary_ended < 30, "the workers ran on"
+        if slurm_ended is None and not slurm_running(record.native_id or ""):
+            slurm_ended = time.monotonic() - primary_ended
+        poller.cycle()
+        time.sleep(0.05)
+    seen = time.monotonic() - primary_ended
+    cycle = 2 * poller.fast
+    assert slurm_ended is not None and slurm_ended <= cycle, (
+        f"the job ended {slurm_ended} s after its primary: more than one poll cycle ({cycle} s)")
+    assert seen <= slurm_ended + cycle + 0.5, f"seen {seen:.1f} s after the primary's end"
+    record = current
+    assert record.state == JobState.COMPLETED and record.exit_code == 0, record
+    states = {m["name"]: (m["state"], m.get("stopped", False)) for m in record.members}
+    assert states == {"master1": ("completed", False), "worker1": ("completed", True),
+                      "worker2": ("completed", True), "worker3": ("completed", True)}
+    assert engine.read_output(owner="root", job_id=record.id).strip() == "primary done"
+    lines = exits.read_text().splitlines()
+    assert lines[0] == "master1\t0"
+    assert all(line.endswith("\tstopped") for line in lines[1:]) and len(lines) == 4
