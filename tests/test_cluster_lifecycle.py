@@ -99,3 +99,60 @@ def test_all_must_end_stops_nobody(engine: Engine) -> None:
     assert members(record) == {"main1": ("completed", False), "worker1": ("failed", False),
                                "worker2": ("completed", False)}
     assert not any(line.endswith("\tstopped") for line in exits(record))
+
+
+# ---- restart ---------------------------------------------------------------------------------
+
+
+def test_restart_runs_every_member_again_as_the_same_job(engine: Engine) -> None:
+    """Each member appends a line to its own file in the job directory: after the restart
+    every member has run twice, under the same gateway job and native id."""
+    line = 'echo "run $IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX" >> "runs-$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"'
+    record, _ = run(engine, cluster(line, f"{line}; sleep 1", "all_must_end"))
+    assert record.state == JobState.COMPLETED, record
+    native_id = record.native_id
+    restarted = engine.restart(owner="alice", job_id=record.id)
+    assert restarted.state == JobState.QUEUED and restarted.exit_code is None
+    assert restarted.members == [] and restarted.message == "restart 1: local restart of " + (
+        str(native_id))
+    record = wait_for(engine, record.id, lambda r: r.state.final and bool(r.members))
+    assert record.state == JobState.COMPLETED and record.native_id == native_id, record
+    directory = Path(record.effective_spec["directory"])
+    for name in ("main1", "worker1", "worker2"):
+        assert (directory / f"runs-{name}").read_text() == f"run {name}\nrun {name}\n"
+    states = [entry["state"] for entry in record.history]
+    assert states.count("completed") == 2 and states.count("queued") >= 2, record.history
+    restart_entry = next(e for e in record.history if e["message"].startswith("restart 1"))
+    assert restart_entry["state"] == "queued"
+
+
+def test_restart_of_a_running_cluster_stops_it_first(engine: Engine) -> None:
+    line = 'echo "run" >> "runs-$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"; sleep 300'
+    record = engine.submit(owner="alice", resource_id="local",
+                           spec=cluster(line, line)).record
+    record = wait_for(engine, record.id, lambda r: len(r.members) == 3)
+    directory = Path(record.effective_spec["directory"])
+    until = time.monotonic() + 20
+    while not all((directory / f"runs-{n}").exists() for n in ("main1", "worker1", "worker2")):
+        assert time.monotonic() < until
+        time.sleep(0.1)
+    engine.restart(owner="alice", job_id=record.id)
+    until = time.monotonic() + 20
+    while not all((directory / f"runs-{n}").exists() and (directory / f"runs-{n}").read_text()
+                  == "run\nrun\n" for n in ("main1", "worker1", "worker2")):
+        assert time.monotonic() < until, "the members did not run again"
+        time.sleep(0.1)
+    record = wait_for(engine, record.id, lambda r: r.state == JobState.ACTIVE)
+    engine.cancel(owner="alice", job_id=record.id)
+    record = wait_for(engine, record.id, lambda r: r.state.final)
+    assert record.state == JobState.CANCELED
+
+
+
+def test_a_job_not_sent_yet_cannot_be_restarted(engine: Engine) -> None:
+    from iri_gateway.service.engine import JobNotChangeableError
+
+    record = engine.store.create(owner="alice", resource_id="local", spec={},
+                                 effective_spec={}, plan={}, script="true")
+    with pytest.raises(JobNotChangeableError, match="has not reached the scheduler"):
+        engine.restart(owner="alice", job_id=record.id)

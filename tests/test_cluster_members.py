@@ -38,6 +38,7 @@ MEMBERS = (
 )
 MASTER = Member("master1", "master", 1, "n1", "127.0.0.1")
 WORKER2 = Member("worker2", "worker", 2, "n3", "127.0.0.3")
+NOT_AN_EXIT = "not `name<TAB>exit code[<TAB>stopped]`"
 
 # ---- parsing --------------------------------------------------------------------------------
 
@@ -70,8 +71,8 @@ def test_a_malformed_members_line_is_skipped_with_its_reason(
 
 @pytest.mark.parametrize(
     ("line", "reason"),
-    [("worker1", "not `name<TAB>exit code[<TAB>stopped]`"), ("worker1\t1\textra", "not `name<TAB>exit code[<TAB>stopped]`"),
-     ("\t1", "not `name<TAB>exit code[<TAB>stopped]`"), ("worker1\tkilled", "exit code 'killed' is not")],
+    [("worker1", NOT_AN_EXIT), ("worker1\t1\textra", NOT_AN_EXIT), ("\t1", NOT_AN_EXIT),
+     ("worker1\tkilled", "exit code 'killed' is not")],
 )
 def test_a_malformed_exit_line_is_skipped_with_its_reason(
     line: str, reason: str, caplog: pytest.LogCaptureFixture

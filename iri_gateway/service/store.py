@@ -426,6 +426,13 @@ class JobStore:
     def request_cancel(self, job_id: str) -> JobRecord:
         return self._update(job_id, desired="canceled")
 
+    def restarted(self, job_id: str, message: str) -> JobRecord:
+        """The scheduler runs the job again under the same native id: back to `queued` (the
+        history keeps the earlier run's states and this restart), the last run's exit code
+        and members forgotten, a recorded cancel withdrawn (it was for the earlier run)."""
+        return self._transition(job_id, JobState.QUEUED, message, exit_code=_NOBODY,
+                                members=[], desired="submitted", cancel_sent=False)
+
     def transition(
         self, job_id: str, state: JobState, message: str, *, exit_code: int | None = None,
         unclaim: bool = False, cancel_sent: bool = False,

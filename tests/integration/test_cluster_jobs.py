@@ -148,12 +148,13 @@ def test_cancel_stops_every_member(cluster_engine: Engine, cluster: ClusterInfo)
 # Each member serves a page on its own port (busybox httpd), fetches the other member's page
 # through IRI_CLUSTER_ENDPOINTS (name:member:port; the member's name is looked up in the
 # cluster's hosts file at /etc/hosts by hand: the test image's static busybox crashes in its
-# own name lookup and with wget -T), then waits until both have fetched, so neither server stops early.
+# own name lookup and with wget -T), then waits until both have fetched, so neither server
+# stops early.
 SERVE_AND_FETCH = r'''
-mkdir -p "/tmp/www-$IRI_CLUSTER_ROLE_INDEX"
-echo "page of $IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX" > "/tmp/www-$IRI_CLUSTER_ROLE_INDEX/index.html"
-httpd -f -p "$IRI_CLUSTER_PORT_HTTP" -h "/tmp/www-$IRI_CLUSTER_ROLE_INDEX" &
 me="$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"
+mkdir -p "/tmp/www-$me"
+echo "page of $me" > "/tmp/www-$me/index.html"
+httpd -f -p "$IRI_CLUSTER_PORT_HTTP" -h "/tmp/www-$me" &
 other=$(echo "$IRI_CLUSTER_ENDPOINTS" | tr , '\n' | grep '^http:' | grep -v ":$me:")
 host=$(echo "$other" | cut -d: -f2)
 address=$(awk -v name="$host" '$2 == name { print $1 }' /etc/hosts)

@@ -1,4 +1,5 @@
-"""Slurm through a transport: sbatch, squeue (+ sacct for history), scancel, scontrol."""
+"""Slurm through a transport: sbatch, squeue (+ sacct for history), scancel, scontrol
+(update, requeue)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from collections.abc import Collection
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.schedulers.slurm import hetjob, sacct, sbatch, scancel, scontrol, squeue
+from iri_gateway.schedulers.slurm import (
+    hetjob,
+    requeue,
+    sacct,
+    sbatch,
+    scancel,
+    scontrol,
+    squeue,
+)
 from iri_gateway.transport.base import Transport
 
 
@@ -51,6 +60,11 @@ class SlurmBatch:
 
     def update(self, native_id: str, changes: JobChanges) -> None:
         scontrol.parse(self.transport.run(scontrol.argv(native_id, changes)))
+
+    def requeue(self, native_id: str) -> str:
+        requeue.parse(self.transport.run(requeue.argv(native_id)))
+        requeue.parse(self.transport.run(requeue.release_argv(native_id)))
+        return " ".join(requeue.argv(native_id))
 
 
 def _final(status: NativeStatus) -> bool:
