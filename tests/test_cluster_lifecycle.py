@@ -107,7 +107,8 @@ def test_all_must_end_stops_nobody(engine: Engine) -> None:
 def test_restart_runs_every_member_again_as_the_same_job(engine: Engine) -> None:
     """Each member appends a line to its own file in the job directory: after the restart
     every member has run twice, under the same gateway job and native id."""
-    line = 'echo "run $IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX" >> "runs-$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"'
+    me = "$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"
+    line = f'echo "run {me}" >> "runs-{me}"'
     record, _ = run(engine, cluster(line, f"{line}; sleep 1", "all_must_end"))
     assert record.state == JobState.COMPLETED, record
     native_id = record.native_id

@@ -240,3 +240,31 @@ def test_the_primarys_end_ends_long_running_workers(
     lines = exits.read_text().splitlines()
     assert lines[0] == "master1\t0"
     assert all(line.endswith("\tstopped") for line in lines[1:]) and len(lines) == 4
+
+
+def test_restart_of_a_cluster_job_runs_every_member_again(
+    cluster_engine: Engine, cluster: ClusterInfo
+) -> None:
+    """`scontrol requeue` through the gateway's restart: every member appends a line with
+    the node it runs on to its own file in the job directory, so a second run shows."""
+    engine = cluster_engine
+    line = 'echo "run on $SLURMD_NODENAME" >> "runs-$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"'
+    spec = parse_jobspec({**cluster_job(cluster, line, line), "cluster_lifecycle": "all_must_end"})
+    record = engine.submit(owner="root", resource_id="cluster", spec=spec).record
+    record = wait_all_final(engine, [record.id], timeout=90)[record.id]
+    assert record.state == JobState.COMPLETED, record
+    native_id = record.native_id
+
+    restarted = engine.restart(owner="root", job_id=record.id)
+    assert restarted.state == JobState.QUEUED and restarted.members == []
+    assert restarted.message == f"restart 1: scontrol requeue {native_id}"
+    record = wait_all_final(engine, [record.id], timeout=90)[record.id]
+    assert record.state == JobState.COMPLETED and record.native_id == native_id, record
+    directory = Path(record.effective_spec["directory"])
+    for name in ("master1", "worker1", "worker2", "worker3"):
+        runs = (directory / f"runs-{name}").read_text().splitlines()
+        assert len(runs) == 2 and all(run.startswith("run on n") for run in runs), (name, runs)
+    states = [entry["state"] for entry in record.history]
+    assert states.count("completed") == 2, record.history
+    assert {m["name"]: m["state"] for m in record.members} == dict.fromkeys(
+        ("master1", "worker1", "worker2", "worker3"), "completed")
