@@ -231,13 +231,13 @@ def test_a_role_without_ports_has_no_port_variables(registry: ProfileRegistry) -
          "port name 'HTTP'"),
         ([{"name": "a", "count": 3, "ports": {"http": 8000}},
           {"name": "b", "count": 1, "ports": {"ui": 8002}}], "roles",
-         "roles 'a' and 'b': port 'http' takes 8000-8002 and port 'ui' takes 8002-8002"),
+         "port 'http' of role 'a' takes 8000-8002 and port 'ui' of role 'b' takes 8002-8002"),
         ([{"name": "a", "count": 2, "ports": {"http": 8000, "rpc": 8001}}], "roles",
-         "role 'a': port 'http' takes 8000-8001 and port 'rpc' takes 8001-8002"),
+         "port 'http' of role 'a' takes 8000-8001 and port 'rpc' of role 'a' takes 8001-8002"),
         ([{"name": "a", "count": 50, "ports": {"http": 8000}},
           {"name": "b", "count": 1, "ports": {"ui": 8010}},
           {"name": "c", "count": 1, "ports": {"ui": 8030}}], "roles",
-         "roles 'a' and 'b'"),
+         "port 'http' of role 'a' takes 8000-8049 and port 'ui' of role 'b'"),
     ],
 )
 def test_ports_out_of_range_or_overlapping_are_refused_naming_the_role(

@@ -481,11 +481,10 @@ class JobSpec(_Unicode):
         for low, high, role, name in ranges:
             if widest is not None and low <= widest[1]:
                 first, last, owner, owner_name = widest
-                who = f"role {role!r}" if owner == role else f"roles {owner!r} and {role!r}"
                 raise ValueError(
-                    f"{who}: port {owner_name!r} takes {first}-{last} and port {name!r} takes "
-                    f"{low}-{high} (member k listens on base + k - 1); members may share a "
-                    "node, so no two ports may overlap"
+                    f"port {owner_name!r} of role {owner!r} takes {first}-{last} and port "
+                    f"{name!r} of role {role!r} takes {low}-{high} (member k listens on base "
+                    "+ k - 1); members may share a node, so no two ports may overlap"
                 )
             if widest is None or high > widest[1]:
                 widest = (low, high, role, name)
