@@ -75,7 +75,10 @@ def member_output(record: JobRecord, engine: Engine, name: str) -> str:
 
 def test_members_find_each_other_by_name(cluster_engine: Engine, cluster: ClusterInfo) -> None:
     engine = cluster_engine
-    spec = parse_jobspec(cluster_job(cluster, REPORT, REPORT))
+    # Every member reports, however quickly the primary does (the default would stop the
+    # others when it ends).
+    spec = parse_jobspec({**cluster_job(cluster, REPORT, REPORT),
+                          "cluster_lifecycle": "all_must_end"})
     record = engine.submit(owner="root", resource_id="cluster", spec=spec).record
     assert record.native_id, record
     record = wait_all_final(engine, [record.id])[record.id]
