@@ -271,3 +271,32 @@ def test_restart_of_a_cluster_job_runs_every_member_again(
     assert states.count("completed") == 2, record.history
     assert {m["name"]: m["state"] for m in record.members} == dict.fromkeys(
         ("master1", "worker1", "worker2", "worker3"), "completed")
+
+
+def test_restart_of_a_running_cluster_job_stops_and_runs_every_member_again(
+    cluster_engine: Engine, cluster: ClusterInfo
+) -> None:
+    engine = cluster_engine
+    line = 'echo run >> "runs-$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"; sleep 300'
+    spec = parse_jobspec(cluster_job(cluster, line, line))
+    record = engine.submit(owner="root", resource_id="cluster", spec=spec).record
+    directory = Path(record.effective_spec["directory"])
+    names = ("master1", "worker1", "worker2", "worker3")
+
+    def runs() -> dict[str, int]:
+        return {name: len((directory / f"runs-{name}").read_text().splitlines())
+                if (directory / f"runs-{name}").exists() else 0 for name in names}
+
+    deadline = time.monotonic() + 60
+    while runs() != dict.fromkeys(names, 1):
+        assert time.monotonic() < deadline, f"the members did not start: {runs()}"
+        time.sleep(0.5)
+    restarted = engine.restart(owner="root", job_id=record.id)
+    assert restarted.message == f"restart 1: scontrol requeue {record.native_id}", restarted
+    deadline = time.monotonic() + 90
+    while runs() != dict.fromkeys(names, 2):
+        assert time.monotonic() < deadline, f"the members did not run again: {runs()}"
+        time.sleep(0.5)
+    engine.cancel(owner="root", job_id=record.id)
+    record = wait_all_final(engine, [record.id], timeout=60)[record.id]
+    assert record.state == JobState.CANCELED, record
