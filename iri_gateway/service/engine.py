@@ -662,7 +662,9 @@ class Engine:
                 if size is not None:
                     change = self._with_members(record, backend, change, size=size)
                 if change is not None:
-                    changes.append(change)
+                    # Applied only if nothing changed the job since it was read (a restart
+                    # in between must not be overwritten by the earlier run's ending).
+                    changes.append(replace(change, read_at=record.updated_at))
         self.store.transition_many(changes)
         return len(changes)
 

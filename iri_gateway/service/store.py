@@ -9,6 +9,7 @@ crash the reconciler knows what was meant and finishes it. Records leave the sto
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -31,6 +32,8 @@ from iri_gateway.models.plan import Plan
 from iri_gateway.service.database import DEFAULT_POOL_SIZE, is_sqlite, open_engine
 from iri_gateway.service.migrations import upgrade_schema
 from iri_gateway.service.schema import JobRow
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -456,6 +459,11 @@ class JobStore:
             changed = []
             for change in changes:
                 row = rows.get(change.job_id)
+                if row is not None and change.read_at is not None and (
+                        row.updated_at != change.read_at):
+                    log.info("job %s changed while it was polled; its new state %s waits for "
+                             "the next poll", change.job_id, change.state.value)
+                    continue
                 if row is not None:
                     _change(row, change.state, change.message, now,
                             {"exit_code": change.exit_code, "members": change.members})
@@ -518,6 +526,8 @@ class StateChange:
     message: str
     exit_code: int | None = None
     members: list[dict[str, Any]] | None = None  # a cluster job's members, when (re)read
+    read_at: float | None = None  # the record's updated_at the change was made from: the
+    # change is dropped if the job changed since (the next poll sees it afresh)
 
 
 _NOBODY = object()
