@@ -940,6 +940,9 @@ def cluster_document(cluster: HostileClusterJob, combo: Combo, root: Path) -> di
                 entry["container"] = container
         roles.append(entry)
     doc["roles"] = roles
+    # Every member must run to its own end here (each is checked); under the default
+    # primary_ends_all a quick primary would stop the others first.
+    doc["cluster_lifecycle"] = "all_must_end"
     return doc
 
 

@@ -49,13 +49,20 @@ def placement_table(ranked: Sequence[Placement]) -> Table:
 def members_table(members: Sequence[Mapping[str, Any]]) -> Table:
     """A cluster job's members as the gateway last read them: who runs where, and how."""
     table = Table(title="Members")
-    for column in ("member", "role", "node", "address", "state", "exit code"):
+    with_ports = any(member.get("endpoints") for member in members)
+    columns = ["member", "role", "node", "address", "state", "exit code"]
+    for column in columns + (["endpoints"] if with_ports else []):
         table.add_column(column, no_wrap=True)
     for member in members:
         code = member.get("exit_code")
-        table.add_row(
+        state = str(member.get("state", "")) + (" (stopped)" if member.get("stopped") else "")
+        row = [
             str(member.get("name", "")), str(member.get("role", "")),
             str(member.get("node", "")), str(member.get("address", "")),
-            str(member.get("state", "")), "-" if code is None else str(code),
-        )
+            state, "-" if code is None else str(code),
+        ]
+        if with_ports:
+            endpoints = member.get("endpoints") or {}
+            row.append(" ".join(f"{name}={where}" for name, where in endpoints.items()))
+        table.add_row(*row)
     return table

@@ -120,6 +120,10 @@ class AsyncGatewayClient:
         """Ask for the job to be canceled (cancelJob)."""
         await self._run(calls.cancel(resource, job_id))
 
+    async def restart(self, resource: str, job_id: str) -> JobInfo:
+        """Run the job again as the same job (restartJob, an extension)."""
+        return await self._run(calls.restart(resource, job_id))
+
     async def wait(
         self,
         resource: str,

@@ -137,6 +137,10 @@ def cancel(resource: str, job_id: str) -> Call[None]:
     return Call("DELETE", f"/compute/cancel/{resource}/{job_id}", _nothing)
 
 
+def restart(resource: str, job_id: str) -> Call[JobInfo]:
+    return Call("POST", f"/compute/restart/{resource}/{job_id}", _job)
+
+
 def plan(resource: str, spec: SpecLike) -> Call[Plan]:
     return Call("POST", f"/compute/plan/{resource}",
                 lambda r: Plan.model_validate(body_json(r)), json=spec_document(spec))

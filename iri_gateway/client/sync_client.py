@@ -121,6 +121,12 @@ class GatewayClient:
         """Ask for the job to be canceled (cancelJob); `wait` sees it end."""
         self._run(calls.cancel(resource, job_id))
 
+    def restart(self, resource: str, job_id: str) -> JobInfo:
+        """Run the job again as the same job, every member of a cluster job with it
+        (restartJob, an extension); the job is back in `queued`, its history keeps the
+        earlier run. `wait` sees the new run end."""
+        return self._run(calls.restart(resource, job_id))
+
     def wait(
         self,
         resource: str,

@@ -21,6 +21,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    field_validator,
     model_validator,
 )
 
@@ -345,6 +346,29 @@ def _role_name(name: str) -> str:
     return name
 
 
+PORT_NAME = r"^[a-z][a-z0-9_]{0,19}$"
+"""Port names become variable names (`http` -> IRI_CLUSTER_PORT_HTTP): lower case letters,
+digits and '_', starting with a letter."""
+MAX_PORT = 65535
+MAX_ROLE_PORTS = 16
+
+
+def _port_name(name: str) -> str:
+    if not re.fullmatch(PORT_NAME, name):
+        raise ValueError(
+            f"port name {name!r}: lower case letters, digits and '_', starting with a letter, "
+            "at most 20 characters (it becomes IRI_CLUSTER_PORT_<NAME>)"
+        )
+    return name
+
+
+PortName = Annotated[str, BeforeValidator(unicode_text), AfterValidator(_port_name)]
+PortNumber = Annotated[JsonInt, Field(ge=1, le=MAX_PORT)]
+
+ClusterLifecycle = Literal["primary_ends_all", "all_must_end", "first_failure_ends_all"]
+"""When a cluster job ends (docs/jobspec.md, One life cycle)."""
+
+
 class RoleContainer(_Open):
     """A role's own container settings; every field left out is the job's `container`'s."""
 
@@ -412,6 +436,24 @@ class Role(_Unicode):
         "processes_per_node = members per node (default 1); memory per node. Fields left out "
         "are the job's.",
     )
+    ports: Annotated[dict[PortName, PortNumber], Field(max_length=MAX_ROLE_PORTS)] = Field(
+        default_factory=dict,
+        description="Named service ports, name -> base port: member k of the role listens on "
+        "base + k - 1, given to it as IRI_CLUSTER_PORT_<NAME>; every member sees all of them "
+        "in IRI_CLUSTER_ENDPOINTS (name:member:port, comma-separated)",
+    )
+
+    @model_validator(mode="after")
+    def _ports_in_range(self) -> Role:
+        for name, base in self.ports.items():
+            last = base + self.count - 1
+            if last > MAX_PORT:
+                raise ValueError(
+                    f"role {self.name!r}: port {name!r} {base} with {self.count} members "
+                    f"reaches {last} (member k listens on {base} + k - 1); ports end at "
+                    f"{MAX_PORT}, so the base may be at most {MAX_PORT - self.count + 1}"
+                )
+        return self
 
 
 class JobSpec(_Unicode):
@@ -471,6 +513,14 @@ class JobSpec(_Unicode):
         "members find each other by name (master1, worker1, ...). Top-level fields are the "
         "defaults of every role.",
     )
+    cluster_lifecycle: ClusterLifecycle | None = Field(
+        default=None,
+        description="Extension, jobs with roles only: when the cluster ends. "
+        "'primary_ends_all' (default): when the primary member (first of the first role) ends, "
+        "or any member fails, the others are stopped; 'first_failure_ends_all': every member "
+        "runs to its own end unless one fails; 'all_must_end': every member runs to its own "
+        "end, failures included",
+    )
 
     template: TemplateName | None = Field(
         default=None,
@@ -488,6 +538,35 @@ class JobSpec(_Unicode):
             raise ValueError(f"role names must be unique; given twice: {', '.join(twice)}")
         return self
 
+    @field_validator("roles")
+    @classmethod
+    def _ports_apart(cls, roles: list[Role] | None) -> list[Role] | None:
+        """No two members' ports may be equal: members of different roles may share a node."""
+        ranges = sorted(
+            (base, base + role.count - 1, role.name, name)
+            for role in roles or [] for name, base in role.ports.items()
+        )
+        widest: tuple[int, int, str, str] | None = None  # the range reaching highest so far
+        for low, high, role, name in ranges:
+            if widest is not None and low <= widest[1]:
+                first, last, owner, owner_name = widest
+                raise ValueError(
+                    f"port {owner_name!r} of role {owner!r} takes {first}-{last} and port "
+                    f"{name!r} of role {role!r} takes {low}-{high} (member k listens on base "
+                    "+ k - 1); members may share a node, so no two ports may overlap"
+                )
+            if widest is None or high > widest[1]:
+                widest = (low, high, role, name)
+        return roles
+
+    @model_validator(mode="after")
+    def _lifecycle_needs_roles(self) -> JobSpec:
+        """A cluster template brings its roles with it, so a job naming one may set the
+        life cycle without listing roles."""
+        if self.cluster_lifecycle is not None and not self.roles and self.template is None:
+            raise ValueError("cluster_lifecycle applies to jobs with roles only; this job has "
+                             "none (leave it out, or add roles)")
+        return self
 
 Flavour.model_rebuild()  # its `resources` is a ResourceSpec, defined after it
 Container.model_rebuild()

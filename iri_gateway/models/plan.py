@@ -125,6 +125,8 @@ class ClusterDecision:
 
     roles: list[RoleDecision]
     members: list[Member]
+    ports: dict[str, dict[str, int]] = field(default_factory=dict)  # member -> name -> port
+    lifecycle: str = "primary_ends_all"
 
     @property
     def size(self) -> int:
@@ -226,6 +228,16 @@ class ClusterView(BaseModel):
     hosts: str = Field(description="IRI_CLUSTER_HOSTS: the members' names, comma-separated")
     primary: str = Field(description="The member whose output is the job's output")
     roles: list[RoleView] = Field(description="Roles in order (Slurm het groups, PBS chunks)")
+    lifecycle: str = Field(
+        default="primary_ends_all",
+        description="cluster_lifecycle: 'primary_ends_all', 'first_failure_ends_all' or "
+        "'all_must_end'",
+    )
+    ports: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Each member's named service ports (member -> name -> port); "
+        "IRI_CLUSTER_ENDPOINTS lists them as name:member:port",
+    )
 
 
 class Plan(BaseModel):

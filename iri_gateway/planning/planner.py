@@ -81,6 +81,8 @@ def describe(decision: Decision, script: str) -> Plan:
                          flavour=role.decision.flavour)
                 for role in decision.cluster.roles
             ],
+            lifecycle=decision.cluster.lifecycle,
+            ports=decision.cluster.ports,
         )
     return Plan(
         facility=decision.resource.profile.facility.id,

@@ -599,6 +599,36 @@ class Engine:
             return replace(self._current(record.id),
                            message="update being sent to the scheduler")
 
+    def restart(self, *, owner: str, job_id: str, wait: float | None = None) -> JobRecord:
+        """Run the job again under the same gateway job and native id: Slurm `scontrol
+        requeue`, PBS `qrerun`, the local scheduler's own restart; a cluster job's script,
+        and so every member, starts over. A running job is stopped first. The job goes back
+        to `queued`, and its history keeps the earlier run and the restart.
+
+        The scheduler's refusal (a job it no longer holds, PBS's finished jobs) is raised
+        with its words; a job not yet sent to the scheduler cannot be restarted.
+        """
+        record = self.get(owner=owner, job_id=job_id)
+        native_id = record.native_id
+        if native_id is None or record.state == JobState.NEW:
+            raise JobNotChangeableError(
+                f"job {job_id} is {record.state.value} and has not reached the scheduler; "
+                "only a job the scheduler has run or runs can be restarted")
+        backend = self.backends.get(self.registry.get(record.resource_id), owner)
+
+        def send() -> JobRecord:
+            command = backend.batch.requeue(native_id)
+            runs = 1 + sum(1 for entry in record.history
+                           if str(entry.get("message", "")).startswith("restart "))
+            return self.store.restarted(record.id, f"restart {runs}: {command}")
+
+        sent = self.submitter.run(record.resource_id, send)
+        try:
+            return sent.result(timeout=wait)
+        except FutureTimeout:
+            return replace(self._current(record.id),
+                           message="restart being sent to the scheduler")
+
     @staticmethod
     def _check_changes(record: JobRecord, loaded: LoadedResource, changes: JobChanges) -> None:
         """The job as changed must be one the resource would accept: a known queue, a
@@ -643,7 +673,9 @@ class Engine:
                 if size is not None:
                     change = self._with_members(record, backend, change, size=size)
                 if change is not None:
-                    changes.append(change)
+                    # Applied only if nothing changed the job since it was read (a restart
+                    # in between must not be overwritten by the earlier run's ending).
+                    changes.append(replace(change, read_at=record.updated_at))
         self.store.transition_many(changes)
         return len(changes)
 
@@ -673,7 +705,8 @@ class Engine:
             return change
         if not state.final and len(files.members) < size:
             return change  # the script is still writing `members`
-        outcome = cluster_members.outcome(files.members, files.exits or [], state)
+        outcome = cluster_members.outcome(files.members, files.exits or [], state,
+                                          record.cluster_ports)
         message = change.message if change is not None else record.message or ""
         if state == JobState.FAILED and outcome.first_failure is not None:
             member, code = outcome.first_failure

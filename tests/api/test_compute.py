@@ -43,6 +43,7 @@ def problem_of(response: httpx.Response) -> dict[str, Any]:
         ("POST", "/api/v2/compute/status/local"),
         ("DELETE", "/api/v2/compute/cancel/local/x"),
         ("PUT", "/api/v2/compute/job/local/x"),
+        ("POST", "/api/v2/compute/restart/local/x"),
         ("GET", "/api/v2/compute/capabilities/local"),
         ("POST", "/api/v2/compute/plan/local"),
         ("POST", "/api/v2/compute/placement"),
@@ -144,6 +145,7 @@ async def test_other_users_jobs_are_not_found(app: FastAPI, client: httpx.AsyncC
         ("GET", f"/api/v2/compute/status/local/{job_id}", None),
         ("DELETE", f"/api/v2/compute/cancel/local/{job_id}", None),
         ("PUT", f"/api/v2/compute/job/local/{job_id}", {**JOB, "name": "x"}),
+        ("POST", f"/api/v2/compute/restart/local/{job_id}", None),
     ]:
         response = await client.request(method, path, json=body, headers={**bob, **PROJECT})
         assert response.status_code == 404, (method, response.text)
@@ -221,6 +223,23 @@ async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> Non
         app.state.engine.refresh("local")
         time.sleep(0.05)
     assert app.state.engine.store.get(job_id).state.value == "canceled"
+
+
+async def test_restart_of_a_job_the_scheduler_never_had_is_a_conflict(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    alice = bearer(app, "alice")
+    record = app.state.engine.store.create(owner="alice", resource_id="local", spec={},
+                                           effective_spec={}, plan={}, script="true")
+    response = await client.post(f"/api/v2/compute/restart/local/{record.id}", headers=alice)
+    assert response.status_code == 409
+    assert "has not reached the scheduler" in problem_of(response)["detail"]
+
+
+def test_restart_is_documented_under_compute_with_its_statuses(app: FastAPI) -> None:
+    operation = app.openapi()["paths"]["/api/v2/compute/restart/{resource_id}/{job_id}"]["post"]
+    assert operation["operationId"] == "restartJob" and operation["tags"] == ["compute"]
+    assert {"200", "404", "409", "503"} <= set(operation["responses"])
 
 
 FLAVOURED: dict[str, Any] = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from iri_gateway.errors import JobRejectedError, Problem
+from iri_gateway.models import cluster_ports
 from iri_gateway.models.jobspec import Container, JobSpec, ResourceSpec, Role, VolumeMount
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import ClusterDecision, Decision, Member, RoleDecision
@@ -22,7 +23,7 @@ from iri_gateway.planning.negotiate.flavours import FlavourChoice
 from iri_gateway.runtimes import RUNTIMES
 
 CLUSTER_VARIABLES = ("IRI_CLUSTER_ROLE", "IRI_CLUSTER_ROLE_INDEX", "IRI_CLUSTER_SIZE",
-                     "IRI_CLUSTER_HOSTS")
+                     "IRI_CLUSTER_HOSTS", cluster_ports.ENDPOINTS_VARIABLE)
 
 Negotiator = Callable[[JobSpec, LoadedResource], Decision]
 
@@ -131,15 +132,17 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     if resource.scheduler.kind == "pbs" and resource.mpi is None:
         problems.append(Problem("roles", f"{resource.id} has no launcher (mpiexec) to start "
                                 "members on their hosts"))
-    for name in CLUSTER_VARIABLES:
-        if name in spec.environment:
-            problems.append(Problem(f"environment.{name}", "set by the gateway in cluster jobs"))
-        for number, role in enumerate(roles):
-            if name in role.environment:
-                problems.append(Problem(f"roles[{number}].environment.{name}",
-                                        "set by the gateway in cluster jobs"))
+    for where, environment in [("environment", spec.environment)] + [
+        (f"roles[{number}].environment", role.environment) for number, role in enumerate(roles)
+    ]:
+        for name in environment:
+            if name in CLUSTER_VARIABLES or name.startswith(cluster_ports.PORT_VARIABLE_PREFIX):
+                problems.append(Problem(f"{where}.{name}", "set by the gateway in cluster jobs"))
+    ports = cluster_ports.all_member_ports((r.name, r.count, r.ports) for r in roles)
     cluster_env = {"IRI_CLUSTER_SIZE": str(len(members)),
                    "IRI_CLUSTER_HOSTS": ",".join(m.name for m in members)}
+    if ports:
+        cluster_env[cluster_ports.ENDPOINTS_VARIABLE] = cluster_ports.endpoints(ports)
     decisions: list[RoleDecision] = []
     binding: set[str] = set()  # runtimes that bind the hosts file into a member's container
     seen: set[tuple[str, str]] = set()
@@ -153,7 +156,8 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
             problems.append(Problem(f"{where}.container.image", f"role {role.name!r}: neither "
                                     "the role nor the job names an image"))
             continue
-        env = {**cluster_env, "IRI_CLUSTER_ROLE": role.name, "IRI_CLUSTER_ROLE_INDEX": "1"}
+        env = {**cluster_env, "IRI_CLUSTER_ROLE": role.name, "IRI_CLUSTER_ROLE_INDEX": "1",
+               **cluster_ports.port_variables(cluster_ports.member_ports(role.ports, 1))}
         member = member_spec(spec, role, env)
         binding.update(_container_runtime(member.container, loaded))
         try:
@@ -194,7 +198,8 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     if problems:
         raise JobRejectedError(resource.id, problems)
     primary = decisions[0].decision
-    primary.cluster = ClusterDecision(decisions, members)
+    primary.cluster = ClusterDecision(decisions, members, ports,
+                                      spec.cluster_lifecycle or "primary_ends_all")
     for role_decision in decisions[1:]:
         primary.warnings.extend(w for w in role_decision.decision.warnings
                                 if w not in primary.warnings)
