@@ -293,3 +293,12 @@ def test_a_cluster_whose_task_template_is_gone_names_the_role() -> None:
     assert [(p.field, p.reason) for p in caught.value.problems] == [(
         "template", "role 'worker' of template 'spark' names task template 'worker', which "
         "does not exist (any more)")]
+
+
+def test_a_cluster_template_takes_the_jobs_life_cycle_without_roles_listed() -> None:
+    spec = expanded({"template": "spark", "cluster_lifecycle": "all_must_end"})
+    assert [(r.name, r.count) for r in spec.roles or []] == [("master", 1), ("worker", 2)]
+    assert spec.cluster_lifecycle == "all_must_end"
+    problems = refusal({"template": "base", "cluster_lifecycle": "all_must_end"})
+    assert [(field, "roles only" in reason) for field, reason, _ in problems] == [
+        ("cluster_lifecycle", True)]

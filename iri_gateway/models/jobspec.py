@@ -21,6 +21,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -513,6 +514,13 @@ class JobSpec(_Unicode):
         "members find each other by name (master1, worker1, ...). Top-level fields are the "
         "defaults of every role.",
     )
+    template: TemplateName | None = Field(
+        default=None,
+        description="Extension: the name of a job template (yours or your facility's) the "
+        "job is built on: its fields are the defaults of the job's (image < template < job); "
+        "with a cluster template, `roles` choose each role's count (and may override its "
+        "fields). See GET /api/v2/compute/templates.",
+    )
     cluster_lifecycle: ClusterLifecycle | None = Field(
         default=None,
         description="Extension, jobs with roles only: when the cluster ends. "
@@ -520,14 +528,6 @@ class JobSpec(_Unicode):
         "or any member fails, the others are stopped; 'first_failure_ends_all': every member "
         "runs to its own end unless one fails; 'all_must_end': every member runs to its own "
         "end, failures included",
-    )
-
-    template: TemplateName | None = Field(
-        default=None,
-        description="Extension: the name of a job template (yours or your facility's) the "
-        "job is built on: its fields are the defaults of the job's (image < template < job); "
-        "with a cluster template, `roles` choose each role's count (and may override its "
-        "fields). See GET /api/v2/compute/templates.",
     )
 
     @model_validator(mode="after")
@@ -559,14 +559,18 @@ class JobSpec(_Unicode):
                 widest = (low, high, role, name)
         return roles
 
-    @model_validator(mode="after")
-    def _lifecycle_needs_roles(self) -> JobSpec:
+    @field_validator("cluster_lifecycle")
+    @classmethod
+    def _lifecycle_needs_roles(
+        cls, lifecycle: ClusterLifecycle | None, info: ValidationInfo
+    ) -> ClusterLifecycle | None:
         """A cluster template brings its roles with it, so a job naming one may set the
-        life cycle without listing roles."""
-        if self.cluster_lifecycle is not None and not self.roles and self.template is None:
+        life cycle without listing roles (`template` is declared before this field)."""
+        if (lifecycle is not None and not info.data.get("roles")
+                and info.data.get("template") is None):
             raise ValueError("cluster_lifecycle applies to jobs with roles only; this job has "
                              "none (leave it out, or add roles)")
-        return self
+        return lifecycle
 
 Flavour.model_rebuild()  # its `resources` is a ResourceSpec, defined after it
 Container.model_rebuild()
