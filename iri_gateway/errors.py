@@ -201,6 +201,13 @@ class UpdateError(SchedulerError):
     action = "update"
 
 
+class RestartError(SchedulerError):
+    """The scheduler refused to run the job again (requeue / rerun)."""
+
+    code = "restart_failed"
+    action = "restart"
+
+
 class StatusError(SchedulerError):
     """The scheduler's status query failed."""
 

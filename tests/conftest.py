@@ -38,7 +38,7 @@ def registry() -> ProfileRegistry:
 
 def plan_for(registry: ProfileRegistry, resource: str, document: dict[str, Any]) -> Plan:
     """Validate `document` as a JobSpec and plan it on `resource`."""
-    return make_plan(parse_jobspec(document), registry.get(resource))
+    return make_plan(parse_jobspec(document), registry.get(resource), registry.known_facts)
 
 
 def stored_plan(*, cluster_size: int | None = None) -> dict[str, Any]:

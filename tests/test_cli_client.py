@@ -98,6 +98,34 @@ def test_cancel_a_running_job(gateway: GatewayClient) -> None:
     assert gateway.wait("local", job.id, timeout=60).state == JobState.CANCELED
 
 
+def test_restart_runs_a_finished_job_again_as_the_same_job(
+    gateway: GatewayClient, server: Server, tmp_path: Path
+) -> None:
+    """SDK and CLI: restartJob puts the job back in `queued`; it runs again (the file it
+    appends to has two lines) and its history keeps both runs and the restart."""
+    runs = tmp_path / "runs"
+    job = gateway.submit("local", shell(f"echo run >> {runs}"), project="proj1")
+    assert gateway.wait("local", job.id, timeout=60).state == JobState.COMPLETED
+    again = gateway.restart("local", job.id)
+    assert again.id == job.id and again.state == JobState.QUEUED
+    assert again.message is not None and again.message.startswith("restart 1: local restart")
+    assert gateway.wait("local", job.id, timeout=60).state == JobState.COMPLETED
+    assert runs.read_text() == "run\nrun\n"
+
+    shown = cli(server, "restart", job.id, "-r", "local")
+    assert shown.returncode == 0, shown.stderr
+    assert "queued" in shown.stdout and "restart 2: local restart" in shown.stdout
+    assert gateway.wait("local", job.id, timeout=60).state == JobState.COMPLETED
+    assert runs.read_text() == "run\nrun\nrun\n"
+    history = gateway.status("local", job.id).meta_data["history"]
+    assert [h["state"] for h in history].count("completed") == 3
+    assert [h["message"] for h in history if h["message"].startswith("restart ")] == [
+        f"restart 1: local restart of {job.id}", f"restart 2: local restart of {job.id}"]
+
+    unknown = cli(server, "restart", "no-such-job", "-r", "local")
+    assert unknown.returncode == 1 and "Not Found" in unknown.stderr
+
+
 def test_extensions(gateway: GatewayClient) -> None:
     plan = gateway.plan("local", shell("true"))
     assert plan.resource == "local" and plan.runtime == "none" and "#!" in plan.script

@@ -38,6 +38,7 @@ MEMBERS = (
 )
 MASTER = Member("master1", "master", 1, "n1", "127.0.0.1")
 WORKER2 = Member("worker2", "worker", 2, "n3", "127.0.0.3")
+NOT_AN_EXIT = "not `name<TAB>exit code[<TAB>stopped]`"
 
 # ---- parsing --------------------------------------------------------------------------------
 
@@ -70,8 +71,8 @@ def test_a_malformed_members_line_is_skipped_with_its_reason(
 
 @pytest.mark.parametrize(
     ("line", "reason"),
-    [("worker1", "not `name<TAB>exit code`"), ("worker1\t1\textra", "not `name<TAB>exit code`"),
-     ("\t1", "not `name<TAB>exit code`"), ("worker1\tkilled", "exit code 'killed' is not")],
+    [("worker1", NOT_AN_EXIT), ("worker1\t1\textra", NOT_AN_EXIT), ("\t1", NOT_AN_EXIT),
+     ("worker1\tkilled", "exit code 'killed' is not")],
 )
 def test_a_malformed_exit_line_is_skipped_with_its_reason(
     line: str, reason: str, caplog: pytest.LogCaptureFixture
@@ -112,6 +113,29 @@ def test_a_member_without_an_exit_line_takes_the_ending_of_the_job(
     views = cluster_members.outcome(members, [Exit("master1", 0)], job_state).views
     assert [v["state"] for v in views] == ["completed"] + [silent_member_state] * 3
     assert views[1]["exit_code"] is None
+
+
+def test_a_stopped_member_ends_as_the_job_and_is_never_its_failure() -> None:
+    """`worker1<TAB>143<TAB>stopped`: the script stopped it because the cluster ended."""
+    exits = cluster_members.parse_exits("master1\t0\nworker1\t143\tstopped\n")
+    assert exits == [Exit("master1", 0), Exit("worker1", 143, stopped=True)]
+    members = cluster_members.parse_members(MEMBERS)
+    result = cluster_members.outcome(members, exits, JobState.COMPLETED)
+    assert result.first_failure is None
+    assert result.views[1]["state"] == "completed" and result.views[1]["stopped"] is True
+    assert result.views[1]["exit_code"] == 143
+    assert "stopped" not in result.views[0]
+    running = cluster_members.outcome(members, exits, JobState.ACTIVE)
+    assert running.views[1]["state"] == "active"
+
+
+def test_members_with_ports_show_their_endpoints_at_their_address() -> None:
+    members = cluster_members.parse_members(MEMBERS)
+    ports = {"master1": {"rpc": 7077, "ui": 8080}, "worker2": {"ui": 8082}}
+    views = cluster_members.outcome(members, [], JobState.ACTIVE, ports).views
+    assert views[0]["endpoints"] == {"rpc": "127.0.0.1:7077", "ui": "127.0.0.1:8080"}
+    assert views[2]["endpoints"] == {"ui": "127.0.0.3:8082"}
+    assert "endpoints" not in views[1]
 
 
 def test_exits_of_unknown_or_repeated_members_are_ignored(

@@ -200,6 +200,8 @@ def test_a_cluster_job_on_the_local_resource(engine: Engine) -> None:
               '$IRI_CLUSTER_HOSTS"; cat "$IRI_CLUSTER_DIR/hosts"')
     spec = parse_jobspec({
         "executable": "/bin/sh", "arguments": ["-c", report],
+        # Every member to its end: the primary's quick end must not stop the clients first.
+        "cluster_lifecycle": "all_must_end",
         "roles": [{"name": "server", "count": 1},
                   {"name": "client", "count": 2,
                    "arguments": ["-c", f'{report}; [ "$IRI_CLUSTER_ROLE_INDEX" = 1 ]']}],

@@ -13,7 +13,7 @@ import pytest
 from iri_gateway.errors import InvalidJobSpecError, ManifestError
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.placement import place
-from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
+from iri_gateway.profiles.flavour_manifest import import_manifest
 from iri_gateway.profiles.loading import ProfileRegistry
 from tests.conftest import plan_for, problems_for
 
@@ -189,15 +189,29 @@ def test_image_or_flavours_is_required() -> None:
     assert "image is required unless flavours are given" in caught.value.problems[0].reason
 
 
-def test_unknown_fact_never_matches_and_says_so(registry: ProfileRegistry) -> None:
+def test_a_fact_no_resource_defines_is_refused_with_the_closest_names(
+    registry: ProfileRegistry,
+) -> None:
     document = {"executable": "/x", "container": {"flavours": [
+        {"name": "cuda", "image": CUDA_IMAGE,
+         "requirements": {"gpu_cout": ">= 2", "nvidia_cuda": "> 11"}},
         {"name": "ib", "image": CPU_IMAGE, "requirements": {"infiniband": "exists"}},
     ]}}
+    spec = parse_jobspec(document)
+    with pytest.raises(InvalidJobSpecError) as caught:
+        place(spec, registry)
+    cout, infiniband = caught.value.problems
+    assert str(cout) == (
+        "container.flavours[0].requirements.gpu_cout: flavour 'cuda': no loaded resource "
+        "defines the fact 'gpu_cout'; the closest known facts are offered (offered: gpu_count)")
+    assert infiniband.field == "container.flavours[1].requirements.infiniband"
+    assert infiniband.reason == ("flavour 'ib': no loaded resource defines the fact "
+                                 "'infiniband'; the known facts are offered")
+    assert infiniband.offered is not None and "cpu_mhz, gpu_count" in infiniband.offered
+    # Planning on one resource (and so launching) refuses it too.
     problems = problems_for(registry, "perlmutter-cpu", document)
-    assert problems[0].reason == (
-        "flavour 'ib': infiniband exists: unknown fact 'infiniband' on perlmutter-cpu "
-        "(never matches)"
-    )
+    assert problems[0].field == "container.flavours[0].requirements.gpu_cout"
+    assert problems[0].offered == "gpu_count"
 
 
 def test_site_labels_are_facts(registry: ProfileRegistry) -> None:
@@ -228,7 +242,9 @@ flavours:
 def test_manifest_import(tmp_path: Path) -> None:
     manifest = tmp_path / "app.yaml"
     manifest.write_text(MANIFEST)
-    flavours = flavours_from_manifest(manifest)
+    imported = import_manifest(manifest)
+    flavours = imported.flavours
+    assert imported.app is not None and (imported.app.name, imported.app.version) == ("app", "1.0")
     assert [(f.name, f.priority, f.image, f.requirements) for f in flavours] == [
         ("cuda", 100, CUDA_IMAGE, {"gpu_count": ">= 2", "nvidia_cuda": "> 11"}),
         ("cpu", 20, CPU_IMAGE, {"cpu_mhz": "> 1400"}),
@@ -240,11 +256,11 @@ def test_manifest_errors_name_file_line_flavour_and_fact(tmp_path: Path) -> None
     manifest.write_text(MANIFEST.replace('"> 1400"', '"> fast"').replace(
         "    priority: 100\n", "    priority: high\n"))
     with pytest.raises(ManifestError) as caught:
-        flavours_from_manifest(manifest)
+        import_manifest(manifest)
     text = str(caught.value)
     assert f"{manifest}:5: flavours.cuda.priority:" in text
-    assert f"{manifest}:13: flavours.cpu.requirements: requirement cpu_mhz: cpu_mhz is a " \
-        "number; 'fast' is not" in text
+    assert f"{manifest}:14: flavours.cpu.requirements.cpu_mhz: cpu_mhz is a number; 'fast' " \
+        "is not" in text
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -288,7 +304,7 @@ def test_cli_import_refuses_a_broken_manifest(tmp_path: Path) -> None:
     manifest.write_text("flavours:\n  cuda:\n    image: x\n    requirements: [{gpu_count: '>='}]\n")
     result = run_cli("flavours", "import", str(manifest))
     assert result.returncode == 2
-    assert f"{manifest}:4: flavours.cuda.requirements:" in result.stderr
+    assert f"{manifest}:4: flavours.cuda.requirements.gpu_count:" in result.stderr
 
 
 def test_capabilities_cli_shows_hardware_facts() -> None:

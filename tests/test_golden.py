@@ -60,6 +60,7 @@ def roles_job(loaded: LoadedResource, runtime: str) -> JobSpec:
         "name": "worker", "count": 3,
         "arguments": ["org.apache.spark.deploy.worker.Worker", "spark://master1:7077"],
         "environment": {"SPARK_WORKER_MEMORY": "4g"},
+        "ports": {"ui": 8081},
     }
     doc: dict[str, Any] = {
         "name": "check-roles",
@@ -67,7 +68,7 @@ def roles_job(loaded: LoadedResource, runtime: str) -> JobSpec:
         "directory": "/tmp/iri-check",
         "environment": {"SPARK_NO_DAEMONIZE": "1"},
         "roles": [
-            {"name": "master", "count": 1,
+            {"name": "master", "count": 1, "ports": {"rpc": 7077, "ui": 8080},
              "arguments": ["org.apache.spark.deploy.master.Master", "--port", "7077"]},
             worker,
         ],

@@ -62,7 +62,48 @@ def test_translation() -> None:
     assert images.for_shifter(parse_image("registry.nersc.gov/a/b:2")) == (
         "docker:registry.nersc.gov/a/b:2"
     )
-    assert images.for_podman(parse_image("docker:ubuntu:22.04")) == "ubuntu:22.04"
+    assert images.for_podman(parse_image("docker:ubuntu:22.04")) == (
+        "docker.io/library/ubuntu:22.04"
+    )
     assert images.for_podman(parse_image("/x.sif")) is None
     assert images.for_apptainer(parse_image("/x.sif")) == "/x.sif"
-    assert images.for_apptainer(parse_image("docker:ubuntu:1")) == "docker://ubuntu:1"
+    assert images.for_apptainer(parse_image("docker:ubuntu:1")) == (
+        "docker://docker.io/library/ubuntu:1"
+    )
+
+
+@pytest.mark.parametrize(("short", "podman", "apptainer", "shifter"), [
+    ("jhnnsrs/segmentor:0.4.3-cpu", "docker.io/jhnnsrs/segmentor:0.4.3-cpu",
+     "docker://docker.io/jhnnsrs/segmentor:0.4.3-cpu", "docker:jhnnsrs/segmentor:0.4.3-cpu"),
+    ("ubuntu:22.04", "docker.io/library/ubuntu:22.04",
+     "docker://docker.io/library/ubuntu:22.04", "docker:ubuntu:22.04"),
+    ("docker.io/ubuntu", "docker.io/library/ubuntu", "docker://docker.io/library/ubuntu",
+     "docker:ubuntu:latest"),
+    ("index.docker.io/lab/app:1", "docker.io/lab/app:1", "docker://docker.io/lab/app:1",
+     "docker:lab/app:1"),
+    ("docker://lab/app:1", "docker.io/lab/app:1", "docker://docker.io/lab/app:1",
+     "docker:lab/app:1"),
+    ("localhost/iri-test/app:cpu", "localhost/iri-test/app:cpu",
+     "docker://localhost/iri-test/app:cpu", "docker:localhost/iri-test/app:cpu"),
+    ("registry.nersc.gov:5000/a/b:2", "registry.nersc.gov:5000/a/b:2",
+     "docker://registry.nersc.gov:5000/a/b:2", "docker:registry.nersc.gov:5000/a/b:2"),
+])
+def test_short_names_mean_docker_hub_for_every_runtime(
+    short: str, podman: str, apptainer: str, shifter: str
+) -> None:
+    """Podman refuses a short name without a search registry: every runtime gets the name
+    Docker would read, with the registry spelled out (Shifter's own syntax leaves out Docker
+    Hub, which is its default)."""
+    ref = parse_image(short)
+    assert images.for_podman(ref) == podman
+    assert images.for_apptainer(ref) == apptainer
+    assert images.for_shifter(ref) == shifter
+
+
+@given(st.from_regex(r"[a-z0-9]{1,8}(/[a-z0-9]{1,8}){0,2}(:[a-z0-9.]{1,8})?", fullmatch=True))
+def test_every_oci_name_is_qualified_once(name: str) -> None:
+    qualified = images.qualified(name)
+    registry = qualified.split("/", 1)[0]
+    assert "." in registry or ":" in registry or registry == "localhost"
+    assert images.qualified(qualified) == qualified
+    assert qualified.endswith(name.removeprefix("docker.io/"))

@@ -94,7 +94,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0003"
+    assert revision_of(database_url) == head_revision() == "0004"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
@@ -107,7 +107,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     new = store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
                        plan=stored_plan(), script="true")
     reopened = JobStore(database_url)  # a second start finds the head and changes nothing
-    assert revision_of(database_url) == "0003"
+    assert revision_of(database_url) == head_revision()
     assert {r.id for r in reopened.find()} == {"old-job", "old-running", new.id}
 
 
@@ -117,7 +117,7 @@ def test_a_database_of_the_members_release_is_taken_as_revision_0002(database_ur
     run(database_url, OLD_SCHEMA)
     run(database_url, ["ALTER TABLE jobs ADD COLUMN members JSON NOT NULL DEFAULT '[]'"])
     store = JobStore(database_url)
-    assert revision_of(database_url) == "0003"
+    assert revision_of(database_url) == head_revision()
     assert columns_of(database_url).count("members") == 1
     assert len(store.find()) == 2
 
@@ -142,7 +142,7 @@ def test_a_revision_0002_database_gains_the_replica_tables_and_keeps_its_jobs(
         "'{}', '{}', '{}', 'true', 'queued', 'canceled', '[]', '[]', 1.0, 1.0)"])
     assert revision_of(database_url) == "0002"
     store = JobStore(database_url)
-    assert revision_of(database_url) == "0003"
+    assert revision_of(database_url) == head_revision()
     kept = store.get("kept")
     assert kept is not None and kept.state == JobState.QUEUED and kept.desired == "canceled"
     assert (kept.claimed_by, kept.cancel_sent) == (None, False)
@@ -251,3 +251,35 @@ def test_the_database_url_setting_names_psycopg_3(monkeypatch: pytest.MonkeyPatc
     assert Settings().store_url == "postgresql+psycopg://u:p@db.example/jobs"
     monkeypatch.delenv("IRI_GATEWAY_DATABASE_URL")
     assert Settings(data_dir=Path("/srv/gw")).store_url == "sqlite:////srv/gw/jobs.db"
+
+
+def test_a_revision_0003_database_gains_the_templates_table_and_keeps_its_jobs(
+        database_url: str) -> None:
+    """A store of the release before job templates (revision 0003) upgrades to 0004: its
+    jobs are kept, the `templates` table exists, empty, and a template can be kept in it."""
+    from alembic import command
+
+    from iri_gateway.models.templates import TaskTemplate
+    from iri_gateway.service.migrations import alembic_config
+    from iri_gateway.service.templates import TemplateStore
+
+    engine = plain_engine(database_url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0003")
+    engine.dispose()
+    assert "templates" not in set(inspect(plain_engine(database_url)).get_table_names())
+    run(database_url, [
+        "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
+        "desired, history, members, created_at, updated_at, cancel_sent) VALUES ('kept', "
+        "'alice', 'local', '{}', '{}', '{}', 'true', 'queued', 'submitted', '[]', '[]', 1.0, "
+        "1.0, false)"])
+    store = JobStore(database_url)
+    assert revision_of(database_url) == "0004"
+    kept = store.get("kept")
+    assert kept is not None and kept.state == JobState.QUEUED
+    templates = TemplateStore(store.engine)
+    assert templates.names("alice") == []
+    templates.put("alice", "base", TaskTemplate(kind="task", image="docker.io/library/bash"))
+    assert templates.names("alice") == ["base"]

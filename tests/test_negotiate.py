@@ -365,9 +365,29 @@ def test_image_is_translated_per_runtime(registry: ProfileRegistry) -> None:
     ))
     assert shifter.image == "docker:ubuntu:22.04"
     apptainer = plan_for(registry, "frontier", job(container={"image": "ubuntu:22.04"}))
-    assert apptainer.image == "docker://ubuntu:22.04"
+    assert apptainer.image == "docker://docker.io/library/ubuntu:22.04"
     podman = plan_for(registry, "perlmutter-gpu", job(container={"image": "docker://nginx:1"}))
-    assert podman.image == "nginx:1"
+    assert podman.image == "docker.io/library/nginx:1"
+
+
+def test_short_names_are_qualified_for_every_runtime_and_staging(
+    registry: ProfileRegistry,
+) -> None:
+    """A short name is Docker Hub's, in every runtime's form; podman-hpc's pull gets it too."""
+    short = "jhnnsrs/segmentor:0.4.3-cpu"
+    hub = "docker.io/jhnnsrs/segmentor:0.4.3-cpu"
+    podman_hpc = plan_for(registry, "perlmutter-gpu", job(container={"image": short}))
+    assert podman_hpc.image == hub
+    assert podman_hpc.pre_submit == [["podman-hpc", "pull", hub]]
+    assert f"    {hub} \\\n" in podman_hpc.script
+    podman = plan_for(registry, "local", {"executable": "/bin/true",
+                                          "container": {"image": short}})
+    assert podman.image == hub and f" {hub}" in podman.script
+    shifter = plan_for(registry, "perlmutter-gpu", job(
+        container={"image": short, "runtime": "shifter"}))
+    assert shifter.image == "docker:jhnnsrs/segmentor:0.4.3-cpu"
+    apptainer = plan_for(registry, "frontier", job(container={"image": short}))
+    assert apptainer.image == f"docker://{hub}"
 
 
 def test_image_staging_before_submission(registry: ProfileRegistry) -> None:

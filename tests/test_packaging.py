@@ -133,4 +133,4 @@ def test_installed_wheel_renders_from_another_folder(wheel: Path, tmp_path: Path
     )
     assert migrated.returncode == 0, migrated.stderr
     assert migrated.stdout.split() == [
-        str(site / "iri_gateway" / "service" / "migrations" / "__init__.py"), "0003"]
+        str(site / "iri_gateway" / "service" / "migrations" / "__init__.py"), "0004"]

@@ -21,6 +21,7 @@ import pytest
 
 from iri_gateway.errors import (
     CancelError,
+    RestartError,
     SchedulerUnavailableError,
     StatusError,
     SubmitError,
@@ -40,7 +41,8 @@ from iri_gateway.transport.local import LocalTransport
 TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data" / "pbs"
 STANDIN = TESTS / "pbs_standin"
-STANDIN_PROGRAMS = ("qsub", "qstat", "qdel", "qalter", "qmove", "pbs-standin-advance")
+STANDIN_PROGRAMS = ("qsub", "qstat", "qdel", "qalter", "qmove", "qrerun",
+                    "pbs-standin-advance")
 SERVER = "pbs01.example.org"
 TAG = "iri-gateway:6b1f0c2e-3d4a-4f5b-8c6d-7e8f9a0b1c2d"
 
@@ -403,6 +405,32 @@ def test_cancel(pbs: StandinPbs, polaris_script: str) -> None:
         pbs.batch.cancel("999.standin-server")
     assert caught.value.exit_code == 153
     assert "qdel: Unknown Job Id 999.standin-server" in caught.value.stderr
+
+
+def test_restart_reruns_a_running_job_as_the_same_job(
+    pbs: StandinPbs, polaris_script: str
+) -> None:
+    job_id = pbs.batch.submit(polaris_script, tag=TAG)
+    pbs.advance(job_id, "R")
+    assert pbs.batch.requeue(job_id) == f"qrerun {job_id}"
+    assert [call["argv"] for call in pbs.calls("qrerun")] == [["qrerun", job_id]]
+    assert pbs.batch.statuses([job_id])[job_id].state is JobState.QUEUED
+    pbs.advance(job_id, "R")
+    assert pbs.job(job_id)["run_count"] == 2, "the same job runs a second time"
+
+
+def test_restart_is_refused_in_qreruns_words(pbs: StandinPbs, polaris_script: str) -> None:
+    finished = pbs.batch.submit(polaris_script, tag=TAG)
+    pbs.advance(finished, "R")
+    pbs.advance(finished, "F", "--exit", "0")
+    queued = pbs.batch.submit(polaris_script, tag=TAG + "-q")
+    for job_id, code, words in [(finished, 35, "Job has finished"),
+                                (queued, 168, "Request invalid for state of job"),
+                                ("999.standin-server", 153, "Unknown Job Id")]:
+        with pytest.raises(RestartError) as caught:
+            pbs.batch.requeue(job_id)
+        assert caught.value.exit_code == code
+        assert f"qrerun: {words} {job_id}" in caught.value.stderr
 
 
 def test_find_by_tag(pbs: StandinPbs, polaris_script: str) -> None:

@@ -126,8 +126,9 @@ def test_shifter_cannot_bind_the_hosts_file(registry: ProfileRegistry) -> None:
     [
         (lambda d: d["roles"][1].update(count=5000), "roles", "the roles take 5001 nodes"),
         (lambda d: d.update(launcher="srun"), "launcher", "every member of a cluster job is one"),
-        (lambda d: d["container"].update(flavours=[{"name": "a", "image": IMAGE}]),
-         "container.flavours", "cannot be combined"),
+        (lambda d: d.update(container={"flavours": [
+            {"name": "a", "image": IMAGE, "requirements": {"gpu_count": ">= 2"}}]}),
+         "container.flavours[0].requirements", "flavour 'a': gpu_count >= 2"),
         (lambda d: d["environment"].update(IRI_CLUSTER_SIZE="9"),
          "environment.IRI_CLUSTER_SIZE", "set by the gateway"),
         (lambda d: d["roles"][1].update(resources={"gpu_cores_per_process": 1}),
@@ -182,3 +183,114 @@ def test_role_schema_errors(roles: list[dict[str, Any]], message: str) -> None:
     with pytest.raises(InvalidJobSpecError) as caught:
         parse_jobspec({"executable": "/x", "roles": roles})
     assert any(message in p.reason for p in caught.value.problems), caught.value.problems
+
+
+# ---- service ports (roles[].ports) ---------------------------------------------------------
+
+
+def test_every_member_gets_its_own_ports_and_sees_everyones(registry: ProfileRegistry) -> None:
+    """Member k of a role listens on base + k - 1; all members see every endpoint."""
+    document = spark(roles=[
+        {"name": "master", "count": 1, "ports": {"rpc": 7077, "ui": 8080}},
+        {"name": "worker", "count": 3, "ports": {"ui": 8081},
+         "resources": {"processes_per_node": 2}},
+    ])
+    plan = plan_for(registry, "testsite-gpu", document)
+    assert plan.cluster is not None
+    assert plan.cluster.ports == {"master1": {"rpc": 7077, "ui": 8080},
+                                  "worker1": {"ui": 8081}, "worker2": {"ui": 8082},
+                                  "worker3": {"ui": 8083}}
+    endpoints = ("IRI_CLUSTER_ENDPOINTS=rpc:master1:7077,ui:master1:8080,ui:worker1:8081,"
+                 "ui:worker2:8082,ui:worker3:8083")
+    assert plan.script.count(endpoints) == 4, "every member sees every endpoint"
+    members = plan.script.split("iri_member_")[1:]
+    bodies = {name: next(b for b in members if f"IRI_CLUSTER_ROLE_INDEX={index}" in b
+                         and f"IRI_CLUSTER_ROLE={role}" in b)
+              for name, role, index in [("worker2", "worker", 2), ("master1", "master", 1)]}
+    assert "IRI_CLUSTER_PORT_UI=8082" in bodies["worker2"]
+    assert "IRI_CLUSTER_PORT_RPC" not in bodies["worker2"]
+    assert "IRI_CLUSTER_PORT_RPC=7077" in bodies["master1"]
+    assert "IRI_CLUSTER_PORT_UI=8080" in bodies["master1"]
+
+
+def test_a_role_without_ports_has_no_port_variables(registry: ProfileRegistry) -> None:
+    plan = plan_for(registry, "local", spark())
+    assert "IRI_CLUSTER_PORT_" not in plan.script and "IRI_CLUSTER_ENDPOINTS" not in plan.script
+    assert plan.cluster is not None and plan.cluster.ports == {}
+
+
+@pytest.mark.parametrize(
+    ("roles", "field", "message"),
+    [
+        ([{"name": "w", "count": 10, "ports": {"http": 65530}}], "roles[0]",
+         "role 'w': port 'http' 65530 with 10 members reaches 65539"),
+        ([{"name": "w", "count": 1, "ports": {"http": 65536}}], "roles[0].ports.http",
+         "less than or equal to 65535"),
+        ([{"name": "w", "count": 1, "ports": {"http": 0}}], "roles[0].ports.http",
+         "greater than or equal to 1"),
+        ([{"name": "w", "count": 1, "ports": {"HTTP": 80}}], "roles[0].ports.HTTP.[key]",
+         "port name 'HTTP'"),
+        ([{"name": "a", "count": 3, "ports": {"http": 8000}},
+          {"name": "b", "count": 1, "ports": {"ui": 8002}}], "roles",
+         "port 'http' of role 'a' takes 8000-8002 and port 'ui' of role 'b' takes 8002-8002"),
+        ([{"name": "a", "count": 2, "ports": {"http": 8000, "rpc": 8001}}], "roles",
+         "port 'http' of role 'a' takes 8000-8001 and port 'rpc' of role 'a' takes 8001-8002"),
+        ([{"name": "a", "count": 50, "ports": {"http": 8000}},
+          {"name": "b", "count": 1, "ports": {"ui": 8010}},
+          {"name": "c", "count": 1, "ports": {"ui": 8030}}], "roles",
+         "port 'http' of role 'a' takes 8000-8049 and port 'ui' of role 'b'"),
+    ],
+)
+def test_ports_out_of_range_or_overlapping_are_refused_naming_the_role(
+    roles: list[dict[str, Any]], field: str, message: str
+) -> None:
+    with pytest.raises(InvalidJobSpecError) as caught:
+        parse_jobspec({"executable": "/x", "roles": roles})
+    assert any(p.field == field and message in p.reason for p in caught.value.problems), (
+        caught.value.problems)
+
+
+def test_the_highest_base_port_a_role_may_have_is_accepted() -> None:
+    spec = parse_jobspec({"executable": "/x",
+                          "roles": [{"name": "w", "count": 10, "ports": {"http": 65526}}]})
+    assert spec.roles is not None and spec.roles[0].ports == {"http": 65526}
+
+
+@pytest.mark.parametrize("name", ["IRI_CLUSTER_ENDPOINTS", "IRI_CLUSTER_PORT_HTTP"])
+def test_port_variables_are_the_gateways(registry: ProfileRegistry, name: str) -> None:
+    document = spark()
+    document["roles"][1]["environment"] = {name: "mine"}
+    problems = problems_for(registry, "local", document)
+    assert [(p.field, p.reason) for p in problems] == [
+        (f"roles[1].environment.{name}", "set by the gateway in cluster jobs")]
+
+
+# ---- cluster_lifecycle ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["primary_ends_all", "all_must_end", "first_failure_ends_all"])
+def test_the_lifecycle_policy_reaches_plan_and_script(
+    registry: ProfileRegistry, policy: str
+) -> None:
+    plan = plan_for(registry, "testsite-gpu", spark(cluster_lifecycle=policy))
+    assert plan.cluster is not None and plan.cluster.lifecycle == policy
+    assert f"\niri_lifecycle={policy}\n" in plan.script
+
+
+def test_the_default_lifecycle_is_primary_ends_all(registry: ProfileRegistry) -> None:
+    plan = plan_for(registry, "local", spark())
+    assert plan.cluster is not None and plan.cluster.lifecycle == "primary_ends_all"
+    assert "\niri_lifecycle=primary_ends_all\n" in plan.script
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [({"executable": "/x", "cluster_lifecycle": "all_must_end"}, "jobs with roles only"),
+     ({"executable": "/x", "roles": [{"name": "w", "count": 1}],
+       "cluster_lifecycle": "primary_ends"}, "'primary_ends_all', 'all_must_end' or")],
+)
+def test_bad_lifecycles_are_refused(document: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidJobSpecError) as caught:
+        parse_jobspec(document)
+    assert [p.field for p in caught.value.problems] == ["cluster_lifecycle"]
+    assert message in caught.value.problems[0].reason

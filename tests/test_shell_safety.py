@@ -244,6 +244,11 @@ OCI_IMAGES = (  # (reference as given, what Shifter gets)
     ("docker.io/library/python:3.11-slim", "docker:python:3.11-slim"),
     ("registry.example.org:5000/team/app:v1.2", "docker:registry.example.org:5000/team/app:v1.2"),
 )
+QUALIFIED = {  # what Podman and podman-hpc get: the registry spelled out (Docker Hub's default)
+    "ubuntu:22.04": "docker.io/library/ubuntu:22.04",
+    "docker.io/library/python:3.11-slim": "docker.io/library/python:3.11-slim",
+    "registry.example.org:5000/team/app:v1.2": "registry.example.org:5000/team/app:v1.2",
+}
 
 
 @dataclass
@@ -335,8 +340,8 @@ def runtime_image(job: HostileJob, combo: Combo) -> str:
     if combo.takes_file_images:
         return image_for(job, combo)
     if combo.runtime == "apptainer":  # an OCI-mode site's: OCI names as docker:// URIs
-        return f"docker://{job.oci[0]}"
-    return job.oci[1] if combo.runtime == "shifter" else job.oci[0]
+        return f"docker://{QUALIFIED[job.oci[0]]}"
+    return job.oci[1] if combo.runtime == "shifter" else QUALIFIED[job.oci[0]]
 
 
 def mount_source(tail: str, combo: Combo) -> str:
@@ -939,6 +944,9 @@ def cluster_document(cluster: HostileClusterJob, combo: Combo, root: Path) -> di
                 entry["container"] = container
         roles.append(entry)
     doc["roles"] = roles
+    # Every member must run to its own end here (each is checked); under the default
+    # primary_ends_all a quick primary would stop the others first.
+    doc["cluster_lifecycle"] = "all_must_end"
     return doc
 
 
@@ -1241,7 +1249,7 @@ def assert_cluster_ran_exactly(run: ClusterRun) -> None:
             continue
         container, merged = chain[combo.program]["container"], member.container
         assert merged is not None
-        given = merged["image"]
+        given = QUALIFIED.get(merged["image"], merged["image"])
         if combo.runtime == "apptainer" and not combo.takes_file_images:
             given = f"docker://{given}"  # an OCI-mode site's: OCI names as docker:// URIs
         assert container["image"] == given, mine

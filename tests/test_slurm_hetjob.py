@@ -2,7 +2,9 @@
 
 The samples in `tests/data/slurm/` are real squeue and `sacct -c` output of 2-component het
 jobs (see the README there); `SlurmBatch` reads them through a transport that answers with
-them, so the whole status path (squeue, then sacct for finished jobs) is exercised.
+them, so the whole status path (squeue, then sacct for finished jobs) is exercised. The
+restart of a (het) job, `scontrol requeue` and the lifting of Slurm's requeue delay, is
+checked on scripted answers.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from iri_gateway.errors import RestartError
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.slurm import hetjob, sacct, squeue
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
@@ -174,3 +177,40 @@ def test_only_leader_plus_offset_is_a_component_id(job_id: str) -> None:
 
 def test_component_ids_split_into_leader_and_offset() -> None:
     assert hetjob.split("93+12") == ("93", 12)
+
+
+# ---- restart: scontrol requeue ------------------------------------------------------------
+
+
+def test_requeue_lifts_the_delay_only_after_the_earlier_run_left_its_nodes() -> None:
+    """Each component COMPLETING first, then PENDING: only then `StartTime=now`."""
+    transport = (ScriptedTransport()
+                 .on("scontrol", "requeue", reply=Answer())
+                 .on("squeue", reply=Answer("COMPLETING\nPENDING\n"), times=2)
+                 .on("squeue", reply=Answer("PENDING\nPENDING\n"))
+                 .on("scontrol", "update", reply=Answer()))
+    assert SlurmBatch(transport).requeue("41") == "scontrol requeue 41"
+    assert [call.argv for call in transport.calls] == [
+        ("scontrol", "requeue", "41"),
+        ("squeue", "-h", "-j", "41", "-o", "%T"), ("squeue", "-h", "-j", "41", "-o", "%T"),
+        ("squeue", "-h", "-j", "41", "-o", "%T"),
+        ("scontrol", "update", "JobId=41", "StartTime=now"),
+    ]
+
+
+def test_requeue_keeps_slurms_delay_when_the_run_does_not_leave_in_time() -> None:
+    transport = (ScriptedTransport()
+                 .on("scontrol", "requeue", reply=Answer())
+                 .on("squeue", reply=Answer("COMPLETING\n")))
+    words = SlurmBatch(transport, settle_seconds=0.6).requeue("41")
+    assert words.startswith("scontrol requeue 41 (the earlier run is still leaving its nodes")
+    assert "update" not in [call.argv[1] for call in transport.calls]
+
+
+def test_requeue_refused_keeps_slurms_words() -> None:
+    transport = ScriptedTransport().on("scontrol", "requeue", reply=Answer(
+        "", "Requeue of JobId=41 returned an error: Invalid job id specified\n", 1))
+    with pytest.raises(RestartError) as caught:
+        SlurmBatch(transport).requeue("41")
+    assert "Invalid job id specified" in str(caught.value)
+    assert caught.value.argv == ["scontrol", "requeue", "41"]

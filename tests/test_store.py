@@ -152,3 +152,26 @@ def test_the_record_cache_is_bounded_least_recently_used_out_first(database_url:
     again = store.get(first)
     assert again is not None and again.id == first, "what left the cache is read from the database"
     assert len(cached) == 2
+
+
+def test_a_restart_is_kept_and_a_change_read_before_it_is_dropped(database_url: str) -> None:
+    """The poll read the job, then the user restarted it: the earlier run's ending (made from
+    the record as read) must not overwrite the restart; the history keeps both runs."""
+    store = JobStore(database_url)
+    job_id = new_job(store)
+    store.transition(job_id, JobState.ACTIVE, "RUNNING")
+    store.transition_many([StateChange(job_id, JobState.COMPLETED, "EXITED", 0,
+                                       members=[WORKER])])
+    read = store.get(job_id)
+    assert read is not None
+    store.restarted(job_id, "restart 1: scontrol requeue 41")
+    store.transition_many([StateChange(job_id, JobState.FAILED, "stale", 1,
+                                       read_at=read.updated_at)])
+    record = JobStore(database_url).get(job_id)
+    assert record is not None
+    assert (record.state, record.message, record.exit_code, record.members) == (
+        JobState.QUEUED, "restart 1: scontrol requeue 41", None, [])
+    assert [h["state"] for h in record.history] == ["new", "active", "completed", "queued"]
+    store.transition_many([StateChange(job_id, JobState.ACTIVE, "RUNNING",
+                                       read_at=record.updated_at)])
+    assert store.get(job_id).state == JobState.ACTIVE  # type: ignore[union-attr]

@@ -16,8 +16,17 @@ from fastapi import Depends, FastAPI
 from iri_gateway import __version__
 from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
-from iri_gateway.api.routers import account, compute, facility, filesystem, health, status
+from iri_gateway.api.routers import (
+    account,
+    compute,
+    facility,
+    filesystem,
+    health,
+    status,
+    templates,
+)
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
+from iri_gateway.profiles.local_machine import registry_with_machine
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.service.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.service.backends import Backends
@@ -34,11 +43,14 @@ logger = logging.getLogger(__name__)
 def build_engine(settings: Settings) -> Engine:
     """Profiles, store and backends as the settings say; profile errors are fatal here.
 
-    Resources run by the local scheduler offer only the runtimes installed on this machine.
+    Resources run by the local scheduler offer only the runtimes installed on this machine;
+    those whose profile says `nodes: {detect: true}` take their hardware facts from it.
     """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     paths = settings.profiles or [builtin_profile("local")]
     registry, notes = registry_for_this_machine(ProfileRegistry.from_paths(paths))
+    registry, measured = registry_with_machine(registry)
+    notes += measured
     for note in notes:
         logger.warning("%s", note)
     store = JobStore(settings.store_url, pool_size=settings.database_pool_size)
@@ -118,7 +130,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.state.started = False
     app.state.poller = None
-    for module in (facility, status, account, compute, filesystem, health):
+    for module in (facility, status, account, compute, templates, filesystem, health):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     return app

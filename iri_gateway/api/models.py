@@ -60,5 +60,6 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
     spec = record.spec_model if include_spec else None
     return Job(id=record.id, status=status, job_spec=spec,
                attributes={"runtime": plan.runtime, "queue": plan.queue, "image": plan.image,
+                           "app": plan.app.model_dump(mode="json") if plan.app else None,
                            "flavour": plan.flavour,
                            "flavours": [asdict(outcome) for outcome in plan.flavours]})

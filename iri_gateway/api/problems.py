@@ -21,6 +21,7 @@ from iri_gateway.errors import (
     InvalidJobSpecError,
     JobRejectedError,
     ProfileError,
+    RestartError,
     SchedulerError,
     SchedulerUnavailableError,
     SubmitError,
@@ -37,6 +38,11 @@ from iri_gateway.service.engine import (
     JobNotFoundError,
     OutputUnavailableError,
 )
+from iri_gateway.service.templates import (
+    TemplateLimitError,
+    TemplateNotFoundError,
+    TemplateReadOnlyError,
+)
 from iri_gateway.transport.base import TransportError
 
 PROBLEM = "application/problem+json"
@@ -48,6 +54,9 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (UnknownResourceError, 404, "Not Found"),
     (JobNotFoundError, 404, "Not Found"),
     (OutputUnavailableError, 404, "Not Found"),
+    (TemplateNotFoundError, 404, "Not Found"),
+    (TemplateReadOnlyError, 409, "Conflict"),
+    (TemplateLimitError, 409, "Conflict"),
     (NoAccountError, 403, "Forbidden"),
     (IdempotencyConflictError, 422, "Unprocessable Entity"),
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
@@ -58,6 +67,7 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (SubmitError, 422, "Unprocessable Entity"),
     (UpdateError, 409, "Conflict"),
     (CancelError, 409, "Conflict"),
+    (RestartError, 409, "Conflict"),
     (SchedulerError, 502, "Bad Gateway"),
     (TransportError, 503, "Service Unavailable"),
     (TemplateError, 500, "Internal Server Error"),

@@ -33,6 +33,7 @@ from iri_gateway.errors import (
 
 if TYPE_CHECKING:
     from iri_gateway.models.jobspec import JobSpec
+    from iri_gateway.planning.templates import Expanded
     from iri_gateway.profiles.loading import ProfileRegistry
     from iri_gateway.service.auth import TokenFile
 
@@ -72,17 +73,28 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _registry(profiles: list[Path] | None) -> ProfileRegistry:
-    """The profiles named, else the shipped ones, whose parsed trees the user's cache keeps."""
+def _registry(profiles: list[Path] | None, resource: str | None = None,
+              measure: bool = True) -> ProfileRegistry:
+    """The profiles named, else the shipped ones, whose parsed trees the user's cache keeps;
+    with `measure`, resources that ask for it (`nodes.detect`) measured on this machine (only
+    `resource` when one is named), notes on stderr."""
     from iri_gateway.profiles.loading import ProfileRegistry
+    from iri_gateway.profiles.local_machine import registry_with_machine
     from iri_gateway.profiles.tree_cache import ProfileTreeCache
 
     try:
         if profiles:
-            return ProfileRegistry.from_paths(profiles)
-        return ProfileRegistry.builtin(ProfileTreeCache.for_user())
+            registry = ProfileRegistry.from_paths(profiles)
+        else:
+            registry = ProfileRegistry.builtin(ProfileTreeCache.for_user())
     except ProfileError as error:
         _fail(f"invalid profile:\n{error}")
+    if not measure:
+        return registry
+    registry, notes = registry_with_machine(registry, only=resource)
+    for note in notes:
+        consoles.err().print(f"warning: {note}", markup=False)
+    return registry
 
 
 def _read_job(job: str) -> JobSpec:
@@ -96,6 +108,21 @@ def _read_job(job: str) -> JobSpec:
         return load_jobspec_text(text)
     except InvalidJobSpecError as error:
         _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+
+
+def _expanded(registry: ProfileRegistry, spec: JobSpec) -> Expanded:
+    """The job with its template applied: offline, only the profiles' templates exist (a
+    user's own are on the server: `remote-plan`)."""
+    from iri_gateway.planning.templates import Expanded, expand, shipped_templates
+
+    if spec.template is None:
+        return Expanded(spec, None)
+    try:
+        return expand(spec, shipped_templates(registry))
+    except InvalidJobSpecError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    except GatewayError as error:
+        _fail(str(error))
 
 
 def _pick_resource(registry: ProfileRegistry, resource: str | None) -> str:
@@ -115,10 +142,11 @@ def render(
     """Print the batch script that would be submitted for JOB on a resource."""
     from iri_gateway.planning.planner import make_plan
 
-    registry = _registry(profile)
-    spec = _read_job(job)
+    registry = _registry(profile, resource)
+    spec = _expanded(registry, _read_job(job)).spec
     try:
-        plan = make_plan(spec, registry.get(_pick_resource(registry, resource)))
+        plan = make_plan(spec, registry.get(_pick_resource(registry, resource)),
+                         registry.known_facts)
     except JobRejectedError as error:
         _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
     except GatewayError as error:
@@ -139,12 +167,14 @@ def plan(
     When the job cannot run, the JSON lists every problem and the exit code is 2.
     """
     from iri_gateway.planning.planner import make_plan
+    from iri_gateway.planning.templates import with_template
 
-    registry = _registry(profile)
-    spec = _read_job(job)
+    registry = _registry(profile, resource)
+    expanded = _expanded(registry, _read_job(job))
     resource_id = _pick_resource(registry, resource)
     try:
-        result = make_plan(spec, registry.get(resource_id))
+        result = with_template(make_plan(expanded.spec, registry.get(resource_id),
+                                         registry.known_facts), expanded.template)
     except JobRejectedError as error:
         document = {
             "resource": resource_id,
@@ -170,7 +200,7 @@ def capabilities(
     from iri_gateway.cli.views import capabilities_tables
     from iri_gateway.profiles.capabilities import capabilities as capabilities_of
 
-    registry = _registry(profile)
+    registry = _registry(profile, resource)
     try:
         chosen = [registry.get(resource)] if resource else list(registry)
     except GatewayError as error:
@@ -200,8 +230,11 @@ def placement(
     from iri_gateway.planning.placement import place
 
     registry = _registry(profile)
-    spec = _read_job(job)
-    ranked = place(spec, registry)
+    spec = _expanded(registry, _read_job(job)).spec
+    try:
+        ranked = place(spec, registry)
+    except InvalidJobSpecError as error:
+        _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
     if as_json:
         sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2)
                          + "\n")
@@ -219,28 +252,37 @@ def flavours_import(
     job: Annotated[
         str | None,
         typer.Option("--job", help="JobSpec JSON file (or '-') to put the flavours into; "
-                     "its container.flavours are replaced."),
+                     "its container.flavours and container.app are replaced."),
+    ] = None,
+    app_name: Annotated[
+        str | None,
+        typer.Option("--app", help="The app to import when the manifest lists several."),
     ] = None,
 ) -> None:
     """Convert an app manifest's flavours into a JobSpec `container.flavours` list (JSON).
 
-    With --job, print that JobSpec with the flavours in it instead. Exit 2 when the manifest
-    or the resulting JobSpec is invalid, each fault on stderr with its file and line.
+    With --job, print that JobSpec with the flavours (and the app's name and version, as
+    `container.app`) in it instead. Exit 2 when the manifest or the resulting JobSpec is
+    invalid, each fault on stderr with its file and line.
     """
     from iri_gateway.planning.jobspec_io import parse_jobspec
-    from iri_gateway.profiles.flavour_manifest import flavours_from_manifest
+    from iri_gateway.profiles.flavour_manifest import import_manifest
 
     try:
-        flavours = flavours_from_manifest(manifest)
+        imported = import_manifest(manifest, app_name)
     except ManifestError as error:
         _fail(str(error), EXIT_CANNOT_RUN)
-    listed = [f.model_dump(mode="json", exclude_defaults=True) for f in flavours]
+    listed = [f.model_dump(mode="json", exclude_defaults=True) for f in imported.flavours]
     if job is None:
         sys.stdout.write(json.dumps(listed, indent=2) + "\n")
         return
     spec = _read_job(job)
     document = spec.model_dump(mode="json", exclude_unset=True)
-    document["container"] = {**document.get("container", {}), "flavours": listed}
+    container = {**document.get("container", {}), "flavours": listed}
+    container.pop("app", None)
+    if imported.app is not None:
+        container["app"] = imported.app.model_dump(mode="json", exclude_none=True)
+    document["container"] = container
     try:
         merged = parse_jobspec(document)
     except InvalidJobSpecError as error:
@@ -259,7 +301,7 @@ def profile_check(
     """Validate profiles, render sample jobs on every resource and runtime, lint the scripts."""
     from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
 
-    registry = _registry(files)
+    registry = _registry(files, measure=False)
     shellcheck = None
     if not no_shellcheck:
         shellcheck = find_shellcheck()
@@ -476,6 +518,8 @@ def version() -> None:
 
 
 from iri_gateway.cli.client_commands import register; register(app)  # noqa: E402, E702, I001
+from iri_gateway.cli.template_commands import template_app  # noqa: E402, I001
+app.add_typer(template_app, name="template")
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """Client commands of `iri-gateway` against a running server (docs/design.md Contract 3).
 
-`submit`, `status`, `jobs`, `cancel`, `wait`, `output`, `remote-plan` and `remote-placement` talk to
+`submit`, `status`, `jobs`, `cancel`, `restart`, `wait`, `output`, `remote-plan` and
+`remote-placement` talk to
 the server named by `--server` (default `$IRI_GATEWAY_URL`, else http://127.0.0.1:8000) with
 the token of `--token` (default `$IRI_GATEWAY_TOKEN`), through `iri_gateway.client`.
 The SDK (and httpx with it) and rich are imported when a command runs, not when the command
@@ -126,6 +127,9 @@ def _show_job(job: JobInfo) -> None:
     for key in ("resource_id", "native_id"):
         if job.meta_data.get(key):
             table.add_row(key.replace("_", " "), str(job.meta_data[key]))
+    app = job.attributes.get("app")
+    if isinstance(app, dict) and app.get("name"):
+        table.add_row("app", " ".join(str(app[k]) for k in ("name", "version") if app.get(k)))
     for key in ("runtime", "queue", "flavour", "image"):
         if job.attributes.get(key):
             table.add_row(key, str(job.attributes[key]))
@@ -249,6 +253,23 @@ def cancel(
     consoles.err().print(f"cancel requested for job {job_id}", markup=False)
 
 
+def restart(
+    job_id: JobIdArgument,
+    resource: ResourceOption,
+    as_json: JsonOption = False,
+    server: ServerOption = DEFAULT_URL,
+    token: TokenOption = None,
+) -> None:
+    """Run a job again as the same job, every member of a cluster job with it (a running
+    job is stopped first); `wait` sees the new run end."""
+    with _gateway(server, token) as client:
+        job = client.restart(resource, job_id)
+    if as_json:
+        sys.stdout.write(_job_json(job) + "\n")
+    else:
+        _show_job(job)
+
+
 def wait(
     job_id: JobIdArgument,
     resource: ResourceOption,
@@ -315,6 +336,7 @@ COMMANDS: list[tuple[str, Callable[..., None]]] = [
     ("status", status),
     ("jobs", jobs),
     ("cancel", cancel),
+    ("restart", restart),
     ("wait", wait),
     ("output", output),
     ("remote-plan", remote_plan),

@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 
 def placement_table(ranked: Sequence[Placement]) -> Table:
     """One row per resource, best first: runnable, flavour, runtime, queue, and why (not)."""
-    table = Table(title="Placement", show_lines=True)
+    app = ranked[0].app if ranked else None
+    title = "Placement"
+    if app is not None:
+        title += f" of {app.name}" + (f" {app.version}" if app.version else "")
+    table = Table(title=title, show_lines=True)
     table.add_column("resource", no_wrap=True)
     for column in ("runnable", "flavour", "runtime", "queue", "notes"):
         table.add_column(column)
@@ -30,6 +34,9 @@ def placement_table(ranked: Sequence[Placement]) -> Table:
         flavour = entry.flavour or "-"
         if entry.priority is not None:
             flavour += f" ({entry.priority})"
+        if entry.role_flavours:  # a cluster job: each role's own choice
+            flavour = "\n".join(f"{role}: {chosen or '-'}"
+                                for role, chosen in entry.role_flavours.items())
         table.add_row(
             entry.resource,
             "[green]yes[/]" if entry.runnable else "[red]no[/]",
@@ -44,15 +51,22 @@ def placement_table(ranked: Sequence[Placement]) -> Table:
 def members_table(members: Sequence[Mapping[str, Any]]) -> Table:
     """A cluster job's members as the gateway last read them: who runs where, and how."""
     table = Table(title="Members")
-    for column in ("member", "role", "node", "address", "state", "exit code"):
+    with_ports = any(member.get("endpoints") for member in members)
+    columns = ["member", "role", "node", "address", "state", "exit code"]
+    for column in columns + (["endpoints"] if with_ports else []):
         table.add_column(column, no_wrap=True)
     for member in members:
         code = member.get("exit_code")
-        table.add_row(
+        state = str(member.get("state", "")) + (" (stopped)" if member.get("stopped") else "")
+        row = [
             str(member.get("name", "")), str(member.get("role", "")),
             str(member.get("node", "")), str(member.get("address", "")),
-            str(member.get("state", "")), "-" if code is None else str(code),
-        )
+            state, "-" if code is None else str(code),
+        ]
+        if with_ports:
+            endpoints = member.get("endpoints") or {}
+            row.append(" ".join(f"{name}={where}" for name, where in endpoints.items()))
+        table.add_row(*row)
     return table
 
 
@@ -91,7 +105,8 @@ def capabilities_tables(documents: Sequence[Capabilities]) -> list[Table]:
         for runtime in doc.runtimes:
             _add_text_row(policies, [doc.resource, *_policy_row(runtime)])
         _add_text_row(facts, [doc.resource, "\n".join(
-            f"{name}: {_fact(value)}" for name, value in doc.hardware.items())])
+            f"{name}: {_fact(value)}" + (" (detected)" if name in doc.detected else "")
+            for name, value in doc.hardware.items())])
         _add_text_row(files, [doc.resource,
                               "\n".join(doc.file_roots) or "none: job folders only"])
     return [table, policies, facts, files]

@@ -20,6 +20,7 @@ from iri_gateway.client.calls import (
     RETRY_STATUSES,
     Call,
     SpecLike,
+    TemplateLike,
     backoff,
     client_settings,
     retry_pause,
@@ -37,6 +38,7 @@ from iri_gateway.client.models import (
 from iri_gateway.client.progress import status_line
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
+from iri_gateway.models.templates import StoredTemplate
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
@@ -118,6 +120,10 @@ class AsyncGatewayClient:
         """Ask for the job to be canceled (cancelJob)."""
         await self._run(calls.cancel(resource, job_id))
 
+    async def restart(self, resource: str, job_id: str) -> JobInfo:
+        """Run the job again as the same job (restartJob, an extension)."""
+        return await self._run(calls.restart(resource, job_id))
+
     async def wait(
         self,
         resource: str,
@@ -175,6 +181,24 @@ class AsyncGatewayClient:
     async def capabilities(self, resource: str) -> Capabilities:
         """Runtimes, GPU and MPI bindings, mounts, extra options, hardware, limits."""
         return await self._run(calls.capabilities(resource))
+
+    # ---- job templates (extension) -------------------------------------------------------
+
+    async def templates(self) -> list[StoredTemplate]:
+        """The templates you may name in a job: the facility's, then your own."""
+        return await self._run(calls.templates())
+
+    async def template(self, name: str) -> StoredTemplate:
+        """One template (404 names the closest ones)."""
+        return await self._run(calls.template_get(name))
+
+    async def put_template(self, name: str, template: TemplateLike) -> StoredTemplate:
+        """Keep a task or cluster template under `name` (created or replaced)."""
+        return await self._run(calls.template_put(name, template))
+
+    async def delete_template(self, name: str) -> None:
+        """Delete one of your templates (a facility template is 409)."""
+        await self._run(calls.template_delete(name))
 
     # ---- filesystem and tasks -----------------------------------------------------------------
 

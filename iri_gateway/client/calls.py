@@ -27,6 +27,7 @@ from iri_gateway.client.models import DEFAULT_URL, TOKEN_ENV, URL_ENV, FileConte
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
+from iri_gateway.models.templates import StoredTemplate, Template
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
@@ -136,6 +137,10 @@ def cancel(resource: str, job_id: str) -> Call[None]:
     return Call("DELETE", f"/compute/cancel/{resource}/{job_id}", _nothing)
 
 
+def restart(resource: str, job_id: str) -> Call[JobInfo]:
+    return Call("POST", f"/compute/restart/{resource}/{job_id}", _job)
+
+
 def plan(resource: str, spec: SpecLike) -> Call[Plan]:
     return Call("POST", f"/compute/plan/{resource}",
                 lambda r: Plan.model_validate(body_json(r)), json=spec_document(spec))
@@ -145,6 +150,33 @@ def placement(spec: SpecLike) -> Call[list[Placement]]:
     return Call("POST", "/compute/placement",
                 lambda r: [Placement.model_validate(e) for e in body_json(r)],
                 json=spec_document(spec))
+
+
+TemplateLike = Template | Mapping[str, Any]
+"""A job template: the model, or its JSON document (`kind`: task or cluster)."""
+
+
+def templates() -> Call[list[StoredTemplate]]:
+    return Call("GET", "/compute/templates",
+                lambda r: [StoredTemplate.model_validate(e) for e in body_json(r)])
+
+
+def template_get(name: str) -> Call[StoredTemplate]:
+    return Call("GET", f"/compute/templates/{name}",
+                lambda r: StoredTemplate.model_validate(body_json(r)))
+
+
+def template_put(name: str, template: TemplateLike) -> Call[StoredTemplate]:
+    """Writing the same body again leaves the same template: safe to repeat."""
+    document = (template if isinstance(template, Mapping)
+                else template.model_dump(mode="json", exclude_unset=True))
+    return Call("PUT", f"/compute/templates/{name}",
+                lambda r: StoredTemplate.model_validate(body_json(r)), json=dict(document))
+
+
+def template_delete(name: str) -> Call[None]:
+    """A repeat after a lost answer finds the template gone (404, the template is deleted)."""
+    return Call("DELETE", f"/compute/templates/{name}", _nothing)
 
 
 def capabilities(resource: str) -> Call[Capabilities]:

@@ -19,6 +19,7 @@ from iri_gateway.client.calls import (
     RETRY_STATUSES,
     Call,
     SpecLike,
+    TemplateLike,
     backoff,
     client_settings,
     retry_pause,
@@ -36,6 +37,7 @@ from iri_gateway.client.models import (
 from iri_gateway.client.progress import status_line
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
+from iri_gateway.models.templates import StoredTemplate
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
@@ -119,6 +121,12 @@ class GatewayClient:
         """Ask for the job to be canceled (cancelJob); `wait` sees it end."""
         self._run(calls.cancel(resource, job_id))
 
+    def restart(self, resource: str, job_id: str) -> JobInfo:
+        """Run the job again as the same job, every member of a cluster job with it
+        (restartJob, an extension); the job is back in `queued`, its history keeps the
+        earlier run. `wait` sees the new run end."""
+        return self._run(calls.restart(resource, job_id))
+
     def wait(
         self,
         resource: str,
@@ -181,6 +189,24 @@ class GatewayClient:
     def capabilities(self, resource: str) -> Capabilities:
         """Runtimes, GPU and MPI bindings, mounts, extra options, hardware, limits."""
         return self._run(calls.capabilities(resource))
+
+    # ---- job templates (extension) -------------------------------------------------------
+
+    def templates(self) -> list[StoredTemplate]:
+        """The templates you may name in a job: the facility's, then your own."""
+        return self._run(calls.templates())
+
+    def template(self, name: str) -> StoredTemplate:
+        """One template (404 names the closest ones)."""
+        return self._run(calls.template_get(name))
+
+    def put_template(self, name: str, template: TemplateLike) -> StoredTemplate:
+        """Keep a task or cluster template under `name` (created or replaced)."""
+        return self._run(calls.template_put(name, template))
+
+    def delete_template(self, name: str) -> None:
+        """Delete one of your templates (a facility template is 409)."""
+        self._run(calls.template_delete(name))
 
     # ---- filesystem and tasks -----------------------------------------------------------------
 

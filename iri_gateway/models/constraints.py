@@ -4,8 +4,9 @@ A requirement names a hardware fact and a constraint on it: `">= 2"`, `"> 11"`, 
 `"== nvidia"`, `"!= amd"`, `"in [a100, h100]"`, `"not in [mi250x]"`, `"exists"`,
 `"!exists"`, or a bare value meaning equality. Numbers compare as numbers (exactly: integers
 are never rounded through floats), versions as versions (PEP 440 ordering from `packaging`, so
-`12.4 > 11` and `11.8 < 12`), names case-insensitively. A fact the resource does not have
-never satisfies a constraint (only `!exists` holds), and the reason says so.
+`12.4 > 11` and `11.8 < 12`), names case-insensitively, architectures by machine
+(`cpu_arch == arm64` holds on `aarch64`; see `models.platforms`). A fact the resource does not
+have never satisfies a constraint (only `!exists` holds), and the reason says so.
 
 Constraints are parsed once, when the JobSpec is validated, so a malformed one is refused
 with the flavour and fact named before any resource is considered; facts whose kind is known
@@ -22,6 +23,8 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from packaging.version import InvalidVersion, Version
+
+from iri_gateway.models.platforms import PlatformError, normalise_arch
 
 Operator = Literal[">=", ">", "<=", "<", "==", "!=", "in", "not in", "exists", "!exists"]
 ORDERING: frozenset[str] = frozenset({">=", ">", "<=", "<"})
@@ -51,8 +54,12 @@ STANDARD_FACTS: dict[str, FactKind] = {
     "node_count": FactKind.NUMBER,
     "runtime": FactKind.NAMES,
     "mpi": FactKind.NAME,
+    "cdi_devices": FactKind.NAMES,
 }
-"""The facts every resource's profile yields (computed by `models.facts.hardware_facts`)."""
+"""The facts every resource's profile yields (computed by `models.facts.hardware_facts`);
+`cdi_devices` only where they were detected (`iri_gateway.machine_facts`)."""
+ARCH_FACT = "cpu_arch"
+"""The architecture fact: its values and operands compare by machine (`arm64` == `aarch64`)."""
 
 _COMPARISON = re.compile(r"(>=|<=|==|!=|>|<)\s*(.*)", re.DOTALL)
 _MEMBERSHIP = re.compile(r"(not\s+in|in)(?=[\s\[]|$)\s*(.*)", re.DOTALL)
@@ -171,6 +178,11 @@ def _comparable(fact: str, value: Any, operand: str, ordering: bool) -> tuple[An
         return left, right
     if ordering:
         raise _Incomparable("a name, which has no order")
+    if fact == ARCH_FACT:
+        try:
+            return normalise_arch(text), normalise_arch(operand)
+        except PlatformError as error:
+            raise _Incomparable(str(error)) from None
     return text.casefold(), operand.casefold()
 
 
@@ -197,6 +209,11 @@ def _unquote(text: str) -> str:
 def _check_operand(fact: str, op: str, operand: str) -> None:
     """Operands of known facts must be of the fact's kind; checked once, at parse time."""
     kind = STANDARD_FACTS.get(fact)
+    if fact == ARCH_FACT and op not in ORDERING:
+        try:
+            normalise_arch(operand)
+        except PlatformError as error:
+            raise ConstraintError(str(error)) from None
     if kind is FactKind.NUMBER and _number(operand) is None:
         raise ConstraintError(f"{fact} is a number; {operand!r} is not")
     if kind is FactKind.VERSION and _version(operand) is None:

@@ -102,22 +102,55 @@ def oci_name(ref: ImageRef) -> str | None:
     return None
 
 
-def for_apptainer(ref: ImageRef) -> str:
-    """Apptainer: OCI names become docker:// URIs; URIs and files stay as written."""
+DEFAULT_REGISTRY = "docker.io"
+"""Where a name without a registry lives, as Docker, Apptainer's docker:// and Shifter read it."""
+_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
+
+
+def qualified(name: str) -> str:
+    """A plain OCI reference with its registry spelled out: `jhnnsrs/app:1` ->
+    `docker.io/jhnnsrs/app:1`, `ubuntu:22.04` -> `docker.io/library/ubuntu:22.04`.
+
+    Why: Podman and podman-hpc refuse a short name unless the host configures a search
+    registry (and then may pick a different one than Docker would), while Apptainer and
+    Shifter read it as Docker Hub. Qualifying it once, the way Docker normalises names, gives
+    every runtime the same image. The first component is a registry when it has a '.' or ':',
+    is `localhost`, or has capitals (Docker's rule); anything else is a Docker Hub path.
+    """
+    first, slash, rest = name.partition("/")
+    if slash and (any(c in first for c in ".:") or first == "localhost"
+                  or first != first.lower()):
+        if first != DEFAULT_REGISTRY and first not in _HUB_ALIASES:
+            return name
+        name = rest
+    if "/" not in name:
+        name = f"library/{name}"
+    return f"{DEFAULT_REGISTRY}/{name}"
+
+
+def qualified_oci_name(ref: ImageRef) -> str | None:
+    """`oci_name`, with the registry spelled out (see `qualified`)."""
     name = oci_name(ref)
-    if ref.form in ("oci", "shifter") and name is not None:
+    return None if name is None else qualified(name)
+
+
+def for_apptainer(ref: ImageRef) -> str:
+    """Apptainer: OCI names become docker:// URIs of the qualified name; URIs and files stay."""
+    name = qualified_oci_name(ref)
+    if ref.form in ("oci", "shifter", "docker-uri") and name is not None:
         return f"docker://{name}"
     return ref.text
 
 
 def for_podman(ref: ImageRef) -> str | None:
-    """Podman and podman-hpc take plain OCI references; files and other URIs they cannot run."""
-    return oci_name(ref)
+    """Podman and podman-hpc take qualified OCI references; files and other URIs they cannot
+    run."""
+    return qualified_oci_name(ref)
 
 
 def for_shifter(ref: ImageRef) -> str | None:
     """Shifter: `docker:repo/img:tag`, Docker Hub names without the docker.io/library prefix."""
-    name = oci_name(ref)
+    name = qualified_oci_name(ref)
     if name is None:
         return None
     for prefix in ("docker.io/library/", "docker.io/"):

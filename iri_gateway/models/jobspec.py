@@ -5,7 +5,7 @@ objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes
 `VolumeMount`) allow them here too, and `JobSpec` itself forbids them, as the spec does.
 Validation is strict, like the JSON Schema: "2" is not a node count.
 Our extensions live inside `container` (where the official schema allows extra fields), plus
-the top-level `roles`; all are optional; see docs/design.md, Contract 1.
+the top-level `roles` and `template`; all are optional; see docs/design.md, Contract 1.
 Every string, list and mapping has a size limit, and every string must be valid Unicode
 (`iri_gateway.models.limits`): a document over a limit is refused with the field named.
 """
@@ -22,6 +22,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -53,7 +55,9 @@ from iri_gateway.models.limits import (
     surrogate_reason,
     unicode_text,
 )
+from iri_gateway.models.platforms import PlatformError, parse_platform
 from iri_gateway.models.runtime_names import RuntimeName
+from iri_gateway.models.template_names import TemplateName
 
 NonEmptyStr = NonEmptyText
 """A non-empty string of at most MAX_TEXT_LENGTH characters, valid Unicode."""
@@ -149,10 +153,14 @@ def _valid_requirements(
                 raise ValueError(f"{fact}: {reason}")
             if len(value) > MAX_TEXT_LENGTH:
                 raise ValueError(f"{fact}: {len(value)} characters; at most {MAX_TEXT_LENGTH}")
-    try:
-        parse_requirements(requirements)
-    except ConstraintError as error:
-        raise ValueError(str(error)) from None
+    reasons = []
+    for fact, value in requirements.items():  # every malformed constraint, not the first
+        try:
+            parse_requirements({fact: value})
+        except ConstraintError as error:
+            reasons.append(str(error))
+    if reasons:
+        raise ValueError("; ".join(reasons))
     return requirements
 
 
@@ -167,6 +175,21 @@ Requirements = Annotated[
 """Fact -> constraint; a list of one-key mappings is accepted too and stored as a mapping."""
 
 FLAVOUR_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def _valid_platform(platform: str) -> str:
+    try:
+        parse_platform(platform)
+    except PlatformError as error:
+        raise ValueError(str(error)) from None
+    return platform
+
+
+ImagePlatform = Annotated[
+    str, Field(max_length=64, examples=["linux/arm64", "linux/amd64"]),
+    BeforeValidator(unicode_text), AfterValidator(_valid_platform),
+]
+"""An OCI platform, `os/arch[/variant]`; kept as written, parsed by `models.platforms`."""
 
 
 class Flavour(_Unicode):
@@ -195,6 +218,29 @@ class Flavour(_Unicode):
         default_factory=dict,
         description="Options added to container.extra_options when this flavour is chosen",
     )
+    platform: ImagePlatform | None = Field(
+        default=None,
+        description="The OCI platform of this flavour's image, e.g. 'linux/arm64': the "
+        "flavour is chosen only on nodes of that architecture ('arm64' and 'aarch64', "
+        "'amd64' and 'x86_64' are the same)",
+    )
+    resources: ResourceSpec | None = Field(
+        default=None,
+        description="Resource fields that replace the job's when this flavour is chosen, e.g. "
+        "{gpu_cores_per_process: 1} for a GPU image; fields left out are the job's.",
+    )
+    launcher: NonEmptyStr | None = Field(
+        default=None, description="Launcher that replaces the job's when this flavour is chosen"
+    )
+
+
+class AppRef(_Unicode):
+    """Extension: the app and version a job's flavours come from (an imported app manifest)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: NonEmptyStr = Field(description="App name, e.g. 'segmentor'")
+    version: NonEmptyStr | None = Field(default=None, description="App version, e.g. '0.4.3'")
 
 
 class Container(_Open):
@@ -245,6 +291,11 @@ class Container(_Open):
         default_factory=list,
         description="Extension: alternative hardware-specific images; the gateway picks the "
         "highest-priority flavour whose requirements hold and whose job negotiates there.",
+    )
+    app: AppRef | None = Field(
+        default=None,
+        description="Extension: the app and version the image or flavours are of (set by "
+        "`iri-gateway flavours import`); shown in the plan, placement and the job.",
     )
 
     @model_validator(mode="before")
@@ -323,6 +374,29 @@ def _role_name(name: str) -> str:
     return name
 
 
+PORT_NAME = r"^[a-z][a-z0-9_]{0,19}$"
+"""Port names become variable names (`http` -> IRI_CLUSTER_PORT_HTTP): lower case letters,
+digits and '_', starting with a letter."""
+MAX_PORT = 65535
+MAX_ROLE_PORTS = 16
+
+
+def _port_name(name: str) -> str:
+    if not re.fullmatch(PORT_NAME, name):
+        raise ValueError(
+            f"port name {name!r}: lower case letters, digits and '_', starting with a letter, "
+            "at most 20 characters (it becomes IRI_CLUSTER_PORT_<NAME>)"
+        )
+    return name
+
+
+PortName = Annotated[str, BeforeValidator(unicode_text), AfterValidator(_port_name)]
+PortNumber = Annotated[JsonInt, Field(ge=1, le=MAX_PORT)]
+
+ClusterLifecycle = Literal["primary_ends_all", "all_must_end", "first_failure_ends_all"]
+"""When a cluster job ends (docs/jobspec.md, One life cycle)."""
+
+
 class RoleContainer(_Open):
     """A role's own container settings; every field left out is the job's `container`'s."""
 
@@ -348,6 +422,19 @@ class RoleContainer(_Open):
     extra_options: ExtraOptions = Field(
         default_factory=dict, description="Options added after the job's, per runtime"
     )
+    flavours: Annotated[list[Flavour], Field(max_length=MAX_ITEMS)] | None = Field(
+        default=None,
+        description="The role's own image flavours, chosen per role; default: the job's "
+        "container.flavours unless the role names an image",
+    )
+
+    @model_validator(mode="after")
+    def _flavour_names_unique(self) -> RoleContainer:
+        names = [flavour.name for flavour in self.flavours or []]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"flavour names must be unique; given twice: {', '.join(twice)}")
+        return self
 
 
 class Role(_Unicode):
@@ -385,6 +472,24 @@ class Role(_Unicode):
         "processes_per_node = members per node (default 1); memory per node. Fields left out "
         "are the job's.",
     )
+    ports: Annotated[dict[PortName, PortNumber], Field(max_length=MAX_ROLE_PORTS)] = Field(
+        default_factory=dict,
+        description="Named service ports, name -> base port: member k of the role listens on "
+        "base + k - 1, given to it as IRI_CLUSTER_PORT_<NAME>; every member sees all of them "
+        "in IRI_CLUSTER_ENDPOINTS (name:member:port, comma-separated)",
+    )
+
+    @model_validator(mode="after")
+    def _ports_in_range(self) -> Role:
+        for name, base in self.ports.items():
+            last = base + self.count - 1
+            if last > MAX_PORT:
+                raise ValueError(
+                    f"role {self.name!r}: port {name!r} {base} with {self.count} members "
+                    f"reaches {last} (member k listens on {base} + k - 1); ports end at "
+                    f"{MAX_PORT}, so the base may be at most {MAX_PORT - self.count + 1}"
+                )
+        return self
 
 
 class JobSpec(_Unicode):
@@ -447,6 +552,21 @@ class JobSpec(_Unicode):
         "members find each other by name (master1, worker1, ...). Top-level fields are the "
         "defaults of every role.",
     )
+    template: TemplateName | None = Field(
+        default=None,
+        description="Extension: the name of a job template (yours or your facility's) the "
+        "job is built on: its fields are the defaults of the job's (image < template < job); "
+        "with a cluster template, `roles` choose each role's count (and may override its "
+        "fields). See GET /api/v2/compute/templates.",
+    )
+    cluster_lifecycle: ClusterLifecycle | None = Field(
+        default=None,
+        description="Extension, jobs with roles only: when the cluster ends. "
+        "'primary_ends_all' (default): when the primary member (first of the first role) ends, "
+        "or any member fails, the others are stopped; 'first_failure_ends_all': every member "
+        "runs to its own end unless one fails; 'all_must_end': every member runs to its own "
+        "end, failures included",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -460,3 +580,41 @@ class JobSpec(_Unicode):
         if twice:
             raise ValueError(f"role names must be unique; given twice: {', '.join(twice)}")
         return self
+
+    @field_validator("roles")
+    @classmethod
+    def _ports_apart(cls, roles: list[Role] | None) -> list[Role] | None:
+        """No two members' ports may be equal: members of different roles may share a node."""
+        ranges = sorted(
+            (base, base + role.count - 1, role.name, name)
+            for role in roles or [] for name, base in role.ports.items()
+        )
+        widest: tuple[int, int, str, str] | None = None  # the range reaching highest so far
+        for low, high, role, name in ranges:
+            if widest is not None and low <= widest[1]:
+                first, last, owner, owner_name = widest
+                raise ValueError(
+                    f"port {owner_name!r} of role {owner!r} takes {first}-{last} and port "
+                    f"{name!r} of role {role!r} takes {low}-{high} (member k listens on base "
+                    "+ k - 1); members may share a node, so no two ports may overlap"
+                )
+            if widest is None or high > widest[1]:
+                widest = (low, high, role, name)
+        return roles
+
+    @field_validator("cluster_lifecycle")
+    @classmethod
+    def _lifecycle_needs_roles(
+        cls, lifecycle: ClusterLifecycle | None, info: ValidationInfo
+    ) -> ClusterLifecycle | None:
+        """A cluster template brings its roles with it, so a job naming one may set the
+        life cycle without listing roles (`template` is declared before this field)."""
+        if (lifecycle is not None and not info.data.get("roles")
+                and info.data.get("template") is None):
+            raise ValueError("cluster_lifecycle applies to jobs with roles only; this job has "
+                             "none (leave it out, or add roles)")
+        return lifecycle
+
+Flavour.model_rebuild()  # its `resources` is a ResourceSpec, defined after it
+Container.model_rebuild()
+RoleContainer.model_rebuild()

@@ -7,7 +7,7 @@ on the code that derives hardware facts from them: profile <- facts <- loaded_re
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
@@ -25,6 +25,9 @@ class LoadedResource:
     resource: Resource
     source: Path
     templates_dir: Path | None
+    detected: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Facts measured on this machine at start (`nodes.detect`), by name; the resource's nodes
+    already hold them, and `cdi_devices`, which no profile field holds, is added from here."""
 
     @property
     def id(self) -> str:
@@ -33,4 +36,4 @@ class LoadedResource:
     @cached_property
     def facts(self) -> Mapping[str, Any]:
         """The resource's hardware facts, derived once (see `iri_gateway.models.facts`)."""
-        return MappingProxyType(hardware_facts(self.resource))
+        return MappingProxyType({**hardware_facts(self.resource), **self.detected})

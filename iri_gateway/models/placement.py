@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from iri_gateway.models.jobspec import AppRef
 from iri_gateway.models.plan import FlavourOutcome
 
 
@@ -25,6 +26,9 @@ class Placement(BaseModel):
     resource: str = Field(description="Resource id")
     facility: str = Field(description="Facility id")
     runnable: bool = Field(description="Whether the job can run there")
+    app: AppRef | None = Field(
+        default=None, description="The app and version of the image (container.app), if named"
+    )
     flavour: str | None = Field(description="The image flavour that would be used")
     priority: int | None = Field(description="That flavour's priority")
     runtime: str | None = Field(description="Container runtime that would be used")
@@ -32,6 +36,10 @@ class Placement(BaseModel):
     image: str | None = Field(description="Image reference as the runtime would receive it")
     flavours: list[FlavourOutcome] = Field(
         description="Every flavour of the job with what became of it on this resource"
+    )
+    role_flavours: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="For a job with roles: each role's image flavour there (null: its image)",
     )
     warnings: list[str] = Field(description="Things to know when it runs there")
     problems: list[PlacementProblem] = Field(description="Why it cannot run there")

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.jobspec import AppRef, JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import Queue, RuntimeConfig
 from iri_gateway.shell import SiteWord
@@ -132,6 +132,8 @@ class ClusterDecision:
 
     roles: list[RoleDecision]
     members: list[Member]
+    ports: dict[str, dict[str, int]] = field(default_factory=dict)  # member -> name -> port
+    lifecycle: str = "primary_ends_all"
 
     @property
     def size(self) -> int:
@@ -227,6 +229,9 @@ class RoleView(BaseModel):
     runtime: str = Field(description="Container runtime of its members")
     image: str | None = Field(description="Image as the runtime receives it")
     gpus_per_member: int = Field(description="GPUs reserved per member")
+    flavour: str | None = Field(
+        default=None, description="The image flavour its members run, when it has flavours"
+    )
 
 
 class ClusterView(BaseModel):
@@ -236,6 +241,16 @@ class ClusterView(BaseModel):
     hosts: str = Field(description="IRI_CLUSTER_HOSTS: the members' names, comma-separated")
     primary: str = Field(description="The member whose output is the job's output")
     roles: list[RoleView] = Field(description="Roles in order (Slurm het groups, PBS chunks)")
+    lifecycle: str = Field(
+        default="primary_ends_all",
+        description="cluster_lifecycle: 'primary_ends_all', 'first_failure_ends_all' or "
+        "'all_must_end'",
+    )
+    ports: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Each member's named service ports (member -> name -> port); "
+        "IRI_CLUSTER_ENDPOINTS lists them as name:member:port",
+    )
 
 
 class Plan(BaseModel):
@@ -248,12 +263,18 @@ class Plan(BaseModel):
     runtime: str = Field(description="Container runtime chosen ('none': no container)")
     image: str | None = Field(description="Image reference as the runtime receives it")
     image_form: str | None = Field(description="Form the image was given in")
+    app: AppRef | None = Field(
+        default=None, description="The app and version of the image (container.app), if named"
+    )
     flavour: str | None = Field(
         default=None, description="The image flavour chosen, when the job lists flavours"
     )
     flavours: list[FlavourOutcome] = Field(
         default_factory=list,
         description="Every flavour of the job, in declaration order, with what became of it",
+    )
+    template: str | None = Field(
+        default=None, description="The job template the job was built from, when it names one"
     )
     launcher: str = Field(description="'none', 'parallel' (N copies) or 'mpi'")
     cluster: ClusterView | None = Field(

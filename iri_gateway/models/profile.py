@@ -23,7 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
+from iri_gateway.models.platforms import normalise_arch
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
+from iri_gateway.models.template_names import TemplateName
+from iri_gateway.models.templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.runtimes import RUNTIMES
 
 Identifier = Annotated[
@@ -210,10 +213,19 @@ class Queue(_Strict):
 class Cpu(_Strict):
     """Per-node CPU facts."""
 
-    arch: str = Field(description="CPU architecture, e.g. 'x86_64', 'aarch64'")
+    arch: str = Field(
+        description="CPU architecture, e.g. 'x86_64', 'aarch64'; other names of the same "
+        "machine ('amd64', 'arm64') are accepted and kept in the kernel's spelling"
+    )
     model: str | None = Field(default=None, description="CPU model name")
     cores: int = Field(ge=1, description="Physical cores per node")
     mhz: int | None = Field(default=None, ge=1, description="Base clock in MHz")
+
+    @field_validator("arch")
+    @classmethod
+    def _one_spelling(cls, arch: str) -> str:
+        """`arm64` and `aarch64` are one machine: facts carry one name, so requirements meet."""
+        return normalise_arch(arch)
 
 
 class Gpus(_Strict):
@@ -242,6 +254,12 @@ class Nodes(_Strict):
     cpu: Cpu = Field(description="CPU facts per node")
     memory_gib: float = Field(gt=0, description="Memory per node, GiB")
     gpus: Gpus | None = Field(default=None, description="GPUs per node; absent when none")
+    detect: bool = Field(
+        default=False,
+        description="Measure the gateway's own machine at start (architecture, cores, CPU MHz, "
+        "memory, NVIDIA/AMD GPUs, CDI devices) and use that instead of what is written here; "
+        "only for resources run by the local scheduler",
+    )
 
 
 class Mpi(_Strict):
@@ -570,6 +588,16 @@ class Resource(_Strict):
         return labels
 
     @model_validator(mode="after")
+    def _detect_only_here(self) -> Resource:
+        if self.nodes.detect and self.scheduler.kind != "local":
+            raise ValueError(
+                "nodes.detect measures the gateway's own machine, so it needs scheduler kind "
+                f"'local', not {self.scheduler.kind!r}; describe the nodes of a "
+                f"{self.scheduler.kind} resource by hand"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _queues_consistent(self) -> Resource:
         names = [q.name for q in self.queues]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -615,6 +643,12 @@ class FacilityProfile(_Strict):
 
     facility: FacilityInfo = Field(description="The facility")
     resources: list[Resource] = Field(min_length=1, description="Its compute resources")
+    templates: dict[TemplateName, Template] = Field(
+        default_factory=dict,
+        description="Job templates the facility ships (extension): name -> task or cluster "
+        "template; every user sees them and may name them in a job's `template`; read-only "
+        "through the API. A cluster template's roles name task templates of this profile.",
+    )
 
     @model_validator(mode="after")
     def _unique_resources(self) -> FacilityProfile:
@@ -623,6 +657,21 @@ class FacilityProfile(_Strict):
         if duplicates:
             raise ValueError(f"resource ids repeat: {', '.join(duplicates)}")
         return self
+
+    @field_validator("templates")
+    @classmethod
+    def _templates_complete(cls, templates: dict[str, Template]) -> dict[str, Template]:
+        tasks = sorted(name for name, t in templates.items() if isinstance(t, TaskTemplate))
+        for name, template in templates.items():
+            if not isinstance(template, ClusterTemplate):
+                continue
+            for role in template.roles:
+                if role.task not in tasks:
+                    raise ValueError(
+                        f"{name}: role {role.name!r} names task template {role.task!r}, "
+                        "which this profile does not define (its task templates: "
+                        f"{', '.join(tasks) or 'none'})")
+        return templates
 
 
 def device_offered(device: str, offered: list[str]) -> bool:

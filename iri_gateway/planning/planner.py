@@ -6,6 +6,9 @@ submission sends to the scheduler, because submission calls this same function.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import (
@@ -23,9 +26,18 @@ from iri_gateway.planning.render import pre_submit_commands, render_script
 from iri_gateway.schedulers import SCHEDULERS
 
 
-def make_plan(spec: JobSpec, loaded: LoadedResource) -> Plan:
-    """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run."""
-    decision = negotiate(spec, loaded)
+def make_plan(spec: JobSpec, loaded: LoadedResource,
+              known_facts: Collection[str] | None = None) -> Plan:
+    """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run.
+
+    `known_facts`: the facts of every loaded resource (see `negotiate`). A job naming a
+    template must be expanded first (`planning/templates.py`): planning it as it is would
+    silently leave the template out."""
+    if spec.template is not None:
+        raise JobRejectedError(loaded.id, [Problem(
+            "template", f"template {spec.template!r} was not expanded before planning; "
+            "templates are applied by the gateway (or the CLI) that knows them")])
+    decision = negotiate(spec, loaded, known_facts=known_facts)
     return describe(decision, render_script(decision))
 
 
@@ -68,9 +80,12 @@ def describe(decision: Decision, script: str) -> Plan:
                          node_count=role.node_count, runtime=role.decision.runtime,
                          image=role.decision.image,
                          gpus_per_member=role.decision.shape.gpus_per_process
-                         or role.decision.shape.whole_node_gpus)
+                         or role.decision.shape.whole_node_gpus,
+                         flavour=role.decision.flavour)
                 for role in decision.cluster.roles
             ],
+            lifecycle=decision.cluster.lifecycle,
+            ports=decision.cluster.ports,
         )
     return Plan(
         facility=decision.resource.profile.facility.id,
@@ -80,6 +95,7 @@ def describe(decision: Decision, script: str) -> Plan:
         runtime=decision.runtime,
         image=decision.image,
         image_form=decision.image_form,
+        app=decision.spec.container.app if decision.spec.container else None,
         flavour=decision.flavour,
         flavours=list(decision.flavours),
         launcher=decision.launcher,

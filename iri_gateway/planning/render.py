@@ -21,6 +21,7 @@ import jinja2
 
 from iri_gateway import __version__
 from iri_gateway.errors import TemplateError
+from iri_gateway.models import cluster_ports
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes import RUNTIMES
 from iri_gateway.schedulers import SCHEDULERS, SchedulerPlugin
@@ -152,9 +153,11 @@ def _cluster_context(decision: Decision, scheduler: SchedulerPlugin) -> dict[str
     members = []
     for number, member in enumerate(cluster.members):
         role = cluster.roles[member.role_number].decision
+        ports = cluster_ports.port_variables(cluster.ports.get(member.name, {}))
         own = replace(
             role,
-            environment={**role.environment, "IRI_CLUSTER_ROLE_INDEX": str(member.index)},
+            environment={**role.environment, "IRI_CLUSTER_ROLE_INDEX": str(member.index),
+                         **ports},
             binds=[*role.binds, hosts_bind] if role.runtime_config is not None else role.binds,
         )
         members.append({
@@ -169,7 +172,8 @@ def _cluster_context(decision: Decision, scheduler: SchedulerPlugin) -> dict[str
             "stdin": decision.spec.stdin_path if number == 0 else None,
         })
     return {"job_id": layout.job_id, "discovery": layout.discovery,
-            "address": layout.address, "stop": layout.stop, "members": members}
+            "address": layout.address, "stop": layout.stop, "members": members,
+            "lifecycle": cluster.lifecycle}
 
 
 def render_script(decision: Decision) -> str:

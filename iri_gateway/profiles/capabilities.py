@@ -55,6 +55,11 @@ class Capabilities(BaseModel):
     scheduler: str
     connection: str
     hardware: dict[str, Any]
+    detected: list[str] = Field(
+        default_factory=list,
+        description="The hardware facts measured on the gateway's machine at start "
+        "(`nodes.detect` in the profile) rather than written in the profile",
+    )
     queues: list[QueueCapability]
     mpi: dict[str, Any] | None
     runtimes: list[RuntimeCapability]
@@ -143,6 +148,7 @@ def capabilities(loaded: LoadedResource, *,
         scheduler=resource.scheduler.kind,
         connection=resource.connection.mode,
         hardware=dict(loaded.facts),
+        detected=list(loaded.detected),
         queues=[
             QueueCapability(
                 name=q.name,

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError, json_path
+from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import FacilityProfile
 from iri_gateway.profiles.yaml_source import (
@@ -156,6 +158,11 @@ class ProfileRegistry:
     def builtin(cls, trees: ProfileTreeCache | None = None) -> ProfileRegistry:
         """Every profile shipped with the package (parsed trees kept in `trees` when given)."""
         return cls.from_files(cls.builtin_files(), trees)
+
+    @cached_property
+    def known_facts(self) -> frozenset[str]:
+        """Every fact a flavour requirement may name: the standard ones and every resource's."""
+        return frozenset(STANDARD_FACTS).union(*(r.facts for r in self._resources.values()))
 
     def get(self, resource_id: str) -> LoadedResource:
         """The resource `resource_id`; UnknownResourceError lists the known ones."""

@@ -57,6 +57,25 @@ def parse_yaml_mapping(
     return tree
 
 
+def read_yaml_document(
+    path: Path, error: Callable[[list[ProfileIssue]], GatewayError]
+) -> Any:
+    """The YAML document in `path` whatever its top-level shape (a mapping, a list, ...),
+    with line numbers; `error([issue])` is raised when unreadable or not YAML."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError
+
+    data = read_yaml_bytes(path, error)
+    text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
+    try:
+        return YAML(typ="rt").load(text)
+    except MarkedYAMLError as failure:
+        mark = failure.problem_mark or failure.context_mark
+        line = mark.line + 1 if mark is not None else None
+        reason = f"not valid YAML: {failure.problem or failure.context}"
+        raise error([ProfileIssue(str(path), line, "", reason)]) from None
+
+
 def locate_line(tree: Any, loc: Sequence[Any]) -> int:
     """Line (1-based) of the deepest node along `loc` that exists in the YAML tree."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq

@@ -1,4 +1,4 @@
-"""The execution side of a scheduler plug-in: submit, status, cancel, find, update.
+"""The execution side of a scheduler plug-in: submit, status, cancel, find, update, requeue.
 
 A batch system is bound to one transport (the machine and account its commands run as). Its
 `statuses` answers for any number of jobs with one query of the live queue, consulting the
@@ -44,3 +44,7 @@ class BatchSystem(Protocol):
 
     def update(self, native_id: str, changes: JobChanges) -> None:
         """Change a queued job."""
+
+    def requeue(self, native_id: str) -> str:
+        """Run the job again under the same native id, every member of a cluster job with it
+        (a running job is stopped first); returns the command, in the scheduler's words."""

@@ -7,7 +7,9 @@ writes there:
 
 - `members`: a line per member, `name<TAB>role<TAB>index<TAB>node<TAB>address`
   (`worker3	worker	3	n4	127.0.0.4`), before any member starts;
-- `exits`: `name<TAB>exit code`, appended as each member ends, in the order they end.
+- `exits`: `name<TAB>exit code`, appended as each member ends, in the order they end; a
+  member the script stopped because the cluster ended (its `cluster_lifecycle`) has a third
+  field, `stopped`.
 
 Both files are read with one command, `tail -n +1 -- members exits`, which heads each file's
 text with `==> path <==` and names a missing file on stderr; a file not there yet means
@@ -15,9 +17,10 @@ text with `==> path <==` and names a missing file on stderr; a file not there ye
 from the user: a line that does not parse is skipped (and logged), never fatal.
 
 A member's state: `completed` or `failed` from its exit line (exit code 0 or not); without
-one, `active` while the job has not ended, and when it has, the job's own ending: `canceled`
-for a canceled job, `failed` for a failed one, `completed` for a completed one (a service
-member stopped when the job's primary finished has no exit line of its own). `exit_code` is
+one, or with a `stopped` one, `active` while the job has not ended, and when it has, the
+job's own ending: `canceled` for a canceled job, `failed` for a failed one, `completed` for a
+completed one (a service member stopped when the job's primary finished ends as the job did,
+and its exit code, the signal's, is never the job's failure). `exit_code` is
 None for a member that recorded none.
 """
 
@@ -54,6 +57,7 @@ class Exit:
 
     name: str
     code: int
+    stopped: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,16 +144,19 @@ def parse_exits(text: str, source: str = EXITS_FILE) -> list[Exit]:
         if not line.strip():
             continue
         fields = line.split("\t")
+        stopped = len(fields) == 3 and fields[2].strip() == "stopped"
+        if stopped:
+            fields = fields[:2]
         code = _integer(fields[1]) if len(fields) == 2 else None
         reason = None
         if len(fields) != 2 or not fields[0].strip():
-            reason = "not `name<TAB>exit code`"
+            reason = "not `name<TAB>exit code[<TAB>stopped]`"
         elif code is None:
             reason = f"exit code {fields[1]!r} is not a number"
         if reason is not None or code is None:
             log.warning("%s line %d skipped (%s): %r", source, number, reason, line)
             continue
-        exits.append(Exit(fields[0].strip(), code))
+        exits.append(Exit(fields[0].strip(), code, stopped))
     return exits
 
 
@@ -168,9 +175,13 @@ class Outcome:
     first_failure: tuple[Member, int] | None
 
 
-def outcome(members: list[Member], exits: list[Exit], job_state: JobState) -> Outcome:
-    """Each member's state (see the module doc) and the first non-zero exit, in end order."""
+def outcome(members: list[Member], exits: list[Exit], job_state: JobState,
+            ports_of: dict[str, dict[str, int]] | None = None) -> Outcome:
+    """Each member's state (see the module doc) and the first non-zero exit, in end order;
+    `ports_of` (member -> port name -> port) adds each member's `endpoints`
+    (`{"http": "127.0.0.4:8081"}`: its node's address and its port)."""
     known = {member.name: member for member in members}
+    stopped: set[str] = set()
     codes: dict[str, int] = {}
     failure: tuple[Member, int] | None = None
     for line in exits:
@@ -180,22 +191,30 @@ def outcome(members: list[Member], exits: list[Exit], job_state: JobState) -> Ou
             log.warning("second exit of member %r ignored", line.name)
         else:
             codes[line.name] = line.code
-            if line.code != 0 and failure is None:
+            if line.stopped:
+                stopped.add(line.name)
+            elif line.code != 0 and failure is None:
                 failure = (known[line.name], line.code)
     views: list[dict[str, Any]] = []
     for member in members:
         code = codes.get(member.name)
-        if code is not None:
+        if code is not None and member.name not in stopped:
             state = JobState.COMPLETED if code == 0 else JobState.FAILED
         elif job_state.final:
             state = job_state
         else:
             state = JobState.ACTIVE
-        views.append({
+        view: dict[str, Any] = {
             "name": member.name, "role": member.role, "index": member.index,
             "node": member.node, "address": member.address, "state": state.value,
             "exit_code": code,
-        })
+        }
+        if member.name in stopped:
+            view["stopped"] = True
+        ports = (ports_of or {}).get(member.name)
+        if ports:
+            view["endpoints"] = {name: f"{member.address}:{port}" for name, port in ports.items()}
+        views.append(view)
     return Outcome(views, failure)
 
 

@@ -37,6 +37,7 @@ from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
 from iri_gateway.planning.placement import place
 from iri_gateway.planning.planner import make_plan
+from iri_gateway.planning.templates import facility_templates, with_template
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service import cluster_members
@@ -51,6 +52,7 @@ from iri_gateway.service.store import (
     StateChange,
 )
 from iri_gateway.service.submitter import Submitter
+from iri_gateway.service.templates import TemplateBook, TemplateStore
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
@@ -125,6 +127,9 @@ class Engine:
         self.submitter = submitter or Submitter()
         """Runs the scheduler commands of submissions, cancels and updates off the caller's
         thread, a bounded number at a time per resource (see `submitter`)."""
+        self.templates = TemplateBook(TemplateStore(store.engine, clock=clock),
+                                      facility_templates(registry))
+        """The job templates: each user's own and the facility's (see `templates`)."""
 
     # ---- submission ------------------------------------------------------------------------
 
@@ -159,8 +164,11 @@ class Engine:
                 return self._replay(earlier, idempotency_key, digest, wait)
         backend = self.backends.get(loaded, owner)
         job_id = str(uuid.uuid4())
-        effective = self._effective_spec(spec, backend, job_id, owner=owner, loaded=loaded)
-        plan = make_plan(effective, loaded)
+        expanded = self.templates.expand(owner, spec)
+        effective = self._effective_spec(expanded.spec, backend, job_id, owner=owner,
+                                         loaded=loaded)
+        plan = with_template(make_plan(effective, loaded, self.registry.known_facts),
+                             expanded.template)
         self._claim(job_id)
         try:
             record = self.store.create(
@@ -462,8 +470,11 @@ class Engine:
         """Every resource of the loaded profiles, in the order they were loaded."""
         return list(self.registry)
 
-    def place(self, *, spec: JobSpec) -> list[Placement]:
-        """Every resource's answer to "can this job run here, and how?", best first."""
+    def place(self, *, spec: JobSpec, owner: str | None = None) -> list[Placement]:
+        """Every resource's answer to "can this job run here, and how?", best first; a job
+        naming a template is expanded with `owner`'s templates first."""
+        if spec.template is not None:
+            spec = self.templates.expand(owner or "", spec).spec
         return place(spec, self.registry)
 
     def close(self) -> None:
@@ -588,6 +599,36 @@ class Engine:
             return replace(self._current(record.id),
                            message="update being sent to the scheduler")
 
+    def restart(self, *, owner: str, job_id: str, wait: float | None = None) -> JobRecord:
+        """Run the job again under the same gateway job and native id: Slurm `scontrol
+        requeue`, PBS `qrerun`, the local scheduler's own restart; a cluster job's script,
+        and so every member, starts over. A running job is stopped first. The job goes back
+        to `queued`, and its history keeps the earlier run and the restart.
+
+        The scheduler's refusal (a job it no longer holds, PBS's finished jobs) is raised
+        with its words; a job not yet sent to the scheduler cannot be restarted.
+        """
+        record = self.get(owner=owner, job_id=job_id)
+        native_id = record.native_id
+        if native_id is None or record.state == JobState.NEW:
+            raise JobNotChangeableError(
+                f"job {job_id} is {record.state.value} and has not reached the scheduler; "
+                "only a job the scheduler has run or runs can be restarted")
+        backend = self.backends.get(self.registry.get(record.resource_id), owner)
+
+        def send() -> JobRecord:
+            command = backend.batch.requeue(native_id)
+            runs = 1 + sum(1 for entry in record.history
+                           if str(entry.get("message", "")).startswith("restart "))
+            return self.store.restarted(record.id, f"restart {runs}: {command}")
+
+        sent = self.submitter.run(record.resource_id, send)
+        try:
+            return sent.result(timeout=wait)
+        except FutureTimeout:
+            return replace(self._current(record.id),
+                           message="restart being sent to the scheduler")
+
     @staticmethod
     def _check_changes(record: JobRecord, loaded: LoadedResource, changes: JobChanges) -> None:
         """The job as changed must be one the resource would accept: a known queue, a
@@ -632,7 +673,9 @@ class Engine:
                 if size is not None:
                     change = self._with_members(record, backend, change, size=size)
                 if change is not None:
-                    changes.append(change)
+                    # Applied only if nothing changed the job since it was read (a restart
+                    # in between must not be overwritten by the earlier run's ending).
+                    changes.append(replace(change, read_at=record.updated_at))
         self.store.transition_many(changes)
         return len(changes)
 
@@ -662,7 +705,8 @@ class Engine:
             return change
         if not state.final and len(files.members) < size:
             return change  # the script is still writing `members`
-        outcome = cluster_members.outcome(files.members, files.exits or [], state)
+        outcome = cluster_members.outcome(files.members, files.exits or [], state,
+                                          record.cluster_ports)
         message = change.message if change is not None else record.message or ""
         if state == JobState.FAILED and outcome.first_failure is not None:
             member, code = outcome.first_failure
@@ -886,11 +930,14 @@ class Engine:
     def plan(self, *, owner: str, resource_id: str, spec: JobSpec) -> Plan:
         """The dry run of a submission by `owner`: the same refusals (folders included)."""
         loaded = self.registry.get(resource_id)
+        expanded = self.templates.expand(owner, spec)
+        spec = expanded.spec
         if spec.directory is not None or any((spec.stdin_path, spec.stdout_path,
                                               spec.stderr_path)):
             backend = self.backends.get(loaded, owner)
             self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
-        return make_plan(spec, loaded)
+        return with_template(make_plan(spec, loaded, self.registry.known_facts),
+                             expanded.template)
 
 
 def _directory(record: JobRecord) -> str:

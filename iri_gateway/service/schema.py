@@ -1,5 +1,5 @@
 """The store's tables as SQLAlchemy models: jobs, the gateway processes sharing the store
-(replicas), and the leases they hold.
+(replicas), the leases they hold, and the job templates users keep.
 
 The tables themselves are made and changed by the migrations only (`migrations/`); a test
 holds these models and the migrated schema to each other.
@@ -79,3 +79,16 @@ class LeaseRow(Base):
     name: Mapped[str] = mapped_column(String(255), primary_key=True)
     holder: Mapped[str] = mapped_column(String(36))
     taken_at: Mapped[float] = mapped_column(Float)
+
+
+class TemplateRow(Base):
+    """A row of `templates`: one job template a user keeps (facility templates live in the
+    profiles, not here). A user's names are unique: (owner, name) is the key."""
+
+    __tablename__ = "templates"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

@@ -9,6 +9,7 @@ crash the reconciler knows what was meant and finishes it. Records leave the sto
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -31,6 +32,8 @@ from iri_gateway.models.plan import Plan
 from iri_gateway.service.database import DEFAULT_POOL_SIZE, is_sqlite, open_engine
 from iri_gateway.service.migrations import upgrade_schema
 from iri_gateway.service.schema import JobRow
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,12 @@ class JobRecord:
         return None if cluster is None else cluster.size
 
     @property
+    def cluster_ports(self) -> dict[str, dict[str, int]]:
+        """A cluster job's members' named ports (member -> name -> port), from its plan."""
+        cluster = _PlanCluster.model_validate(self.plan).cluster
+        return {} if cluster is None else dict(cluster.ports)
+
+    @property
     def named_directory(self) -> bool:
         """True when the user named the job's `directory`; otherwise the gateway made the
         job's folder (`<job root>/<job id>`)."""
@@ -120,6 +129,7 @@ class _ClusterSize(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     size: int
+    ports: dict[str, dict[str, int]] = {}
 
 
 class _PlanCluster(BaseModel):
@@ -419,6 +429,13 @@ class JobStore:
     def request_cancel(self, job_id: str) -> JobRecord:
         return self._update(job_id, desired="canceled")
 
+    def restarted(self, job_id: str, message: str) -> JobRecord:
+        """The scheduler runs the job again under the same native id: back to `queued` (the
+        history keeps the earlier run's states and this restart), the last run's exit code
+        and members forgotten, a recorded cancel withdrawn (it was for the earlier run)."""
+        return self._transition(job_id, JobState.QUEUED, message, exit_code=_NOBODY,
+                                members=[], desired="submitted", cancel_sent=False)
+
     def transition(
         self, job_id: str, state: JobState, message: str, *, exit_code: int | None = None,
         unclaim: bool = False, cancel_sent: bool = False,
@@ -442,6 +459,11 @@ class JobStore:
             changed = []
             for change in changes:
                 row = rows.get(change.job_id)
+                if row is not None and change.read_at is not None and (
+                        row.updated_at != change.read_at):
+                    log.info("job %s changed while it was polled; its new state %s waits for "
+                             "the next poll", change.job_id, change.state.value)
+                    continue
                 if row is not None:
                     _change(row, change.state, change.message, now,
                             {"exit_code": change.exit_code, "members": change.members})
@@ -504,6 +526,8 @@ class StateChange:
     message: str
     exit_code: int | None = None
     members: list[dict[str, Any]] | None = None  # a cluster job's members, when (re)read
+    read_at: float | None = None  # the record's updated_at the change was made from: the
+    # change is dropped if the job changed since (the next poll sees it afresh)
 
 
 _NOBODY = object()

@@ -43,6 +43,7 @@ def problem_of(response: httpx.Response) -> dict[str, Any]:
         ("POST", "/api/v2/compute/status/local"),
         ("DELETE", "/api/v2/compute/cancel/local/x"),
         ("PUT", "/api/v2/compute/job/local/x"),
+        ("POST", "/api/v2/compute/restart/local/x"),
         ("GET", "/api/v2/compute/capabilities/local"),
         ("POST", "/api/v2/compute/plan/local"),
         ("POST", "/api/v2/compute/placement"),
@@ -144,6 +145,7 @@ async def test_other_users_jobs_are_not_found(app: FastAPI, client: httpx.AsyncC
         ("GET", f"/api/v2/compute/status/local/{job_id}", None),
         ("DELETE", f"/api/v2/compute/cancel/local/{job_id}", None),
         ("PUT", f"/api/v2/compute/job/local/{job_id}", {**JOB, "name": "x"}),
+        ("POST", f"/api/v2/compute/restart/local/{job_id}", None),
     ]:
         response = await client.request(method, path, json=body, headers={**bob, **PROJECT})
         assert response.status_code == 404, (method, response.text)
@@ -216,9 +218,10 @@ async def test_plan_capabilities_placement(app: FastAPI, client: httpx.AsyncClie
     assert caps.json()["hardware"]["node_count"] == 1
     placement = await client.post("/api/v2/compute/placement", json=JOB, headers=alice)
     assert placement.json() == [{"resource": "local", "facility": "local", "runnable": True,
-                                 "flavour": None, "priority": None, "runtime": "none",
-                                 "queue": "local", "image": None, "flavours": [],
-                                 "warnings": [], "problems": []}]
+                                 "app": None, "flavour": None, "priority": None,
+                                 "runtime": "none", "queue": "local", "image": None,
+                                 "flavours": [], "role_flavours": {}, "warnings": [],
+                                 "problems": []}]
 
 
 async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> None:
@@ -238,6 +241,23 @@ async def test_cancel_and_update(app: FastAPI, client: httpx.AsyncClient) -> Non
         app.state.engine.refresh("local")
         time.sleep(0.05)
     assert app.state.engine.store.get(job_id).state.value == "canceled"
+
+
+async def test_restart_of_a_job_the_scheduler_never_had_is_a_conflict(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    alice = bearer(app, "alice")
+    record = app.state.engine.store.create(owner="alice", resource_id="local", spec={},
+                                           effective_spec={}, plan={}, script="true")
+    response = await client.post(f"/api/v2/compute/restart/local/{record.id}", headers=alice)
+    assert response.status_code == 409
+    assert "has not reached the scheduler" in problem_of(response)["detail"]
+
+
+def test_restart_is_documented_under_compute_with_its_statuses(app: FastAPI) -> None:
+    operation = app.openapi()["paths"]["/api/v2/compute/restart/{resource_id}/{job_id}"]["post"]
+    assert operation["operationId"] == "restartJob" and operation["tags"] == ["compute"]
+    assert {"200", "404", "409", "503"} <= set(operation["responses"])
 
 
 FLAVOURED: dict[str, Any] = {
@@ -275,6 +295,32 @@ async def test_flavours_over_http(app: FastAPI, client: httpx.AsyncClient) -> No
     params = problem_of(refused)["invalid_params"]
     assert [p["name"] for p in params] == ["container.flavours[0].requirements"]
     assert "nvidia_cuda is a version; 'eleven' is not a version" in params[0]["reason"]
+
+
+async def test_app_and_unknown_facts_over_http(app: FastAPI, client: httpx.AsyncClient) -> None:
+    alice = bearer(app, "alice")
+    named = {**FLAVOURED, "container": {**FLAVOURED["container"],
+                                        "app": {"name": "segmentor", "version": "0.4.3"}}}
+    segmentor = {"name": "segmentor", "version": "0.4.3"}
+    plan = (await client.post("/api/v2/compute/plan/local", json=named, headers=alice)).json()
+    assert plan["app"] == segmentor
+    placed = (await client.post("/api/v2/compute/placement", json=named, headers=alice)).json()
+    assert [p["app"] for p in placed] == [segmentor]
+    job_id = (await launch(client, alice, named)).json()["id"]
+    job = (await client.get(f"/api/v2/compute/status/local/{job_id}", headers=alice)).json()
+    assert job["attributes"]["app"] == segmentor
+    # A requirement naming a fact no resource defines is a 422 with the closest names, at
+    # placement and at launch alike.
+    typo = {**FLAVOURED, "container": {"flavours": [
+        {"name": "cuda", "image": "x", "requirements": {"gpu_cnt": ">= 2"}}]}}
+    for refused in (await client.post("/api/v2/compute/placement", json=typo, headers=alice),
+                    await launch(client, alice, typo)):
+        assert refused.status_code == 422
+        params = problem_of(refused)["invalid_params"]
+        assert [p["name"] for p in params] == ["container.flavours[0].requirements.gpu_cnt"]
+        assert params[0]["reason"] == (
+            "flavour 'cuda': no loaded resource defines the fact 'gpu_cnt'; the closest known "
+            "facts are offered (offered: gpu_count)")
 
 
 async def test_the_name_filter_applies_before_paging(app: FastAPI,

@@ -119,7 +119,7 @@ json_values = st.recursive(
 JOBSPEC_FIELDS = (
     "executable", "arguments", "directory", "name", "inherit_environment", "environment",
     "stdin_path", "stdout_path", "stderr_path", "resources", "attributes", "pre_launch",
-    "post_launch", "launcher", "container", "roles",
+    "post_launch", "launcher", "container", "roles", "template",
 )
 NESTED = {
     "resources": ("node_count", "process_count", "processes_per_node", "cpu_cores_per_process",
@@ -203,6 +203,31 @@ _SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
 def test_job_operations_never_answer_5xx(sandboxed: Sandboxed, path: str,
                                          document: Any) -> None:
     _assert_client_fault_at_most(_post(sandboxed, path, document), sandboxed)
+
+
+TEMPLATE_FIELDS = ("description", "image", "executable", "arguments", "environment",
+                   "volume_mounts", "resources", "bootstrap", "roles")
+template_documents = st.one_of(json_values, st.tuples(
+    st.sampled_from(["task", "cluster"]), _shaped(TEMPLATE_FIELDS, json_values),
+).map(lambda pair: {"kind": pair[0], **pair[1]}), st.tuples(st.just("cluster"), st.lists(
+    _shaped(("name", "task", "min", "max", "count"), st.one_of(numbers, hostile_text,
+                                                               json_values)), max_size=3),
+).map(lambda pair: {"kind": pair[0], "roles": pair[1]}))
+
+
+@_SETTINGS
+@given(document=template_documents,
+       name=st.one_of(st.just("fuzz"), st.text(st.characters(), min_size=1, max_size=70)))
+def test_template_writes_never_answer_5xx(sandboxed: Sandboxed, document: Any,
+                                          name: str) -> None:
+    from urllib.parse import quote
+
+    path = f"/api/v2/compute/templates/{quote(name, safe='')}"
+    body = json.dumps(document, ensure_ascii=True)
+    response = sandboxed.client.put(path, content=body, headers=sandboxed.headers)
+    _assert_client_fault_at_most(response, sandboxed)
+    _assert_client_fault_at_most(sandboxed.client.get(path, headers=sandboxed.headers),
+                                 sandboxed)
 
 
 @pytest.mark.parametrize("operation", ["ls", "head", "tail", "view", "stat"])

@@ -8,6 +8,7 @@ their flavour (scripts/cluster), so the job's output proves which image really r
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +29,12 @@ def flavoured_job(cluster: ClusterInfo) -> dict[str, Any]:
         "container": {
             "runtime": "podman",
             "flavours": [
+                # The profile claims 4 GPUs a node where Slurm has 2 (on purpose, see
+                # cluster-profile.yaml.in), so the flavour asks for the 2 there are itself
+                # rather than the whole node's 4 the gateway would request.
                 {"name": "cuda", "image": cluster.image_cuda, "priority": 100,
-                 "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}]},
+                 "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}],
+                 "resources": {"gpu_cores_per_process": 2}},
                 {"name": "cpu", "image": cluster.image_cpu, "priority": 20,
                  "requirements": {"cpu_mhz": "> 1400"}},
             ],
@@ -72,11 +77,10 @@ def test_each_resource_runs_its_best_flavour(cluster_engine: Engine, cluster: Cl
     assert gpu_outcomes["cuda"]["priority"] == 100
     assert gpu_outcomes["cpu"]["status"] == "outranked"
     assert "cuda" in gpu_outcomes["cpu"]["reason"]
-    # Built for GPUs: the container gets the node's GPUs, and with no count in the job the
-    # site's convention (whole-node) reserves them all from Slurm, as the plan says.
-    assert "#SBATCH --gres=gpu:2" in on_gpu.script.splitlines()
-    assert on_gpu.plan["gpu"]["request"] == "whole-node", on_gpu.plan["gpu"]
-    assert any("gpu_cores_per_process" in warning for warning in on_gpu.plan["warnings"]), (
+    # Built for GPUs: the flavour's own resources ask Slurm for the node's two GPUs.
+    assert "#SBATCH --gres=gpu:2\n" in on_gpu.script
+    assert on_gpu.plan["shape"]["gpus_per_process"] == 2
+    assert not any("GPU" in warning for warning in on_gpu.plan["warnings"]), (
         on_gpu.plan["warnings"])
 
     check_ran_flavour(engine, on_cpu, "root", "cpu", cluster.image_cpu, cluster.image_cuda)
@@ -99,3 +103,33 @@ def test_flavour_over_ssh_with_rootless_podman(
     check_ran_flavour(engine, record, "alice", "cpu", cluster.image_cpu, cluster.image_cuda)
     assert outcomes(record)["cuda"]["status"] == "rejected"
     assert "gpu_count" in outcomes(record)["cuda"]["reason"]
+
+
+def test_each_role_of_a_cluster_job_runs_its_own_flavour(
+    cluster_engine: Engine, cluster: ClusterInfo
+) -> None:
+    """The master inherits the job's flavours and gets the CUDA image with the node's GPUs;
+    the workers carry their own flavours, of which the CPU one ranks first for them."""
+    engine = cluster_engine
+    document = flavoured_job(cluster)
+    document["attributes"] = {"duration": 300}
+    document["roles"] = [
+        {"name": "master", "count": 1},
+        {"name": "worker", "count": 1, "container": {"flavours": [
+            {"name": "cpu", "image": cluster.image_cpu, "priority": 50},
+            {"name": "cuda", "image": cluster.image_cuda, "priority": 10},
+        ]}},
+    ]
+    record = engine.submit(owner="root", resource_id="cluster-gpu",
+                           spec=parse_jobspec(document)).record
+    assert record.native_id, record
+    record = wait_all_final(engine, [record.id], timeout=120)[record.id]
+    stderr = engine.read_output(owner="root", job_id=record.id, stream="stderr")
+    assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, stderr)
+    roles = {role["name"]: role for role in record.plan["cluster"]["roles"]}
+    assert (roles["master"]["flavour"], roles["worker"]["flavour"]) == ("cuda", "cpu")
+    assert (roles["master"]["gpus_per_member"], roles["worker"]["gpus_per_member"]) == (2, 0)
+    # What really ran: the primary's output is the job's, the worker's is in the cluster folder.
+    assert engine.read_output(owner="root", job_id=record.id) == "cuda\ngpus=0,1\n"
+    folder = Path(record.effective_spec["directory"]) / f".iri-cluster-{record.native_id}"
+    assert (folder / "worker1.out").read_text() == "cpu\ngpus=\n"

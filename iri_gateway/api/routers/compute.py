@@ -189,6 +189,35 @@ def cancel_job(
     return Response(status_code=204)
 
 
+_RESTART_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"description": "Not Found: no such job of the caller on this resource"},
+    409: {"description": "Conflict: the job has not reached the scheduler yet, or the "
+          "scheduler refused to run it again (its words in `detail`: e.g. a job Slurm no "
+          "longer holds, a finished PBS job)"},
+    503: {"description": "Service Unavailable: the scheduler cannot be reached now; try "
+          "again after `Retry-After`"},
+}
+
+
+@router.post("/restart/{resource_id}/{job_id}", operation_id="restartJob", response_model=Job,
+             response_model_exclude_none=True, summary="Restart Job (extension)",
+             responses=_RESTART_RESPONSES,
+             response_description="The job, back in `queued`; its history keeps the earlier "
+             "run and the restart")
+def restart_job(
+    resource_id: str, job_id: str, engine: EngineDep, principal: PrincipalDep,
+    settings: SettingsDep,
+) -> Job:
+    """Extension: run the job again as the same gateway job, every member of a cluster job
+    with it. Slurm `scontrol requeue`, PBS `qrerun` (running jobs only), the local
+    scheduler's own restart; a running job is stopped first. Waits up to `response_wait`
+    seconds for the scheduler; past it the job is returned with the message "restart being
+    sent to the scheduler"."""
+    _owned(engine, principal, resource_id, job_id)
+    record = engine.restart(owner=principal.user, job_id=job_id, wait=settings.response_wait)
+    return job_view(record)
+
+
 @extensions.get("/capabilities/{resource_id}", operation_id="getComputeCapabilities",
                 response_model=Capabilities, summary="Capabilities of a resource")
 def get_capabilities(resource_id: str, engine: EngineDep, principal: PrincipalDep,
@@ -214,4 +243,4 @@ def plan_job(resource_id: str, spec: JobSpec, engine: EngineDep,
                  summary="Where can this run?")
 def place_job(spec: JobSpec, engine: EngineDep, principal: PrincipalDep) -> list[Placement]:
     """Every resource ranked: runnable first, best flavour first, with reasons for the rest."""
-    return engine.place(spec=spec)
+    return engine.place(spec=spec, owner=principal.user)

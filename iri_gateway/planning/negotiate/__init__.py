@@ -6,6 +6,7 @@ with the JSON path of the field, the reason, and what the resource offers instea
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import partial
 
 from iri_gateway.errors import JobRejectedError, Problem
@@ -22,7 +23,7 @@ from iri_gateway.planning.negotiate.fields import (
     launch_mode,
     slurm_separator,
 )
-from iri_gateway.planning.negotiate.flavours import FlavourChoice
+from iri_gateway.planning.negotiate.flavours import FlavourChoice, unknown_facts
 from iri_gateway.planning.negotiate.roles import negotiate_roles
 from iri_gateway.planning.negotiate.shape import (
     check_hardware,
@@ -33,29 +34,34 @@ from iri_gateway.planning.negotiate.shape import (
 )
 from iri_gateway.shell import SiteWord
 
-__all__ = ["JOB_DIRECTORY", "FlavourChoice", "negotiate", "prepare_flavours"]
+__all__ = ["JOB_DIRECTORY", "FlavourChoice", "negotiate", "prepare_flavours", "unknown_facts"]
 
 JOB_DIRECTORY = SiteWord("$PWD")
 
 
 def negotiate(
-    spec: JobSpec, loaded: LoadedResource, flavours: FlavourChoice | None = None
+    spec: JobSpec, loaded: LoadedResource, flavours: FlavourChoice | None = None,
+    known_facts: Collection[str] | None = None,
 ) -> Decision:
     """Decide how `spec` runs on `loaded`; raise JobRejectedError listing every problem.
 
     A job with roles runs as one cluster job (see `negotiate.roles`); a job with image
     flavours runs as its best flavour there (see `negotiate.flavours`);
     `flavours`, from `prepare_flavours(spec)`, saves that work when one job meets many
-    resources.
+    resources. `known_facts`: every fact the gateway's loaded resources define; a flavour
+    requirement naming another one is refused (None: not checked, as for a job accepted
+    before, whose update is checked).
     """
+    if known_facts is not None and (unknown := unknown_facts(spec, known_facts)):
+        raise JobRejectedError(loaded.id, unknown)
     if spec.roles:
         return negotiate_roles(spec, loaded, _negotiate_one)
     if spec.container is not None and spec.container.flavours:
         # An unknown field is the job's, whichever flavour runs: said once, not per flavour.
-        unknown: list[Problem] = []
-        ctr.check_unknown_fields(spec.container, unknown)
-        if unknown:
-            raise JobRejectedError(loaded.id, unknown)
+        unknown_fields: list[Problem] = []
+        ctr.check_unknown_fields(spec.container, unknown_fields)
+        if unknown_fields:
+            raise JobRejectedError(loaded.id, unknown_fields)
         choice = flavours or FlavourChoice(spec, spec.container)
         return choice.decide(loaded, _negotiate_flavour)
     return _negotiate_one(spec, loaded)

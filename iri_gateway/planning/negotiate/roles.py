@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from iri_gateway.errors import JobRejectedError, Problem
+from iri_gateway.models import cluster_ports
 from iri_gateway.models.jobspec import Container, JobSpec, ResourceSpec, Role, VolumeMount
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import ClusterDecision, Decision, Member, RoleDecision
+from iri_gateway.planning.negotiate.flavours import FlavourChoice
 from iri_gateway.runtimes import RUNTIMES
 
 CLUSTER_VARIABLES = ("IRI_CLUSTER_ROLE", "IRI_CLUSTER_ROLE_INDEX", "IRI_CLUSTER_SIZE",
-                     "IRI_CLUSTER_HOSTS")
+                     "IRI_CLUSTER_HOSTS", cluster_ports.ENDPOINTS_VARIABLE)
 
 Negotiator = Callable[[JobSpec, LoadedResource], Decision]
 
@@ -41,9 +43,12 @@ def _container(spec: JobSpec, role: Role) -> Container | None:
     if own is None:
         return base
     merged = base.model_dump(exclude_unset=True) if base is not None else {}
-    merged.pop("flavours", None)
+    if "image" in own.model_fields_set and "flavours" not in own.model_fields_set:
+        merged.pop("flavours", None)  # the role's image replaces the job's flavours
     for name in own.model_fields_set - {"volume_mounts", "extra_options"}:
         merged[name] = getattr(own, name)
+    if merged.get("flavours") is None:
+        merged.pop("flavours", None)
     mounts = {m.target: m for m in (base.volume_mounts if base else [])}
     mounts.update({m.target: m for m in own.volume_mounts})
     merged["volume_mounts"] = [VolumeMount.model_validate(m.model_dump()) for m in mounts.values()]
@@ -121,40 +126,47 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     if len(members) > limits.max_members:
         problems.append(Problem("roles", f"{len(members)} members; {resource.id} runs at most "
                                 f"{limits.max_members}", f"at most {limits.max_members}"))
-    if spec.container is not None and spec.container.flavours:
-        problems.append(Problem("container.flavours", "image flavours and roles cannot be "
-                                "combined yet", "an image per role (roles[].container.image)"))
     if spec.launcher not in (None, "single"):
         problems.append(Problem("launcher", "every member of a cluster job is one process; a "
                                 "launcher spanning members is not supported", "single"))
     if resource.scheduler.kind == "pbs" and resource.mpi is None:
         problems.append(Problem("roles", f"{resource.id} has no launcher (mpiexec) to start "
                                 "members on their hosts"))
-    for name in CLUSTER_VARIABLES:
-        if name in spec.environment:
-            problems.append(Problem(f"environment.{name}", "set by the gateway in cluster jobs"))
-        for number, role in enumerate(roles):
-            if name in role.environment:
-                problems.append(Problem(f"roles[{number}].environment.{name}",
-                                        "set by the gateway in cluster jobs"))
+    for where, environment in [("environment", spec.environment)] + [
+        (f"roles[{number}].environment", role.environment) for number, role in enumerate(roles)
+    ]:
+        for name in environment:
+            if name in CLUSTER_VARIABLES or name.startswith(cluster_ports.PORT_VARIABLE_PREFIX):
+                problems.append(Problem(f"{where}.{name}", "set by the gateway in cluster jobs"))
+    ports = cluster_ports.all_member_ports((r.name, r.count, r.ports) for r in roles)
     cluster_env = {"IRI_CLUSTER_SIZE": str(len(members)),
                    "IRI_CLUSTER_HOSTS": ",".join(m.name for m in members)}
+    if ports:
+        cluster_env[cluster_ports.ENDPOINTS_VARIABLE] = cluster_ports.endpoints(ports)
     decisions: list[RoleDecision] = []
     binding: set[str] = set()  # runtimes that bind the hosts file into a member's container
     seen: set[tuple[str, str]] = set()
     for number, role in enumerate(roles):
         where = f"roles[{number}]"
         if role.container is not None and role.container.image is None and (
-            spec.container is None or spec.container.image is None
-        ):
+            not role.container.flavours
+        ) and (spec.container is None or (
+            spec.container.image is None and not spec.container.flavours
+        )):
             problems.append(Problem(f"{where}.container.image", f"role {role.name!r}: neither "
                                     "the role nor the job names an image"))
             continue
-        env = {**cluster_env, "IRI_CLUSTER_ROLE": role.name, "IRI_CLUSTER_ROLE_INDEX": "1"}
+        env = {**cluster_env, "IRI_CLUSTER_ROLE": role.name, "IRI_CLUSTER_ROLE_INDEX": "1",
+               **cluster_ports.port_variables(cluster_ports.member_ports(role.ports, 1))}
         member = member_spec(spec, role, env)
         binding.update(_container_runtime(member.container, loaded))
         try:
-            decision = negotiate_one(member, loaded)
+            if member.container is not None and member.container.flavours:
+                # Each role chooses its own flavour: its members' hardware and runtime.
+                choice = FlavourChoice(member, member.container, _members_per_node(spec, role))
+                decision = choice.decide(loaded, negotiate_one)
+            else:
+                decision = negotiate_one(member, loaded)
         except JobRejectedError as error:
             for problem in error.problems:
                 # A problem of the role's own field names the role; one of a field the role
@@ -186,20 +198,27 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     if problems:
         raise JobRejectedError(resource.id, problems)
     primary = decisions[0].decision
-    primary.cluster = ClusterDecision(decisions, members)
+    primary.cluster = ClusterDecision(decisions, members, ports,
+                                      spec.cluster_lifecycle or "primary_ends_all")
     for role_decision in decisions[1:]:
         primary.warnings.extend(w for w in role_decision.decision.warnings
                                 if w not in primary.warnings)
     return primary
 
 
+def _members_per_node(spec: JobSpec, role: Role) -> int:
+    """How many of the role's members share a node: the role's or the job's figure, else 1."""
+    job = spec.resources or ResourceSpec()
+    own = role.resources or ResourceSpec()
+    return own.processes_per_node or job.processes_per_node or 1
+
+
 def _place(role: Role, number: int, decision: Decision, spec: JobSpec, scheduler: str,
            problems: list[Problem]) -> RoleDecision:
     """How many of the role's members share a node, and how many nodes it takes."""
     where = f"roles[{number}].resources"
-    job = spec.resources or ResourceSpec()
     own = role.resources or ResourceSpec()
-    per_node = own.processes_per_node or job.processes_per_node or 1
+    per_node = _members_per_node(spec, role)
     if scheduler == "local":
         per_node = role.count  # one host: every member runs on it
     node_count = -(-role.count // per_node)

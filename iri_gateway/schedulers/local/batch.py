@@ -10,13 +10,15 @@ job names its folder of members after it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Collection
 from pathlib import Path
 
-from iri_gateway.errors import CancelError, SubmitError, UpdateError
+from iri_gateway.errors import CancelError, RestartError, SubmitError, UpdateError
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 
@@ -45,6 +47,12 @@ class LocalBatch:
         folder.mkdir(parents=True, exist_ok=False)
         (folder / "script.sh").write_text(script, encoding="utf-8")
         (folder / "tag").write_text(tag, encoding="utf-8")
+        self._start(native_id, folder, SubmitError)
+        return native_id
+
+    def _start(self, native_id: str, folder: Path,
+               error_type: type[SubmitError] | type[RestartError]) -> None:
+        """Start the folder's script as a detached process (its own session)."""
         argv = ["setsid", "--fork", "bash", "-c", _WRAPPER]
         launcher_log = folder / "launcher.log"
         try:
@@ -55,9 +63,8 @@ class LocalBatch:
                                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         except (OSError, subprocess.SubprocessError) as error:
             words = launcher_log.read_text(errors="replace") if launcher_log.exists() else ""
-            raise SubmitError(argv, getattr(error, "returncode", -1), "",
-                              words or str(error)) from None
-        return native_id
+            raise error_type(argv, getattr(error, "returncode", -1), "",
+                             words or str(error)) from None
 
     def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:
         found: dict[str, NativeStatus] = {}
@@ -106,6 +113,30 @@ class LocalBatch:
             return
         except PermissionError as error:
             raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
+
+    def requeue(self, native_id: str) -> str:
+        """The local scheduler's own restart: a running job's process group gets SIGTERM
+        and is waited for (up to 30 s), the last run's pid, exit code and cancel mark are
+        removed, and the same script starts again under the same native id."""
+        folder = self._folder(native_id)
+        argv = ["restart", native_id]
+        if not (folder / "script.sh").exists():
+            raise RestartError(argv, 1, "", f"no local job {native_id}")
+        pid_file = folder / "pid"
+        if pid_file.exists() and not (folder / "exit_code").exists():
+            pid = int(pid_file.read_text().strip())
+            if _alive_in(pid, folder):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGTERM)
+                deadline = time.monotonic() + 30
+                while _alive_in(pid, folder):
+                    if time.monotonic() > deadline:
+                        raise RestartError(argv, 1, "", f"process {pid} did not stop in 30 s")
+                    time.sleep(0.05)
+        for name in ("pid", "exit_code", "canceled"):
+            (folder / name).unlink(missing_ok=True)
+        self._start(native_id, folder, RestartError)
+        return f"local restart of {native_id}"
 
     def find(self, tag: str) -> str | None:
         native_id = tag.rsplit(":", 1)[-1]

@@ -1,4 +1,5 @@
-"""PBS Pro / OpenPBS through a transport: qsub, qstat (with -x for history), qdel, qalter/qmove."""
+"""PBS Pro / OpenPBS through a transport: qsub, qstat (with -x for history), qdel, qalter/qmove,
+qrerun."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Collection
 
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.schedulers.pbs import qalter, qdel, qstat, qsub
+from iri_gateway.schedulers.pbs import qalter, qdel, qrerun, qstat, qsub
 from iri_gateway.transport.base import Transport
 
 
@@ -37,3 +38,7 @@ class PbsBatch:
     def update(self, native_id: str, changes: JobChanges) -> None:
         for command in qalter.commands(native_id, changes):
             qalter.parse(self.transport.run(command))
+
+    def requeue(self, native_id: str) -> str:
+        qrerun.parse(self.transport.run(qrerun.argv(native_id)))
+        return " ".join(qrerun.argv(native_id))

@@ -1,22 +1,34 @@
-"""Slurm through a transport: sbatch, squeue (+ sacct for history), scancel, scontrol."""
+"""Slurm through a transport: sbatch, squeue (+ sacct for history), scancel, scontrol
+(update, requeue)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.schedulers.slurm import hetjob, sacct, sbatch, scancel, scontrol, squeue
+from iri_gateway.schedulers.slurm import (
+    hetjob,
+    requeue,
+    sacct,
+    sbatch,
+    scancel,
+    scontrol,
+    squeue,
+)
 from iri_gateway.transport.base import Transport
 
 
 class SlurmBatch:
     """Slurm's commands for one account; `history` says where finished jobs are found."""
 
-    def __init__(self, transport: Transport, *, history: str = "jobcomp") -> None:
+    def __init__(self, transport: Transport, *, history: str = "jobcomp",
+                 settle_seconds: float = 60.0) -> None:
         self.transport = transport
         self.history = history
+        self.settle_seconds = settle_seconds
 
     def submit(self, script: str, *, tag: str) -> str:
         return sbatch.parse(self.transport.run(sbatch.argv(tag), stdin=script, timeout=120))
@@ -51,6 +63,23 @@ class SlurmBatch:
 
     def update(self, native_id: str, changes: JobChanges) -> None:
         scontrol.parse(self.transport.run(scontrol.argv(native_id, changes)))
+
+    def requeue(self, native_id: str) -> str:
+        """`scontrol requeue`, then the requeue delay lifted once that is safe (see
+        `requeue`): within `settle_seconds` the words say the job starts at once; after
+        them, that it starts after Slurm's own delay."""
+        command = " ".join(requeue.argv(native_id))
+        requeue.parse(self.transport.run(requeue.argv(native_id)))
+        deadline = time.monotonic() + self.settle_seconds
+        while not requeue.left_its_nodes(
+                self.transport.run(requeue.states_argv(native_id), idempotent=True)):
+            if time.monotonic() > deadline:
+                return f"{command} (the earlier run is still leaving its nodes: Slurm starts " \
+                    "the job after its requeue delay)"
+            time.sleep(0.5)
+        time.sleep(1.5)  # past the second in which the nodes revoked the earlier credential
+        requeue.parse(self.transport.run(requeue.release_argv(native_id)))
+        return command
 
 
 def _final(status: NativeStatus) -> bool:

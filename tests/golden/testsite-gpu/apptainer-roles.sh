@@ -51,10 +51,17 @@ mv -f -- "$iri_cluster_dir/members.new" "$iri_cluster_dir/members" || exit 1
 iri_cluster_stop() {
     scancel --signal=TERM "$SLURM_JOB_ID"
 }
+# When the cluster ends (cluster_lifecycle): primary_ends_all, first_failure_ends_all or
+# all_must_end.
+iri_lifecycle=primary_ends_all
 
-# Waits for every member; when one fails, stops the others and returns its exit code.
+# Waits for the members as iri_lifecycle says. primary_ends_all: the primary's end (or any
+# failure) stops the others; first_failure_ends_all: a failure stops the others;
+# all_must_end: every member runs to its own end. Returns the first failure's exit code, or
+# under primary_ends_all the code of the primary if it ended before any failure. A member
+# ended by the stop is recorded in `exits` with a third field, `stopped`.
 iri_cluster_wait() {
-    local i code failed="" failed_code=0 stopping=""
+    local i code failed="" failed_code=0 stopping="" ended="" status=""
     local -a running=("${!iri_pids[@]}") still
     while ((${#running[@]} > 0)); do
         still=()
@@ -65,23 +72,35 @@ iri_cluster_wait() {
             fi
             wait "${iri_pids[i]}"
             code=$?
+            if [[ -n $stopping ]]; then
+                printf '%s\t%s\tstopped\n' "${iri_names[i]}" "$code" >> "$iri_cluster_dir/exits"
+                continue
+            fi
             printf '%s\t%s\n' "${iri_names[i]}" "$code" >> "$iri_cluster_dir/exits"
             if ((code != 0)) && [[ -z $failed ]]; then
                 failed=${iri_names[i]}
                 failed_code=$code
+                [[ -n $status ]] || status=$code
+            fi
+            if ((i == 0)) && [[ $iri_lifecycle == primary_ends_all && -z $ended ]]; then
+                ended="the primary member ${iri_names[i]} ended with $code"
+                [[ -n $status ]] || status=$code
             fi
         done
         running=("${still[@]}")
-        if [[ -n $failed && -z $stopping && ${#running[@]} -gt 0 ]]; then
+        if [[ -n $failed && -z $ended && $iri_lifecycle != all_must_end ]]; then
+            ended="member $failed exited with $failed_code"
+        fi
+        if [[ -n $ended && -z $stopping && ${#running[@]} -gt 0 ]]; then
             stopping=1
-            echo "iri-gateway: member $failed exited with $failed_code; stopping the others" >&2
+            echo "iri-gateway: $ended; stopping the others ($iri_lifecycle)" >&2
             iri_cluster_stop "${running[@]}"
         fi
         if ((${#running[@]} > 0)); then
             sleep 1
         fi
     done
-    return "$failed_code"
+    return "${status:-$failed_code}"
 }
 iri_pids=()
 iri_names=()
@@ -89,8 +108,11 @@ iri_member_1() {
 export APPTAINERENV_SPARK_NO_DAEMONIZE=1
 export APPTAINERENV_IRI_CLUSTER_SIZE=4
 export APPTAINERENV_IRI_CLUSTER_HOSTS=master1,worker1,worker2,worker3
+export APPTAINERENV_IRI_CLUSTER_ENDPOINTS=rpc:master1:7077,ui:master1:8080,ui:worker1:8081,ui:worker2:8082,ui:worker3:8083
 export APPTAINERENV_IRI_CLUSTER_ROLE=master
 export APPTAINERENV_IRI_CLUSTER_ROLE_INDEX=1
+export APPTAINERENV_IRI_CLUSTER_PORT_RPC=7077
+export APPTAINERENV_IRI_CLUSTER_PORT_UI=8080
 srun --het-group=0 --nodes=1 --ntasks=1 "--nodelist=${iri_nodes_0[0]}" --exact \
     apptainer exec --bind "$iri_cluster_dir/hosts:/etc/hosts:ro" --cwd "$PWD" \
     /images/spark.sif \
@@ -104,8 +126,10 @@ export APPTAINERENV_SPARK_NO_DAEMONIZE=1
 export APPTAINERENV_SPARK_WORKER_MEMORY=4g
 export APPTAINERENV_IRI_CLUSTER_SIZE=4
 export APPTAINERENV_IRI_CLUSTER_HOSTS=master1,worker1,worker2,worker3
+export APPTAINERENV_IRI_CLUSTER_ENDPOINTS=rpc:master1:7077,ui:master1:8080,ui:worker1:8081,ui:worker2:8082,ui:worker3:8083
 export APPTAINERENV_IRI_CLUSTER_ROLE=worker
 export APPTAINERENV_IRI_CLUSTER_ROLE_INDEX=1
+export APPTAINERENV_IRI_CLUSTER_PORT_UI=8081
 srun --het-group=1 --nodes=1 --ntasks=1 "--nodelist=${iri_nodes_1[0]}" --exact \
     apptainer exec --bind "$iri_cluster_dir/hosts:/etc/hosts:ro" --bind /srv/data/iri-check/shuffle:/shuffle:ro --cwd "$PWD" \
     /images/spark-worker.sif \
@@ -119,8 +143,10 @@ export APPTAINERENV_SPARK_NO_DAEMONIZE=1
 export APPTAINERENV_SPARK_WORKER_MEMORY=4g
 export APPTAINERENV_IRI_CLUSTER_SIZE=4
 export APPTAINERENV_IRI_CLUSTER_HOSTS=master1,worker1,worker2,worker3
+export APPTAINERENV_IRI_CLUSTER_ENDPOINTS=rpc:master1:7077,ui:master1:8080,ui:worker1:8081,ui:worker2:8082,ui:worker3:8083
 export APPTAINERENV_IRI_CLUSTER_ROLE=worker
 export APPTAINERENV_IRI_CLUSTER_ROLE_INDEX=2
+export APPTAINERENV_IRI_CLUSTER_PORT_UI=8082
 srun --het-group=1 --nodes=1 --ntasks=1 "--nodelist=${iri_nodes_1[1]}" --exact \
     apptainer exec --bind "$iri_cluster_dir/hosts:/etc/hosts:ro" --bind /srv/data/iri-check/shuffle:/shuffle:ro --cwd "$PWD" \
     /images/spark-worker.sif \
@@ -134,8 +160,10 @@ export APPTAINERENV_SPARK_NO_DAEMONIZE=1
 export APPTAINERENV_SPARK_WORKER_MEMORY=4g
 export APPTAINERENV_IRI_CLUSTER_SIZE=4
 export APPTAINERENV_IRI_CLUSTER_HOSTS=master1,worker1,worker2,worker3
+export APPTAINERENV_IRI_CLUSTER_ENDPOINTS=rpc:master1:7077,ui:master1:8080,ui:worker1:8081,ui:worker2:8082,ui:worker3:8083
 export APPTAINERENV_IRI_CLUSTER_ROLE=worker
 export APPTAINERENV_IRI_CLUSTER_ROLE_INDEX=3
+export APPTAINERENV_IRI_CLUSTER_PORT_UI=8083
 srun --het-group=1 --nodes=1 --ntasks=1 "--nodelist=${iri_nodes_1[2]}" --exact \
     apptainer exec --bind "$iri_cluster_dir/hosts:/etc/hosts:ro" --bind /srv/data/iri-check/shuffle:/shuffle:ro --cwd "$PWD" \
     /images/spark-worker.sif \
