@@ -52,12 +52,30 @@ def exits(record: JobRecord) -> list[str]:
     return (folder / "exits").read_text().splitlines()
 
 
+LONG = 'sleep 300 & echo $! > "sleep-$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX.pid"; wait'
+"""A member that runs for minutes in a grandchild process (`sh` waiting for its `sleep`):
+stopping the member's shell alone would leave the sleep running after the job."""
+
+
+def assert_no_sleep_left(record: JobRecord, names: list[str]) -> None:
+    """Every recorded `sleep` of the named members has ended (within a few seconds)."""
+    folder = Path(record.effective_spec["directory"])
+    pids = [int((folder / f"sleep-{name}.pid").read_text()) for name in names]
+    deadline = time.monotonic() + 5
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()
+                 and "sleep" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+        time.sleep(0.1)
+    assert not alive, f"processes left behind after the job: {alive}"
+
+
 def members(record: JobRecord) -> dict[str, tuple[str, bool]]:
     return {m["name"]: (m["state"], bool(m.get("stopped"))) for m in record.members}
 
 
 def test_by_default_the_primarys_end_stops_the_long_running_workers(engine: Engine) -> None:
-    record, took = run(engine, cluster("sleep 1; echo done", "sleep 300"))
+    record, took = run(engine, cluster("sleep 1; echo done", LONG))
     assert record.state == JobState.COMPLETED and record.exit_code == 0, record
     assert took < 20, f"the workers ran on: {took:.0f} s"
     assert members(record) == {"main1": ("completed", False), "worker1": ("completed", True),
@@ -66,12 +84,14 @@ def test_by_default_the_primarys_end_stops_the_long_running_workers(engine: Engi
     assert lines[0] == "main1\t0"
     assert sorted(line.split("\t")[0] + "\t" + line.split("\t")[2] for line in lines[1:]) == [
         "worker1\tstopped", "worker2\tstopped"]
+    assert_no_sleep_left(record, ["worker1", "worker2"])
 
 
 def test_the_primarys_failure_is_the_jobs_under_primary_ends_all(engine: Engine) -> None:
-    record, _ = run(engine, cluster("sleep 1; exit 4", "sleep 300", "primary_ends_all"))
+    record, _ = run(engine, cluster("sleep 1; exit 4", LONG, "primary_ends_all"))
     assert record.state == JobState.FAILED and record.exit_code == 4, record
     assert record.message is not None and record.message.startswith("member main1 (role main")
+    assert_no_sleep_left(record, ["worker1", "worker2"])
 
 
 def test_first_failure_ends_all_lets_the_others_outlive_the_primary(engine: Engine) -> None:
@@ -83,12 +103,13 @@ def test_first_failure_ends_all_lets_the_others_outlive_the_primary(engine: Engi
 
 
 def test_first_failure_ends_all_stops_everyone_at_a_failure(engine: Engine) -> None:
-    workers = 'if [ "$IRI_CLUSTER_ROLE_INDEX" = 2 ]; then sleep 1; exit 3; fi; sleep 300'
-    record, took = run(engine, cluster("sleep 300", workers, "first_failure_ends_all"))
+    workers = 'if [ "$IRI_CLUSTER_ROLE_INDEX" = 2 ]; then sleep 1; exit 3; fi; ' + LONG
+    record, took = run(engine, cluster(LONG, workers, "first_failure_ends_all"))
     assert took < 20, f"the cluster ran on after the failure: {took:.0f} s"
     assert record.state == JobState.FAILED and record.exit_code == 3, record
     assert record.message is not None and record.message.startswith("member worker2 ")
     assert members(record)["worker1"] == ("failed", True)
+    assert_no_sleep_left(record, ["main1", "worker1"])
 
 
 def test_all_must_end_stops_nobody(engine: Engine) -> None:

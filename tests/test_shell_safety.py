@@ -1352,9 +1352,10 @@ def test_role_strings_with_quotes_and_substitutions_reach_each_member() -> None:
     check_cluster_job(HostileClusterJob(job, [worker, master]))
 
 
-def test_a_failing_member_stops_the_others_through_scancel() -> None:
-    """When one member fails, the script asks Slurm to TERM the job's steps (scancel) and
-    exits with that member's code once every member has ended."""
+def test_a_failing_member_stops_the_others() -> None:
+    """Under first_failure_ends_all, when one member fails the script TERMs the members
+    still running (their srun, which passes the signal to its step), records them as
+    stopped, and exits with the failed member's code once every member has ended."""
     combo = Combo("frontier", "none")
     cluster = HostileClusterJob(HostileJob(), [
         HostileRole(name="master"),
@@ -1366,18 +1367,19 @@ def test_a_failing_member_stops_the_others_through_scancel() -> None:
         worker["executable"] = "/bin/sh"  # fails at once, while the master still runs
         worker["arguments"] = ["-c", "exit 3"]
         master["executable"] = "/bin/sleep"
-        master["arguments"] = ["2"]
+        master["arguments"] = ["30"]
+        run.doc["cluster_lifecycle"] = "first_failure_ends_all"
         replanned, fields = plan(run.doc, combo)
         assert replanned is not None, fields
         run.script_path.write_text(replanned.script)
         run_cluster(run)
         assert run.process is not None
         assert run.process.returncode == 3, run.process.stderr
-        cancels = [r["scancel"] for r in run.standins if r["program"] == "scancel"]
-        assert cancels == [{"options": [["signal", "TERM"]], "signal": 15,
-                            "jobs": [SLURM_JOB_ID]}], run.process.stderr
+        assert "member worker1 exited with 3; stopping the others" in run.process.stderr
         exits = (Path(run.doc["directory"]) / f".iri-cluster-{SLURM_JOB_ID}" / "exits")
-        assert sorted(exits.read_text().split("\n")[:-1]) == ["master1\t0", "worker1\t3"]
+        lines = exits.read_text().split("\n")[:-1]
+        assert lines[0] == "worker1\t3"
+        assert lines[1].startswith("master1\t") and lines[1].endswith("\tstopped"), lines
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,11 +24,21 @@ if TYPE_CHECKING:
     from iri_gateway.transport.base import Transport
 
 STOP_BY_PID: tuple[str, ...] = (
-    'local i',
+    # Every process of the members: a member's program may itself fork (`sh -c` keeps its
+    # child), and TERM to the member's shell alone would leave that grandchild running on
+    # after the job (seen on the local scheduler). Walk the tree, then TERM it all at once.
+    'local i n=0 child',
+    'local -a tree=()',
     'for i in "$@"; do',
-    '    pkill -TERM -P "${iri_pids[i]}" 2>/dev/null',
-    '    kill -TERM "${iri_pids[i]}" 2>/dev/null',
+    '    tree+=("${iri_pids[i]}")',
     'done',
+    'while ((n < ${#tree[@]})); do',
+    '    for child in $(pgrep -P "${tree[n]}"); do',
+    '        tree+=("$child")',
+    '    done',
+    '    n=$((n + 1))',
+    'done',
+    'kill -TERM "${tree[@]}" 2>/dev/null',
 )
 
 

@@ -41,11 +41,18 @@ iri_member worker3 worker 3 "${iri_hosts[3]}"
 mv -f -- "$iri_cluster_dir/members.new" "$iri_cluster_dir/members" || exit 1
 # iri_cluster_stop INDEX...: ask the members still running to stop (SIGTERM).
 iri_cluster_stop() {
-    local i
+    local i n=0 child
+    local -a tree=()
     for i in "$@"; do
-        pkill -TERM -P "${iri_pids[i]}" 2>/dev/null
-        kill -TERM "${iri_pids[i]}" 2>/dev/null
+        tree+=("${iri_pids[i]}")
     done
+    while ((n < ${#tree[@]})); do
+        for child in $(pgrep -P "${tree[n]}"); do
+            tree+=("$child")
+        done
+        n=$((n + 1))
+    done
+    kill -TERM "${tree[@]}" 2>/dev/null
 }
 # When the cluster ends (cluster_lifecycle): primary_ends_all, first_failure_ends_all or
 # all_must_end.
