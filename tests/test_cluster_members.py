@@ -226,7 +226,8 @@ folder=".iri-cluster-$IRI_LOCAL_JOB_ID"
 mkdir -p "$folder"
 member() { printf '%s\\t%s\\t%s\\t%s\\t%s\\n' "$@" >> "$folder/members"; }
 ended() { printf '%s\\t%s\\n' "$1" "$2" >> "$folder/exits"; }
-until_file() { while [ ! -e "$1" ]; do sleep 0.02; done; }
+# gives up after 60 s, so a failed test leaves no script waiting for ever
+until_file() { n=0; while [ ! -e "$1" ] && [ $n -lt 3000 ]; do sleep 0.02; n=$((n + 1)); done; }
 """
 
 
@@ -274,7 +275,9 @@ ended worker3 0; ended worker1 0; ended worker2 0; ended master1 0
     folder = job / f".iri-cluster-{record.native_id}"
     active = refresh_until(engine, "local", record.id, lambda r: r.state == JobState.ACTIVE)
     until = time.monotonic() + 10
-    while len((folder / "members").read_text().splitlines()) < 2 and time.monotonic() < until:
+    members = folder / "members"  # written by the script, which may not have started yet
+    while (not members.exists() or len(members.read_text().splitlines()) < 2) \
+            and time.monotonic() < until:
         time.sleep(0.02)
     engine.refresh("local")
     half = engine.store.get(record.id)
