@@ -222,7 +222,9 @@ def test_template_writes_never_answer_5xx(sandboxed: Sandboxed, document: Any,
                                           name: str) -> None:
     from urllib.parse import quote
 
-    path = f"/api/v2/compute/templates/{quote(name, safe='')}"
+    # A lone surrogate has no UTF-8 form: it is sent as the bytes a careless client would
+    # produce (surrogatepass), which the server must refuse as it refuses any bad name.
+    path = f"/api/v2/compute/templates/{quote(name.encode('utf-8', 'surrogatepass'), safe='')}"
     body = json.dumps(document, ensure_ascii=True)
     response = sandboxed.client.put(path, content=body, headers=sandboxed.headers)
     _assert_client_fault_at_most(response, sandboxed)
@@ -249,3 +251,14 @@ def test_bytes_that_are_not_a_json_document_are_refused(sandboxed: Sandboxed,
         response = sandboxed.client.post(path, content=body, headers=sandboxed.headers)
         _assert_client_fault_at_most(response, sandboxed)
         assert response.status_code >= 400
+
+
+@pytest.mark.parametrize("raw", ["%ED%A0%80", "%FF", "%00", "a%2Fb", ".."])
+def test_template_names_that_are_not_names_are_refused(sandboxed: Sandboxed, raw: str) -> None:
+    """Bytes that are no UTF-8 (a lone surrogate's CESU bytes, 0xFF), NUL, a slash, `..`."""
+    path = f"/api/v2/compute/templates/{raw}"
+    for response in (sandboxed.client.put(path, content=b'{"kind": "task", "image": "x"}',
+                                          headers=sandboxed.headers),
+                     sandboxed.client.get(path, headers=sandboxed.headers)):
+        _assert_client_fault_at_most(response, sandboxed)
+        assert 400 <= response.status_code < 500, (raw, response.status_code, response.text)

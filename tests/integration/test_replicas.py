@@ -45,7 +45,8 @@ from tests.integration.gateway_process import API, Gateway, serve
 
 pytestmark = pytest.mark.integration
 
-RESOURCES = ["cluster", "cluster-gpu", "cluster-ssh"]
+RESOURCES = sorted(re.findall(r"^  - id: (\S+)$", (
+    Path(__file__).with_name("cluster-profile.yaml.in").read_text()), re.MULTILINE))
 """Every resource of the test cluster's profile: each has its poll lease."""
 
 REPLICA_TIMEOUT = 3.0
