@@ -48,6 +48,7 @@ class Page:
 PAGES = (
     Page("sign-in", "Sign in", "sign-in.js", in_menu=False),
     Page("sites", "Sites", "sites.js"),
+    Page("jobs", "Jobs", "jobs.js"),
 )
 
 router = APIRouter(include_in_schema=False)
