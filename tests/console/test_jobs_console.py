@@ -83,10 +83,25 @@ def test_jobs_live_state_cluster_members_cancel_and_privacy(
     # Live: a job submitted elsewhere (the API) appears and runs without a reload.
     page.execute_script("window.sameDocument = true")
     late = launch(console, console.admin, "demo",
-                  {"name": "late", "executable": "/bin/sh", "arguments": ["-c", "exit 3"]})
+                  {"name": "late", "executable": "/bin/sh",
+                   "arguments": ["-c", "echo '<b>hello</b> from late'; echo oops >&2; exit 3"]})
     wait_for(page, f"document.querySelector(`tr.job[data-job='{late}'] .state`)"
                    "?.textContent === 'failed'", 60)
     assert page.execute_script("return window.sameDocument") is True
+
+    # Detail: the state history as a timeline and the output's tail (as text).
+    page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{late}'] button.details").click()
+    wait_for(page, f"document.querySelector(`tr[data-detail-of='{late}'] .output-stdout pre`)"
+                   "?.textContent === '<b>hello</b> from late\\n'", 30)
+    detail = page.find_element(By.CSS_SELECTOR, f"tr[data-detail-of='{late}']")
+    steps = [li.find_element(By.CSS_SELECTOR, ".state").text
+             for li in detail.find_elements(By.CSS_SELECTOR, ".timeline li")]
+    assert steps[0] == "new" and steps[-1] == "failed", steps
+    assert "queued" in steps
+    wait_for(page, f"document.querySelector(`tr[data-detail-of='{late}'] .output-stderr pre`)"
+                   "?.textContent === 'oops\\n'", 30)
+    assert detail.find_elements(By.CSS_SELECTOR, "pre b") == []
+    screenshots(page, "job-detail")
 
     # Filters: finished jobs only.
     page.find_element(By.ID, "filter-state").send_keys("finished")

@@ -7,7 +7,10 @@ import { expired, requireSignIn } from "./shell.js";
 
 const REFRESH_MS = 2000;
 const FINAL = new Set(["completed", "failed", "canceled"]);
+const TAIL_LINES = 20;
 const unfolded = new Set();
+const detailed = new Set();
+const outputs = new Map();
 let resources = [];
 let jobs = [];
 let shownKey = "";
@@ -50,6 +53,12 @@ function jobRows(job) {
   const cancel = FINAL.has(job.status.state) ? null
     : el("button", { type: "button", class: "cancel", "data-key": `cancel:${job.id}`,
       "aria-label": `Cancel ${name}` }, "Cancel");
+  const openDetail = detailed.has(job.id);
+  const details = el("button", { type: "button", class: "details", "aria-expanded":
+    String(openDetail), "data-key": `details:${job.id}`, "aria-label": `${openDetail
+    ? "Hide" : "Show"} the history and output of ${name}` }, openDetail ? "Hide details"
+    : "Details");
+  details.addEventListener("click", () => toggleDetail(job));
   if (fold) fold.addEventListener("click", () => toggle(job.id));
   if (cancel) cancel.addEventListener("click", () => cancelJob(resource, job.id, name));
   const row = el("tr", { class: "job", "data-job": job.id },
@@ -58,9 +67,10 @@ function jobRows(job) {
     stateCell(job.status.state),
     el("td", {}, when(job.status.time)),
     el("td", { class: "message" }, job.status.message || ""),
-    el("td", { class: "actions" }, fold, cancel));
-  if (!open) return [row];
-  return [row, ...list.map((m, i) => el("tr", { class: "member", "data-member-of": job.id },
+    el("td", { class: "actions" }, details, fold, cancel));
+  const below = openDetail ? [detailRow(job)] : [];
+  if (!open) return [row, ...below];
+  return [row, ...below, ...list.map((m, i) => el("tr", { class: "member", "data-member-of": job.id },
     el("td", {}, el("span", { class: "member-name" }, m.name),
       i === 0 ? el("span", { class: "primary" }, "primary") : null),
     el("td", {}, `role ${m.role} #${m.index}`),
@@ -68,6 +78,63 @@ function jobRows(job) {
     el("td", {}, m.node ? `node ${m.node}` : ""),
     el("td", { class: "message" }, m.address ? `address ${m.address}` : ""),
     el("td", {})))];
+}
+
+function outputPath(job, which) {
+  const meta = job.status.meta_data;
+  const path = meta[`${which}_path`];
+  if (!path) return null;
+  return path.startsWith("/") ? path : `${meta.directory}/${path}`;
+}
+
+/** The job's state history as a timeline, and the last lines of its output files. */
+function detailRow(job) {
+  const history = job.status.meta_data.history || [];
+  const files = ["stdout", "stderr"].map((which) => {
+    const path = outputPath(job, which);
+    const read = outputs.get(`${job.id}:${which}`);
+    if (!path || (which === "stderr" && !(read && read.text))) return null;
+    return el("section", { class: `output output-${which}` },
+      el("h3", {}, `${which}: last ${TAIL_LINES} lines of ${path}`),
+      el("pre", { tabindex: "0" }, read === undefined ? "reading…"
+        : read.error ? `not readable: ${read.error}` : read.text || "(empty)"));
+  });
+  return el("tr", { class: "detail", "data-detail-of": job.id },
+    el("td", { colspan: 6 },
+      el("section", { class: "timeline" }, el("h3", {}, "State history"),
+        el("ol", {}, history.map((h) => el("li", {},
+          el("time", {}, when(h.time)), " ", el("span", { class: `state state-${h.state}` },
+            h.state), " ", h.message || "")))),
+      files));
+}
+
+async function readOutputs(job) {
+  const resource = job.status.meta_data.resource_id;
+  await Promise.all(["stdout", "stderr"].map(async (which) => {
+    const path = outputPath(job, which);
+    if (!path) return;
+    try {
+      const task = await call(`/filesystem/tail/${encodeURIComponent(resource)}`,
+        { method: "POST", body: { path, lines: TAIL_LINES } });
+      const done = await call(`/task/${encodeURIComponent(task.task_id)}`);
+      outputs.set(`${job.id}:${which}`, { text: done.result.output.content });
+    } catch (error) {
+      if (expired(error)) return;
+      outputs.set(`${job.id}:${which}`,
+        { error: error instanceof ApiError ? error.detail : error.message });
+    }
+  }));
+}
+
+async function toggleDetail(job) {
+  if (detailed.has(job.id)) {
+    detailed.delete(job.id);
+  } else {
+    detailed.add(job.id);
+    render(true);
+    await readOutputs(job);
+  }
+  render(true);
 }
 
 function wanted(job) {
@@ -81,7 +148,7 @@ function wanted(job) {
 
 function render(force = false) {
   const shown = jobs.filter(wanted);
-  const key = JSON.stringify([shown, [...unfolded]]);
+  const key = JSON.stringify([shown, [...unfolded], [...detailed], [...outputs]]);
   if (!force && key === shownKey) return;
   shownKey = key;
   const focused = document.activeElement && document.activeElement.dataset
@@ -126,6 +193,7 @@ async function refresh() {
     call(`/compute/status/${encodeURIComponent(r)}?historical=true&include_spec=true&limit=1000`,
       { method: "POST", body: {} })));
   jobs = lists.flat().sort((a, b) => submitted(b) - submitted(a) || a.id.localeCompare(b.id));
+  await Promise.all(jobs.filter((job) => detailed.has(job.id)).map(readOutputs));
   render();
   say("error", "");
   document.body.dataset.loaded = "true";
