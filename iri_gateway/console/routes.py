@@ -9,6 +9,7 @@ only one. Paths outside `/` and `/console/` stay the API's (404 problem+json whe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from fastapi import APIRouter, Response
@@ -52,13 +53,18 @@ PAGES = (
 )
 
 router = APIRouter(include_in_schema=False)
-_environment = Environment(
-    loader=FileSystemLoader(TEMPLATES_DIR),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+
+@cache
+def _environment() -> Environment:
+    """The page templates, HTML-escaped (unlike the batch-script templates, which are bash)."""
+    return Environment(
+        loader=FileSystemLoader(TEMPLATES_DIR),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def _assets() -> dict[str, Path]:
@@ -80,7 +86,7 @@ async def console_home() -> RedirectResponse:
 
 
 def _render(page: Page) -> HTMLResponse:
-    template = _environment.get_template(f"{page.slug}.html")
+    template = _environment().get_template(f"{page.slug}.html")
     html = template.render(page=page, pages=[p for p in PAGES if p.in_menu],
                            version=__version__)
     return HTMLResponse(html, headers={**_HEADERS, "Cache-Control": "no-store"})
