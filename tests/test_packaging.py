@@ -79,6 +79,17 @@ def test_wheel_contains_the_store_migrations(wheel: Path) -> None:
     assert expected <= names, sorted(expected - names)
 
 
+def test_wheel_contains_the_console(wheel: Path) -> None:
+    """The web console's templates and assets ship in the wheel (no CDN, no Node build)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    folder = ROOT / "iri_gateway" / "console"
+    expected = {f"iri_gateway/console/{p.relative_to(folder).as_posix()}"
+                for p in folder.rglob("*") if p.suffix in (".html", ".js", ".css", ".svg")}
+    assert {"iri_gateway/console/templates/base.html", "iri_gateway/console/static/sites.js",
+            "iri_gateway/console/static/console.css"} <= expected
+    assert expected <= names, sorted(expected - names)
+
+
 def test_installed_wheel_renders_from_another_folder(wheel: Path, tmp_path: Path) -> None:
     """A fresh venv holding only the wheel (its dependencies are this venv's) renders the
     example from a folder that is not the checkout, with the profiles and templates it ships."""

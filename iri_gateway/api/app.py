@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from iri_gateway import __version__
+from iri_gateway import __version__, console
 from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
 from iri_gateway.api.routers import (
@@ -133,4 +133,6 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     for module in (facility, status, account, compute, templates, filesystem, health):
         app.include_router(module.router)
     app.include_router(compute.extensions)
+    # The web console (docs/console.md): `/` and `/console/`, a client of the routes above.
+    app.include_router(console.router)
     return app

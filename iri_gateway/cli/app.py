@@ -377,7 +377,8 @@ def serve(
         _fail(f"invalid profile:\n{error}")
     except DatabaseError as error:
         _fail(str(error))
-    if not settings.tokens_path.exists():
+    created = not settings.tokens_path.exists()
+    if created:
         token = TokenFile(settings.tokens_path).issue("admin", [FIRST_PROJECT])
         consoles.err().print(
             f"Created {settings.tokens_path} with a token for user 'admin' and project "
@@ -385,8 +386,13 @@ def serve(
             f"Bearer TOKEN' with 'X-IRI-Facility-Project: {FIRST_PROJECT}'; more users "
             "and projects: iri-gateway token USER --project PROJECT", markup=False)
     resources = ", ".join(application.state.engine.registry.ids())
-    consoles.err().print(f"iri-gateway {__version__}: http://{host}:{port}/api/v2 (resources: "
+    address = f"http://{host}:{port}"
+    consoles.err().print(f"iri-gateway {__version__}: {address}/api/v2 (resources: "
                          f"{resources}; data: {settings.data_dir})", markup=False)
+    which = ("the token above" if created
+             else "your token (a new one: iri-gateway token USER --project PROJECT)")
+    consoles.err().print(f"Web console: open {address}/ in a browser and sign in with {which}.",
+                         markup=False)
     uvicorn.run(application, host=host, port=port, log_level="warning")
 
 

@@ -33,15 +33,16 @@ class RunningServe:
 
 @contextmanager
 def running_serve(data_dir: Path, *, extra_env: dict[str, str] | None = None,
-                  timeout: float = 60) -> Iterator[RunningServe]:
-    """`iri-gateway serve --data-dir DATA_DIR` on a free loopback port until the block ends."""
+                  timeout: float = 60, args: tuple[str, ...] = ()) -> Iterator[RunningServe]:
+    """`iri-gateway serve --data-dir DATA_DIR [ARGS]` on a free loopback port until the block
+    ends."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = data_dir.parent / f"{data_dir.name}-serve.log"
     with log.open("wb") as stream:
         process = subprocess.Popen(
             [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-             str(port), "--data-dir", str(data_dir)],
+             str(port), "--data-dir", str(data_dir), *args],
             stdout=stream, stderr=subprocess.STDOUT, env={**clean_env(), **(extra_env or {})},
         )
     served = RunningServe(f"http://127.0.0.1:{port}", process, log)

@@ -1,0 +1,121 @@
+"""The jobs page in a real headless Chromium against a real `serve`: the user's jobs with
+live state, a three-role cluster job unfolding into its members (primary first), cancel from
+the page, and another user's jobs invisible (as in the API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tests.console.conftest import Console, screenshots, sign_in, wait_for
+
+
+def launch(console: Console, token: str, project: str, spec: dict[str, Any]) -> str:
+    answer = httpx.post(f"{console.url}/api/v2/compute/job/local", json=spec, timeout=30,
+                        headers={"Authorization": f"Bearer {token}",
+                                 "X-IRI-Facility-Project": project})
+    assert answer.status_code == 200, answer.text
+    job_id: str = answer.json()["id"]
+    return job_id
+
+
+def state_of(driver: WebDriver, job_id: str) -> str:
+    return str(driver.execute_script(
+        "const row = document.querySelector(`tr.job[data-job='${arguments[0]}']`);"
+        "return row ? row.querySelector('.state').textContent : null", job_id))
+
+
+def open_jobs(driver: WebDriver, console: Console, token: str) -> None:
+    sign_in(driver, console, token)
+    driver.find_element(By.LINK_TEXT, "Jobs").click()
+    wait_for(driver, "document.body.dataset.loaded === 'true'")
+
+
+def test_jobs_live_state_cluster_members_cancel_and_privacy(
+    page: WebDriver, console: Console
+) -> None:
+    sleeper = launch(console, console.admin, "demo",
+                     {"name": "sleeper", "executable": "/bin/sleep", "arguments": ["600"]})
+    trio = launch(console, console.admin, "demo", {
+        "name": "trio", "executable": "/bin/sleep", "arguments": ["600"],
+        "roles": [{"name": "master", "count": 1}, {"name": "worker", "count": 2}]})
+    bobs = launch(console, console.bob, "bobs",
+                  {"name": "bobs-job", "executable": "/bin/sleep", "arguments": ["600"]})
+
+    open_jobs(page, console, console.admin)
+    # Live: the states move on without a reload (queued -> active, members listed).
+    wait_for(page, f"document.querySelector(`tr.job[data-job='{trio}'] button.fold`)", 60)
+    wait_for(page, f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
+                   "?.textContent === 'active'", 60)
+    listed = page.execute_script(
+        "return [...document.querySelectorAll('tr.job')].map(r => r.dataset.job)")
+    assert set(listed) == {sleeper, trio}, "bob's job is not admin's to see"
+    assert bobs not in listed
+
+    fold = page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{trio}'] button.fold")
+    assert fold.text == "▸ 3 members" and fold.get_attribute("aria-expanded") == "false"
+    fold.send_keys(Keys.ENTER)  # keyboard: the button unfolds the members
+    wait_for(page, f"document.querySelectorAll(`tr.member[data-member-of='{trio}']`)"
+                   ".length === 3")
+    rows = page.find_elements(By.CSS_SELECTOR, f"tr.member[data-member-of='{trio}']")
+    names = [r.find_element(By.CSS_SELECTOR, ".member-name").text for r in rows]
+    assert names == ["master1", "worker1", "worker2"]
+    assert rows[0].find_element(By.CSS_SELECTOR, ".primary").text == "primary"
+    assert [r.find_elements(By.CSS_SELECTOR, ".primary") for r in rows[1:]] == [[], []]
+    assert "role master #1" in rows[0].text and "role worker #2" in rows[2].text
+    assert page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{trio}'] button.fold"
+                             ).get_attribute("aria-expanded") == "true"
+    screenshots(page, "jobs")
+
+    page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{sleeper}'] button.cancel").click()
+    wait_for(page, f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
+                   "?.textContent === 'canceled'", 60)
+    assert page.find_elements(By.CSS_SELECTOR,
+                              f"tr.job[data-job='{sleeper}'] button.cancel") == []
+    state = httpx.get(f"{console.url}/api/v2/compute/status/local/{sleeper}",
+                      headers={"Authorization": f"Bearer {console.admin}"}).json()
+    assert state["status"]["state"] == "canceled"
+
+    # Live: a job submitted elsewhere (the API) appears and runs without a reload.
+    page.execute_script("window.sameDocument = true")
+    late = launch(console, console.admin, "demo",
+                  {"name": "late", "executable": "/bin/sh",
+                   "arguments": ["-c", "echo '<b>hello</b> from late'; echo oops >&2; exit 3"]})
+    wait_for(page, f"document.querySelector(`tr.job[data-job='{late}'] .state`)"
+                   "?.textContent === 'failed'", 60)
+    assert page.execute_script("return window.sameDocument") is True
+
+    # Detail: the state history as a timeline and the output's tail (as text).
+    page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{late}'] button.details").click()
+    wait_for(page, f"document.querySelector(`tr[data-detail-of='{late}'] .output-stdout pre`)"
+                   "?.textContent === '<b>hello</b> from late\\n'", 30)
+    detail = page.find_element(By.CSS_SELECTOR, f"tr[data-detail-of='{late}']")
+    steps = [li.find_element(By.CSS_SELECTOR, ".state").text
+             for li in detail.find_elements(By.CSS_SELECTOR, ".timeline li")]
+    assert steps[0] == "new" and steps[-1] == "failed", steps
+    assert "queued" in steps
+    wait_for(page, f"document.querySelector(`tr[data-detail-of='{late}'] .output-stderr pre`)"
+                   "?.textContent === 'oops\\n'", 30)
+    assert detail.find_elements(By.CSS_SELECTOR, "pre b") == []
+    screenshots(page, "job-detail")
+
+    # Filters: finished jobs only.
+    page.find_element(By.ID, "filter-state").send_keys("finished")
+    wait_for(page, "document.querySelectorAll('tr.job').length === 2")
+    assert (state_of(page, sleeper), state_of(page, late)) == ("canceled", "failed")
+
+    # Bob sees his job and nothing of admin's.
+    page.find_element(By.ID, "sign-out").click()
+    wait_for(page, "location.pathname === '/console/sign-in'")
+    open_jobs(page, console, console.bob)
+    wait_for(page, "document.querySelectorAll('tr.job').length === 1")
+    assert page.execute_script(
+        "return [...document.querySelectorAll('tr.job')].map(r => r.dataset.job)") == [bobs]
+
+    for token, job_id in ((console.admin, trio), (console.bob, bobs)):
+        httpx.delete(f"{console.url}/api/v2/compute/cancel/local/{job_id}", timeout=30,
+                     headers={"Authorization": f"Bearer {token}"})
