@@ -22,6 +22,7 @@ from iri_gateway.api.routers import (
     facility,
     filesystem,
     health,
+    profile_check,
     status,
     templates,
 )
@@ -130,7 +131,8 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.state.started = False
     app.state.poller = None
-    for module in (facility, status, account, compute, templates, filesystem, health):
+    for module in (facility, status, account, compute, templates, filesystem, health,
+                   profile_check):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     # The web console (docs/console.md): `/` and `/console/`, a client of the routes above.

@@ -79,21 +79,29 @@ class ApiProblem(Exception):
     """An HTTP-level problem raised by the API layer itself (e.g. a bad header)."""
 
     def __init__(self, status: int, title: str, detail: str,
-                 invalid_params: list[dict[str, str]] | None = None) -> None:
+                 invalid_params: list[dict[str, str]] | None = None, *,
+                 members: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.status, self.title, self.detail = status, title, detail
         self.invalid_params = invalid_params or []
+        self.members = members or {}
+        """Extension members of the problem (RFC 9457 section 3.2), e.g. located `errors`."""
+        self.headers = headers
 
 
 def problem(request: Request, status: int, title: str, detail: str,
             invalid_params: list[dict[str, str]] | None = None,
-            headers: dict[str, str] | None = None) -> JSONResponse:
+            headers: dict[str, str] | None = None,
+            members: dict[str, Any] | None = None) -> JSONResponse:
     body: dict[str, Any] = {
         "type": "about:blank", "status": status, "title": title, "detail": detail,
         "instance": str(request.url),
     }
     if invalid_params:
         body["invalid_params"] = invalid_params
+    for name, value in (members or {}).items():
+        body.setdefault(name, value)
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
@@ -130,7 +138,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiProblem)
     async def api_problem(request: Request, error: ApiProblem) -> JSONResponse:
-        return problem(request, error.status, error.title, error.detail, error.invalid_params)
+        return problem(request, error.status, error.title, error.detail, error.invalid_params,
+                       error.headers, error.members)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -26,6 +26,7 @@ from iri_gateway.models.profile import FacilityProfile
 from iri_gateway.profiles.yaml_source import (
     locate_line,
     parse_yaml_mapping,
+    parse_yaml_text,
     read_yaml_bytes,
     read_yaml_mapping,
 )
@@ -140,6 +141,29 @@ class ProfileRegistry:
         if issues:
             raise ProfileError(issues)
         return cls(loaded)
+
+    @classmethod
+    def from_text(cls, text: str, label: str) -> ProfileRegistry:
+        """The resources of one profile given as text (pasted in the console), named `label`
+        in its issues; nothing is written anywhere and no path is read.
+
+        A `templates_dir` is refused: it names a folder beside the profile file, and a pasted
+        profile has no folder (its templates are not sent with it).
+        """
+        tree = parse_yaml_text(text, label, ProfileError, _SHAPE)
+        profile = _validate(Path(label), tree)
+        issues = [
+            ProfileIssue(label, locate_line(tree, ("resources", index, "templates_dir")),
+                         f"resources.{index}.templates_dir",
+                         "a checked text has no folder beside it: check a profile with its "
+                         "own templates with `iri-gateway profile check FILE`")
+            for index, resource in enumerate(profile.resources)
+            if resource.templates_dir is not None
+        ]
+        if issues:
+            raise ProfileError(issues)
+        return cls(LoadedResource(profile, resource, Path(label), None)
+                   for resource in profile.resources)
 
     @classmethod
     def from_paths(cls, paths: Iterable[Path]) -> ProfileRegistry:

@@ -57,6 +57,45 @@ def parse_yaml_mapping(
     return tree
 
 
+def parse_yaml_text(
+    text: str, label: str, error: Callable[[list[ProfileIssue]], GatewayError], shape: str
+) -> Any:
+    """The YAML mapping in `text` (sent by a client, not read from a file), as
+    `parse_yaml_mapping` says; `label` names it in the issues.
+
+    Text from a client can hold what no file read as UTF-8 does (a lone surrogate from a JSON
+    string) or what the parser itself cannot digest (nesting deeper than Python's stack), so
+    every failure of the parser is an issue here, never an exception of another kind.
+    """
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    for number, line in enumerate(text.split("\n"), start=1):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as failure:
+            raise error([ProfileIssue(label, number, "", "not valid text: character "
+                                      f"{failure.start + 1} is a lone surrogate "
+                                      f"(U+{ord(line[failure.start]):04X}), which no "
+                                      "UTF-8 file can hold")]) from None
+    normalised = text.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        tree = YAML(typ="rt").load(normalised)
+    except MarkedYAMLError as failure:
+        mark = failure.problem_mark or failure.context_mark
+        line_number = mark.line + 1 if mark is not None else None
+        reason = f"not valid YAML: {failure.problem or failure.context}"
+        raise error([ProfileIssue(label, line_number, "", reason)]) from None
+    except YAMLError as failure:
+        raise error([ProfileIssue(label, None, "", f"not valid YAML: {failure}")]) from None
+    except RecursionError:
+        raise error([ProfileIssue(label, None, "", "not valid YAML here: nested deeper "
+                                  "than the parser follows")]) from None
+    if not isinstance(tree, dict):
+        raise error([ProfileIssue(label, 1, "", shape)])
+    return tree
+
+
 def read_yaml_document(
     path: Path, error: Callable[[list[ProfileIssue]], GatewayError]
 ) -> Any:
