@@ -50,6 +50,7 @@ PAGES = (
     Page("sign-in", "Sign in", "sign-in.js", in_menu=False),
     Page("sites", "Sites", "sites.js"),
     Page("jobs", "Jobs", "jobs.js"),
+    Page("profiles", "Profiles", "profiles.js"),
 )
 
 router = APIRouter(include_in_schema=False)

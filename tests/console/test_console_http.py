@@ -19,7 +19,8 @@ def test_the_root_leads_to_the_sites_page(console: Console) -> None:
     assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
 
 
-@pytest.mark.parametrize("path", ["/console/sign-in", "/console/sites", "/console/jobs"])
+@pytest.mark.parametrize("path", ["/console/sign-in", "/console/sites", "/console/jobs",
+                                  "/console/profiles"])
 def test_pages_are_shells_under_a_strict_content_security_policy(
     console: Console, path: str
 ) -> None:
