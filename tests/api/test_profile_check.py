@@ -16,7 +16,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from iri_gateway.api.routers.profile_check import MAX_PROFILE_CHARS
+from iri_gateway.api.routers.profile_check import CONCURRENT_CHECKS, MAX_PROFILE_CHARS
 from iri_gateway.profiles.text_check import MAX_CELLS
 from iri_gateway.shipped import shipped_dir
 from tests.conftest import clean_env
@@ -144,3 +144,33 @@ async def test_the_name_is_only_a_label(client: httpx.AsyncClient, token: str,
                                headers=_auth(token))
     assert answer.status_code == 200
     assert sorted(data_dir.rglob("*")) == before
+
+
+async def test_checks_past_the_concurrency_bound_are_429_with_retry_after(
+    client: httpx.AsyncClient, token: str, app: FastAPI
+) -> None:
+    text = LOCAL.read_text(encoding="utf-8")
+    first = await client.post(URL, json={"profile": text}, headers=_auth(token))
+    assert first.status_code == 200
+    slots = app.state.profile_check_slots
+    taken = [slots.acquire(blocking=False) for _ in range(CONCURRENT_CHECKS)]
+    assert all(taken)  # every slot free again after the first check
+    try:
+        busy = await client.post(URL, json={"profile": text}, headers=_auth(token))
+        assert busy.status_code == 429, busy.text
+        assert busy.headers["retry-after"] == "2"
+    finally:
+        for _ in taken:
+            slots.release()
+    again = await client.post(URL, json={"profile": text}, headers=_auth(token))
+    assert again.status_code == 200
+
+
+async def test_bytes_that_are_not_utf8_are_refused_not_500(
+    client: httpx.AsyncClient, token: str
+) -> None:
+    answer = await client.post(URL, content=b'{"profile": "facility: \xff\xfe"}',
+                               headers={**_auth(token), "Content-Type": "application/json"})
+    assert answer.status_code in (400, 422), answer.text
+    typed = await client.post(URL, json={"profile": 42}, headers=_auth(token))
+    assert typed.status_code == 422

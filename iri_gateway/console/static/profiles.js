@@ -60,7 +60,7 @@ async function check(event) {
     const report = await call("/facility/profile-check", {
       method: "POST", body: { profile: document.getElementById("profile-text").value, name },
     });
-    say("check-status", report.passed ? "The profile loads and every sample job passed."
+    say("check-status", report.passed ? "The profile loads and no sample job failed."
       : "The profile loads, but some sample jobs failed.");
     showMatrix(report);
   } catch (error) {
