@@ -150,7 +150,8 @@ def install(app: FastAPI) -> None:
                 loc = loc[1:]
             reason = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
             if detail.get("type") == "extra_forbidden":
-                reason = "unknown field; the IRI JobSpec does not define it"
+                # Any request body (a JobSpec, a template, a profile check), not only a JobSpec
+                reason = "unknown field; this request's schema does not define it"
             params.append({"name": json_path(loc), "reason": reason})
         return problem(request, 422, "Unprocessable Entity", REQUEST_NOT_VALID, params)
 

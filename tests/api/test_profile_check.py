@@ -174,3 +174,14 @@ async def test_bytes_that_are_not_utf8_are_refused_not_500(
     assert answer.status_code in (400, 422), answer.text
     typed = await client.post(URL, json={"profile": 42}, headers=_auth(token))
     assert typed.status_code == 422
+
+
+
+async def test_an_unknown_field_is_named_without_blaming_the_jobspec(
+    client: httpx.AsyncClient, token: str
+) -> None:
+    answer = await client.post(URL, json={"profile": "x: 1", "colour": "red"},
+                               headers=_auth(token))
+    assert answer.status_code == 422, answer.text
+    reasons = {p["name"]: p["reason"] for p in answer.json()["invalid_params"]}
+    assert reasons == {"colour": "unknown field; this request's schema does not define it"}
