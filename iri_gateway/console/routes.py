@@ -33,7 +33,7 @@ _HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 _MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml",
-                ".png": "image/png"}
+                ".png": "image/png", ".json": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Page:
 PAGES = (
     Page("sign-in", "Sign in", "sign-in.js", in_menu=False),
     Page("sites", "Sites", "sites.js"),
+    Page("try", "Try a job", "try.js"),
     Page("jobs", "Jobs", "jobs.js"),
     Page("profiles", "Profiles", "profiles.js"),
 )
@@ -108,7 +109,8 @@ for _page in PAGES:
 
 @router.get("/console/static/{name}")
 async def asset(name: str) -> Response:
-    """One shipped asset (JavaScript module, style sheet, icon), or a 404 problem."""
+    """One shipped asset (JavaScript module, style sheet, icon, example JobSpec), or a 404
+    problem."""
     path = _assets().get(name)
     if path is None:
         raise ApiProblem(404, "Not Found", f"the console has no asset {name!r}")

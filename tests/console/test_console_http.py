@@ -3,6 +3,7 @@ every console answer, and paths outside the console staying the API's 404 proble
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -20,7 +21,7 @@ def test_the_root_leads_to_the_sites_page(console: Console) -> None:
 
 
 @pytest.mark.parametrize("path", ["/console/sign-in", "/console/sites", "/console/jobs",
-                                  "/console/profiles"])
+                                  "/console/profiles", "/console/try"])
 def test_pages_are_shells_under_a_strict_content_security_policy(
     console: Console, path: str
 ) -> None:
@@ -41,9 +42,28 @@ def test_pages_are_shells_under_a_strict_content_security_policy(
 def test_every_shipped_asset_is_served_with_its_type(console: Console, name: str) -> None:
     answer = httpx.get(f"{console.url}/console/static/{name}")
     assert answer.status_code == 200
-    expected = {"js": "text/javascript", "css": "text/css", "svg": "image/svg+xml"}
+    expected = {"js": "text/javascript", "css": "text/css", "svg": "image/svg+xml",
+                "json": "application/json"}
     assert answer.headers["content-type"].split(";")[0] == expected[name.rsplit(".", 1)[1]]
     assert answer.content == (STATIC_DIR / name).read_bytes()
+
+
+EXAMPLES = sorted(p.name for p in STATIC_DIR.glob("example-*.json"))
+
+
+def test_the_try_page_ships_its_four_examples() -> None:
+    assert EXAMPLES == ["example-flavours.json", "example-gpu-mpi.json", "example-plain.json",
+                        "example-roles.json"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_is_a_jobspec_the_gateway_places(console: Console, name: str) -> None:
+    """The Try a job page's examples are valid JobSpecs: placement ranks them (no 422)."""
+    spec = json.loads((STATIC_DIR / name).read_text(encoding="utf-8"))
+    answer = httpx.post(f"{console.url}/api/v2/compute/placement", json=spec,
+                        headers={"Authorization": f"Bearer {console.admin}"})
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()) == len(console.capabilities())
 
 
 @pytest.mark.parametrize("path", [

@@ -29,9 +29,10 @@ export class ApiError extends Error {
   }
 }
 
-/** Call `/api/v2` + path; resolves to the decoded JSON (null for 204), rejects with ApiError. */
-export async function call(path, { method = "GET", body, token = storedToken() } = {}) {
-  const headers = { Accept: "application/json" };
+/** Call `/api/v2` + path (with `headers` added); resolves to the decoded JSON (null for 204), rejects with ApiError. */
+export async function call(path, { method = "GET", body, token = storedToken(),
+  headers: extra = {} } = {}) {
+  const headers = { ...extra, Accept: "application/json" };
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(`/api/v2${path}`, {

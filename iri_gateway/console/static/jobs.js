@@ -1,6 +1,7 @@
 // Jobs: the caller's jobs on every resource (POST /compute/status/{resource}), refreshed every
 // few seconds; a cluster job unfolds into its members (meta_data.members), primary first;
 // cancel is DELETE /compute/cancel/{resource}/{id}. The API shows only the caller's jobs.
+// `?job=ID` opens that job's details.
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
 import { expired, requireSignIn } from "./shell.js";
@@ -212,6 +213,10 @@ async function tick() {
 }
 
 if (requireSignIn()) {
+  // /console/jobs?job=ID (the Try a job page's link after a submission) opens that job's
+  // details: its history and output.
+  const asked = new URLSearchParams(location.search).get("job");
+  if (asked) detailed.add(asked);
   document.getElementById("job-filters").addEventListener("input", () => render());
   document.getElementById("job-filters").addEventListener("submit", (e) => e.preventDefault());
   try {
