@@ -148,3 +148,30 @@ def test_a_job_submitted_from_the_page_completes_and_shows_its_output(
     wait_for(page, f"document.querySelector(`tr[data-detail-of='{job_id}'] .output-stdout pre`)"
                    "?.textContent === 'hello from the console $(not a command)\\n'", 30)
     screenshots(page, "try-submitted")
+
+
+def test_flavours_show_which_was_chosen_rejected_or_outranked_and_why(
+    page: WebDriver, console: Console
+) -> None:
+    open_try(page, console)
+    example(page, "flavours")
+    spec = (STATIC_DIR / "example-flavours.json").read_text(encoding="utf-8")
+    placements = httpx.post(f"{console.url}/api/v2/compute/placement", content=spec,
+                            headers={"Authorization": f"Bearer {console.admin}",
+                                     "Content-Type": "application/json"}).json()
+    statuses = set()
+    for placement in placements:
+        rows = page.execute_script(
+            f"return [...document.querySelectorAll(`article[data-resource='"
+            f"{placement['resource']}'] table.flavours tbody tr`)].map("
+            "r => [...r.cells].map(c => c.textContent))")
+        assert rows == [[f["name"], str(f["priority"]), f["status"], f["reason"] or ""]
+                        for f in placement["flavours"]], placement["resource"]
+        statuses |= {f["status"] for f in placement["flavours"]}
+    # The shipped sites give each outcome somewhere: cuda on the GPU sites, cpu elsewhere.
+    assert statuses == {"chosen", "rejected", "outranked"}, statuses
+    local = next(p for p in placements if p["resource"] == "local")
+    chosen = page.execute_script(
+        "return document.querySelector(`article[data-resource='local'] dl.facts`).textContent")
+    assert f"flavour{local['flavour']} (priority {local['priority']})" in chosen
+    screenshots(page, "try-flavours")
