@@ -71,14 +71,15 @@ function flavourTable(flavours) {
       el("td", { class: "message" }, f.reason || "")))));
 }
 
-function submitButton(resource) {
+/** Submits the JobSpec as checked (the one whose script is shown), not later edits. */
+function submitButton(spec, resource) {
   const button = el("button", { type: "button", class: "submit", "data-resource": resource },
     `Submit to ${resource}`);
-  button.addEventListener("click", () => submit(resource, button));
+  button.addEventListener("click", () => submit(spec, resource, button));
   return button;
 }
 
-function resourceCard(placement) {
+function resourceCard(spec, placement) {
   const id = placement.resource;
   const verdict = placement.runnable ? "can run" : "cannot run";
   const card = el("article", { class: `card placement ${placement.runnable ? "runnable"
@@ -97,7 +98,7 @@ function resourceCard(placement) {
     return card;
   }
   const script = el("div", { class: "script" }, el("p", { class: "note" }, "planning…"));
-  card.append(script, submitButton(id));
+  card.append(script, submitButton(spec, id));
   return card;
 }
 
@@ -148,7 +149,7 @@ async function check() {
     document.getElementById("placement-summary").textContent =
       `${runnable.length} of ${placements.length} resource(s) can run it`
       + (runnable.length ? `; best first: ${runnable.map((p) => p.resource).join(", ")}.` : ".");
-    const cards = placements.map(resourceCard);
+    const cards = placements.map((p) => resourceCard(spec, p));
     fill(document.getElementById("placements"), cards);
     document.getElementById("placement-section").hidden = false;
     await Promise.all(placements.map((p, i) => (p.runnable
@@ -173,8 +174,7 @@ function schedule() {
   timer = setTimeout(check, DEBOUNCE_MS);
 }
 
-async function submit(resource, button) {
-  const spec = JSON.parse(editor.value);
+async function submit(spec, resource, button) {
   const project = document.getElementById("project").value;
   const inSpec = spec.attributes && spec.attributes.account;
   const submitted = document.getElementById("submitted");
