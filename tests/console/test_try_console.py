@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from iri_gateway.console.routes import STATIC_DIR
@@ -175,3 +176,28 @@ def test_flavours_show_which_was_chosen_rejected_or_outranked_and_why(
         "return document.querySelector(`article[data-resource='local'] dl.facts`).textContent")
     assert f"flavour{local['flavour']} (priority {local['priority']})" in chosen
     screenshots(page, "try-flavours")
+
+
+def test_the_cluster_example_from_the_keyboard_shows_every_plan_as_the_api_gives_it(
+    page: WebDriver, console: Console
+) -> None:
+    """Each runnable resource's script is the plan API's, the members' roles included."""
+    open_try(page, console)
+    button = page.find_element(By.CSS_SELECTOR, "button[data-example='roles']")
+    page.execute_script("arguments[0].focus()", button)
+    button.send_keys(Keys.ENTER)
+    wait_for(page, f"{CHECKED} === 'Checked.'", 30)
+    spec = (STATIC_DIR / "example-roles.json").read_text(encoding="utf-8")
+    auth = {"Authorization": f"Bearer {console.admin}", "Content-Type": "application/json"}
+    placements = httpx.post(f"{console.url}/api/v2/compute/placement", content=spec,
+                            headers=auth).json()
+    runnable = [p["resource"] for p in placements if p["runnable"]]
+    assert runnable, placements
+    for resource in runnable:
+        plan = httpx.post(f"{console.url}/api/v2/compute/plan/{resource}", content=spec,
+                          headers=auth).json()
+        shown = page.execute_script(
+            f"return document.querySelector(`article[data-resource='{resource}'] "
+            "pre.script-text`).textContent")
+        assert shown == plan["script"], resource
+        assert "worker" in shown
