@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -84,3 +85,13 @@ def test_the_modules_never_parse_strings_as_html() -> None:
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
                      "eval(", "new Function"):
             assert sink not in text, f"{script.name} uses {sink}"
+
+
+def test_the_gpu_mpi_example_is_the_repositorys_own_without_its_account() -> None:
+    """The console's copy follows examples/gpu-mpi-job.json; only `attributes.account` (a
+    project the signed-in user may not have; the page sends the chosen project) is left out."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    repository = json.loads((examples / "gpu-mpi-job.json").read_text())
+    repository["attributes"].pop("account")
+    console = json.loads((STATIC_DIR / "example-gpu-mpi.json").read_text())
+    assert console == repository
