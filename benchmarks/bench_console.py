@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import re
 import socket
 import statistics
@@ -29,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import yaml
+from ruamel.yaml import YAML
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -55,7 +56,7 @@ def free_port() -> int:
 
 def write_profile(folder: Path, resources: int) -> Path:
     """The shipped local profile with its resource copied RESOURCES times."""
-    shipped = yaml.safe_load((ROOT / "facility_profiles" / "local.yaml").read_text())
+    shipped = YAML(typ="safe").load((ROOT / "facility_profiles" / "local.yaml").read_text())
     template = shipped["resources"][0]
     template["nodes"].pop("detect", None)  # 50 copies need not measure this machine 50 times
     shipped["facility"]["id"] = "bench"
@@ -66,7 +67,7 @@ def write_profile(folder: Path, resources: int) -> Path:
         resource["name"] = f"Site {index}"
         shipped["resources"].append(resource)
     path = folder / "bench.yaml"
-    path.write_text(yaml.safe_dump(shipped, sort_keys=False))
+    path.write_text(json.dumps(shipped, indent=1))  # JSON is YAML
     return path
 
 
