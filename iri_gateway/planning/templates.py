@@ -137,18 +137,26 @@ def shipped_templates(resources: Iterable[LoadedResource]) -> dict[str, Template
 # ---- task templates ---------------------------------------------------------------------
 
 
-def _apply_task(document: dict[str, Any], task: TaskTemplate, spec: JobSpec,
-                *, where: str) -> None:
-    """Fill `document` (a job's JSON) with `task`'s fields where the job leaves them out."""
-    executable, arguments = _program(
-        [(task.executable, task.arguments),
-         (spec.executable, spec.arguments if "arguments" in spec.model_fields_set else None)])
+def _set_program(target: dict[str, Any], task: TaskTemplate,
+                 layers: list[tuple[str | None, list[str] | None]], *, where: str) -> None:
+    """The program of `layers` (later wins), run behind the task's bootstrap if it has one,
+    written into `target` (a job's or a role's JSON) unless no layer names one."""
+    executable, arguments = _program(layers)
     if task.bootstrap is not None:
         executable, arguments = _bootstrapped(task.bootstrap, executable, arguments,
                                               field=f"{where}executable")
     if executable is not None:
-        document["executable"] = executable
-        document["arguments"] = arguments
+        target["executable"] = executable
+        target["arguments"] = arguments
+
+
+def _apply_task(document: dict[str, Any], task: TaskTemplate, spec: JobSpec,
+                *, where: str) -> None:
+    """Fill `document` (a job's JSON) with `task`'s fields where the job leaves them out."""
+    _set_program(document, task, [
+        (task.executable, task.arguments),
+        (spec.executable, spec.arguments if "arguments" in spec.model_fields_set else None),
+    ], where=where)
     if task.environment:
         document["environment"] = {**task.environment, **spec.environment}
     resources = _resources([_set_fields(task.resources), _set_fields(spec.resources)])
@@ -226,13 +234,7 @@ def _role(spec: JobSpec, task: TaskTemplate, name: str, count: int, role: Role |
     ]
     if role is not None:
         layers.append((role.executable, role.arguments))
-    executable, arguments = _program(layers)
-    if task.bootstrap is not None:
-        executable, arguments = _bootstrapped(task.bootstrap, executable, arguments,
-                                              field=f"{where}executable")
-    if executable is not None:
-        entry["executable"] = executable
-        entry["arguments"] = arguments
+    _set_program(entry, task, layers, where=where)
     # The role's values win over the job's top level, so the task's values that the job
     # sets at its top level are left out: the job's then apply.
     environment = {key: value for key, value in task.environment.items()
