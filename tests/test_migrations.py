@@ -279,7 +279,7 @@ def test_a_revision_0003_database_gains_the_templates_table_and_keeps_its_jobs(
     assert revision_of(database_url) == "0004"
     kept = store.get("kept")
     assert kept is not None and kept.state == JobState.QUEUED
-    templates = TemplateStore(store.engine)
+    templates = TemplateStore(store)
     assert templates.names("alice") == []
     templates.put("alice", "base", TaskTemplate(kind="task", image="docker.io/library/bash"))
     assert templates.names("alice") == ["base"]

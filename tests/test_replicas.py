@@ -256,3 +256,22 @@ def test_the_reconcile_leaves_a_live_replicas_submission_and_takes_a_dead_ones(
     assert done.state == JobState.COMPLETED and done.claimed_by is None
     assert b.reconcile(settle=5) == []
 
+
+
+def test_on_sqlite_the_heartbeat_and_the_leases_write_in_the_job_stores_turn(
+    tmp_path: Path,
+) -> None:
+    """A heartbeat written beside the job store's turns could hold SQLite's lock while its
+    thread waited for the interpreter, and a job write past SQLite's busy time-out failed
+    ("database is locked", a 500 in a CI run of 64 launches at once). Every writer of one
+    process now takes the store's turn: while a job write holds it, the heartbeat and a
+    lease wait, then go through."""
+    store = JobStore(f"sqlite:///{tmp_path}/jobs.db")
+    replica = Replica(store)
+    beaten, leased = threading.Event(), threading.Event()
+    with store.writing():
+        threading.Thread(target=lambda: replica.beat() and beaten.set()).start()
+        threading.Thread(target=lambda: replica.hold(["poll:local"]) and leased.set()).start()
+        assert not beaten.wait(0.5) and not leased.is_set(), "they wait for the turn"
+    assert beaten.wait(10) and leased.wait(10), "and go through after it"
+    assert replica.leases() == ["poll:local"]

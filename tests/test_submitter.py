@@ -290,3 +290,32 @@ def test_close_drops_waiting_retries_and_the_next_start_sends_them(tmp_path: Pat
         assert again.store.get(record.id).native_id is not None  # type: ignore[union-attr]
     finally:
         again.close()
+
+
+def test_a_fault_of_the_first_attempt_answers_the_job_accepted_and_the_reconcile_sends_it(
+    engine: Engine,
+) -> None:
+    """A fault that is neither the scheduler's answer nor the transport's (the database busy
+    past its time-out, a bug) once reached the client as a bare 500 although the job was
+    recorded; a client sending it again made two jobs. Now the job is answered `new`, its
+    message naming the fault, and the reconcile sends it once."""
+    scheduler = Scheduler(engine)
+    real = scheduler.real
+    faults = [RuntimeError("database is locked")]
+
+    def fail_once(script: str, *, tag: str) -> str:
+        if faults:
+            raise faults.pop()
+        return real(script, tag=tag)
+
+    scheduler.real = fail_once
+    record = engine.submit(owner="alice", resource_id="local", spec=JOB).record
+    assert record.state == JobState.NEW
+    assert "the first attempt to send it failed (RuntimeError: database is locked)" in (
+        record.message or "")
+    stored = settled(engine, record.id, lambda r: r.claimed_by is None)
+    assert stored.native_id is None and scheduler.calls == 1
+    actions = engine.reconcile(settle=0)
+    assert actions == [f"{record.id}: resubmitted (the scheduler never saw it)"]
+    assert scheduler.calls == 2
+    assert settled(engine, record.id, lambda r: r.native_id is not None).state != JobState.FAILED

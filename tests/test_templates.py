@@ -274,7 +274,7 @@ def test_a_facility_template_shadows_a_users_of_the_same_name(tmp_path: Any) -> 
         TemplateStore,
     )
 
-    store = TemplateStore(JobStore(f"sqlite:///{tmp_path}/jobs.db").engine)
+    store = TemplateStore(JobStore(f"sqlite:///{tmp_path}/jobs.db"))
     store.put("alice", "shell", TaskTemplate(kind="task", executable="/bin/mine"))
     shipped = TaskTemplate(kind="task", executable="/bin/site")
     book = TemplateBook(store, {"shell": FacilityTemplate("site", shipped)})

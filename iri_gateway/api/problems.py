@@ -11,6 +11,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -32,6 +34,7 @@ from iri_gateway.errors import (
 )
 from iri_gateway.service.auth import AuthenticationError
 from iri_gateway.service.backends import NoAccountError
+from iri_gateway.service.database import DatabaseError, transient
 from iri_gateway.service.engine import (
     IdempotencyConflictError,
     JobNotChangeableError,
@@ -70,6 +73,7 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (RestartError, 409, "Conflict"),
     (SchedulerError, 502, "Bad Gateway"),
     (TransportError, 503, "Service Unavailable"),
+    (DatabaseError, 503, "Service Unavailable"),
     (TemplateError, 500, "Internal Server Error"),
     (ProfileError, 500, "Internal Server Error"),
 ]
@@ -129,12 +133,30 @@ def install(app: FastAPI) -> None:
         for kind, status, title in _STATUS:
             if isinstance(error, kind):
                 headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-                if isinstance(error, SchedulerUnavailableError | TransportError):
+                if isinstance(error, SchedulerUnavailableError | TransportError | DatabaseError):
                     # Transient: the scheduler or the login node is unavailable for now; the
                     # client may send the same request again after the pause (RFC 9110).
                     headers = {"Retry-After": str(error.retry_after)}
                 return problem(request, status, title, str(error), _params(error), headers)
         return problem(request, 500, "Internal Server Error", str(error))
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeoutError)
+    async def database_fault(request: Request, error: Exception) -> JSONResponse:
+        # The database was unreachable or busy past its time-outs: transient, not the
+        # request's fault. (A refused constraint is a bug unless caught where it means
+        # something: it stays a 500.)
+        assert isinstance(error, OperationalError | InterfaceError | PoolTimeoutError)
+        return await gateway_error(request, transient(error))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+        # A bug: still a problem document, so clients parse one kind of error. The server
+        # logs the traceback (Starlette raises the error on after this answer is sent).
+        return problem(request, 500, "Internal Server Error",
+                       f"the gateway failed on this request ({type(error).__name__}); its log "
+                       "has the details. This is a fault of the gateway, not of the request")
 
     @app.exception_handler(ApiProblem)
     async def api_problem(request: Request, error: ApiProblem) -> JSONResponse:

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from iri_gateway.errors import GatewayError
 
@@ -22,10 +22,24 @@ _POSTGRES_SCHEMES = ("postgresql", "postgres")
 class DatabaseError(GatewayError):
     """The store's database cannot be used: a bad URL, no server, a schema it cannot run on.
 
-    The message names the database without its password and says why, in one line.
+    The message names the database without its password and says why, in one line. A
+    transient fault: `retry_after` is the pause, in seconds, suggested to clients.
     """
 
     code = "database_unavailable"
+    retry_after = 5
+
+
+def transient(error: SQLAlchemyError) -> DatabaseError:
+    """A fault of the database while it was in use (it refused or lost the connection, a
+    lock or the connection pool did not free up in time), as a DatabaseError in one line:
+    the request may succeed when sent again."""
+    if isinstance(error, DBAPIError) and error.orig is not None:
+        reason = " ".join(str(error.orig).split())
+    else:
+        reason = " ".join(str(error).split()).split(" (Background on this error")[0]
+    return DatabaseError(f"the gateway's database did not take the request: {reason[:300]}; "
+                         "nothing was changed by this request, send it again")
 
 
 def normalise_url(url: str) -> str:

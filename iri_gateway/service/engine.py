@@ -127,7 +127,7 @@ class Engine:
         self.submitter = submitter or Submitter()
         """Runs the scheduler commands of submissions, cancels and updates off the caller's
         thread, a bounded number at a time per resource (see `submitter`)."""
-        self.templates = TemplateBook(TemplateStore(store.engine, clock=clock),
+        self.templates = TemplateBook(TemplateStore(store, clock=clock),
                                       facility_templates(registry))
         """The job templates: each user's own and the facility's (see `templates`)."""
 
@@ -299,11 +299,25 @@ class Engine:
     def _awaited(self, future: Future[JobRecord], job_id: str,
                  wait: float | None) -> JobRecord:
         """The outcome of `future` within `wait` seconds; else the job with what is being
-        done in its message. The scheduler's refusal is raised."""
+        done in its message. The scheduler's refusal is raised.
+
+        Any other fault of the attempt (the database busy past its time-out, a bug) does
+        not undo the job: it is recorded and accepted, the attempt gave up its claim, and
+        the reconcile sends it. The answer says so instead of a 500 that would make the
+        client send a second job."""
         try:
             return future.result(timeout=wait)
         except FutureTimeout:
             pass
+        except SchedulerError:
+            raise
+        except Exception as fault:
+            log.error("the first attempt to send job %s failed; the reconcile sends it",
+                      job_id, exc_info=fault)
+            record = self._current(job_id)
+            said = " ".join(str(fault).split())[:300]
+            return replace(record, message=f"{record.message}; the first attempt to send it "
+                           f"failed ({type(fault).__name__}: {said}), the reconcile sends it")
         record = self._current(job_id)
         if record.state == JobState.NEW and len(record.history) == 1:  # nothing said yet
             doing = ("being sent to the scheduler" if future.running()

@@ -118,7 +118,7 @@ class Replica:
                     f"{now - other.heartbeat_at:.0f} s ago); a SQLite store serves one "
                     "process: stop that one, or give every replica the same PostgreSQL "
                     "store (--database-url)")
-        with self._sessions.begin() as session:
+        with self._store.writing() as session:
             session.execute(delete(ReplicaRow).where(
                 or_(ReplicaRow.stopped_at < now - FORGET_AFTER,
                     ReplicaRow.heartbeat_at < now - FORGET_AFTER)))
@@ -146,7 +146,7 @@ class Replica:
         database did not take it."""
         now = self._clock()
         try:
-            with self._sessions.begin() as session:
+            with self._store.writing() as session:
                 session.execute(update(ReplicaRow).where(ReplicaRow.id == self.id)
                                 .values(heartbeat_at=now, stopped_at=None))
         except SQLAlchemyError as error:
@@ -165,7 +165,7 @@ class Replica:
             self._thread = None
         try:
             released = self._store.release_all(self.id)
-            with self._sessions.begin() as session:
+            with self._store.writing() as session:
                 session.execute(delete(LeaseRow).where(LeaseRow.holder == self.id))
                 session.execute(update(ReplicaRow).where(ReplicaRow.id == self.id)
                                 .values(stopped_at=self._clock()))
@@ -233,7 +233,7 @@ class Replica:
 
     def _take(self, name: str, holder: str | None, live: list[str], now: float) -> bool:
         try:
-            with self._sessions.begin() as session:
+            with self._store.writing() as session:
                 if holder is None:
                     session.add(LeaseRow(name=name, holder=self.id, taken_at=now))
                     return True

@@ -249,11 +249,18 @@ class JobStore:
             yield session
 
     @contextmanager
-    def _writing(self) -> Iterator[Session]:
-        """A session for a write. On SQLite this process's writers take turns on a lock of
-        their own: SQLite lets one writer in at a time and makes the others retry with
-        growing sleeps (up to 100 ms each; measured: 16 threads writing, p99 460 ms), while a
-        lock hands the turn over at once. PostgreSQL writes rows concurrently."""
+    def writing(self) -> Iterator[Session]:
+        """A session for a write, committed at the end: every writer of this database in
+        this process (the job store, the replica's heartbeat and leases, the templates)
+        takes one.
+
+        On SQLite this process's writers take turns on a lock of their own: SQLite lets one
+        writer in at a time and makes the others retry with growing sleeps (up to 100 ms
+        each; measured: 16 threads writing, p99 460 ms), while a lock hands the turn over at
+        once. A writer outside the turn (once: the heartbeat) could hold SQLite's lock while
+        its thread waits for the interpreter behind a hundred busy ones, and a job write
+        past SQLite's busy time-out failed with "database is locked". PostgreSQL writes rows
+        concurrently."""
         if self._write_lock is None:
             with self._session() as session:
                 yield session
@@ -296,7 +303,7 @@ class JobStore:
             updated_at=now, claimed_by=claimed_by, cancel_sent=False,
         )
         try:
-            with self._writing() as session:
+            with self.writing() as session:
                 session.add(row)
         except IntegrityError:
             earlier = (self.by_idempotency_key(owner, idempotency_key)
@@ -396,7 +403,7 @@ class JobStore:
         if others:  # else any holder is dead or this replica
             query = query.where(or_(JobRow.claimed_by.is_(None),
                                     JobRow.claimed_by.not_in(others)))
-        with self._writing() as session:
+        with self.writing() as session:
             result = session.execute(
                 query
                 .values(claimed_by=replica_id).execution_options(synchronize_session=False))
@@ -406,7 +413,7 @@ class JobStore:
 
     def release(self, job_id: str, replica_id: str) -> None:
         """End `replica_id`'s claim on the job (nothing when another replica holds it)."""
-        with self._writing() as session:
+        with self.writing() as session:
             session.execute(
                 update(JobRow).where(JobRow.id == job_id, JobRow.claimed_by == replica_id)
                 .values(claimed_by=None).execution_options(synchronize_session=False))
@@ -414,7 +421,7 @@ class JobStore:
 
     def release_all(self, replica_id: str) -> int:
         """End every claim of `replica_id` (a replica that stops); how many there were."""
-        with self._writing() as session:
+        with self.writing() as session:
             result = session.execute(
                 update(JobRow).where(JobRow.claimed_by == replica_id)
                 .values(claimed_by=None).execution_options(synchronize_session=False))
@@ -452,7 +459,7 @@ class JobStore:
         if not changes:
             return
         now = self._clock()
-        with self._writing() as session:
+        with self.writing() as session:
             rows = {row.id: row for row in session.scalars(
                 select(JobRow).where(JobRow.id.in_([change.job_id for change in changes]))
             )}
@@ -473,7 +480,7 @@ class JobStore:
 
     def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
         now = self._clock()
-        with self._writing() as session:
+        with self.writing() as session:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
@@ -482,7 +489,7 @@ class JobStore:
         return self._remember(record)
 
     def _update(self, job_id: str, **fields: Any) -> JobRecord:
-        with self._writing() as session:
+        with self.writing() as session:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
@@ -496,7 +503,7 @@ class JobStore:
         """A submission refused before the scheduler saw it, the client told to try again:
         the record ends `failed` and gives up its idempotency key (one commit), so the retry
         with the same key submits afresh instead of replaying this refusal."""
-        with self._writing() as session:
+        with self.writing() as session:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)

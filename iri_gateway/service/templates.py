@@ -17,7 +17,6 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
@@ -31,6 +30,7 @@ from iri_gateway.models.templates import (
 )
 from iri_gateway.planning.templates import Expanded, FacilityTemplate, closest, expand
 from iri_gateway.service.schema import TemplateRow
+from iri_gateway.service.store import JobStore
 
 MAX_TEMPLATES_PER_USER = 1024
 """Templates one user may keep: the table cannot grow without bound through one account."""
@@ -57,10 +57,11 @@ class TemplateLimitError(GatewayError):
 
 
 class TemplateStore:
-    """The users' templates in the database (same engine as the job store)."""
+    """The users' templates in the database (the job store's, written in its turns)."""
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
-        self._sessions = sessionmaker(engine, expire_on_commit=False)
+    def __init__(self, store: JobStore, *, clock: Callable[[], float] = time.time) -> None:
+        self._sessions = sessionmaker(store.engine, expire_on_commit=False)
+        self._writing = store.writing
         self._clock = clock
 
     def names(self, owner: str) -> list[str]:
@@ -92,7 +93,7 @@ class TemplateStore:
         body: dict[str, Any] = _TEMPLATE.dump_python(template, mode="json", exclude_unset=True)
         for _attempt in range(3):
             now = self._clock()
-            with self._sessions.begin() as session:
+            with self._writing() as session:
                 changed = getattr(session.execute(
                     update(TemplateRow).where(TemplateRow.owner == owner,
                                               TemplateRow.name == name)
@@ -104,7 +105,7 @@ class TemplateStore:
                     f"user {owner!r} keeps {MAX_TEMPLATES_PER_USER} templates, the most one "
                     "user may; delete one first")
             try:
-                with self._sessions.begin() as session:
+                with self._writing() as session:
                     session.add(TemplateRow(owner=owner, name=name, body=body,
                                             created_at=now, updated_at=now))
                 return True
@@ -114,7 +115,7 @@ class TemplateStore:
                            "while it was being written")
 
     def delete(self, owner: str, name: str) -> bool:
-        with self._sessions.begin() as session:
+        with self._writing() as session:
             return bool(getattr(session.execute(
                 delete(TemplateRow).where(TemplateRow.owner == owner,
                                           TemplateRow.name == name)), "rowcount", 0))

@@ -241,7 +241,7 @@ def test_the_store_decides_a_race_on_both_databases(database_url: str) -> None:
     other becomes an update; both bodies whole, the last stands."""
     from iri_gateway.service.store import JobStore
 
-    store = TemplateStore(JobStore(database_url).engine)
+    store = TemplateStore(JobStore(database_url))
     barrier = threading.Barrier(8)
     created: list[bool] = []
 

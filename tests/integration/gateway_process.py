@@ -36,6 +36,13 @@ class Gateway:
     pid: int = 0
     """The server process (for a test that kills it)."""
 
+    def tracebacks(self, limit: int = 20_000) -> str:
+        """The server log from its first traceback on (at most `limit` characters), for an
+        assertion's message: a 500 in a CI run says what raised it."""
+        text = self.log.read_text(errors="replace")
+        start = text.find("Traceback")
+        return "(no traceback in the server log)" if start < 0 else text[start:start + limit]
+
     def headers(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", "X-IRI-Facility-Project": "proj1",
                 **extra}

@@ -111,7 +111,8 @@ def test_64_concurrent_launches_over_ssh_are_all_accounted_for(
             assert len(responses) == CLIENTS * LAUNCHES_PER_CLIENT
             unclean = [(r.status_code, r.text[:300]) for r in responses
                        if not (r.is_success or r.status_code == 503)]
-            assert unclean == [], "every launch is accepted or cleanly refused"
+            assert unclean == [], (
+                f"every launch is accepted or cleanly refused; {gateway.tracebacks()}")
             accepted: list[str] = []
             for answer in responses:
                 if answer.is_success:
