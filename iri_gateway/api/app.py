@@ -22,6 +22,7 @@ from iri_gateway.api.routers import (
     facility,
     filesystem,
     health,
+    me,
     profile_check,
     status,
     templates,
@@ -77,7 +78,8 @@ def _authenticator(settings: Settings, tokens: TokenFile) -> Authenticator:
         return JwtVerifier(
             jwks_url=settings.jwks_url, issuer=settings.jwt_issuer,
             audience=settings.jwt_audience, username_claim=settings.jwt_username_claim,
-            projects_claim=settings.jwt_projects_claim,
+            projects_claim=settings.jwt_projects_claim, roles_claim=settings.jwt_roles_claim,
+            admin_role=settings.jwt_admin_role,
         )
     return tokens
 
@@ -131,7 +133,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.state.started = False
     app.state.poller = None
-    for module in (facility, status, account, compute, templates, filesystem, health,
+    for module in (facility, status, account, me, compute, templates, filesystem, health,
                    profile_check):
         app.include_router(module.router)
     app.include_router(compute.extensions)

@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from iri_gateway.api.problems import ApiProblem
 from iri_gateway.service.auth import Authenticator, Principal
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.settings import Settings
@@ -37,6 +38,21 @@ async def get_principal(
 ) -> Principal:
     authenticator: Authenticator = request.app.state.authenticator
     return authenticator.authenticate(credentials.credentials if credentials else None)
+
+
+async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    """The caller, if a facility admin; anybody else is refused (403) before the route's body
+    is looked at, so a refused call costs nothing."""
+    if not principal.admin:
+        raise ApiProblem(403, "Forbidden", f"user {principal.user!r} is not a facility admin, "
+                         f"and only facility admins may do this; {principal.admin_hint}")
+    return principal
+
+
+ADMIN_ONLY = {"description": "The caller's token is not a facility admin's; the problem's "
+              "detail says how an administrator grants the role (`iri-gateway token USER "
+              "--admin`, or the identity provider's admin role)"}
+"""The 403 of an admin-only route, for its OpenAPI `responses`."""
 
 
 def _takes_many(annotation: Any) -> bool:
@@ -76,3 +92,4 @@ async def single_valued_query(request: Request) -> None:
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+AdminDep = Annotated[Principal, Depends(get_admin)]

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 EXIT_ERROR = 1
 EXIT_CANNOT_RUN = 2
 FIRST_PROJECT = "demo"
-"""The project of the admin token the first `serve` creates (the README's first example)."""
+"""The project of the admin token (user `admin`, admin role) the first `serve` creates (the
+README's first example)."""
 
 app = typer.Typer(
     help="HPC job-spec gateway: portable container JobSpecs -> Slurm/PBS batch scripts.",
@@ -379,9 +380,9 @@ def serve(
         _fail(str(error))
     created = not settings.tokens_path.exists()
     if created:
-        token = TokenFile(settings.tokens_path).issue("admin", [FIRST_PROJECT])
+        token = TokenFile(settings.tokens_path).issue("admin", [FIRST_PROJECT], admin=True)
         consoles.err().print(
-            f"Created {settings.tokens_path} with a token for user 'admin' and project "
+            f"Created {settings.tokens_path} with an admin token for user 'admin' and project "
             f"{FIRST_PROJECT!r} (shown once):\n  {token}\nSend it as 'Authorization: "
             f"Bearer TOKEN' with 'X-IRI-Facility-Project: {FIRST_PROJECT}'; more users "
             "and projects: iri-gateway token USER --project PROJECT", markup=False)
@@ -434,13 +435,17 @@ def token_create(
         typer.Option("--project", help="Project the user may charge (repeatable); a token "
                      "without projects may charge none."),
     ] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin", help="Give the token the facility admin role (needed "
+                           "to check profiles, e.g. on the console's Profiles page).")
+    ] = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a bearer token for USER in the server's tokens file and print it (once)."""
     from iri_gateway.service.auth import TokenFileError
 
     try:
-        token = _tokens_file(data_dir).issue(user, project or [])
+        token = _tokens_file(data_dir).issue(user, project or [], admin=admin)
     except TokenFileError as error:
         _fail(str(error))
     sys.stdout.write(token + "\n")
@@ -451,7 +456,8 @@ def token_create(
 
 @token_app.command("list")
 def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> None:
-    """List the issued tokens: id, user, projects, creation time (never the tokens)."""
+    """List the issued tokens: id, user, projects, admin role, creation time (never the
+    tokens)."""
     from iri_gateway.service.auth import TokenFileError
 
     try:
@@ -460,18 +466,19 @@ def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> N
         _fail(str(error))
     if as_json:
         document = [{"id": e.id, "user": e.user, "projects": list(e.projects),
-                     "created": e.created} for e in entries]
+                     "admin": e.admin, "created": e.created} for e in entries]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
     from rich.table import Table
 
     table = Table(title=f"Tokens ({len(entries)})")
-    for column in ("id", "user", "projects", "created"):
+    for column in ("id", "user", "projects", "admin", "created"):
         table.add_column(column, no_wrap=True)
     for entry in entries:
         created = "-" if entry.created is None else datetime.fromtimestamp(
             entry.created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        table.add_row(entry.id, entry.user, ", ".join(entry.projects) or "-", created)
+        table.add_row(entry.id, entry.user, ", ".join(entry.projects) or "-",
+                      "admin" if entry.admin else "-", created)
     consoles.out().print(table)
 
 

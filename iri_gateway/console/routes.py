@@ -38,12 +38,18 @@ _MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg
 
 @dataclass(frozen=True)
 class Page:
-    """One page of the console: its path under /console/, title and module."""
+    """One page of the console: its path under /console/, title and module.
+
+    An `admin_only` page's menu entry starts hidden and shell.js shows it to facility admins
+    (`GET /account/me`); the page itself tells anybody else it is for admins, and the API
+    refuses them anyway.
+    """
 
     slug: str
     title: str
     script: str
     in_menu: bool = True
+    admin_only: bool = False
 
 
 PAGES = (
@@ -51,7 +57,7 @@ PAGES = (
     Page("sites", "Sites", "sites.js"),
     Page("try", "Try a job", "try.js"),
     Page("jobs", "Jobs", "jobs.js"),
-    Page("profiles", "Profiles", "profiles.js"),
+    Page("profiles", "Profiles", "profiles.js", admin_only=True),
 )
 
 router = APIRouter(include_in_schema=False)

@@ -9,6 +9,11 @@ instead.
 
 A caller may charge only the projects its token grants; a token that grants none may charge
 none (`Principal.may_charge`).
+
+One role exists: facility admin (`Principal.admin`), needed by what costs the server real work
+for no job, such as the profile check. In the tokens file a token is an admin token when its
+entry says `"admin": true` (`iri-gateway token USER --admin`; entries of older files, without
+the field, are not); with JWTs, when the token's roles claim holds the configured admin role.
 """
 
 from __future__ import annotations
@@ -49,13 +54,16 @@ class TokenFileError(GatewayError):
 class Principal:
     """The authenticated caller, the projects it may charge, and how a project is granted.
 
-    `grant_hint` tells a refused caller how an administrator grants a project (it differs
-    between the tokens file and an identity provider).
+    `grant_hint` tells a refused caller how an administrator grants a project, and
+    `admin_hint` how one grants the admin role (both differ between the tokens file and an
+    identity provider).
     """
 
     user: str
     projects: tuple[str, ...] = ()
     grant_hint: str = ""
+    admin: bool = False
+    admin_hint: str = ""
 
     def may_charge(self, project: str) -> bool:
         """Only a granted project may be charged; a token without projects grants none."""
@@ -71,6 +79,7 @@ class TokenEntry:
     user: str
     projects: tuple[str, ...]
     created: float | None
+    admin: bool = False
 
 
 def _digest(token: str) -> str:
@@ -82,13 +91,25 @@ def _token_grant_hint(user: str) -> str:
             f"`iri-gateway token {user} --project PROJECT`")
 
 
+def _token_admin_hint(user: str) -> str:
+    return (f"an administrator grants the admin role by issuing an admin token: "
+            f"`iri-gateway token {user} --admin`")
+
+
+def _entry(digest: str, entry: dict[str, Any]) -> TokenEntry:
+    return TokenEntry(digest[:ID_LENGTH], digest, entry["user"],
+                      tuple(entry.get("projects", [])), entry.get("created"),
+                      entry.get("admin", False))
+
+
 Signature = tuple[int, int, int]
 """(st_mtime_ns, st_size, st_ino) of the tokens file: any write (an atomic replace gives a
 new inode) changes it."""
 
 
 class TokenFile:
-    """Tokens by digest: `{"tokens": {sha256: {"user", "projects", "created"}}}`.
+    """Tokens by digest: `{"tokens": {sha256: {"user", "projects", "created", "admin"}}}`
+    (`admin` is absent from older files: such a token is not an admin token).
 
     Reads compare the file's signature on every `authenticate` (one `stat`) and re-read it
     when it changed. Writers (`issue`, `revoke`) hold an exclusive lock on `<file>.lock` for
@@ -117,7 +138,9 @@ class TokenFile:
             document = self._read()
             self._entries = {
                 digest: Principal(entry["user"], tuple(entry.get("projects", [])),
-                                  _token_grant_hint(entry["user"]))
+                                  _token_grant_hint(entry["user"]),
+                                  admin=entry.get("admin", False),
+                                  admin_hint=_token_admin_hint(entry["user"]))
                 for digest, entry in document["tokens"].items()
             }
             self._signature = signature
@@ -145,6 +168,11 @@ class TokenFile:
         ):
             raise TokenFileError(f"{self.path}: expected an object {{'tokens': {{digest: "
                                  "{'user': ..., 'projects': [...]}}}")
+        for digest, entry in tokens.items():
+            if not isinstance(entry.get("admin", False), bool):
+                raise TokenFileError(f"{self.path}: token {digest[:ID_LENGTH]} of "
+                                     f"{entry['user']!r}: 'admin' must be true or false, "
+                                     f"not {entry['admin']!r}")
         return {"tokens": tokens}
 
     def authenticate(self, token: str | None) -> Principal:
@@ -185,23 +213,21 @@ class TokenFile:
             Path(temporary).unlink(missing_ok=True)
             raise
 
-    def issue(self, user: str, projects: list[str] | None = None) -> str:
-        """Create a token for `user`, store its digest, and return the token (shown once)."""
+    def issue(self, user: str, projects: list[str] | None = None, *,
+              admin: bool = False) -> str:
+        """Create a token for `user` (an admin token with `admin`), store its digest, and
+        return the token (shown once)."""
         token = secrets.token_urlsafe(32)
         with self._locked() as document:
             document["tokens"][_digest(token)] = {
                 "user": user, "projects": list(dict.fromkeys(projects or [])),
-                "created": time.time(),
+                "created": time.time(), "admin": admin,
             }
         return token
 
     def entries(self) -> list[TokenEntry]:
         """Every issued token, oldest first (tokens of older files have no creation time)."""
-        listed = [
-            TokenEntry(digest[:ID_LENGTH], digest, entry["user"],
-                       tuple(entry.get("projects", [])), entry.get("created"))
-            for digest, entry in self._read()["tokens"].items()
-        ]
+        listed = [_entry(digest, entry) for digest, entry in self._read()["tokens"].items()]
         return sorted(listed, key=lambda e: (e.created is None, e.created or 0.0))
 
     def revoke(self, *, token_or_id: str | None = None, user: str | None = None
@@ -222,9 +248,7 @@ class TokenFile:
             if user is not None:
                 matching = {d for d, entry in tokens.items() if entry["user"] == user}
                 chosen = matching if token_or_id is None else chosen & matching
-            removed = [TokenEntry(d[:ID_LENGTH], d, tokens[d]["user"],
-                                  tuple(tokens[d].get("projects", [])),
-                                  tokens[d].get("created")) for d in sorted(chosen)]
+            removed = [_entry(d, tokens[d]) for d in sorted(chosen)]
             for digest in chosen:
                 del tokens[digest]
         return removed
@@ -246,20 +270,25 @@ class JwtVerifier:
 
     The signature (RS/ES/PS algorithms only, never `none` or HMAC), expiry, issuer and
     audience are checked; the user name comes from a configurable claim and the projects
-    from another (a list, or a space/comma separated string). Keys are cached by PyJWT's
-    JWKS client and refetched when an unknown key id appears.
+    from another (a list, or a space/comma separated string). The caller is an admin when
+    the roles claim (same forms; a dotted name such as `realm_access.roles` reaches into
+    nested objects, as Keycloak nests them) holds `admin_role`; without an `admin_role` no
+    JWT is an admin. Keys are cached by PyJWT's JWKS client and refetched when an unknown
+    key id appears.
     """
 
     ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "PS384", "PS512")
 
     def __init__(self, *, jwks_url: str, issuer: str, audience: str,
-                 username_claim: str = "sub", projects_claim: str = "projects") -> None:
+                 username_claim: str = "sub", projects_claim: str = "projects",
+                 roles_claim: str = "roles", admin_role: str | None = None) -> None:
         import jwt
 
         self._jwt = jwt
         self._keys = jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300)
         self.issuer, self.audience = issuer, audience
         self.username_claim, self.projects_claim = username_claim, projects_claim
+        self.roles_claim, self.admin_role = roles_claim, admin_role
 
     def authenticate(self, token: str | None) -> Principal:
         if not token:
@@ -279,11 +308,32 @@ class JwtVerifier:
         user = claims.get(self.username_claim)
         if not isinstance(user, str) or not user:
             raise AuthenticationError(f"the token has no {self.username_claim!r} claim")
-        projects = claims.get(self.projects_claim, [])
-        if isinstance(projects, str):
-            projects = [p for p in projects.replace(",", " ").split() if p]
-        if not isinstance(projects, list):
-            projects = []
+        projects = _names(claims.get(self.projects_claim))
         hint = (f"projects come from the token's {self.projects_claim!r} claim, which the "
                 "identity provider's administrator grants")
-        return Principal(user, tuple(str(p) for p in projects), hint)
+        return Principal(user, projects, hint, admin=self._is_admin(claims),
+                         admin_hint=self._admin_hint())
+
+    def _is_admin(self, claims: dict[str, Any]) -> bool:
+        if self.admin_role is None:
+            return False
+        value: Any = claims
+        for part in self.roles_claim.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return self.admin_role in _names(value)
+
+    def _admin_hint(self) -> str:
+        if self.admin_role is None:
+            return ("this gateway names no admin role for its identity provider's tokens; "
+                    "its operator sets IRI_GATEWAY_JWT_ADMIN_ROLE")
+        return (f"the admin role comes from the token's {self.roles_claim!r} claim holding "
+                f"{self.admin_role!r}, which the identity provider's administrator grants")
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A claim listing names: a list, or a space/comma separated string; anything else none."""
+    if isinstance(value, str):
+        return tuple(p for p in value.replace(",", " ").split() if p)
+    if isinstance(value, list):
+        return tuple(str(p) for p in value)
+    return ()

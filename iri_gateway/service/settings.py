@@ -48,6 +48,14 @@ class Settings(BaseSettings):
     jwt_audience: str | None = Field(default=None, description="Expected `aud` of tokens")
     jwt_username_claim: str = Field(default="sub", description="Claim naming the user")
     jwt_projects_claim: str = Field(default="projects", description="Claim listing projects")
+    jwt_roles_claim: str = Field(
+        default="roles", description="Claim listing the caller's roles (a list or a "
+        "space/comma separated string); a dotted name reaches into nested objects, e.g. "
+        "`realm_access.roles`")
+    jwt_admin_role: str | None = Field(
+        default=None, min_length=1,
+        description="Role in the roles claim that makes the caller a facility admin (e.g. "
+        "for the profile check); unset: no JWT is an admin")
     poll_fast: float = Field(default=1.0, gt=0, description="Seconds between early polls")
     poll_slow: float = Field(default=30.0, gt=0, description="Longest seconds between polls")
     facility_name: str = Field(default="iri-gateway", description="Name in GET /facility")

@@ -47,6 +47,13 @@ def token(app: FastAPI) -> str:
     return issued
 
 
+@pytest.fixture
+def admin_token(app: FastAPI) -> str:
+    """A facility admin's bearer token (user `root`, no project): may check profiles."""
+    issued: str = app.state.tokens.issue("root", admin=True)
+    return issued
+
+
 @pytest.fixture(scope="session")
 def official_spec() -> dict[str, Any]:
     """The official IRI Facility API v2 OpenAPI document."""

@@ -1,7 +1,9 @@
 """The Profiles page in a real headless Chromium against a real `serve`: a broken profile
 pasted in the text area shows its errors with their line numbers (as `profile check` prints
 them), markup in a profile is shown as text, and the shipped `local.yaml` picked as a file
-shows its check matrix with every cell passing, the outcome in words."""
+shows its check matrix with every cell passing, the outcome in words. The page is for facility
+admins: bob (no admin token) is not offered it, is told so when he opens it by its address,
+and the API refuses him even if he brings the form back."""
 
 from __future__ import annotations
 
@@ -14,10 +16,48 @@ from tests.console.conftest import Console, screenshots, sign_in, wait_for
 LOCAL = shipped_dir("facility_profiles") / "local.yaml"
 
 
+PROFILES_LINK = "nav a[href='/console/profiles']"
+ADMINS_ONLY = ("Only facility admins can check profiles; ask an administrator for an admin "
+               "token (iri-gateway token USER --admin).")
+
+
 def open_profiles(driver: WebDriver, console: Console) -> None:
     sign_in(driver, console, console.admin)
-    driver.find_element(By.LINK_TEXT, "Profiles").click()
+    link = driver.find_element(By.CSS_SELECTOR, PROFILES_LINK)
+    wait_for(driver, f"document.querySelector(\"{PROFILES_LINK}\").checkVisibility()")
+    link.click()
     wait_for(driver, "location.pathname === '/console/profiles'")
+    wait_for(driver, "document.getElementById('who').textContent !== ''")
+    assert not driver.find_element(By.ID, "admins-only").is_displayed()
+    assert driver.find_element(By.ID, "profile-form").is_displayed()
+
+
+def test_a_non_admin_is_not_offered_the_page_and_is_told_why(
+    page: WebDriver, console: Console
+) -> None:
+    sign_in(page, console, console.bob)
+    wait_for(page, "document.getElementById('who').textContent !== ''")
+    assert page.find_element(By.ID, "who").text == "Signed in as bob (projects: bobs)"
+    assert not page.find_element(By.CSS_SELECTOR, PROFILES_LINK).is_displayed()
+    assert [a.text for a in page.find_elements(By.CSS_SELECTOR, "nav a")
+            if a.is_displayed()] == ["Sites", "Try a job", "Jobs"]
+
+    page.get(f"{console.url}/console/profiles")
+    wait_for(page, "!document.getElementById('admins-only').hidden")
+    notice = page.find_element(By.ID, "admins-only")
+    assert notice.is_displayed() and notice.text == ADMINS_ONLY
+    assert not page.find_element(By.ID, "profile-form").is_displayed()
+    assert not page.find_element(By.CSS_SELECTOR, PROFILES_LINK).is_displayed()
+    screenshots(page, "profiles-not-admin")
+
+    # Bringing the form back changes nothing: the API refuses him, and the page says why.
+    page.execute_script("document.getElementById('profile-form').hidden = false")
+    page.find_element(By.ID, "profile-text").send_keys("facility: {id: x}\n")
+    check(page)
+    error = page.find_element(By.ID, "error").text
+    assert "403" in error and "user 'bob' is not a facility admin" in error, error
+    assert "iri-gateway token bob --admin" in error, error
+    assert page.find_element(By.ID, "matrix-section").get_attribute("hidden") is not None
 
 
 def check(driver: WebDriver) -> None:

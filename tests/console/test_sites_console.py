@@ -70,7 +70,8 @@ def test_the_printed_address_leads_to_sign_in_and_a_wrong_token_shows_the_api_re
     field.send_keys(console.admin, Keys.ENTER)
     wait_for(page, "location.pathname === '/console/sites'")
     wait_for(page, "document.getElementById('who').textContent !== ''")
-    assert page.find_element(By.ID, "who").text == "Signed in as admin (projects: demo)"
+    assert page.find_element(By.ID, "who").text == (
+        "Signed in as admin (projects: demo; facility admin)")
 
     page.find_element(By.ID, "sign-out").click()
     wait_for(page, "location.pathname === '/console/sign-in'")

@@ -1,6 +1,7 @@
 """Facility extension: `POST /facility/profile-check`, `iri-gateway profile check` for a text.
 
-The console's Profiles page sends the YAML an admin pasted or picked; the answer is what the
+Only facility admins may call it (403 for anybody else, before the body is read): the console's
+Profiles page sends the YAML an admin pasted or picked; the answer is what the
 command line would say of that file: its issues (file:line: field: reason) as a 422 problem
 with an `errors` member, or the check matrix (sample jobs x runtimes, each script through
 `bash -n` and shellcheck). Nothing is stored and no path is opened: the text is parsed in
@@ -20,7 +21,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from iri_gateway.api.deps import PrincipalDep
+from iri_gateway.api.deps import ADMIN_ONLY, AdminDep
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.api.routers.facility import per_app
 from iri_gateway.errors import ProfileError
@@ -99,6 +100,7 @@ _PROBLEM = "application/problem+json"
     summary="Check a facility profile's text (extension)",
     responses={
         401: {"description": "No valid bearer token"},
+        403: ADMIN_ONLY,
         413: {"description": f"The profile text is longer than {MAX_PROFILE_CHARS} "
               "characters, or the body passes the server's max_request_bytes"},
         422: {"description": "The profile does not load (not YAML, not valid text, a field "
@@ -111,8 +113,9 @@ _PROBLEM = "application/problem+json"
     },
 )
 def check_profile(request: Request, body: Annotated[ProfileCheckRequest, Body()],
-                  principal: PrincipalDep) -> ProfileCheckReport:
-    """Validate a profile and render its check matrix, storing nothing.
+                  admin: AdminDep) -> ProfileCheckReport:
+    """Validate a profile and render its check matrix, storing nothing (facility admins
+    only: it renders and lints up to `MAX_CELLS` scripts).
 
     The text is parsed in memory; each rendered script is linted in a private temporary
     folder removed afterwards."""

@@ -3,9 +3,11 @@
 // 422 whose `errors` carry file:line: field: reason, listed here; one that loads, as its check
 // matrix: one row per resource, runtime and sample job, its outcome in words (ok, unsupported,
 // FAIL) as well as colour. Every string goes in with textContent (dom.js), never as HTML.
+// Only facility admins may check (the API answers anybody else 403): a non-admin who opens
+// the page by its address is told so, and the form is taken away.
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
-import { expired, requireSignIn } from "./shell.js";
+import { expired, me, requireSignIn } from "./shell.js";
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 let name = "profile.yaml";
@@ -86,7 +88,20 @@ async function pick(event) {
   say("check-status", `Read ${file.name} (${file.size} bytes); press Check.`);
 }
 
+async function refuseNonAdmins() {
+  let caller;
+  try {
+    caller = await me();
+  } catch {
+    return; // the header reports it (and a 401 ends the session)
+  }
+  if (caller.admin) return;
+  document.getElementById("admins-only").hidden = false;
+  document.getElementById("profile-form").hidden = true;
+}
+
 if (requireSignIn()) {
+  refuseNonAdmins();
   document.getElementById("profile-form").addEventListener("submit", check);
   document.getElementById("profile-file").addEventListener("change", pick);
   document.getElementById("profile-text").addEventListener("input", () => {

@@ -1,5 +1,7 @@
 // What every page behind the sign-in shares: no token sends you to sign in, the header shows
-// who you are and signs you out, and a token the API stops accepting ends the session.
+// who you are (GET /account/me) and signs you out, the menu offers the admins' pages
+// (data-admin-only) to facility admins only, and a token the API stops accepting ends the
+// session.
 import { call, forgetToken, signInAddress, storedToken } from "./api.js";
 
 /** True when signed in; otherwise leaves for the sign-in page. */
@@ -16,14 +18,25 @@ export function requireSignIn() {
   return true;
 }
 
+let asked = null;
+
+/** The caller as its token describes it: {user, projects, admin}, asked once per page. */
+export function me() {
+  asked ??= call("/account/me");
+  return asked;
+}
+
 async function showWho() {
   const who = document.getElementById("who");
   try {
-    const projects = await call("/account/projects");
-    const users = projects.flatMap((p) => p.user_ids || []);
-    const names = projects.map((p) => p.id).join(", ");
-    who.textContent = users.length
-      ? `Signed in as ${users[0]} (projects: ${names})` : "Signed in (no projects)";
+    const caller = await me();
+    const projects = caller.projects.length
+      ? `projects: ${caller.projects.join(", ")}` : "no projects";
+    who.textContent = `Signed in as ${caller.user} (${projects}${
+      caller.admin ? "; facility admin" : ""})`;
+    for (const item of document.querySelectorAll("[data-admin-only]")) {
+      item.hidden = !caller.admin;
+    }
   } catch (error) {
     expired(error);
   }

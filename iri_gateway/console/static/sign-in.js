@@ -1,4 +1,4 @@
-// Sign-in: the token is checked by asking the API for the caller's projects; a refusal shows
+// Sign-in: the token is checked by asking the API who the caller is (GET /account/me); a refusal shows
 // the API's own reason (its 401 problem detail) and keeps nothing.
 import { call, keepToken, ApiError } from "./api.js";
 import { say } from "./dom.js";
@@ -26,7 +26,7 @@ form.addEventListener("submit", async (event) => {
   say("sign-in-error", "");
   form.setAttribute("aria-busy", "true");
   try {
-    await call("/account/projects", { token });
+    await call("/account/me", { token });
     keepToken(token);
     location.assign(destination());
   } catch (error) {
