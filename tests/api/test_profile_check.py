@@ -30,7 +30,7 @@ LOCAL = shipped_dir("facility_profiles") / "local.yaml"
 BROKEN = LOCAL.read_text(encoding="utf-8").replace("  scheduler:", "  schedular:", 1)
 
 
-def _auth(admin_token: str) -> dict[str, str]:
+def _auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
