@@ -40,12 +40,14 @@ async def get_principal(
     return authenticator.authenticate(credentials.credentials if credentials else None)
 
 
-async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+async def get_admin(request: Request,
+                    principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
     """The caller, if a facility admin; anybody else is refused (403) before the route's body
     is looked at, so a refused call costs nothing."""
     if not principal.admin:
         raise ApiProblem(403, "Forbidden", f"user {principal.user!r} is not a facility admin, "
-                         f"and only facility admins may do this; {principal.admin_hint}")
+                         f"and only facility admins may call {request.method} "
+                         f"{request.url.path}; {principal.admin_hint}")
     return principal
 
 

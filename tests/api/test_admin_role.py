@@ -66,7 +66,8 @@ async def test_anyone_else_is_refused_with_how_to_become_admin_and_nothing_runs(
         assert refused.status_code == 403, refused.text
         assert refused.headers["content-type"] == "application/problem+json"
         detail = refused.json()["detail"]
-        assert "user 'alice' is not a facility admin" in detail
+        assert "user 'alice' is not a facility admin, and only facility admins may call " \
+               "POST /api/v2/facility/profile-check" in detail, detail
         assert "`iri-gateway token alice --admin`" in detail
     assert ran == []
     assert getattr(app.state, "profile_check_slots", None) is None, "not even a slot taken"
