@@ -14,7 +14,7 @@ from selenium.webdriver.remote.webelement import WebElement
 
 from tests.console.conftest import Console, wait_for
 
-FOCUSABLE = "input, select, textarea, button, a[href], [tabindex]"
+FOCUSABLE = "input, select, textarea, button, a[href], [tabindex]:not([tabindex='-1'])"
 TAB_LIMIT = 80
 
 
@@ -114,7 +114,7 @@ def test_every_page_is_labelled_and_its_main_actions_work_from_the_keyboard(
                    "?.textContent === 'canceled'"
                    f" || !document.querySelector(`tr.job[data-job='{sleeper}']`)", 60)
     state = httpx.get(f"{console.url}/api/v2/compute/status/local/{sleeper}",
-                      headers=auth).json()["state"]
+                      headers=auth).json()["status"]["state"]
     assert state == "canceled", state
 
     # Profiles: type into the text area, Tab to Check, Enter.
