@@ -114,10 +114,12 @@ def set_width(driver: WebDriver, name: str) -> None:
 
 
 def screenshots(driver: WebDriver, name: str) -> list[Path]:
-    """NAME-1280.png and NAME-390.png of the whole page as it is now (not only the window:
-    a phone shows the rest by scrolling): into docs/console/ with IRI_UPDATE_SCREENSHOTS=1
-    (as IRI_UPDATE_GOLDEN does for goldens), else into a scratch folder, so an ordinary test
-    run leaves the committed pictures alone."""
+    """NAME-1280.png (the laptop's window, the page's start as a person first sees it) and
+    NAME-390.png (the whole page: a phone shows the rest by scrolling, and a window-sized
+    picture would show only the header and the first filters) of the page as it is now:
+    into docs/console/ with IRI_UPDATE_SCREENSHOTS=1 (as IRI_UPDATE_GOLDEN does for
+    goldens), else into a scratch folder, so an ordinary test run leaves the committed
+    pictures alone."""
     folder = SCREENSHOTS if os.environ.get("IRI_UPDATE_SCREENSHOTS") == "1" else Path(
         tempfile.gettempdir()) / "iri-console-screenshots"
     folder.mkdir(parents=True, exist_ok=True)
@@ -126,7 +128,10 @@ def screenshots(driver: WebDriver, name: str) -> list[Path]:
         set_width(driver, width_name)
         driver.execute_script("window.scrollTo(0, 0)")
         path = folder / f"{name}-{width}.png"
-        path.write_bytes(whole_page_png(driver))
+        if width_name == "phone":
+            path.write_bytes(whole_page_png(driver))
+        else:
+            assert driver.save_screenshot(str(path)), path
         taken.append(path)
     set_width(driver, "laptop")
     return taken
@@ -138,8 +143,7 @@ def whole_page_png(driver: WebDriver) -> bytes:
     Chromium's DevTools capture beyond the viewport lays the page out as it is at the
     current width; the height is the document's, measured after the width was set."""
     width, height = driver.execute_script(
-        "return [document.documentElement.clientWidth,"
-        " Math.ceil(document.documentElement.scrollHeight)]")
+        "return [window.innerWidth, Math.ceil(document.documentElement.scrollHeight)]")
     shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
         "format": "png", "captureBeyondViewport": True, "fromSurface": True,
         "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})
