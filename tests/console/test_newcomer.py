@@ -118,6 +118,11 @@ def test_a_newcomer_signs_in_compares_sites_tries_and_submits_a_job_and_reads_it
         columns = [th.text.split("\n")[0]
                    for th in driver.find_elements(By.CSS_SELECTOR, "#comparison thead th")]
         assert "local" in columns, columns
+        # One column only on a first start: the page says how to get sites to compare.
+        assert driver.find_element(By.XPATH, "//p[starts-with(normalize-space(), 'Showing 1 of "
+                                   "1 resources.')]").text == (
+            "Showing 1 of 1 resources. Only local is loaded: to compare sites, start the "
+            "gateway with their profiles (iri-gateway serve --profiles DIR).")
         assert "Signed in as admin (projects: demo)" in driver.find_element(By.ID, "who").text
 
         driver.find_element(By.LINK_TEXT, "Try a job").click()
