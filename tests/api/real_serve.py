@@ -32,6 +32,24 @@ class RunningServe:
 
 
 @contextmanager
+def serve_process(argv: list[str], log: Path, env: dict[str, str]) -> Iterator[
+        subprocess.Popen[bytes]]:
+    """ARGV started with its output (stdout and stderr) in LOG, ended when the block ends:
+    terminated, killed if it does not stop within 15 s."""
+    with log.open("wb") as stream:
+        process = subprocess.Popen(argv, stdout=stream, stderr=subprocess.STDOUT, env=env)
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+@contextmanager
 def running_serve(data_dir: Path, *, extra_env: dict[str, str] | None = None,
                   timeout: float = 60, args: tuple[str, ...] = ()) -> Iterator[RunningServe]:
     """`iri-gateway serve --data-dir DATA_DIR [ARGS]` on a free loopback port until the block
@@ -39,14 +57,10 @@ def running_serve(data_dir: Path, *, extra_env: dict[str, str] | None = None,
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = data_dir.parent / f"{data_dir.name}-serve.log"
-    with log.open("wb") as stream:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-             str(port), "--data-dir", str(data_dir), *args],
-            stdout=stream, stderr=subprocess.STDOUT, env={**clean_env(), **(extra_env or {})},
-        )
-    served = RunningServe(f"http://127.0.0.1:{port}", process, log)
-    try:
+    argv = [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
+            str(port), "--data-dir", str(data_dir), *args]
+    with serve_process(argv, log, {**clean_env(), **(extra_env or {})}) as process:
+        served = RunningServe(f"http://127.0.0.1:{port}", process, log)
         deadline = time.monotonic() + timeout
         while True:
             if process.poll() is not None:
@@ -60,10 +74,3 @@ def running_serve(data_dir: Path, *, extra_env: dict[str, str] | None = None,
                 raise AssertionError(f"serve did not answer within {timeout} s")
             time.sleep(0.1)
         yield served
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)

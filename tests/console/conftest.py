@@ -8,6 +8,7 @@ records its network requests so a test can check that none leaves 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -68,19 +69,26 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         yield Console(served, printed.group(1), made.stdout.strip())
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+def chromium(profile: Path) -> WebDriver:
+    """Debian's headless Chromium at laptop size, kept off the internet, its user data in
+    `profile`, recording its network requests and console messages; the caller quits it."""
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage", "--window-size=1280,900",
-                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+                 f"--user-data-dir={profile}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver
     finally:
@@ -106,9 +114,12 @@ def set_width(driver: WebDriver, name: str) -> None:
 
 
 def screenshots(driver: WebDriver, name: str) -> list[Path]:
-    """NAME-1280.png and NAME-390.png of the page as it is now: into docs/console/ with
-    IRI_UPDATE_SCREENSHOTS=1 (as IRI_UPDATE_GOLDEN does for goldens), else into a scratch
-    folder, so an ordinary test run leaves the committed pictures alone."""
+    """NAME-1280.png (the laptop's window, the page's start as a person first sees it) and
+    NAME-390.png (the whole page: a phone shows the rest by scrolling, and a window-sized
+    picture would show only the header and the first filters) of the page as it is now:
+    into docs/console/ with IRI_UPDATE_SCREENSHOTS=1 (as IRI_UPDATE_GOLDEN does for
+    goldens), else into a scratch folder, so an ordinary test run leaves the committed
+    pictures alone."""
     folder = SCREENSHOTS if os.environ.get("IRI_UPDATE_SCREENSHOTS") == "1" else Path(
         tempfile.gettempdir()) / "iri-console-screenshots"
     folder.mkdir(parents=True, exist_ok=True)
@@ -117,10 +128,26 @@ def screenshots(driver: WebDriver, name: str) -> list[Path]:
         set_width(driver, width_name)
         driver.execute_script("window.scrollTo(0, 0)")
         path = folder / f"{name}-{width}.png"
-        assert driver.save_screenshot(str(path)), path
+        if width_name == "phone":
+            path.write_bytes(whole_page_png(driver))
+        else:
+            assert driver.save_screenshot(str(path)), path
         taken.append(path)
     set_width(driver, "laptop")
     return taken
+
+
+def whole_page_png(driver: WebDriver) -> bytes:
+    """The page from its top to the end of its content as a PNG, at the viewport's width.
+
+    Chromium's DevTools capture beyond the viewport lays the page out as it is at the
+    current width; the height is the document's, measured after the width was set."""
+    width, height = driver.execute_script(
+        "return [window.innerWidth, Math.ceil(document.documentElement.scrollHeight)]")
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
+        "format": "png", "captureBeyondViewport": True, "fromSurface": True,
+        "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})
+    return base64.b64decode(shot["data"])
 
 
 def wait_for(driver: WebDriver, script: str, timeout: float = 20) -> object:

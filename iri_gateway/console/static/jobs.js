@@ -91,13 +91,14 @@ function outputPath(job, which) {
 /** The job's state history as a timeline, and the last lines of its output files. */
 function detailRow(job) {
   const history = job.status.meta_data.history || [];
+  const name = (job.job_spec && job.job_spec.name) || job.id;
   const files = ["stdout", "stderr"].map((which) => {
     const path = outputPath(job, which);
     const read = outputs.get(`${job.id}:${which}`);
     if (!path || (which === "stderr" && !(read && read.text))) return null;
     return el("section", { class: `output output-${which}` },
       el("h3", {}, `${which}: last ${TAIL_LINES} lines of ${path}`),
-      el("pre", { tabindex: "0" }, read === undefined ? "reading…"
+      el("pre", { tabindex: "0", "aria-label": `${which} of ${name}` }, read === undefined ? "reading…"
         : read.error ? `not readable: ${read.error}` : read.text || "(empty)"));
   });
   return el("tr", { class: "detail", "data-detail-of": job.id },

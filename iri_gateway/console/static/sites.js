@@ -182,8 +182,11 @@ function table(caps) {
 
 function render(all) {
   const caps = shown(all);
+  // A first start serves only `local`: say how to get sites to compare.
   document.getElementById("count").textContent =
-    `Showing ${caps.length} of ${all.length} resources.`;
+    `Showing ${caps.length} of ${all.length} resources.` + (all.length === 1
+      ? ` Only ${all[0].resource} is loaded: to compare sites, start the `
+        + "gateway with their profiles (iri-gateway serve --profiles DIR)." : "");
   const region = document.getElementById("comparison");
   if (!caps.length) {
     fill(region, el("p", { class: "note" }, "No resource matches these filters."));
