@@ -123,7 +123,8 @@ def test_a_newcomer_signs_in_compares_sites_tries_and_submits_a_job_and_reads_it
                                    "1 resources.')]").text == (
             "Showing 1 of 1 resources. Only local is loaded: to compare sites, start the "
             "gateway with their profiles (iri-gateway serve --profiles DIR).")
-        assert "Signed in as admin (projects: demo)" in driver.find_element(By.ID, "who").text
+        assert driver.find_element(By.ID, "who").text == (
+            "Signed in as admin (projects: demo; facility admin)")
 
         driver.find_element(By.LINK_TEXT, "Try a job").click()
         wait_for(driver, "document.querySelector('h1')?.textContent === 'Try a job'")
