@@ -1,8 +1,9 @@
 """The Try a job page in a real headless Chromium against a real `serve`: a job a resource
 cannot run shows each reason with the field it concerns (as placement gives it), a JSON
-syntax error its line and column (the JSON Schema check and a 422: test_try_schema.py), the script shown
-for `local` is byte for byte `iri-gateway render` with the serve's profiles, and a job
-submitted from the page reaches `completed` on `local` with its output on the Jobs page."""
+syntax error its line and column (the JSON Schema check and a 422: test_try_schema.py),
+the script shown for `local` is byte for byte `iri-gateway render` with the serve's profiles,
+and a job submitted from the page reaches `completed` on `local` with its output on the Jobs
+page."""
 
 from __future__ import annotations
 

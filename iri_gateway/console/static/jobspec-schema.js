@@ -14,7 +14,7 @@ const ANNOTATIONS = new Set(["title", "description", "default", "examples", "dep
   "readOnly", "writeOnly", "$comment"]);
 
 const TYPE_NAMES = { integer: "an integer", number: "a number", string: "a string",
-  boolean: "true or false", object: "an object", array: "a list", null: "null" };
+  boolean: "a boolean", object: "an object", array: "a list", null: "null" };
 
 /** The gateway's OpenAPI document, whose components hold the JobSpec schema. */
 export async function loadSchemaDocument() {
@@ -52,6 +52,13 @@ function described(value) {
   if (type === "string") return `the text ${JSON.stringify(value)}`;
   if (type === "integer" || type === "number" || type === "boolean") return String(value);
   return TYPE_NAMES[type];
+}
+
+/** "must be …" for a list of JSON Schema type names. */
+function mustBe(types, value) {
+  const names = types.length === 1 && types[0] === "boolean" ? ["true or false"]
+    : types.map((t) => TYPE_NAMES[t]);
+  return `must be ${listed(names)}, not ${described(value)}`;
 }
 
 function listed(words) {
@@ -146,8 +153,7 @@ class Checker {
     if (schema.type !== undefined) {
       const types = [].concat(schema.type);
       if (!types.some((t) => hasType(value, t))) {
-        this.fail(path, `must be ${listed(types.map((t) => TYPE_NAMES[t]))}, not `
-          + `${described(value)}`, "type");
+        this.fail(path, mustBe(types, value), "type");
         return; // the other keywords would only repeat it
       }
     }
@@ -173,8 +179,7 @@ class Checker {
     }
     const types = [...new Set(branches.flatMap((b) => this.types(b)))];
     this.fail(path, types.length && !fitting.length
-      ? `must be ${listed(types.map((t) => TYPE_NAMES[t]))}, not ${described(value)}`
-      : "matches none of the allowed forms", exactlyOne ? "oneOf" : "anyOf");
+      ? mustBe(types, value) : "matches none of the allowed forms", exactlyOne ? "oneOf" : "anyOf");
   }
 }
 
@@ -228,7 +233,8 @@ const KEYWORDS = {
   },
   pattern(c, s, v, p) {
     if (typeof v === "string" && !new RegExp(s.pattern, "u").test(v)) {
-      c.fail(p, `must match the pattern ${s.pattern}`, "pattern");
+      c.fail(p, `must match the pattern ${s.pattern}`
+        + (s.description ? ` (${s.description})` : ""), "pattern");
     }
   },
   items(c, s, v, p) {
@@ -236,7 +242,8 @@ const KEYWORDS = {
   },
   minItems(c, s, v, p) {
     if (Array.isArray(v) && v.length < s.minItems) {
-      c.fail(p, `must have at least ${s.minItems} item(s)`, "minItems");
+      c.fail(p, s.minItems === 1 ? "must not be empty"
+        : `must have at least ${s.minItems} items`, "minItems");
     }
   },
   maxItems(c, s, v, p) {
@@ -279,7 +286,8 @@ const KEYWORDS = {
   },
   minProperties(c, s, v, p) {
     if (isObject(v) && Object.keys(v).length < s.minProperties) {
-      c.fail(p, `must have at least ${s.minProperties} entries`, "minProperties");
+      c.fail(p, s.minProperties === 1 ? "must not be empty"
+        : `must have at least ${s.minProperties} entries`, "minProperties");
     }
   },
   maxProperties(c, s, v, p) {
