@@ -124,6 +124,12 @@ class Checker {
     return branches ? branches.flatMap((b) => this.types(b)) : [];
   }
 
+  /** A keyword met at `path` that this validator cannot apply: said, never passed. */
+  cannot(keyword, path) {
+    this.unchecked.set(`${keyword} at ${fieldPath(path)}`, { keyword, name: fieldPath(path),
+      path });
+  }
+
   fail(path, reason, keyword) {
     this.errors.push({ path, name: fieldPath(path), reason, keyword });
   }
@@ -145,10 +151,7 @@ class Checker {
       return;
     }
     for (const keyword of Object.keys(schema)) {
-      if (!ANNOTATIONS.has(keyword) && !(keyword in KEYWORDS)) {
-        const at = `${keyword} at ${fieldPath(path)}`;
-        this.unchecked.set(at, { keyword, name: fieldPath(path), path });
-      }
+      if (!ANNOTATIONS.has(keyword) && !(keyword in KEYWORDS)) this.cannot(keyword, path);
     }
     if (schema.type !== undefined) {
       const types = [].concat(schema.type);
@@ -205,10 +208,14 @@ const KEYWORDS = {
     }
   },
   minimum(c, s, v, p) {
-    if (typeof v === "number" && v < s.minimum) c.fail(p, `must be at least ${s.minimum}`, "minimum");
+    if (typeof v === "number" && v < s.minimum) {
+      c.fail(p, `must be at least ${s.minimum}`, "minimum");
+    }
   },
   maximum(c, s, v, p) {
-    if (typeof v === "number" && v > s.maximum) c.fail(p, `must be at most ${s.maximum}`, "maximum");
+    if (typeof v === "number" && v > s.maximum) {
+      c.fail(p, `must be at most ${s.maximum}`, "maximum");
+    }
   },
   exclusiveMinimum(c, s, v, p) {
     if (typeof v === "number" && v <= s.exclusiveMinimum) {
@@ -232,7 +239,15 @@ const KEYWORDS = {
     }
   },
   pattern(c, s, v, p) {
-    if (typeof v === "string" && !new RegExp(s.pattern, "u").test(v)) {
+    if (typeof v !== "string") return;
+    let expression;
+    try {
+      expression = new RegExp(s.pattern, "u");
+    } catch {
+      c.cannot(`pattern ${s.pattern} (not a JavaScript regular expression)`, p);
+      return;
+    }
+    if (!expression.test(v)) {
       c.fail(p, `must match the pattern ${s.pattern}`
         + (s.description ? ` (${s.description})` : ""), "pattern");
     }

@@ -66,7 +66,15 @@ function showUnchecked(unchecked) {
 /** The JSON Schema check: true when the JobSpec passes it (or no schema could be had). */
 function schemaAccepts(spec) {
   if (!schemaDocument) return true;
-  const { errors, unchecked } = validate(schemaDocument, spec);
+  let found;
+  try {
+    found = validate(schemaDocument, spec);
+  } catch (error) {
+    say("schema-note", `The JSON Schema check failed (${error.message}): only the gateway `
+      + "checks this JobSpec.");
+    return true;
+  }
+  const { errors, unchecked } = found;
   showUnchecked(unchecked);
   if (!errors.length) return true;
   hideResults();
