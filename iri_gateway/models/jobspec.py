@@ -496,7 +496,9 @@ class Role(_Unicode):
         "processes_per_node = members per node (default 1); memory per node. Fields left out "
         "are the job's.",
     )
-    ports: Annotated[dict[PortName, PortNumber], Field(max_length=MAX_ROLE_PORTS)] = Field(
+    ports: Annotated[dict[PortName, PortNumber], Field(
+        max_length=MAX_ROLE_PORTS, json_schema_extra={"propertyNames": {"pattern": PORT_NAME}},
+    )] = Field(
         default_factory=dict,
         description="Named service ports, name -> base port: member k of the role listens on "
         "base + k - 1, given to it as IRI_CLUSTER_PORT_<NAME>; every member sees all of them "

@@ -168,6 +168,7 @@ DOCUMENTS: list[Any] = [
     {"executable": "x", "roles": [{"name": "Worker1"}, {"name": "w", "count": 2,
                                                         "ports": {"http": 70000}}]},
     {"executable": "x", "environment": {"K" * 300: "v", "OK": 1}},
+    {"executable": "x", "roles": [{"name": "w", "count": 1, "ports": {"HTTP": 8000}}]},
     {"container": {"flavours": [{"name": "a", "image": "b",
                                  "requirements": [{"gpu_count": ">= 2"}, {}]}]}},
     {"container": {"image": "x", "flavours": [{"name": "-bad", "image": "b", "colour": 1,
