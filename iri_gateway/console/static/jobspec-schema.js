@@ -151,7 +151,9 @@ class Checker {
       return;
     }
     for (const keyword of Object.keys(schema)) {
-      if (!ANNOTATIONS.has(keyword) && !(keyword in KEYWORDS)) this.cannot(keyword, path);
+      if (!ANNOTATIONS.has(keyword) && !Object.hasOwn(KEYWORDS, keyword)) {
+        this.cannot(keyword, path);
+      }
     }
     if (schema.type !== undefined) {
       const types = [].concat(schema.type);
@@ -166,7 +168,7 @@ class Checker {
   }
 
   /** anyOf/oneOf: the branches that admit the value's type decide what to say. */
-  alternatives(schema, branches, value, path, exactlyOne) {
+  alternatives(branches, value, path, exactlyOne) {
     const results = branches.map((b) => this.trial(b, value, path));
     const passing = results.filter((r) => r.length === 0).length;
     if (exactlyOne ? passing === 1 : passing > 0) return;
@@ -193,8 +195,8 @@ const isObject = (v) => jsonType(v) === "object";
 const KEYWORDS = {
   type() {},
   $ref(c, s, v, p) { c.check(c.resolve(s.$ref), v, p); },
-  anyOf(c, s, v, p) { c.alternatives(s, s.anyOf, v, p, false); },
-  oneOf(c, s, v, p) { c.alternatives(s, s.oneOf, v, p, true); },
+  anyOf(c, s, v, p) { c.alternatives(s.anyOf, v, p, false); },
+  oneOf(c, s, v, p) { c.alternatives(s.oneOf, v, p, true); },
   allOf(c, s, v, p) { for (const b of s.allOf) c.check(b, v, p); },
   enum(c, s, v, p) {
     if (!s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v))) {
