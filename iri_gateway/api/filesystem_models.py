@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iri_gateway.models.jobspec import JsonInt
+from iri_gateway.models.jobspec import JsonInt, PositiveInt
 from iri_gateway.service.files.policy import PATH_MAX
 
 # ---- official request bodies ---------------------------------------------------------------
@@ -53,10 +53,10 @@ class PostTailRequest(BaseModel):
 
     path: str = Field(min_length=1, max_length=PATH_MAX, description="File path",
                       examples=["/home/user/file.txt"])
-    bytes_: JsonInt | None = Field(default=None, ge=1, alias="bytes",
-                               description="Return the last NUM bytes of the file")
-    lines: JsonInt | None = Field(default=None, ge=1,
-                                  description="Return the last NUM lines of the file")
+    bytes_: PositiveInt | None = Field(default=None, alias="bytes",
+                                   description="Return the last NUM bytes of the file")
+    lines: PositiveInt | None = Field(default=None,
+                                      description="Return the last NUM lines of the file")
     skip_heading: bool = Field(default=False, alias="skipHeading",
                                description="Return the whole file without the first NUM "
                                "bytes/lines")

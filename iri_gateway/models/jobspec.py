@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -76,7 +77,11 @@ def whole_number(value: Any) -> Any:
 
 JsonInt = Annotated[int, BeforeValidator(whole_number)]
 """An integer as JSON Schema defines it: 2 and 2.0 both are; "2" and true are not."""
-PositiveInt = Annotated[JsonInt, Field(ge=1)]
+PositiveInt = Annotated[int, Field(ge=1), BeforeValidator(whole_number)]
+"""A JsonInt of at least 1. Bounds sit on the `int`, inside the conversion: bounds put on
+JsonInt itself (`Annotated[JsonInt, Field(ge=1)]`) reach the JSON Schema as pydantic's own
+`ge`, which no JSON Schema validator reads, instead of `minimum` (the console checks JobSpecs
+against that schema)."""
 
 MPI_LAUNCHERS = frozenset({"srun", "mpirun", "mpiexec"})
 
@@ -164,10 +169,27 @@ def _valid_requirements(
     return requirements
 
 
+_CONSTRAINT_SCHEMA: dict[str, Any] = {
+    "anyOf": [{"type": "string", "maxLength": MAX_TEXT_LENGTH}, {"type": "number"},
+              {"type": "boolean"}],
+}
+_FACTS_SCHEMA: dict[str, Any] = {
+    "type": "object", "propertyNames": {"maxLength": MAX_NAME_LENGTH},
+    "additionalProperties": _CONSTRAINT_SCHEMA,
+}
+REQUIREMENTS_SCHEMA: dict[str, Any] = {"anyOf": [
+    {**_FACTS_SCHEMA, "maxProperties": MAX_ITEMS},
+    {"type": "array", "maxItems": MAX_ITEMS,
+     "items": {**_FACTS_SCHEMA, "minProperties": 1, "maxProperties": 1}},
+]}
+"""Both shapes `requirements_mapping` accepts, as JSON Schema: pydantic would describe only
+the mapping it stores, and the console's schema check would refuse the list form the
+gateway takes."""
+
 Requirements = Annotated[
     dict[str, RequirementValue],
-    Field(max_length=MAX_ITEMS,
-          json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}}),
+    Field(max_length=MAX_ITEMS),
+    WithJsonSchema(REQUIREMENTS_SCHEMA),
     BeforeValidator(checked_keys(MAX_ITEMS, MAX_NAME_LENGTH, "fact")),
     BeforeValidator(requirements_mapping),  # runs first: before-validators run right to left
     AfterValidator(_valid_requirements),
@@ -363,6 +385,8 @@ ROLE_NAME = r"^[a-z](?:[a-z0-9-]*[a-z-])?$"
 """Role names become host names (`worker` + index: `worker3`), so: lower case, not ending in
 a digit (`w1` + `1` would read like `w` + `11`)."""
 MAX_ROLE_MEMBERS = 100_000
+MemberCount = Annotated[int, Field(ge=1, le=MAX_ROLE_MEMBERS), BeforeValidator(whole_number)]
+"""How many members a role has (bounds inside the conversion, as for PositiveInt)."""
 
 
 def _role_name(name: str) -> str:
@@ -391,7 +415,7 @@ def _port_name(name: str) -> str:
 
 
 PortName = Annotated[str, BeforeValidator(unicode_text), AfterValidator(_port_name)]
-PortNumber = Annotated[JsonInt, Field(ge=1, le=MAX_PORT)]
+PortNumber = Annotated[int, Field(ge=1, le=MAX_PORT), BeforeValidator(whole_number)]
 
 ClusterLifecycle = Literal["primary_ends_all", "all_must_end", "first_failure_ends_all"]
 """When a cluster job ends (docs/jobspec.md, One life cycle)."""
@@ -453,7 +477,7 @@ class Role(_Unicode):
         "end in a digit); members are named name1, name2, ... (no zero padding)",
         json_schema_extra={"pattern": ROLE_NAME},
     )
-    count: Annotated[JsonInt, Field(ge=1, le=MAX_ROLE_MEMBERS)] = Field(
+    count: MemberCount = Field(
         description="How many members this role has"
     )
     executable: NonEmptyStr | None = Field(default=None, description="The members' program")
@@ -472,7 +496,9 @@ class Role(_Unicode):
         "processes_per_node = members per node (default 1); memory per node. Fields left out "
         "are the job's.",
     )
-    ports: Annotated[dict[PortName, PortNumber], Field(max_length=MAX_ROLE_PORTS)] = Field(
+    ports: Annotated[dict[PortName, PortNumber], Field(
+        max_length=MAX_ROLE_PORTS, json_schema_extra={"propertyNames": {"pattern": PORT_NAME}},
+    )] = Field(
         default_factory=dict,
         description="Named service ports, name -> base port: member k of the role listens on "
         "base + k - 1, given to it as IRI_CLUSTER_PORT_<NAME>; every member sees all of them "
@@ -492,12 +518,25 @@ class Role(_Unicode):
         return self
 
 
+def _alias_properties(schema: dict[str, Any]) -> None:
+    """Each accepted alias is a property of the JSON Schema too (`container_runtime`): the
+    JobSpec forbids unknown fields, so without it a JobSpec the gateway takes would fail its
+    own schema (pydantic names only the first of a field's AliasChoices)."""
+    properties = schema["properties"]
+    for alias, name in JOB_ALIASES.items():
+        properties[alias] = {
+            **properties[name], "title": alias.replace("_", " ").title(),
+            "description": f"The same field as `{name}` (the IRI container discussion's "
+            "name); give one of them, not both.",
+        }
+
+
 class JobSpec(_Unicode):
     """Official IRI v2 `JobSpec` (PSI/J field names) plus `roles`; other extra fields are
     refused. Strings, lists and mappings have size limits (`iri_gateway.models.limits`):
     MAX_TEXT_LENGTH characters and MAX_ITEMS entries unless a field says otherwise."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_alias_properties)
 
     attributes: JobAttributes | None = Field(
         default=None, description="Additional job attributes such as duration, queue, account"

@@ -20,9 +20,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from iri_gateway.models.jobspec import (
-    MAX_ROLE_MEMBERS,
     ROLE_NAME,
-    JsonInt,
+    MemberCount,
     ResourceSpec,
     VolumeMount,
 )
@@ -95,13 +94,13 @@ class TemplateRole(_Strict):
         json_schema_extra={"pattern": ROLE_NAME},
     )
     task: TemplateName = Field(description="The task template the members run")
-    min: Annotated[JsonInt, Field(ge=1, le=MAX_ROLE_MEMBERS)] = Field(
+    min: MemberCount = Field(
         default=1, description="Fewest members a job may choose"
     )
-    max: Annotated[JsonInt, Field(ge=1, le=MAX_ROLE_MEMBERS)] | None = Field(
+    max: MemberCount | None = Field(
         default=None, description="Most members a job may choose; default: min"
     )
-    count: Annotated[JsonInt, Field(ge=1, le=MAX_ROLE_MEMBERS)] | None = Field(
+    count: MemberCount | None = Field(
         default=None, description="Members when the job does not choose; default: min"
     )
 

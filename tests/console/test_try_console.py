@@ -1,8 +1,9 @@
 """The Try a job page in a real headless Chromium against a real `serve`: a job a resource
-cannot run shows each reason with the field it concerns (as placement gives it), a 422 shows
-each problem at its field path, a JSON syntax error its line and column, the script shown
-for `local` is byte for byte `iri-gateway render` with the serve's profiles, and a job
-submitted from the page reaches `completed` on `local` with its output on the Jobs page."""
+cannot run shows each reason with the field it concerns (as placement gives it), a JSON
+syntax error its line and column (the JSON Schema check and a 422: test_try_schema.py),
+the script shown for `local` is byte for byte `iri-gateway render` with the serve's profiles,
+and a job submitted from the page reaches `completed` on `local` with its output on the Jobs
+page."""
 
 from __future__ import annotations
 
@@ -82,23 +83,6 @@ def test_a_job_that_cannot_run_shows_every_reason_with_its_field(
     assert fields == [q["name"] for q in local["problems"]] and all(fields), fields
     assert page.find_elements(By.CSS_SELECTOR, "article[data-resource='local'] pre") == []
     screenshots(page, "try-refused")
-
-
-def test_a_refused_jobspec_shows_each_problem_at_its_field(
-    page: WebDriver, console: Console
-) -> None:
-    open_try(page, console)
-    typed(page, '{"executable": "/bin/echo",'
-                ' "resources": {"node_count": "two", "process_count": "many"}}')
-    wait_for(page, "!document.getElementById('problems').hidden"
-                   " || !document.getElementById('placement-section').hidden", 30)
-    items = [li.text for li in page.find_elements(By.CSS_SELECTOR, "#problem-list li")]
-    assert items == ["resources.node_count: Input should be a valid integer",
-                     "resources.process_count: Input should be a valid integer"], items
-    fields = [li.get_attribute("data-field")
-              for li in page.find_elements(By.CSS_SELECTOR, "#problem-list li")]
-    assert fields == ["resources.node_count", "resources.process_count"]
-    assert page.find_element(By.ID, "placement-section").get_attribute("hidden") is not None
 
 
 def test_a_json_syntax_error_shows_its_line_and_column(page: WebDriver, console: Console) -> None:

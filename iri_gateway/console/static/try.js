@@ -1,18 +1,23 @@
 // Try a job: a JobSpec typed (or loaded from an example asset) is checked ~400 ms after the
-// last keystroke. JSON syntax is checked here (line and column); everything else by the
-// gateway through the public API: POST /compute/placement ranks every resource (flavours
+// last keystroke. JSON syntax is checked here (line and column), then the JobSpec's JSON
+// Schema (the gateway's own, from its OpenAPI document: jobspec-schema.js); a JobSpec that
+// breaks it is not sent. Everything else is the gateway's say, through the public API:
+// POST /compute/placement ranks every resource (flavours
 // chosen, rejected or outranked; the problems of the ones that cannot run, each with its
 // field), and POST /compute/plan/{resource} returns each runnable resource's exact script.
 // A Submit button sends the same JobSpec to POST /compute/job/{resource}. Every string goes
 // in with textContent (dom.js), never as HTML.
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
+import { loadSchemaDocument, validate } from "./jobspec-schema.js";
 import { expired, requireSignIn } from "./shell.js";
 
 const DEBOUNCE_MS = 400;
 const editor = document.getElementById("spec");
 let timer = null;
 let generation = 0;
+let schemaDocument = null;
+let schemaReady = Promise.resolve();
 
 /** Line and column (1-based) of a character offset in `text`. */
 function lineColumn(text, offset) {
@@ -40,11 +45,42 @@ function problemItems(params) {
     p.offered ? ` (offered: ${p.offered})` : ""));
 }
 
+function showProblems(heading, items) {
+  document.getElementById("problems-heading").textContent = heading;
+  fill(document.getElementById("problem-list"), items);
+  document.getElementById("problems").hidden = false;
+}
+
 function showRefusal(error) {
   const params = (error.problem && error.problem.invalid_params) || [];
-  fill(document.getElementById("problem-list"), params.length ? problemItems(params)
+  showProblems("The gateway refuses this JobSpec", params.length ? problemItems(params)
     : [el("li", {}, error.detail || error.message)]);
-  document.getElementById("problems").hidden = false;
+}
+
+/** Schema keywords the browser's validator met but does not implement: said, not skipped. */
+function showUnchecked(unchecked) {
+  say("schema-note", unchecked.length ? "Not checked in the browser (the gateway checks "
+    + `them): ${unchecked.map((u) => `${u.keyword} at ${u.name}`).join(", ")}.` : "");
+}
+
+/** The JSON Schema check: true when the JobSpec passes it (or no schema could be had). */
+function schemaAccepts(spec) {
+  if (!schemaDocument) return true;
+  let found;
+  try {
+    found = validate(schemaDocument, spec);
+  } catch (error) {
+    say("schema-note", `The JSON Schema check failed (${error.message}): only the gateway `
+      + "checks this JobSpec.");
+    return true;
+  }
+  const { errors, unchecked } = found;
+  showUnchecked(unchecked);
+  if (!errors.length) return true;
+  hideResults();
+  say("check-status", "Not sent: the JobSpec does not match its JSON Schema.");
+  showProblems("The JobSpec breaks its JSON Schema", problemItems(errors));
+  return false;
 }
 
 function facts(placement) {
@@ -140,6 +176,8 @@ async function check() {
     say("syntax", `JSON syntax error at line ${line}, column ${column}: ${error.message}`);
     return;
   }
+  await schemaReady;
+  if (mine !== generation || !schemaAccepts(spec)) return;
   say("check-status", "Checking…");
   try {
     const placements = await call("/compute/placement", { method: "POST", body: spec });
@@ -210,6 +248,17 @@ async function loadExample(name) {
   }
 }
 
+/** The JobSpec schema, once per page; without it the gateway alone checks (and the page
+ * says so). */
+async function loadSchema() {
+  try {
+    schemaDocument = await loadSchemaDocument();
+  } catch (error) {
+    say("schema-note", `The JobSpec schema could not be loaded (${error.message}): only the `
+      + "gateway checks the JobSpec.");
+  }
+}
+
 async function loadProjects() {
   const select = document.getElementById("project");
   try {
@@ -222,10 +271,11 @@ async function loadProjects() {
 
 if (requireSignIn()) {
   document.getElementById("try-form").addEventListener("submit", (e) => e.preventDefault());
-  editor.addEventListener("input", schedule);
   for (const button of document.querySelectorAll("[data-example]")) {
     button.addEventListener("click", () => loadExample(button.dataset.example));
   }
+  editor.addEventListener("input", schedule);
   loadProjects();
+  schemaReady = loadSchema();
   say("check-status", "Write a JobSpec or pick an example.");
 }
