@@ -1,6 +1,7 @@
 """The jobs page in a real headless Chromium against a real `serve`: the user's jobs with
 live state, a three-role cluster job unfolding into its members (primary first), cancel from
-the page, and another user's jobs invisible (as in the API)."""
+the page, another user's jobs invisible (as in the API), and paging: 50 jobs to a page, the
+live refresh reading the shown page only."""
 
 from __future__ import annotations
 
