@@ -170,3 +170,10 @@ def test_jobs_are_paged_and_live_refresh_reads_the_shown_page_only(
     page.find_element(By.ID, "filter-name").send_keys("carol-0")
     wait_for(page, f"{count} === 'Showing 1-10 of 10 jobs matching the filters.'")
     assert page.find_element(By.ID, "pager").get_attribute("hidden") is not None
+
+    # A link to a job beyond the first page finds it by its id, its details open.
+    oldest = newest_first[-1]
+    page.get(f"{console.url}/console/jobs?job={oldest}")
+    wait_for(page, f"document.querySelector(`tr[data-detail-of='{oldest}'] .timeline li`)", 30)
+    assert page.execute_script(f"return {shown}") == [oldest]
+    assert page.find_element(By.ID, "filter-name").get_attribute("value") == oldest
