@@ -45,6 +45,29 @@ def test_find_filters_before_paging_oldest_first(database_url: str) -> None:
     assert ids(store.find(name="no such name")) == []
 
 
+def test_newest_first_text_and_count_agree_with_the_page(database_url: str) -> None:
+    """The jobs page's query: every resource, newest first, a text in the name or the id (any
+    case, `%` and `_` literal), and a count with the same filters."""
+    store = clocked_store(database_url)
+    alpha = make(store, name="Alpha")
+    other = make(store, resource="other", name="alpha-2")
+    odd = make(store, name="50%_off")
+    bobs = make(store, owner="bob", name="alpha")
+    store.transition(alpha, JobState.COMPLETED, "done", exit_code=0)
+    ids = lambda records: [r.id for r in records]  # noqa: E731
+    assert ids(store.find(owner="alice", newest_first=True)) == [odd, other, alpha]
+    assert ids(store.find(owner="alice", newest_first=True, offset=1, limit=1)) == [other]
+    assert ids(store.find(owner="alice", text="ALPHA", newest_first=True)) == [other, alpha]
+    assert ids(store.find(owner="alice", text=other[:8].upper())) == [other]
+    assert ids(store.find(owner="alice", text="%")) == ids(store.find(owner="alice",
+                                                                      text="_")) == [odd]
+    assert store.count(owner="alice") == 3
+    assert store.count(owner="alice", text="alpha") == 2
+    assert store.count(owner="alice", text="alpha", states=[JobState.COMPLETED]) == 1
+    assert store.count(owner="bob") == 1 and store.count(owner="carol") == 0
+    assert bobs not in ids(store.find(owner="alice", text="alpha"))
+
+
 def test_unsettled_holds_the_jobs_not_final(database_url: str) -> None:
     store = clocked_store(database_url)
     new, queued, done, failed = (make(store) for _ in range(4))

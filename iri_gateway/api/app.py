@@ -23,6 +23,7 @@ from iri_gateway.api.routers import (
     filesystem,
     health,
     me,
+    overview,
     profile_check,
     status,
     templates,
@@ -137,6 +138,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
                    profile_check):
         app.include_router(module.router)
     app.include_router(compute.extensions)
+    app.include_router(overview.router)
     # The web console (docs/console.md): `/` and `/console/`, a client of the routes above.
     app.include_router(console.router)
     return app

@@ -8,6 +8,7 @@ only one. Paths outside `/` and `/console/` stay the API's (404 problem+json whe
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -93,10 +94,21 @@ async def console_home() -> RedirectResponse:
     return RedirectResponse("/console/sites", status_code=307, headers=_HEADERS)
 
 
+@cache
+def asset_version() -> str:
+    """A digest of every shipped asset, taken once per process. The page shells name their
+    assets under it (`/console/static/VERSION/NAME`, the modules' relative imports follow),
+    so a browser keeps them without asking again; other assets get another version."""
+    digest = hashlib.sha256()
+    for name, path in sorted(_assets().items()):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def _render(page: Page) -> HTMLResponse:
     template = _environment().get_template(f"{page.slug}.html")
     html = template.render(page=page, pages=[p for p in PAGES if p.in_menu],
-                           version=__version__)
+                           version=__version__, static=f"/console/static/{asset_version()}")
     return HTMLResponse(html, headers={**_HEADERS, "Cache-Control": "no-store"})
 
 
@@ -113,12 +125,26 @@ for _page in PAGES:
     _page_route(_page)
 
 
-@router.get("/console/static/{name}")
-async def asset(name: str) -> Response:
-    """One shipped asset (JavaScript module, style sheet, icon, example JobSpec), or a 404
-    problem."""
+def _asset(name: str, cache_control: str) -> Response:
     path = _assets().get(name)
     if path is None:
         raise ApiProblem(404, "Not Found", f"the console has no asset {name!r}")
     return Response(path.read_bytes(), media_type=_MEDIA_TYPES[path.suffix],
-                    headers={**_HEADERS, "Cache-Control": "no-cache"})
+                    headers={**_HEADERS, "Cache-Control": cache_control})
+
+
+@router.get("/console/static/{name}")
+async def asset(name: str) -> Response:
+    """One shipped asset (JavaScript module, style sheet, icon, example JobSpec), or a 404
+    problem; checked with the server at every use."""
+    return _asset(name, "no-cache")
+
+
+@router.get("/console/static/{version}/{name}")
+async def versioned_asset(version: str, name: str) -> Response:
+    """The same asset under this process's asset version, kept by the browser for good (the
+    version changes with any asset); another version is a 404 problem saying to reload."""
+    if version != asset_version():
+        raise ApiProblem(404, "Not Found", f"the console's assets are no longer version "
+                         f"{version!r} (now {asset_version()!r}): reload the page")
+    return _asset(name, "public, max-age=31536000, immutable")

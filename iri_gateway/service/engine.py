@@ -58,6 +58,14 @@ from iri_gateway.transport.base import NotSentError, TransportError
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class JobPage:
+    """A page of one owner's jobs and the number of jobs matching the same filters."""
+
+    records: list[JobRecord]
+    total: int
+
+
 class JobNotFoundError(GatewayError):
     """No job with that id belongs to the caller (another user's job is 'not found' too)."""
 
@@ -473,6 +481,22 @@ class Engine:
         self.registry.get(resource_id)  # an unknown resource is an error, not an empty list
         return self.store.find(owner=owner, resource_id=resource_id, states=states, name=name,
                                offset=offset, limit=limit)
+
+    def job_page(
+        self,
+        *,
+        owner: str,
+        states: Sequence[JobState] | None = None,
+        text: str | None = None,
+        offset: int = 0,
+        limit: int,
+    ) -> JobPage:
+        """One page of the owner's jobs on every resource, newest first, and how many match
+        in all: a list of any length is read one page at a time."""
+        records = self.store.find(owner=owner, states=states, text=text, newest_first=True,
+                                  offset=offset, limit=limit)
+        total = self.store.count(owner=owner, states=states, text=text)
+        return JobPage(records=records, total=total)
 
     # ---- resources ---------------------------------------------------------------------------
 

@@ -17,10 +17,10 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import or_, select, update
+from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -34,6 +34,7 @@ from iri_gateway.service.migrations import upgrade_schema
 from iri_gateway.service.schema import JobRow
 
 log = logging.getLogger(__name__)
+_Row = TypeVar("_Row")
 
 
 @dataclass(frozen=True)
@@ -346,30 +347,44 @@ class JobStore:
         resource_id: str | None = None,
         states: Sequence[JobState] | None = None,
         name: str | None = None,
+        text: str | None = None,
+        newest_first: bool = False,
         offset: int = 0,
         limit: int | None = None,
     ) -> list[JobRecord]:
-        """Records matching every filter given, oldest first; `name` is the JobSpec's name.
+        """Records matching every filter given, oldest first (newest first with
+        `newest_first`); `name` is the JobSpec's name, `text` a part of the name or the id
+        (any case).
 
         Filters apply before `offset` and `limit`, so a page holds only matching jobs.
         """
         # SQL's OFFSET has a maximum (a signed 64-bit integer); no store holds that many jobs,
         # so a larger offset is past the end all the same.
         offset = min(offset, MAX_SQL_OFFSET)
-        query = select(JobRow).order_by(JobRow.created_at, JobRow.id)
-        if owner is not None:
-            query = query.where(JobRow.owner == owner)
-        if resource_id is not None:
-            query = query.where(JobRow.resource_id == resource_id)
-        if states is not None:
-            query = query.where(JobRow.state.in_([s.value for s in states]))
-        if name is not None:
-            query = query.where(JobRow.spec["name"].as_string() == name)
-        query = query.offset(offset)
+        order = ((JobRow.created_at.desc(), JobRow.id.desc()) if newest_first
+                 else (JobRow.created_at, JobRow.id))
+        query = _matching(select(JobRow), owner=owner, resource_id=resource_id, states=states,
+                          name=name, text=text).order_by(*order).offset(offset)
         if limit is not None:
             query = query.limit(limit)
         with self._session() as session:
             return [_record(row) for row in session.scalars(query)]
+
+    def count(
+        self,
+        *,
+        owner: str | None = None,
+        resource_id: str | None = None,
+        states: Sequence[JobState] | None = None,
+        name: str | None = None,
+        text: str | None = None,
+    ) -> int:
+        """How many records `find` would return with the same filters and no paging: the
+        total a paged list shows ("1-50 of 1,000") without loading every record."""
+        query = _matching(select(func.count()).select_from(JobRow), owner=owner,
+                          resource_id=resource_id, states=states, name=name, text=text)
+        with self._session() as session:
+            return int(session.scalar(query) or 0)
 
     def unsettled(self, resource_ids: Sequence[str] | None = None) -> list[JobRecord]:
         """Jobs whose state is not final (on the resources `resource_ids`, when given): the
@@ -551,3 +566,28 @@ def _change(row: JobRow, state: JobState, message: str, now: float,
     if row.state != state.value or row.message != message:
         row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
     row.state, row.message, row.updated_at = state.value, message, now
+
+
+def _matching(
+    query: Select[_Row],
+    *,
+    owner: str | None,
+    resource_id: str | None,
+    states: Sequence[JobState] | None,
+    name: str | None,
+    text: str | None,
+) -> Select[_Row]:
+    """`query` narrowed to the rows every given filter admits (`find` and `count` share it,
+    so a page and its total always agree)."""
+    if owner is not None:
+        query = query.where(JobRow.owner == owner)
+    if resource_id is not None:
+        query = query.where(JobRow.resource_id == resource_id)
+    if states is not None:
+        query = query.where(JobRow.state.in_([s.value for s in states]))
+    if name is not None:
+        query = query.where(JobRow.spec["name"].as_string() == name)
+    if text:
+        query = query.where(or_(JobRow.spec["name"].as_string().icontains(text, autoescape=True),
+                                JobRow.id.icontains(text, autoescape=True)))
+    return query

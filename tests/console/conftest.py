@@ -42,6 +42,11 @@ class Console:
     served: RunningServe
     admin: str
     bob: str
+    data: Path
+
+    def token(self, user: str, project: str) -> str:
+        """A new bearer token of `user` granting `project` (`iri-gateway token create`)."""
+        return token_of(self.data, user, project)
 
     @property
     def url(self) -> str:
@@ -62,11 +67,15 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     with running_serve(data, args=args) as served:
         printed = re.search(r"\(shown once\):\n\s+(\S+)", served.output())
         assert printed is not None, served.output()
-        made = subprocess.run(
-            [sys.executable, "-m", "iri_gateway", "token", "create", "bob", "--project", "bobs",
-             "--data-dir", str(data)],
-            capture_output=True, text=True, env=clean_env(), check=True, timeout=60)
-        yield Console(served, printed.group(1), made.stdout.strip())
+        yield Console(served, printed.group(1), token_of(data, "bob", "bobs"), data)
+
+
+def token_of(data: Path, user: str, project: str) -> str:
+    made = subprocess.run(
+        [sys.executable, "-m", "iri_gateway", "token", "create", user, "--project", project,
+         "--data-dir", str(data)],
+        capture_output=True, text=True, env=clean_env(), check=True, timeout=60)
+    return made.stdout.strip()
 
 
 def chromium(profile: Path) -> WebDriver:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from iri_gateway.console.routes import CONTENT_SECURITY_POLICY, STATIC_DIR
+from iri_gateway.console.routes import CONTENT_SECURITY_POLICY, STATIC_DIR, asset_version
 from tests.console.conftest import Console
 
 
@@ -47,6 +47,30 @@ def test_every_shipped_asset_is_served_with_its_type(console: Console, name: str
                 "json": "application/json"}
     assert answer.headers["content-type"].split(";")[0] == expected[name.rsplit(".", 1)[1]]
     assert answer.content == (STATIC_DIR / name).read_bytes()
+
+
+def test_pages_name_their_assets_under_a_version_the_browser_keeps(console: Console) -> None:
+    html = httpx.get(f"{console.url}/console/jobs").text
+    named = re.findall(r'(?:src|href)="(/console/static/[^"]+)"', html)
+    version = asset_version()
+    assert f"/console/static/{version}/jobs.js" in named
+    assert f"/console/static/{version}/shell.js" in named, "the imports are preloaded"
+    assert all(path.startswith(f"/console/static/{version}/") for path in named), named
+    for path in named:
+        answer = httpx.get(f"{console.url}{path}")
+        assert answer.status_code == 200
+        assert answer.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert answer.content == (STATIC_DIR / path.rsplit("/", 1)[1]).read_bytes()
+    # The unversioned address is checked at every use; an old version is gone, with the why.
+    assert httpx.get(f"{console.url}/console/static/jobs.js").headers["cache-control"] == \
+        "no-cache"
+    stale = httpx.get(f"{console.url}/console/static/0123456789abcdef/jobs.js")
+    assert stale.status_code == 404
+    assert stale.headers["content-type"] == "application/problem+json"
+    assert "reload the page" in stale.json()["detail"]
+    unknown = httpx.get(f"{console.url}/console/static/{version}/nope.js")
+    assert unknown.status_code == 404
 
 
 EXAMPLES = sorted(p.name for p in STATIC_DIR.glob("example-*.json"))

@@ -1,9 +1,11 @@
 """The jobs page in a real headless Chromium against a real `serve`: the user's jobs with
 live state, a three-role cluster job unfolding into its members (primary first), cancel from
-the page, and another user's jobs invisible (as in the API)."""
+the page, another user's jobs invisible (as in the API), and paging: 50 jobs to a page, the
+live refresh reading the shown page only."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -11,7 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.console.conftest import Console, screenshots, sign_in, wait_for
+from tests.console.conftest import Console, requested_urls, screenshots, sign_in, wait_for
 
 
 def launch(console: Console, token: str, project: str, spec: dict[str, Any]) -> str:
@@ -119,3 +121,59 @@ def test_jobs_live_state_cluster_members_cancel_and_privacy(
     for token, job_id in ((console.admin, trio), (console.bob, bobs)):
         httpx.delete(f"{console.url}/api/v2/compute/cancel/local/{job_id}", timeout=30,
                      headers={"Authorization": f"Bearer {token}"})
+
+
+def test_jobs_are_paged_and_live_refresh_reads_the_shown_page_only(
+    page: WebDriver, console: Console
+) -> None:
+    carol = console.token("carol", "carols")
+    with ThreadPoolExecutor(4) as pool:
+        ids = list(pool.map(lambda n: launch(console, carol, "carols", {
+            "name": f"carol-{n:02d}", "executable": "/bin/true"}), range(53)))
+    newest_first = [job["id"] for job in httpx.get(
+        f"{console.url}/api/v2/compute/jobs", params={"limit": 200}, timeout=30,
+        headers={"Authorization": f"Bearer {carol}"}).json()["jobs"]]
+    assert sorted(newest_first) == sorted(ids)
+
+    open_jobs(page, console, carol)
+    shown = "[...document.querySelectorAll('tr.job')].map(r => r.dataset.job)"
+    count = "document.getElementById('job-count').textContent"
+    wait_for(page, f"{count} === 'Showing 1-50 of your 53 jobs.'")
+    assert page.execute_script(f"return {shown}") == newest_first[:50]
+    previous = page.find_element(By.ID, "page-previous")
+    following = page.find_element(By.ID, "page-next")
+    assert previous.get_attribute("disabled") is not None and following.is_enabled()
+    assert page.find_element(By.ID, "pager").get_attribute("aria-label") == "Pages of your jobs"
+
+    page.execute_script("document.getElementById('page-next').focus()")
+    following.send_keys(Keys.ENTER)  # keyboard: the button turns the page
+    wait_for(page, f"{count} === 'Showing 51-53 of your 53 jobs.'")
+    assert page.execute_script(f"return {shown}") == newest_first[50:]
+    assert previous.is_enabled() and following.get_attribute("disabled") is not None
+
+    # Live refresh reads the shown page only: a new job moves the oldest ones down a page.
+    page.get_log("performance")
+    page.execute_script("window.sameDocument = true")
+    late = launch(console, carol, "carols", {"name": "carol-late", "executable": "/bin/true"})
+    wait_for(page, f"{count} === 'Showing 51-54 of your 54 jobs.'", 30)
+    assert page.execute_script(f"return {shown}") == newest_first[49:]
+    asked = [url for url in requested_urls(page) if "/api/v2/" in url]
+    assert asked and all("/api/v2/compute/jobs?offset=50&limit=50&" in url for url in asked), \
+        asked
+    assert page.execute_script("return window.sameDocument") is True
+
+    previous.send_keys(Keys.ENTER)
+    wait_for(page, f"{count} === 'Showing 1-50 of your 54 jobs.'")
+    assert page.execute_script(f"return {shown}")[:2] == [late, newest_first[0]]
+
+    # A filter is applied by the API before paging: the state, and the name.
+    page.find_element(By.ID, "filter-name").send_keys("carol-0")
+    wait_for(page, f"{count} === 'Showing 1-10 of 10 jobs matching the filters.'")
+    assert page.find_element(By.ID, "pager").get_attribute("hidden") is not None
+
+    # A link to a job beyond the first page finds it by its id, its details open.
+    oldest = newest_first[-1]
+    page.get(f"{console.url}/console/jobs?job={oldest}")
+    wait_for(page, f"document.querySelector(`tr[data-detail-of='{oldest}'] .timeline li`)", 30)
+    assert page.execute_script(f"return {shown}") == [oldest]
+    assert page.find_element(By.ID, "filter-name").get_attribute("value") == oldest

@@ -13,6 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from iri_gateway.console.routes import asset_version
 from tests.console.conftest import (
     Console,
     requested_urls,
@@ -175,9 +176,12 @@ def test_profile_strings_are_shown_as_text_and_never_run(
 def test_the_console_loads_only_from_this_server(page: WebDriver, console: Console) -> None:
     open_sites(page, console)
     urls = requested_urls(page)
-    assert any(u == f"{console.url}/console/static/console.css" for u in urls), urls
-    assert any(u == f"{console.url}/console/static/sites.js" for u in urls), urls
-    assert any(u.startswith(f"{console.url}/api/v2/compute/capabilities/") for u in urls), urls
+    static = f"{console.url}/console/static/{asset_version()}"
+    assert f"{static}/console.css" in urls and f"{static}/sites.js" in urls, urls
+    assert f"{static}/api.js" in urls, "the module's imports follow its versioned address"
+    asked = [u for u in urls if "/api/v2/" in u]
+    assert f"{console.url}/api/v2/compute/capabilities" in asked, asked
+    assert not [u for u in asked if "/capabilities/" in u], "one request, not one per resource"
     elsewhere = [u for u in urls if not u.startswith(f"{console.url}/")]
     assert elsewhere == [], elsewhere
     # The style sheet applied and the modules ran (a blocked asset would leave neither).

@@ -1,7 +1,8 @@
-// Jobs: the caller's jobs on every resource (POST /compute/status/{resource}), refreshed every
-// few seconds; a cluster job unfolds into its members (meta_data.members), primary first;
-// cancel is DELETE /compute/cancel/{resource}/{id}. The API shows only the caller's jobs.
-// `?job=ID` opens that job's details.
+// Jobs: the caller's jobs on every resource, newest first, one page at a time (GET
+// /compute/jobs with offset, limit and the filters; the API filters, pages and counts, and
+// shows only the caller's jobs); the shown page is refreshed every few seconds. A cluster job
+// unfolds into its members (meta_data.members), primary first; cancel is DELETE
+// /compute/cancel/{resource}/{id}. `?job=ID` opens that job's details.
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
 import { expired, requireSignIn } from "./shell.js";
@@ -9,11 +10,15 @@ import { expired, requireSignIn } from "./shell.js";
 const REFRESH_MS = 2000;
 const FINAL = new Set(["completed", "failed", "canceled"]);
 const TAIL_LINES = 20;
+const PAGE = 50;
 const unfolded = new Set();
 const detailed = new Set();
 const outputs = new Map();
-let resources = [];
 let jobs = [];
+let total = 0;
+let offset = 0;
+let generation = 0;
+let seek = null; // the job of a `?job=ID` link, until the first page has been read
 let shownKey = "";
 
 /** Members in the order a person reads them: roles as the JobSpec lists them, then index. */
@@ -34,11 +39,6 @@ function when(time) {
   const date = typeof time === "number" ? new Date(time * 1000) : new Date(time);
   return Number.isNaN(date.getTime()) ? String(time)
     : `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
-}
-
-function submitted(job) {
-  const first = (job.status.meta_data.history || [])[0];
-  return first ? Number(first.time) || 0 : 0;
 }
 
 function jobRows(job) {
@@ -139,27 +139,42 @@ async function toggleDetail(job) {
   render(true);
 }
 
-function wanted(job) {
+/** The query of the shown page: its place, the state and text filters. */
+function query() {
   const state = document.getElementById("filter-state").value;
-  const text = document.getElementById("filter-name").value.trim().toLowerCase();
-  const name = ((job.job_spec && job.job_spec.name) || "").toLowerCase();
-  const final = FINAL.has(job.status.state);
-  return (state === "all" || (state === "finished") === final)
-    && (!text || name.includes(text) || job.id.toLowerCase().includes(text));
+  const text = document.getElementById("filter-name").value.trim();
+  const params = new URLSearchParams({ offset: String(offset), limit: String(PAGE), state,
+    include_spec: "true" });
+  if (text) params.set("text", text.slice(0, 200));
+  return { params, filtered: state !== "all" || Boolean(text) };
+}
+
+const count = (n) => n.toLocaleString("en-US");
+
+/** "Showing 51-100 of your 1,000 jobs." and the page buttons, enabled where there is a page. */
+function pager(filtered) {
+  const of = filtered ? `${count(total)} jobs matching the filters` : `your ${count(total)} jobs`;
+  document.getElementById("job-count").textContent = jobs.length
+    ? `Showing ${count(offset + 1)}-${count(offset + jobs.length)} of ${of}.`
+    : `Showing 0 of ${of}.`;
+  document.getElementById("page-previous").disabled = offset === 0;
+  document.getElementById("page-next").disabled = offset + jobs.length >= total;
+  document.getElementById("pager").hidden = total <= PAGE && offset === 0;
 }
 
 function render(force = false) {
-  const shown = jobs.filter(wanted);
-  const key = JSON.stringify([shown, [...unfolded], [...detailed], [...outputs]]);
+  const { filtered } = query();
+  const key = JSON.stringify([jobs, total, offset, filtered, [...unfolded], [...detailed],
+    [...outputs]]);
   if (!force && key === shownKey) return;
   shownKey = key;
   const focused = document.activeElement && document.activeElement.dataset
     ? document.activeElement.dataset.key : undefined;
-  document.getElementById("job-count").textContent =
-    `Showing ${shown.length} of your ${jobs.length} jobs.`;
+  pager(filtered);
+  const shown = jobs;
   const region = document.getElementById("jobs");
   if (!shown.length) {
-    fill(region, el("p", { class: "note" }, jobs.length ? "No job matches these filters."
+    fill(region, el("p", { class: "note" }, filtered ? "No job matches these filters."
       : "You have no jobs yet."));
   } else {
     fill(region, el("table", { class: "jobs" },
@@ -190,15 +205,45 @@ async function cancelJob(resource, id, name) {
   }
 }
 
+/** Read the shown page again (only it: a list of any length costs one small request). */
 async function refresh() {
-  const lists = await Promise.all(resources.map((r) =>
-    call(`/compute/status/${encodeURIComponent(r)}?historical=true&include_spec=true&limit=1000`,
-      { method: "POST", body: {} })));
-  jobs = lists.flat().sort((a, b) => submitted(b) - submitted(a) || a.id.localeCompare(b.id));
+  const mine = ++generation;
+  const { params } = query();
+  const page = await call(`/compute/jobs?${params}`);
+  if (mine !== generation) return; // a newer request (other page or filters) answers instead
+  if (!page.jobs.length && page.total && offset) {
+    // The page is past the end now (jobs left the filter): show the last page instead.
+    offset = Math.floor((page.total - 1) / PAGE) * PAGE;
+    await refresh();
+    return;
+  }
+  if (seek) {
+    const name = document.getElementById("filter-name");
+    const linked = seek;
+    seek = null;
+    if (!page.jobs.some((job) => job.id === linked) && !name.value) {
+      name.value = linked; // an older job is not on the first page: find it by its id
+      await refresh();
+      return;
+    }
+  }
+  jobs = page.jobs;
+  total = page.total;
   await Promise.all(jobs.filter((job) => detailed.has(job.id)).map(readOutputs));
+  if (mine !== generation) return;
   render();
   say("error", "");
   document.body.dataset.loaded = "true";
+}
+
+/** Show the page starting at `start` (the filters as they are now). */
+async function show(start) {
+  offset = start;
+  try {
+    await refresh();
+  } catch (error) {
+    if (!expired(error)) say("error", `The gateway refused the request: ${error.message}`);
+  }
 }
 
 async function tick() {
@@ -216,14 +261,12 @@ async function tick() {
 if (requireSignIn()) {
   // /console/jobs?job=ID (the Try a job page's link after a submission) opens that job's
   // details: its history and output.
-  const asked = new URLSearchParams(location.search).get("job");
-  if (asked) detailed.add(asked);
-  document.getElementById("job-filters").addEventListener("input", () => render());
+  seek = new URLSearchParams(location.search).get("job");
+  if (seek) detailed.add(seek);
+  document.getElementById("job-filters").addEventListener("input", () => show(0));
   document.getElementById("job-filters").addEventListener("submit", (e) => e.preventDefault());
-  try {
-    resources = (await call("/status/resources")).map((r) => r.id);
-    await tick();
-  } catch (error) {
-    if (!expired(error)) say("error", `The gateway could not be reached: ${error.message}`);
-  }
+  document.getElementById("page-previous").addEventListener("click",
+    () => show(Math.max(0, offset - PAGE)));
+  document.getElementById("page-next").addEventListener("click", () => show(offset + PAGE));
+  await tick();
 }

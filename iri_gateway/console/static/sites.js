@@ -1,5 +1,5 @@
-// Sites side by side: the capabilities of every resource (GET /status/resources, then
-// GET /compute/capabilities/{id} for each), one column per resource, one row per property.
+// Sites side by side: the capabilities of every resource (one request, GET
+// /compute/capabilities), one column per resource, one row per property.
 // A row whose values are not all the same among the shown resources is marked "differs".
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
@@ -195,10 +195,8 @@ function render(all) {
   fill(region, table(caps));
 }
 
-async function load() {
-  const resources = await call("/status/resources");
-  return Promise.all(resources.map((r) =>
-    call(`/compute/capabilities/${encodeURIComponent(r.id)}`)));
+function load() {
+  return call("/compute/capabilities");
 }
 
 if (requireSignIn()) {
