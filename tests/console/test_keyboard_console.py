@@ -107,7 +107,7 @@ def test_every_page_is_labelled_and_its_main_actions_work_from_the_keyboard(
     assert unnamed(page) == []
     tab_to(page, "state")
     press(page, Keys.ARROW_DOWN)  # "not finished"
-    wait_for(page, "document.getElementById('filter-state').value === 'running'")
+    wait_for(page, "document.getElementById('filter-state').value === 'unfinished'")
     tab_to(page, "Cancel sleeper")
     press(page, Keys.SPACE)
     wait_for(page, f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
