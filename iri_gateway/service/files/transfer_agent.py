@@ -34,6 +34,7 @@ operating system refuses to create the file), `write_failed` (e.g. the disk is f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -117,10 +118,8 @@ class Upload:
             os.close(self.fd)
             self.fd = -1
         if self.folder >= 0:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(self.temp, dir_fd=self.folder)
-            except OSError:
-                pass
             os.close(self.folder)
             self.folder = -1
 
