@@ -21,6 +21,7 @@ from iri_gateway.api.routers import (
     compute,
     facility,
     filesystem,
+    filesystem_transfer,
     health,
     me,
     overview,
@@ -131,11 +132,12 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     problems.install(app)
-    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes,
+                       exempt=(filesystem_transfer.UPLOAD_PREFIX,))
     app.state.started = False
     app.state.poller = None
     for module in (facility, status, account, me, compute, templates, filesystem, health,
-                   profile_check):
+                   profile_check, filesystem_transfer):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     app.include_router(overview.router)

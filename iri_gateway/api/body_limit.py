@@ -30,14 +30,19 @@ class BodyTooLarge(HTTPException):
 
 
 class BodyLimit:
-    """Refuse request bodies over `limit` bytes: raises BodyTooLarge from `receive`."""
+    """Refuse request bodies over `limit` bytes: raises BodyTooLarge from `receive`.
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    Paths starting with one of `exempt` are passed through untouched: routes that stream
+    their bodies and enforce their own limit (uploads, `Settings.max_upload_bytes`).
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, exempt: tuple[str, ...] = ()) -> None:
         self.app = app
         self.limit = limit
+        self.exempt = exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or str(scope["path"]).startswith(self.exempt):
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)

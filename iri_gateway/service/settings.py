@@ -102,6 +102,14 @@ class Settings(BaseSettings):
         "413 before it is read whole (with or without Content-Length)",
     )
 
+    max_upload_bytes: int = Field(
+        default=64 * 1024**3, ge=1024,
+        description="Largest upload (the request body of the filesystem upload operation), "
+        "in bytes; uploads are streamed to disk, never held in memory, so this bounds disk "
+        "use, not memory. A larger one is refused with 413 before it is read (with "
+        "Content-Length) or as soon as it passes the limit (without), leaving nothing",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _psycopg(cls, url: str | None) -> str | None:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import shlex
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import paramiko
@@ -283,16 +284,7 @@ class SshTransport:
         failed (with whether the command may have started). A channel that fails on a live
         connection (a time-out) is closed; the connection stays.
         """
-        transport = connection.client.get_transport()
-        if transport is None or not transport.is_active():
-            raise _Lost(EOFError("the connection is closed"), sent=False)
-        try:
-            channel = transport.open_session(timeout=self._connect_timeout)
-        except paramiko.ChannelException as error:
-            self._refused(connection)
-            raise _Refused(str(error)) from None
-        except (paramiko.SSHException, EOFError, OSError) as error:
-            raise _Lost(error, sent=False) from None
+        channel = self._open(connection)
         try:
             channel.settimeout(timeout)
             channel.exec_command(command)
@@ -309,6 +301,58 @@ class SshTransport:
         finally:
             channel.close()
 
+    @contextmanager
+    def stream(self, argv: Sequence[str], *, timeout: float = 120.0) -> Iterator[CommandStream]:
+        """`argv` started on the login node, its input and output streamed (`CommandStream`)
+        until the block ends, when the channel is closed (the command sees the end of its
+        input; a command still reading takes that for an abort).
+
+        Opened like `run`'s sessions (a refused session is tried again; NotSentError when
+        none can be had); never sent twice: a stream is not retried once it started.
+        """
+        command = shlex.join(argv)
+        deadline = time.monotonic() + max(timeout, self._connect_timeout)
+        while True:
+            try:
+                connection = self._lease(deadline)
+            except (paramiko.SSHException, EOFError, OSError) as error:
+                raise NotSentError(f"cannot start `{argv[0]}` on {self.username}@{self.host}:"
+                                   f"{self.port}: {_describe(error)}") from None
+            try:
+                channel = self._open(connection)
+            except _Refused:
+                self._release(connection)
+                continue
+            except _Lost as lost:
+                self._release(connection)
+                raise NotSentError(f"cannot start `{argv[0]}` on {self.username}@{self.host}:"
+                                   f"{self.port}: {_describe(lost.error)}") from None
+            break
+        try:
+            channel.settimeout(timeout)
+            try:
+                channel.exec_command(command)
+            except (paramiko.SSHException, EOFError, OSError) as error:
+                raise OutcomeUnknownError(f"`{argv[0]}` was sent to {self.host}, but the "
+                                          f"channel failed: {_describe(error)}") from None
+            yield CommandStream(channel, f"{self.username}@{self.host}")
+        finally:
+            channel.close()
+            self._release(connection)
+
+    def _open(self, connection: _Connection) -> paramiko.Channel:
+        """A new session on `connection`; _Refused or _Lost (not sent) otherwise."""
+        transport = connection.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise _Lost(EOFError("the connection is closed"), sent=False)
+        try:
+            return transport.open_session(timeout=self._connect_timeout)
+        except paramiko.ChannelException as error:
+            self._refused(connection)
+            raise _Refused(str(error)) from None
+        except (paramiko.SSHException, EOFError, OSError) as error:
+            raise _Lost(error, sent=False) from None
+
     def make_directory(self, path: str) -> None:
         result = self.run(["mkdir", "-p", "--", path], idempotent=True)
         if not result.ok:
@@ -320,6 +364,75 @@ class SshTransport:
             pool, self._pool = self._pool, []
         for connection in pool:
             connection.client.close()
+
+
+class CommandStream:
+    """One running command's input and output as byte streams, with backpressure: `send`
+    blocks while the channel's window is full (the command is not reading), `read` while
+    nothing has arrived; each waits at most the stream's time-out (TransportError then).
+    Its standard error is kept (the last 64 KiB) for messages."""
+
+    def __init__(self, channel: paramiko.Channel, where: str) -> None:
+        self._channel = channel
+        self._where = where
+        self._pending = bytearray()
+        self._stderr = bytearray()
+
+    def _failed(self, error: BaseException) -> TransportError:
+        return OutcomeUnknownError(f"the stream to {self._where} failed: {_describe(error)}")
+
+    def send(self, data: bytes) -> None:
+        try:
+            self._channel.sendall(data)
+        except (TimeoutError, paramiko.SSHException, EOFError, OSError) as error:
+            raise self._failed(error) from None
+
+    def end_input(self) -> None:
+        """Tell the command its input is complete."""
+        try:
+            self._channel.shutdown_write()
+        except (paramiko.SSHException, EOFError, OSError) as error:
+            raise self._failed(error) from None
+
+    def read(self, size: int) -> bytes:
+        """Up to `size` bytes of output; b"" at its end."""
+        if self._pending:
+            data = bytes(self._pending[:size])
+            del self._pending[:size]
+            return data
+        try:
+            data = self._channel.recv(size)
+        except (TimeoutError, paramiko.SSHException, EOFError, OSError) as error:
+            raise self._failed(error) from None
+        self._drain_stderr()
+        return data
+
+    def readline(self, limit: int = 65536) -> bytes:
+        """One line of output with its newline (without one: the output ended, or `limit`
+        bytes came without a newline)."""
+        while b"\n" not in self._pending and len(self._pending) < limit:
+            try:
+                data = self._channel.recv(65536)
+            except (TimeoutError, paramiko.SSHException, EOFError, OSError) as error:
+                raise self._failed(error) from None
+            if not data:
+                break
+            self._pending += data
+        end = self._pending.find(b"\n")
+        end = len(self._pending) if end < 0 else end + 1
+        line = bytes(self._pending[:end])
+        del self._pending[:end]
+        return line
+
+    def _drain_stderr(self) -> None:
+        while self._channel.recv_stderr_ready():
+            self._stderr += self._channel.recv_stderr(65536)
+            del self._stderr[:-65536]
+
+    def stderr(self) -> str:
+        """What the command wrote to its standard error so far (its last 64 KiB)."""
+        self._drain_stderr()
+        return decode_output(bytes(self._stderr))
 
 
 def _describe(error: BaseException) -> str:

@@ -28,7 +28,7 @@ NOT_YET_TAGS = {"storage"}
 # (the gateway serves read access to job directories only) and the storage operations.
 NOT_YET = {
     "chmod", "chown", "file", "mkdir", "symlink", "checksum", "rm", "compress", "extract",
-    "mv", "cp", "download", "upload", "getStorageAccessEndpoints",
+    "mv", "cp", "getStorageAccessEndpoints",
 }
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 

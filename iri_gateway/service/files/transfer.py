@@ -1,0 +1,232 @@
+"""The gateway's side of uploads and downloads: place the path (`policy`, as reads do), then
+stream the bytes through the agent (`transfer_agent`) where the files are, never holding a
+whole file.
+
+As the account the gateway runs as (a local connection) the agent runs in-process; over SSH
+it runs on the login node as the user's mapped account, its source sent with
+`python3 -I -c` (after the reader's, which it builds on) and the bytes streamed through the
+channel's input and output in frames, with the channel's window as backpressure. A refusal
+comes before any byte of the body is taken, so a refused upload reads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+from iri_gateway.service.files import reader, transfer_agent
+from iri_gateway.service.files.access import FileRefusedError, UserFiles, reader_source
+from iri_gateway.service.files.policy import path_problem
+from iri_gateway.transport.base import TransportError
+from iri_gateway.transport.ssh import CommandStream, SshTransport
+
+STREAM_TIMEOUT = 120.0
+"""Seconds one step of a remote transfer (a frame sent, a chunk received) may take."""
+_IMPORT = "from iri_gateway.service.files import reader  # on a login node: defined before"
+
+
+@cache
+def agent_program() -> str:
+    """The program run on a login node: the reader as module `reader`, then the agent."""
+    agent = Path(transfer_agent.__file__).read_text(encoding="utf-8")
+    lines = agent.splitlines(keepends=True)
+    kept = [line for line in lines if not line.startswith(_IMPORT)]
+    if len(kept) != len(lines) - 1:
+        raise RuntimeError("transfer_agent no longer imports reader as expected")
+    preamble = ("import types\nreader = types.ModuleType('reader')\n"
+                f"exec(compile({reader_source()!r}, 'reader.py', 'exec'), reader.__dict__)\n")
+    # The agent's `from __future__` line must come first in its own compilation unit.
+    return preamble + f"exec(compile({''.join(kept)!r}, 'transfer_agent.py', 'exec'))\n"
+
+
+class Upload(Protocol):
+    """A file being written: `write` chunks, then `commit` (its size) or `abort`."""
+
+    def write(self, data: bytes) -> None: ...
+    def commit(self) -> int: ...
+    def abort(self) -> None: ...
+
+
+@dataclass
+class Download:
+    """A file being read: its `size` and its `chunks`; `close` when done (idempotent)."""
+
+    size: int
+    chunks: Iterator[bytes]
+    closer: ExitStack
+
+    def close(self) -> None:
+        self.closer.close()
+
+
+def _refused(answer: dict[str, Any]) -> FileRefusedError:
+    return FileRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
+                            str(answer.get("field") or ""))
+
+
+class _LocalUpload:
+    """The agent's Upload in-process, refusals as FileRefusedError."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        try:
+            self._upload = transfer_agent.Upload(request)
+        except reader.Refused as refused:
+            raise FileRefusedError(refused.kind, refused.detail) from None
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._upload.write(data)
+        except reader.Refused as refused:
+            raise FileRefusedError(refused.kind, refused.detail) from None
+
+    def commit(self) -> int:
+        try:
+            return self._upload.commit()
+        except reader.Refused as refused:
+            raise FileRefusedError(refused.kind, refused.detail) from None
+
+    def abort(self) -> None:
+        self._upload.abort()
+
+
+class _RemoteUpload:
+    """The agent on the login node, fed frames; closing the stream early aborts it."""
+
+    def __init__(self, opened: AbstractContextManager[CommandStream], request: dict[str, Any],
+                 where: str) -> None:
+        self._closer = ExitStack()
+        self._stream = self._closer.enter_context(opened)
+        self._where = where
+        try:
+            self._stream.send(json.dumps(request).encode() + b"\n")
+            answer = _answer(self._stream, where)
+            if not answer["ok"]:
+                raise _refused(answer)
+        except BaseException:
+            self._closer.close()
+            raise
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._stream.send(b"%d\n" % len(data))
+            self._stream.send(data)
+        except BaseException:
+            self.abort()
+            raise
+
+    def commit(self) -> int:
+        try:
+            self._stream.send(b"0\n")
+            self._stream.end_input()
+            answer = _answer(self._stream, self._where)
+            if not answer["ok"]:
+                raise _refused(answer)
+            return int(answer["result"]["size"])
+        finally:
+            self._closer.close()
+
+    def abort(self) -> None:
+        self._closer.close()
+
+
+def _answer(stream: CommandStream, where: str) -> dict[str, Any]:
+    """The agent's next JSON answer line (lines a login script may print before it are
+    skipped); TransportError when the output ends first."""
+    while True:
+        line = stream.readline()
+        if not line:
+            stderr = stream.stderr().strip()
+            if "python3" in stderr and "not found" in stderr:
+                raise TransportError(f"file transfers on {where} need python3 (3.8 or later) "
+                                     f"on the login node: {stderr[-300:]}")
+            raise TransportError(f"the file transfer agent on {where} ended without an "
+                                 f"answer: {stderr[-300:]!r}")
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and "ok" in answer:
+            return answer
+
+
+def _local_chunks(fd: int, size: int) -> Iterator[bytes]:
+    left = size
+    while left > 0:
+        data = os.read(fd, min(transfer_agent.CHUNK, left))
+        if not data:
+            raise TransportError("the file shrank while it was being downloaded")
+        left -= len(data)
+        yield data
+
+
+def _remote_chunks(stream: CommandStream, size: int) -> Iterator[bytes]:
+    left = size
+    while left > 0:
+        data = stream.read(min(transfer_agent.CHUNK, left))
+        if not data:
+            raise TransportError("the download ended early (the file shrank, or the login "
+                                 "node went away)")
+        left -= len(data)
+        yield data
+
+
+@dataclass(frozen=True)
+class UserTransfers:
+    """Uploads and downloads for one user on one resource, confined as their reads are."""
+
+    files: UserFiles
+
+    def _request(self, operation: str, path: str) -> dict[str, Any]:
+        problem = path_problem(path)
+        if problem is not None:
+            raise FileRefusedError("invalid_path", problem, "path")
+        anchor = self.files.scope.locate(path)
+        if anchor is None:
+            raise FileRefusedError("not_found")
+        return {"op": operation, "base": anchor.base, "top": list(anchor.top),
+                "rest": list(anchor.rest), "reserved": list(anchor.reserved)}
+
+    def _stream(self) -> AbstractContextManager[CommandStream]:
+        transport = self.files.reader.transport
+        if not isinstance(transport, SshTransport):
+            raise TransportError(f"file transfers on {self.files.reader.where} need a local "
+                                 "or SSH connection")
+        return transport.stream(["python3", "-I", "-c", agent_program()],
+                                timeout=STREAM_TIMEOUT)
+
+    def upload(self, path: str) -> Upload:
+        """A new file at `path`, ready for its bytes; FileRefusedError when it cannot be."""
+        request = self._request("upload", path)
+        if self.files.reader.in_process:
+            return _LocalUpload(request)
+        return _RemoteUpload(self._stream(), request, self.files.reader.where)
+
+    def download(self, path: str) -> Download:
+        """The file at `path`, opened; FileRefusedError when it may not be read."""
+        request = self._request("download", path)
+        closer = ExitStack()
+        if self.files.reader.in_process:
+            try:
+                fd, size = transfer_agent.open_download(request)
+            except reader.Refused as refused:
+                raise FileRefusedError(refused.kind, refused.detail) from None
+            closer.callback(os.close, fd)
+            return Download(size, _local_chunks(fd, size), closer)
+        try:
+            stream = closer.enter_context(self._stream())
+            stream.send(json.dumps(request).encode() + b"\n")
+            stream.end_input()
+            answer = _answer(stream, self.files.reader.where)
+            if not answer["ok"]:
+                raise _refused(answer)
+        except BaseException:
+            closer.close()
+            raise
+        size = int(answer["size"])
+        return Download(size, _remote_chunks(stream, size), closer)

@@ -1,0 +1,179 @@
+"""upload and download through the real SSH login node (issue 16), on a real serve.
+
+The gateway reaches `cluster-ssh` as the login account (alice and bob both mapped to it, so
+only the gateway keeps their job folders apart); the transfer agent runs there with
+`python3 -I`, as that account, the bytes streamed through the SSH channel in frames.
+The large transfer is `SSH_SIZE` (see its note); the server's peak memory is asserted as
+for the local 1 GiB test, SHA-256 compared on both ends.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.real_serve import RunningServe, running_serve
+from tests.api.transfer_helpers import (
+    V2,
+    MemoryWatch,
+    MiB,
+    Payload,
+    download_digest,
+    file_digest,
+    headers,
+    tokens,
+    upload_multipart,
+)
+from tests.integration.conftest import ClusterInfo
+
+pytestmark = pytest.mark.integration
+RESOURCE = "cluster-ssh"
+SSH_SIZE = 1024 * MiB
+"""1 GiB, as locally (measured on the 2-core test machine: well under a minute each way)."""
+
+
+@dataclass(frozen=True)
+class Served:
+    serve: RunningServe
+    alice: str
+    bob: str
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def served(cluster: ClusterInfo, cluster_profile: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    data_dir = tmp_path_factory.mktemp("ssh-transfer") / "data"
+    made = tokens(data_dir)
+    home = subprocess.run(["getent", "passwd", cluster.ssh_user], capture_output=True,
+                          text=True, check=True).stdout.split(":")[5]
+    with running_serve(data_dir, args=("--profiles", str(cluster_profile))) as serve:
+        yield Served(serve, made["alice"], made["bob"], Path(home))
+
+
+@pytest.fixture
+def http(served: Served) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=served.serve.url, timeout=600) as client:
+        yield client
+
+
+@pytest.fixture
+def target(served: Served) -> Iterator[Path]:
+    """A fresh name in the login account's home (granted as `~`), removed afterwards."""
+    path = served.home / f"iri-transfer-{uuid.uuid4().hex}.bin"
+    yield path
+    path.unlink(missing_ok=True)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.startswith(".iri-upload-"))
+
+
+def test_a_large_file_goes_up_and_down_over_ssh_with_the_server_under_200_mib(
+        http: httpx.Client, served: Served, target: Path) -> None:
+    payload = Payload(SSH_SIZE, seed=22)
+    with MemoryWatch(served.serve.process.pid) as watch:
+        started = time.monotonic()
+        answer = upload_multipart(http, served.alice, RESOURCE, str(target), payload)
+        up = time.monotonic() - started
+        assert answer.status_code == 200, answer.text
+        started = time.monotonic()
+        size, digest = download_digest(http, served.alice, RESOURCE, str(target))
+        down = time.monotonic() - started
+    assert size == SSH_SIZE == target.stat().st_size
+    assert file_digest(target) == payload.digest == digest
+    print(f"{SSH_SIZE // MiB} MiB over SSH: up {up:.1f} s, down {down:.1f} s; server RSS "
+          f"before {watch.before_kib / 1024:.0f} MiB, peak {watch.peak_kib / 1024:.0f} MiB")
+    assert watch.peak_kib < 200 * 1024, f"peak {watch.peak_kib / 1024:.0f} MiB"
+    assert (watch.peak_kib - watch.before_kib) / 1024 < 64
+    assert leftovers(served.home) == []
+
+
+def test_escapes_over_ssh_change_nothing_and_links_are_not_followed(
+        http: httpx.Client, served: Served, target: Path) -> None:
+    victim = Path("/var/tmp") / f"iri-victim-{uuid.uuid4().hex}"
+    victim.write_text("untouched")
+    os.chmod(victim, 0o666)  # the login account could write it, if the gateway let it
+    link = served.home / f"iri-link-{uuid.uuid4().hex}"
+    link.symlink_to(victim)
+    try:
+        def upload(path: str, token: str = served.alice) -> httpx.Response:
+            return http.post(f"{V2}/filesystem/upload/{RESOURCE}", params={"path": path},
+                             files={"file": ("f", b"planted")}, headers=headers(token))
+
+        assert upload(str(link)).status_code == 409
+        assert upload(f"{served.home}/../../var/tmp/planted").status_code == 404
+        assert upload("/var/tmp/planted").status_code == 404
+        assert upload(f"{served.home}/a\x00b").status_code == 422
+        got = http.post(f"{V2}/filesystem/download/{RESOURCE}", json={"path": str(link)},
+                        headers=headers(served.alice, Accept="application/octet-stream"))
+        assert got.status_code == 404 and b"untouched" not in got.content
+        assert victim.read_text() == "untouched"
+        assert not Path("/var/tmp/planted").exists()
+        small = upload(str(target))
+        assert small.status_code == 200, small.text
+        assert target.read_bytes() == b"planted"
+        assert upload(str(target)).status_code == 409
+    finally:
+        link.unlink()
+        victim.unlink()
+
+
+def test_another_users_job_folder_is_404_over_ssh(http: httpx.Client, served: Served) -> None:
+    launched = http.post(f"{V2}/compute/job/{RESOURCE}", headers=headers(served.bob), json={
+        "executable": "/bin/sh", "arguments": ["-c", "echo bob-secret"]})
+    assert launched.status_code == 200, launched.text
+    job_id = launched.json()["id"]
+    deadline = time.monotonic() + 180
+    while True:
+        job = http.get(f"{V2}/compute/status/{RESOURCE}/{job_id}",
+                       headers=headers(served.bob)).json()
+        if job["status"]["state"] in ("completed", "failed", "canceled"):
+            break
+        assert time.monotonic() < deadline, job
+        time.sleep(0.5)
+    directory = job["status"]["meta_data"]["directory"]
+    got = http.post(f"{V2}/filesystem/download/{RESOURCE}",
+                    json={"path": f"{directory}/stdout.txt"},
+                    headers=headers(served.alice, Accept="application/octet-stream"))
+    assert got.status_code == 404 and b"bob-secret" not in got.content
+    planted = http.post(f"{V2}/filesystem/upload/{RESOURCE}",
+                        params={"path": f"{job_id}/planted"},
+                        files={"file": ("f", b"x")}, headers=headers(served.alice))
+    assert planted.status_code == 404
+    assert not Path(directory, "planted").exists()
+    own = http.post(f"{V2}/filesystem/download/{RESOURCE}",
+                    json={"path": f"{job_id}/stdout.txt"},
+                    headers=headers(served.bob, Accept="application/octet-stream"))
+    assert own.status_code == 200 and own.content == b"bob-secret\n"
+
+
+def test_a_client_that_goes_away_halfway_leaves_no_file_on_the_login_node(
+        served: Served, target: Path) -> None:
+    host, port = served.serve.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as connection:
+        connection.sendall(
+            f"POST {V2}/filesystem/upload/{RESOURCE}?path={target} HTTP/1.1\r\n"
+            f"Host: {host}\r\nAuthorization: Bearer {served.alice}\r\n"
+            f"X-IRI-Facility-Project: proj1\r\nContent-Type: application/octet-stream\r\n"
+            f"Content-Length: {64 * MiB}\r\n\r\n".encode())
+        for _ in range(8):
+            connection.sendall(b"h" * MiB)
+        deadline = time.monotonic() + 60
+        while not leftovers(served.home):
+            assert time.monotonic() < deadline, "the upload never started"
+            time.sleep(0.05)
+    deadline = time.monotonic() + 60
+    while leftovers(served.home):
+        assert time.monotonic() < deadline, f"left behind: {leftovers(served.home)}"
+        time.sleep(0.1)
+    assert not target.exists()
