@@ -21,6 +21,7 @@ from iri_gateway.api.routers import (
     compute,
     facility,
     filesystem,
+    filesystem_write,
     health,
     me,
     overview,
@@ -135,7 +136,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.started = False
     app.state.poller = None
     for module in (facility, status, account, me, compute, templates, filesystem, health,
-                   profile_check):
+                   profile_check, filesystem_write):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     app.include_router(overview.router)
