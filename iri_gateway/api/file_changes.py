@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from iri_gateway.api.file_operations import _file as listed_file
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
@@ -54,12 +55,16 @@ def required(value: str | None, field: str = "path") -> str:
 
 
 def change(resource_id: str, asked: dict[str, str], run: Any) -> dict[str, Any]:
-    """`run()`'s result; its WriteRefusedError as the HTTP problem. `asked` maps each
-    request field to the path the caller gave (for the messages)."""
+    """`run()`'s result (a file the writer describes as the official `File`, as `ls` shows
+    it, its absolute path as `name`); its WriteRefusedError as the HTTP problem. `asked` maps
+    each request field to the path the caller gave (for the messages)."""
     try:
         result: dict[str, Any] = run()
     except WriteRefusedError as error:
         raise _problem(resource_id, asked, error) from None
+    found = result.get("output")
+    if isinstance(found, dict) and "kind" in found:
+        return {"output": listed_file(found, numeric=False).model_dump()}
     return result
 
 

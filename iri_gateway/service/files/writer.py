@@ -75,10 +75,23 @@ class Place:
 
     def __init__(self, spec: dict[str, Any], field: str, *, follow_final: bool = False) -> None:
         self.field = field
-        self.area = Area(str(spec["base"]), list(spec["top"]), list(spec["reserved"]))
+        try:
+            self.area = Area(str(spec["base"]), list(spec["top"]), list(spec["reserved"]))
+        except Refused:
+            raise Refused("not_found", "", field) from None
         try:
             rest = [str(part) for part in spec["rest"]]
-            self.fd, name, self.parts = self.area.resolve(rest, follow_final)
+            if follow_final:
+                self.fd, name, self.parts = self.area.resolve(rest, True)
+            elif rest:
+                self.fd, self.parts = self._folder(rest[:-1])
+                name = reader._component(rest[-1])
+                self.parts = self.parts + [name]
+            else:
+                self.fd, name, self.parts = os.dup(self.area.base_fd), None, []
+        except Refused as refused:
+            self.area.close()
+            raise Refused(refused.kind, refused.detail, refused.field or field) from None
         except BaseException:
             self.area.close()
             raise
@@ -87,6 +100,23 @@ class Place:
             raise Refused("root", "is the folder itself (a root you were granted, or a job "
                           "folder)", field)
         self.name = name
+        info = self.lstat()
+        if info is not None and (info.st_dev, info.st_ino) in self.area.reserved:
+            self.close()
+            raise Refused("not_found", "", field)
+
+    def _folder(self, rest: list[str]) -> tuple[int, list[str]]:
+        """The open folder `rest` names (links inside followed; it may not be one itself,
+        even swapped in now) and its components as resolved."""
+        fd, name, parts = self.area.resolve(rest, follow_final=True)
+        if name is None:
+            return fd, parts
+        try:
+            return self.area._open_folder(fd, name, len(parts) - 1), parts
+        except reader._Link:
+            raise Refused("not_found") from None
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         os.close(self.fd)
