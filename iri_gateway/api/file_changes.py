@@ -79,6 +79,6 @@ def _problem(resource_id: str, asked: dict[str, str], error: WriteRefusedError) 
     reason = error.detail or _REASONS.get(error.kind, error.kind)
     if error.kind == "permission":
         reason = f"the operating system refused it to your account: {reason}"
-    shown = asked.get(field)
-    detail = f"{field} {shown!r}: {reason}" if shown is not None else f"{field}: {reason}"
+    given = asked.get(field)
+    detail = f"{field} {given!r}: {reason}" if given is not None else f"{field}: {reason}"
     return ApiProblem(status, title, detail, [{"name": field, "reason": reason}])

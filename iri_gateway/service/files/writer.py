@@ -26,6 +26,7 @@ inside the target's area (`link_outside` otherwise), and never overwrites. Error
 from __future__ import annotations
 
 import errno
+import grp
 import hashlib
 import json
 import os
@@ -35,7 +36,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import grp
 from typing import Any
 
 from iri_gateway.service.files import reader
@@ -86,7 +86,7 @@ class Place:
             elif rest:
                 self.fd, self.parts = self._folder(rest[:-1])
                 name = reader._component(rest[-1])
-                self.parts = self.parts + [name]
+                self.parts = [*self.parts, name]
             else:
                 self.fd, name, self.parts = os.dup(self.area.base_fd), None, []
         except Refused as refused:
@@ -376,9 +376,9 @@ class _Copy:
             if stat.S_ISREG(info.st_mode):
                 self.file(src, name, dst, name)
             elif stat.S_ISLNK(info.st_mode):
-                self.link(src, name, dst, name, parts + [name])
+                self.link(src, name, dst, name, [*parts, name])
             elif stat.S_ISDIR(info.st_mode):
-                self.folder(src, name, dst, name, parts + [name])
+                self.folder(src, name, dst, name, [*parts, name])
 
     def folder(self, src: int, name: str, dst: int, new: str, parts: list[str]) -> None:
         inner = os.open(name, _DIRECTORY, dir_fd=src)
