@@ -11,6 +11,7 @@ target, a non-empty folder, or a move across filesystems; 413 for a `cp` beyond 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from iri_gateway.api.file_operations import _file as listed_file
@@ -52,6 +53,24 @@ def required(value: str | None, field: str = "path") -> str:
         raise ApiProblem(422, "Unprocessable Entity", f"{field} is required",
                          [{"name": field, "reason": "is required"}])
     return value
+
+
+def octal_mode(mode: str) -> str:
+    """`mode` when it is 1 to 4 octal digits; the 422 naming `mode` otherwise."""
+    if not re.fullmatch(r"[0-7]{1,4}", mode):
+        raise ApiProblem(422, "Unprocessable Entity", f"mode {mode[:20]!r} is not an octal "
+                         "mode", [{"name": "mode", "reason": "must be 1 to 4 octal digits, "
+                                  "such as 755"}])
+    return mode
+
+
+def account_name(name: str, field: str) -> str:
+    """`name` when it can name a user or group; the 422 naming `field` otherwise."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name) or ":" in name or "/" in name:
+        raise ApiProblem(422, "Unprocessable Entity", f"{field} is not a valid name",
+                         [{"name": field, "reason": "must not contain control characters, "
+                           "':' or '/'"}])
+    return name
 
 
 def change(resource_id: str, asked: dict[str, str], run: Any) -> dict[str, Any]:

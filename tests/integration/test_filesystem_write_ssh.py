@@ -24,17 +24,15 @@ import pytest
 
 from tests.api.test_file_confinement import headers
 from tests.api.test_filesystem_write import snapshot, swapper
+from tests.integration import test_filesystem_ssh as ssh_setup
 from tests.integration.conftest import ClusterInfo
-from tests.integration.test_filesystem_ssh import (  # noqa: F401 (fixtures)
-    RESOURCE,
-    Served,
-    http,
-    run,
-    served,
-)
+from tests.integration.test_filesystem_ssh import RESOURCE, Served, run
 
 pytestmark = pytest.mark.integration
 V2 = "/api/v2"
+served = ssh_setup.served
+"""The real serve of `test_filesystem_ssh` (its fixture, used here as it is)."""
+http = ssh_setup.http
 
 
 def post(http: httpx.Client, token: str, operation: str, body: dict[str, Any]

@@ -16,7 +16,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from iri_gateway.api.deps import EngineDep, PrincipalDep
-from iri_gateway.api.file_changes import change, required, user_writes
+from iri_gateway.api.file_changes import (
+    account_name,
+    change,
+    octal_mode,
+    required,
+    user_writes,
+)
 from iri_gateway.api.filesystem_write_models import (
     PostChecksumRequest,
     PostCopyRequest,
@@ -149,8 +155,9 @@ def post_chmod(resource_id: str, body: PutFileChmodRequest, engine: EngineDep,
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
-    result = change(resource_id, {"path": path, "mode": body.mode},
-                    lambda: writes.chmod(path, body.mode))
+    mode = octal_mode(body.mode)
+    result = change(resource_id, {"path": path, "mode": mode},
+                    lambda: writes.chmod(path, mode))
     return _task(request, principal, "chmod", body, result)
 
 
@@ -168,10 +175,11 @@ def post_chown(resource_id: str, body: PutFileChownRequest, engine: EngineDep,
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
-    if not body.owner and not body.group:
+    owner, group = account_name(body.owner, "owner"), account_name(body.group, "group")
+    if not owner and not group:
         required(None, "owner")
-    result = change(resource_id, {"path": path, "owner": body.owner, "group": body.group},
-                    lambda: writes.chown(path, body.owner, body.group))
+    result = change(resource_id, {"path": path, "owner": owner, "group": group},
+                    lambda: writes.chown(path, owner, group))
     return _task(request, principal, "chown", body, result)
 
 
