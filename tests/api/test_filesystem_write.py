@@ -129,6 +129,9 @@ async def test_each_operation_works(client: httpx.AsyncClient, token: str, tmp_p
     assert (home / "tree/data.txt").read_text() == "hello\n" and (home / "tree/b/c").is_dir()
     await refused(client, token, "cp", {"path": f"{home}/a", "target_path": f"{home}/tree"},
                   409, "target_path")
+    await refused(client, token, "cp", {"path": f"{home}/a", "target_path": f"{home}/a/b/a"},
+                  400, "target_path")
+    assert not (home / "a/b/a").exists()
 
     await output(client, token, "mv", {"path": f"{home}/copy.txt",
                                        "target_path": f"{home}/tree/moved.txt"}, 201)

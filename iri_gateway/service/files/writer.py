@@ -373,6 +373,7 @@ class _Copy:
             names = [entry.name for entry in listing]
         for name in names:
             info = os.stat(name, dir_fd=src, follow_symlinks=False)
+            self.budget.take(0)  # bytes are counted as they are copied
             if stat.S_ISREG(info.st_mode):
                 self.file(src, name, dst, name)
             elif stat.S_ISLNK(info.st_mode):
@@ -402,6 +403,11 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
             Place(request["target"], "target_path") as target:
         info = _existing(source)
         _absent(target)
+        if (source.area.base_parts + source.parts
+                == (target.area.base_parts + target.parts)[: len(source.area.base_parts)
+                                                           + len(source.parts)]):
+            raise Refused("invalid", "lies inside `path`: a folder is not copied into "
+                          "itself", "target_path")
         copy = _Copy(target, budget)
         try:
             budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
