@@ -22,6 +22,7 @@ from iri_gateway.api.routers import (
     facility,
     filesystem,
     filesystem_transfer,
+    filesystem_write,
     health,
     me,
     overview,
@@ -137,7 +138,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.started = False
     app.state.poller = None
     for module in (facility, status, account, me, compute, templates, filesystem, health,
-                   profile_check, filesystem_transfer):
+                   profile_check, filesystem_transfer, filesystem_write):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     app.include_router(overview.router)

@@ -128,8 +128,8 @@ ROOT_PLACEHOLDERS = ("{user}", "{account}", "{account_initial}")
 
 
 class FileAccess(_Strict):
-    """Which folders a user may name as a job's `directory` and read through the filesystem
-    operations, besides the job folders the gateway makes for them."""
+    """Which folders a user may name as a job's `directory` and read and change through the
+    filesystem operations, besides the job folders the gateway makes for them."""
 
     roots: list[str] = Field(
         default_factory=list,

@@ -109,6 +109,16 @@ class Settings(BaseSettings):
         "use, not memory. A larger one is refused with 413 before it is read (with "
         "Content-Length) or as soon as it passes the limit (without), leaving nothing",
     )
+    cp_max_files: int = Field(
+        default=10_000, ge=1,
+        description="Most files, folders and links one filesystem `cp` copies (counted "
+        "before copying); more is refused with 413",
+    )
+    cp_max_bytes: int = Field(
+        default=1024 ** 3, ge=0,
+        description="Most bytes of file content one filesystem `cp` copies; more is refused "
+        "with 413",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -24,12 +24,9 @@ from tests.api.conftest import OFFICIAL_SPEC
 
 CHECKED_TAGS = {"compute", "status", "facility", "account", "filesystem", "task"}
 NOT_YET_TAGS = {"storage"}
-# Required by the official spec, not served yet: the filesystem operations that change files
-# (the gateway serves read access to job directories only) and the storage operations.
-NOT_YET = {
-    "chmod", "chown", "file", "mkdir", "symlink", "checksum", "rm", "compress", "extract",
-    "mv", "cp", "getStorageAccessEndpoints",
-}
+# Required by the official spec, not served yet: the filesystem archive operations and the
+# storage access endpoints.
+NOT_YET = {"compress", "extract", "getStorageAccessEndpoints"}
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
 
 

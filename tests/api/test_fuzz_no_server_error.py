@@ -1,5 +1,5 @@
-"""Arbitrary JSON at a real `serve`: launchJob, plan, placement and the filesystem reads never
-answer 5xx.
+"""Arbitrary JSON at a real `serve`: launchJob, plan, placement and the filesystem operations
+never answer 5xx.
 
 Bad input is the client's fault, never the server's: whatever a client posts (any JSON
 value, JobSpec-shaped documents with hostile values in known fields, lone surrogates, huge
@@ -170,6 +170,9 @@ documents = st.one_of(json_values, jobspec_shaped)
 file_requests = st.one_of(json_values, _shaped(
     ("path", "bytes", "lines", "skipTrailing", "skipHeading", "size", "offset", "showHidden",
      "numericUid", "recursive", "dereference"), json_values))
+file_changes = st.one_of(json_values, _shaped(
+    ("path", "target_path", "link_path", "mode", "owner", "group", "parent", "recursive",
+     "dereference"), json_values))
 
 
 def _post(sandboxed: Sandboxed, path: str, document: Any) -> httpx.Response:
@@ -237,6 +240,16 @@ def test_template_writes_never_answer_5xx(sandboxed: Sandboxed, document: Any,
 @given(document=file_requests)
 def test_filesystem_reads_never_answer_5xx(sandboxed: Sandboxed, operation: str,
                                            document: Any) -> None:
+    response = _post(sandboxed, f"/api/v2/filesystem/{operation}/{RESOURCE}", document)
+    _assert_client_fault_at_most(response, sandboxed)
+
+
+@pytest.mark.parametrize("operation", ["mkdir", "rm", "mv", "cp", "chmod", "chown", "symlink",
+                                       "file", "checksum"])
+@_SETTINGS
+@given(document=file_changes)
+def test_filesystem_changes_never_answer_5xx(sandboxed: Sandboxed, operation: str,
+                                             document: Any) -> None:
     response = _post(sandboxed, f"/api/v2/filesystem/{operation}/{RESOURCE}", document)
     _assert_client_fault_at_most(response, sandboxed)
 

@@ -54,7 +54,21 @@ def reader_source() -> str:
 
 
 class FileReader:
-    """Runs reader requests as the account that owns the files."""
+    """Runs reader requests as the account that owns the files.
+
+    Subclasses run another program the same way (`writes.FileWriter`): `program` is the
+    source sent to the login node, `serve_here` the in-process call, `idempotent` whether
+    a request may be sent again after a lost connection.
+    """
+
+    idempotent = True
+    timeout = READER_TIMEOUT
+
+    def program(self) -> str:
+        return reader_source()
+
+    def serve_here(self, request: dict[str, Any]) -> dict[str, Any]:
+        return reader.serve(request)
 
     def __init__(self, transport: Transport, *, in_process: bool, where: str) -> None:
         self.transport = transport
@@ -63,10 +77,10 @@ class FileReader:
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.in_process:
-            return reader.serve(request)
-        result = self.transport.run(["python3", "-I", "-c", reader_source()],
-                                    stdin=json.dumps(request), timeout=READER_TIMEOUT,
-                                    idempotent=True)
+            return self.serve_here(request)
+        result = self.transport.run(["python3", "-I", "-c", self.program()],
+                                    stdin=json.dumps(request), timeout=self.timeout,
+                                    idempotent=self.idempotent)
         if result.exit_code in (126, 127):
             raise ReaderUnavailableError(
                 f"the filesystem operations on {self.where} need python3 (3.8 or later) on "

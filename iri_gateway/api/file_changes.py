@@ -1,0 +1,103 @@
+"""The filesystem operations that change files, and `file` and `checksum`: the caller's
+writer (`iri_gateway.service.files.writes`) and its refusals as HTTP problems.
+
+Statuses: 404 for a path outside what the caller may use or missing (the same answer, as
+for reads); 422 for a path that cannot name a file (NUL, control characters, too long) or a
+missing required `path`; 403 for a root or job folder itself as what `rm`, `mv` or `cp`
+removes or replaces, a tree holding the gateway's folders, a link that would point outside,
+or what the operating system refuses the account (its reason given); 409 for an existing
+target, a non-empty folder, or a move across filesystems; 413 for a `cp` beyond the limits.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from iri_gateway.api.file_operations import _file as listed_file
+from iri_gateway.api.problems import ApiProblem
+from iri_gateway.service.auth import Principal
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.files.writes import FileWriter, UserWrites, WriteRefusedError
+
+_STATUS = {
+    "invalid_path": (422, "Unprocessable Entity"), "unknown_name": (422, "Unprocessable Entity"),
+    "root": (403, "Forbidden"), "reserved": (403, "Forbidden"), "permission": (403, "Forbidden"),
+    "link_outside": (403, "Forbidden"),
+    "exists": (409, "Conflict"), "not_empty": (409, "Conflict"), "cross_device": (409, "Conflict"),
+    "directory": (400, "Bad Request"), "not_directory": (400, "Bad Request"),
+    "not_regular": (400, "Bad Request"), "invalid": (400, "Bad Request"),
+    "too_large": (413, "Content Too Large"),
+    "no_file_command": (501, "Not Implemented"),
+}
+_REASONS = {
+    "exists": "already exists (nothing is overwritten)",
+    "not_empty": "is a folder that is not empty",
+    "cross_device": "lies on another filesystem than `path`: copy, then remove",
+    "not_regular": "is not a regular file",
+    "directory": "is a directory",
+}
+
+
+def user_writes(engine: Engine, principal: Principal, resource_id: str) -> UserWrites:
+    """What the caller may change on the resource (the same scope as reads)."""
+    files = engine.files(owner=principal.user, resource_id=resource_id)
+    runner = FileWriter(files.reader.transport, in_process=files.reader.in_process,
+                        where=files.reader.where)
+    return UserWrites(files.scope, runner)
+
+
+def required(value: str | None, field: str = "path") -> str:
+    """`value`, or the 422 naming `field` when the official schema let it be null."""
+    if value is None:
+        raise ApiProblem(422, "Unprocessable Entity", f"{field} is required",
+                         [{"name": field, "reason": "is required"}])
+    return value
+
+
+def octal_mode(mode: str) -> str:
+    """`mode` when it is 1 to 4 octal digits; the 422 naming `mode` otherwise."""
+    if not re.fullmatch(r"[0-7]{1,4}", mode):
+        raise ApiProblem(422, "Unprocessable Entity", f"mode {mode[:20]!r} is not an octal "
+                         "mode", [{"name": "mode", "reason": "must be 1 to 4 octal digits, "
+                                  "such as 755"}])
+    return mode
+
+
+def account_name(name: str, field: str) -> str:
+    """`name` when it can name a user or group; the 422 naming `field` otherwise."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name) or ":" in name or "/" in name:
+        raise ApiProblem(422, "Unprocessable Entity", f"{field} is not a valid name",
+                         [{"name": field, "reason": "must not contain control characters, "
+                           "':' or '/'"}])
+    return name
+
+
+def change(resource_id: str, asked: dict[str, str], run: Any) -> dict[str, Any]:
+    """`run()`'s result (a file the writer describes as the official `File`, as `ls` shows
+    it, its absolute path as `name`); its WriteRefusedError as the HTTP problem. `asked` maps
+    each request field to the path the caller gave (for the messages)."""
+    try:
+        result: dict[str, Any] = run()
+    except WriteRefusedError as error:
+        raise _problem(resource_id, asked, error) from None
+    found = result.get("output")
+    if isinstance(found, dict) and "kind" in found:
+        return {"output": listed_file(found, numeric=False).model_dump()}
+    return result
+
+
+def _problem(resource_id: str, asked: dict[str, str], error: WriteRefusedError) -> ApiProblem:
+    field = error.field
+    if error.kind == "not_found":
+        shown = asked.get(field, asked.get("path", ""))
+        return ApiProblem(404, "Not Found", f"{shown!r} is not a file or directory you may "
+                          f"use on {resource_id!r} (the folders of your jobs and the roots "
+                          "granted to you)", [{"name": field, "reason": "not found"}])
+    status, title = _STATUS.get(error.kind, (500, "Internal Server Error"))
+    reason = error.detail or _REASONS.get(error.kind, error.kind)
+    if error.kind == "permission":
+        reason = f"the operating system refused it to your account: {reason}"
+    given = asked.get(field)
+    detail = f"{field} {given!r}: {reason}" if given is not None else f"{field}: {reason}"
+    return ApiProblem(status, title, detail, [{"name": field, "reason": reason}])

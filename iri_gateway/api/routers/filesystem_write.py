@@ -1,0 +1,234 @@
+"""The IRI `filesystem` operations `mkdir`, `rm`, `mv`, `cp`, `chmod`, `chown`, `symlink`,
+`file` and `checksum`, at their official paths, with their official operationIds.
+
+As for `ls` (`filesystem`), each is a POST answered with a `TaskSubmitResponse` whose task is
+already `completed` (its `result` read through `getTask`); a request that cannot be served is
+answered at once with problem+json (`file_changes` says which status means what). The routes
+only: bodies in `filesystem_write_models`, the HTTP mapping in `file_changes`, what may be
+changed and how in `iri_gateway.service.files.writes`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from iri_gateway.api.deps import EngineDep, PrincipalDep
+from iri_gateway.api.file_changes import (
+    account_name,
+    change,
+    octal_mode,
+    required,
+    user_writes,
+)
+from iri_gateway.api.filesystem_write_models import (
+    PostChecksumRequest,
+    PostCopyRequest,
+    PostFileRequest,
+    PostFileSymlinkRequest,
+    PostMakeDirRequest,
+    PostMoveRequest,
+    PostRmRequest,
+    PutFileChmodRequest,
+    PutFileChownRequest,
+)
+from iri_gateway.api.tasks import TaskSubmitResponse, completed_task
+from iri_gateway.service.settings import Settings
+
+router = APIRouter(prefix="/api/v2/filesystem")
+
+_FILESYSTEM: list[str | Enum] = ["filesystem"]
+
+
+def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    said = {
+        400: "Bad Request: the path is not the kind of file the operation needs",
+        403: "Forbidden: a root or job folder itself as what is removed, moved or replaced; "
+             "a tree holding the gateway's folders; a link that would point outside; or "
+             "what the operating system refuses your account (its reason given)",
+        404: "Not Found (also any path the caller may not use: outside the folders of the "
+             "caller's jobs and the roots granted to the caller)",
+        409: "Conflict: the target exists (nothing is overwritten), a folder is not empty, "
+             "or a move would cross filesystems",
+        413: "Content Too Large: the copy is beyond the configured limits (`cp_max_files`, "
+             "`cp_max_bytes`)",
+        501: "Not Implemented: the `file` command (libmagic) is missing where the files are",
+    }
+    return {status: {"description": said[status]} for status in statuses}
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _task(request: Request, principal: Any, command: str, body: Any,
+          result: dict[str, Any]) -> TaskSubmitResponse:
+    return completed_task(request, principal, command, body.model_dump(), result)
+
+
+@router.post("/mkdir/{resource_id}", operation_id="mkdir", tags=_FILESYSTEM, status_code=201,
+             response_model=TaskSubmitResponse, summary="Post Mkdir",
+             responses=_responses(400, 403, 404, 409),
+             response_description="Directory created successfully")
+def post_mkdir(resource_id: str, body: PostMakeDirRequest, engine: EngineDep,
+               principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Create directory operation (`mkdir`); with `parent`, the missing folders above too.
+
+    The task's `result` is `{output: File}` (the new folder, its absolute path as `name`).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    result = change(resource_id, {"path": path}, lambda: writes.mkdir(path, body.parent))
+    return _task(request, principal, "mkdir", body, result)
+
+
+@router.post("/rm/{resource_id}", operation_id="rm", tags=_FILESYSTEM,
+             response_model=TaskSubmitResponse, summary="Post Rm",
+             responses=_responses(400, 403, 404, 409),
+             response_description="File or directory deleted successfully")
+def post_rm(resource_id: str, body: PostRmRequest, engine: EngineDep,
+            principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Delete file or directory operation (`rm`).
+
+    A directory only with `recursive` (an extension); links are removed, never followed. A
+    root or a job folder itself is never removed. The task's `result` is `{output: path}`.
+    """
+    writes = user_writes(engine, principal, resource_id)
+    result = change(resource_id, {"path": body.path},
+                    lambda: writes.rm(body.path, body.recursive))
+    return _task(request, principal, "rm", body, result)
+
+
+@router.post("/mv/{resource_id}", operation_id="mv", tags=_FILESYSTEM, status_code=201,
+             response_model=TaskSubmitResponse, summary="Post Mv",
+             responses=_responses(400, 403, 404, 409),
+             response_description="Move file or directory operation created successfully")
+def post_mv(resource_id: str, body: PostMoveRequest, engine: EngineDep,
+            principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Move file or directory operation (`mv`): `path` gets the new name `target_path`.
+
+    An existing `target_path` is never replaced (409); across filesystems, 409 (copy, then
+    remove). The task's `result` is `{output: File}` (the moved file at its new place).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    result = change(resource_id, {"path": path, "target_path": body.target_path},
+                    lambda: writes.mv(path, body.target_path))
+    return _task(request, principal, "mv", body, result)
+
+
+@router.post("/cp/{resource_id}", operation_id="cp", tags=_FILESYSTEM, status_code=201,
+             response_model=TaskSubmitResponse, summary="Post Cp",
+             responses=_responses(400, 403, 404, 409, 413),
+             response_description="Copy file or directory operation created successfully")
+def post_cp(resource_id: str, body: PostCopyRequest, engine: EngineDep,
+            principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Copy file or directory operation (`cp`): a file, a link or a whole folder.
+
+    Bounded: at most `cp_max_files` files, folders and links and `cp_max_bytes` bytes
+    (settings; 413 beyond, counted before anything is copied). Links are copied as links,
+    only when they point inside from their new place. An existing `target_path` is never
+    replaced (409). The task's `result` is `{output: File}` (the copy).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    settings = _settings(request)
+    result = change(resource_id, {"path": path, "target_path": body.target_path},
+                    lambda: writes.cp(path, body.target_path, dereference=body.dereference,
+                                      max_files=settings.cp_max_files,
+                                      max_bytes=settings.cp_max_bytes))
+    return _task(request, principal, "cp", body, result)
+
+
+@router.post("/chmod/{resource_id}", operation_id="chmod", tags=_FILESYSTEM,
+             response_model=TaskSubmitResponse, summary="Post Chmod",
+             responses=_responses(403, 404),
+             response_description="File permissions changed successfully")
+def post_chmod(resource_id: str, body: PutFileChmodRequest, engine: EngineDep,
+               principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Change the permission mode of a file (`chmod`); links inside are followed.
+
+    The task's `result` is `{output: File}` (after the change).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    mode = octal_mode(body.mode)
+    result = change(resource_id, {"path": path, "mode": mode},
+                    lambda: writes.chmod(path, mode))
+    return _task(request, principal, "chmod", body, result)
+
+
+@router.post("/chown/{resource_id}", operation_id="chown", tags=_FILESYSTEM,
+             response_model=TaskSubmitResponse, summary="Post Chown",
+             responses=_responses(403, 404),
+             response_description="File ownership changed successfully")
+def post_chown(resource_id: str, body: PutFileChownRequest, engine: EngineDep,
+               principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Change the ownership of a given file (`chown`), as far as the operating system lets
+    the account (no privilege is added: its refusal is a 403 with its reason).
+
+    Names are looked up where the files are; an unknown one is a 422 naming the field. The
+    task's `result` is `{output: File}` (after the change).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    owner, group = account_name(body.owner, "owner"), account_name(body.group, "group")
+    if not owner and not group:
+        required(None, "owner")
+    result = change(resource_id, {"path": path, "owner": owner, "group": group},
+                    lambda: writes.chown(path, owner, group))
+    return _task(request, principal, "chown", body, result)
+
+
+@router.post("/symlink/{resource_id}", operation_id="symlink", tags=_FILESYSTEM,
+             status_code=201, response_model=TaskSubmitResponse, summary="Post Symlink",
+             responses=_responses(403, 404, 409),
+             response_description="Symlink created successfully")
+def post_symlink(resource_id: str, body: PostFileSymlinkRequest, engine: EngineDep,
+                 principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Create symlink operation (`ln -s`): a link at `link_path` pointing to `path`.
+
+    `path` (relative: from the link's folder) must name, lexically, a path inside the
+    folders you may use (it need not exist); 403 otherwise. The task's `result` is
+    `{output: File}` (the new link).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    result = change(resource_id, {"path": path, "link_path": body.link_path},
+                    lambda: writes.symlink(path, body.link_path))
+    return _task(request, principal, "symlink", body, result)
+
+
+@router.post("/file/{resource_id}", operation_id="file", tags=_FILESYSTEM,
+             response_model=TaskSubmitResponse, summary="Post File",
+             responses=_responses(404, 501),
+             response_description="Type returned successfully")
+def post_file(resource_id: str, body: PostFileRequest, engine: EngineDep,
+              principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Output the type of a file or directory (`file`).
+
+    A regular file's first 64 KiB are shown to libmagic (the `file -b -` command, run where
+    the files are, as the account); folders, links and special files are told from their
+    `lstat`. The task's `result` is `{output: description}`.
+    """
+    writes = user_writes(engine, principal, resource_id)
+    result = change(resource_id, {"path": body.path}, lambda: writes.file_type(body.path))
+    return _task(request, principal, "file", body, result)
+
+
+@router.post("/checksum/{resource_id}", operation_id="checksum", tags=_FILESYSTEM,
+             response_model=TaskSubmitResponse, summary="Post Checksum",
+             responses=_responses(400, 404),
+             response_description="Checksum returned successfully")
+def post_checksum(resource_id: str, body: PostChecksumRequest, engine: EngineDep,
+                  principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Output the checksum of a file (using SHA-256 algorithm).
+
+    The task's `result` is `{output: {algorithm: "SHA-256", checksum: hex}}`.
+    """
+    writes = user_writes(engine, principal, resource_id)
+    result = change(resource_id, {"path": body.path}, lambda: writes.checksum(body.path))
+    return _task(request, principal, "checksum", body, result)

@@ -1,0 +1,169 @@
+"""The gateway's side of changing files: place each path (`policy`), run the writer where the
+files are (`writer`), turn its answer into results or errors.
+
+Where a user may write is where they may read (`Scope.locate`: their job folders and the
+roots the profile grants, never the gateway's own folders), with more refused before anything
+runs: a root or a job folder itself as what `rm`, `mv` or `cp` removes, moves or makes; a
+tree that holds the gateway's folders as what `rm` or `mv` takes away; names with NUL or
+other control characters (a newline in a name breaks every line-based tool); a symbolic link
+whose target, taken lexically (a relative one from the link's folder), is not a path the user
+may read. Locally the writer runs in-process as the gateway's account; over SSH it runs on
+the login node as the user's mapped account, sent with the reader it builds on (`program`),
+the request on stdin.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from iri_gateway.errors import GatewayError
+from iri_gateway.service.files import writer
+from iri_gateway.service.files.access import FileReader, reader_source
+from iri_gateway.service.files.policy import Scope, path_problem, within
+
+WRITER_TIMEOUT = 600.0
+"""Seconds one remote change may take (a bounded `cp` included)."""
+
+_BOOTSTRAP = '''
+import sys, types
+def install(name, source):
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(source, name, "exec"), module.__dict__)
+    return module
+for name in ("iri_gateway", "iri_gateway.service", "iri_gateway.service.files"):
+    sys.modules[name] = types.ModuleType(name)
+    sys.modules[name].__path__ = []
+sys.modules["iri_gateway.service.files"].reader = install(
+    "iri_gateway.service.files.reader", READER)
+install("iri_gateway.service.files.writer", WRITER).main()
+'''
+
+
+@cache
+def program() -> str:
+    """What the login node runs: the reader and the writer installed under their own
+    module names (so the writer's import of the reader works there), then the writer."""
+    source = Path(writer.__file__).read_text(encoding="utf-8")
+    return (f"READER = {reader_source()!r}\nWRITER = {source!r}\n" + _BOOTSTRAP)
+
+
+class FileWriter(FileReader):
+    """Runs writer requests as the account that owns the files; never sent twice."""
+
+    idempotent = False
+    timeout = WRITER_TIMEOUT
+
+    def program(self) -> str:
+        return program()
+
+    def serve_here(self, request: dict[str, Any]) -> dict[str, Any]:
+        return writer.serve(request)
+
+
+class WriteRefusedError(GatewayError):
+    """A change the user may not make, or that failed: `kind` is the writer's word (or
+    `invalid_path`, `not_found`, `root`, `reserved`, `link_outside` from the checks here),
+    `field` the request field it concerns."""
+
+    code = "write_refused"
+
+    def __init__(self, kind: str, detail: str = "", field: str = "path") -> None:
+        super().__init__(detail or kind)
+        self.kind, self.detail, self.field = kind, detail, field or "path"
+
+
+def name_problem(path: str) -> str | None:
+    """Why `path` cannot be written to (`policy.path_problem`, or control characters)."""
+    problem = path_problem(path)
+    if problem is None and any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "must not contain newlines or other control characters"
+    return problem
+
+
+@dataclass(frozen=True)
+class UserWrites:
+    """The changes one user may make on one resource, and how to make them."""
+
+    scope: Scope
+    writer: FileWriter
+
+    def place(self, path: str, field: str, job_folder: str | None = None) -> dict[str, Any]:
+        """Where the writer finds `path`: WriteRefusedError when it cannot name a file
+        (422) or lies outside what the user may use (the one 404)."""
+        problem = name_problem(path)
+        if problem is not None:
+            raise WriteRefusedError("invalid_path", problem, field)
+        anchor = self.scope.locate(path, job_folder)
+        if anchor is None:
+            raise WriteRefusedError("not_found", "", field)
+        return {"base": anchor.base, "top": list(anchor.top), "rest": list(anchor.rest),
+                "reserved": list(anchor.reserved)}
+
+    def movable(self, path: str, field: str) -> dict[str, Any]:
+        """`place`, refusing a root, a job folder, or a tree holding the gateway's folders."""
+        placed = self.place(path, field)
+        target = self.scope.absolute(path)
+        if target in self.scope.roots or not placed["rest"]:
+            raise WriteRefusedError("root", f"{target} is one of your roots (or a job folder "
+                                    "itself): it cannot be removed, moved or replaced", field)
+        if any(within(folder, target) for folder in
+               (*self.scope.reserved, self.scope.work_root)):
+            raise WriteRefusedError("reserved", f"{target} holds the gateway's own folders",
+                                    field)
+        return placed
+
+    def run(self, operation: str, **arguments: Any) -> dict[str, Any]:
+        answer = self.writer.run({"op": operation, **arguments})
+        if not answer["ok"]:
+            raise WriteRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
+                                    str(answer.get("field") or ""))
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    def mkdir(self, path: str, parent: bool) -> dict[str, Any]:
+        return self.run("mkdir", path=self.place(path, "path"), parent=parent)
+
+    def rm(self, path: str, recursive: bool) -> dict[str, Any]:
+        return self.run("rm", path=self.movable(path, "path"), recursive=recursive)
+
+    def mv(self, path: str, target: str) -> dict[str, Any]:
+        return self.run("mv", path=self.movable(path, "path"),
+                        target=self.movable(target, "target_path"))
+
+    def cp(self, path: str, target: str, *, dereference: bool, max_files: int,
+           max_bytes: int) -> dict[str, Any]:
+        return self.run("cp", path=self.place(path, "path"),
+                        target=self.movable(target, "target_path"), dereference=dereference,
+                        max_files=max_files, max_bytes=max_bytes)
+
+    def chmod(self, path: str, mode: str) -> dict[str, Any]:
+        return self.run("chmod", path=self.place(path, "path"), mode=mode)
+
+    def chown(self, path: str, owner: str, group: str) -> dict[str, Any]:
+        return self.run("chown", path=self.place(path, "path"), owner=owner, group=group)
+
+    def symlink(self, target: str, link: str) -> dict[str, Any]:
+        """A link at `link` to `target`, which must name (lexically: a relative one from
+        the link's folder) a path the user may read; it need not exist."""
+        problem = name_problem(target)
+        if problem is not None:
+            raise WriteRefusedError("invalid_path", problem, "path")
+        placed = self.movable(link, "link_path")
+        folder = posixpath.dirname(self.scope.absolute(link))
+        resolves_to = self.scope.absolute(posixpath.join(folder, target))
+        if self.scope.locate(resolves_to) is None:
+            raise WriteRefusedError("link_outside", f"{target!r} ({resolves_to}) is not inside "
+                                    "the folders you may use; a link may only point there",
+                                    "path")
+        return self.run("symlink", link=placed, target=target, resolves_to=resolves_to)
+
+    def checksum(self, path: str) -> dict[str, Any]:
+        return self.run("checksum", path=self.place(path, "path"))
+
+    def file_type(self, path: str) -> dict[str, Any]:
+        return self.run("file", path=self.place(path, "path"))
