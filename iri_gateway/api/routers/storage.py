@@ -30,7 +30,9 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such resource (the problem lists the known ones), or a project "
           "or allocation that is not the caller's"},
 }
-Name = Annotated[str | None, Query(min_length=1, max_length=256)]
+Name = Annotated[str | None, Query()]
+"""A filter value: any string, as the official spec has it (one matching nothing finds
+nothing, or is 404 where it must name something of the caller's)."""
 
 
 def _caller(engine: Engine, principal: Principal, resource_id: str) -> storage.Caller:
