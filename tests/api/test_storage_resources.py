@@ -22,13 +22,9 @@ from tests.api.conftest import OfficialSchemas
 
 pytestmark = pytest.mark.anyio
 
-PROFILE = """\
-facility:
-  id: store
-  name: Storage site
-resources:
-  - id: box
-    name: Box
+RESOURCE = """\
+  - id: {id}
+    name: {id}
     scheduler:
       kind: local
     queues:
@@ -36,10 +32,13 @@ resources:
         default: true
     nodes:
       count: 1
-      cpu: {arch: x86_64, cores: 2}
+      cpu: {{arch: x86_64, cores: 2}}
       memory_gib: 4
     runtimes:
       default: none
+"""
+PROFILE = "facility:\n  id: store\n  name: Storage site\nresources:\n" + RESOURCE.format(
+    id="box") + """\
     storage:
       locations:
         - {logical_name: home, path: "/home/{account_initial}/{account}", filesystem: nfs}
@@ -55,20 +54,7 @@ resources:
            uri: "globus://5e0cdbd2-3f1a-4e57-beed-b95c0bb83b7c/", root_path: "/home/{user}"}
         - {id: objects, protocol: s3, auth_type: s3-keys, capabilities: [read],
            bucket: box-data, endpoint_url: "https://s3.box.example"}
-  - id: bare
-    name: Bare
-    scheduler:
-      kind: local
-    queues:
-      - name: local
-        default: true
-    nodes:
-      count: 1
-      cpu: {arch: x86_64, cores: 2}
-      memory_gib: 4
-    runtimes:
-      default: none
-"""
+""" + RESOURCE.format(id="bare")
 
 
 @pytest.fixture
