@@ -27,7 +27,9 @@ from iri_gateway.api.routers import (
     me,
     overview,
     profile_check,
+    resources,
     status,
+    storage,
     templates,
 )
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
@@ -138,7 +140,8 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.started = False
     app.state.poller = None
     for module in (facility, status, account, me, compute, templates, filesystem, health,
-                   profile_check, filesystem_transfer, filesystem_write):
+                   profile_check, filesystem_transfer, filesystem_write, resources,
+                   storage):
         app.include_router(module.router)
     app.include_router(compute.extensions)
     app.include_router(overview.router)

@@ -25,6 +25,7 @@ from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
 from iri_gateway.models.platforms import normalise_arch
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
+from iri_gateway.models.storage import Storage
 from iri_gateway.models.template_names import TemplateName
 from iri_gateway.models.templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.runtimes import RUNTIMES
@@ -572,6 +573,11 @@ class Resource(_Strict):
         default_factory=FileAccess,
         description="Folders users may name as a job's directory and read (the filesystem "
         "operations); default: only the job folders the gateway makes",
+    )
+    storage: Storage = Field(
+        default_factory=Storage,
+        description="Storage tiers and data access endpoints users of this resource have "
+        "(the storage operations); default: none",
     )
 
     @field_validator("labels")

@@ -32,12 +32,13 @@ class RunningServe:
 
 
 @contextmanager
-def serve_process(argv: list[str], log: Path, env: dict[str, str]) -> Iterator[
-        subprocess.Popen[bytes]]:
-    """ARGV started with its output (stdout and stderr) in LOG, ended when the block ends:
-    terminated, killed if it does not stop within 15 s."""
+def serve_process(argv: list[str], log: Path, env: dict[str, str],
+                  cwd: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """ARGV started (in CWD, if given) with its output (stdout and stderr) in LOG, ended when
+    the block ends: terminated, killed if it does not stop within 15 s."""
     with log.open("wb") as stream:
-        process = subprocess.Popen(argv, stdout=stream, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(argv, stdout=stream, stderr=subprocess.STDOUT, env=env,
+                                   cwd=cwd)
     try:
         yield process
     finally:

@@ -200,6 +200,7 @@ _RESTART_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/restart/{resource_id}/{job_id}", operation_id="restartJob", response_model=Job,
+             tags=["extensions"],
              response_model_exclude_none=True, summary="Restart Job (extension)",
              responses=_RESTART_RESPONSES,
              response_description="The job, back in `queued`; its history keeps the earlier "

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from iri_gateway.api.deps import EngineDep
 from iri_gateway.service.health import readiness
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations", "extensions"])
 
 
 class Liveness(BaseModel):

@@ -87,7 +87,9 @@ def _attributes(loaded: LoadedResource) -> dict[str, object]:
 
 def _endpoints(request: Request) -> list[Endpoint]:
     """`compute` always; `filesystem` when this application serves the filesystem routes."""
-    paths = [getattr(route, "path", "") for route in request.app.routes]
+    # From the OpenAPI document (built once, then cached by FastAPI): `app.routes` no longer
+    # lists the paths of included routers in recent FastAPI releases.
+    paths = list(request.app.openapi().get("paths", {}))
     served = [Endpoint.compute]
     if any(p.startswith("/api/v2/filesystem/") and "{resource_id}" in p for p in paths):
         served.append(Endpoint.filesystem)

@@ -16,7 +16,7 @@ from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.models.template_names import TEMPLATE_NAME
 from iri_gateway.models.templates import StoredTemplate, Template
 
-router = APIRouter(prefix="/api/v2/compute", tags=["compute"])
+router = APIRouter(prefix="/api/v2/compute", tags=["compute", "extensions"])
 
 NamePath = Annotated[str, Path(description="The template's name", pattern=TEMPLATE_NAME)]
 
