@@ -153,6 +153,29 @@ def test_raw_bytes_upload_and_the_download_task_round_trip(
         assert output["file_size"] == len(data)
 
 
+def test_an_upload_without_a_file_body_is_a_400_naming_file_and_writes_nothing(
+        http: httpx.Client, served: Served, folder: Path) -> None:
+    """The official spec documents 400 for invalid request parameters and no 415: a body that
+    is neither multipart/form-data nor raw bytes (or none at all) is that 400."""
+    for extra in ({}, {"content": b"{}", "headers": {"Content-Type": "application/json"}}):
+        answer = http.post(f"{V2}/filesystem/upload/local", params={"path": f"{folder}/x"},
+                           **{"headers": headers(served.alice, **extra.pop("headers", {})),
+                              **extra})
+        assert answer.status_code == 400, answer.text
+        assert answer.headers["content-type"].startswith("application/problem+json")
+        assert answer.json()["invalid_params"][0]["name"] == "file"
+    assert os.listdir(folder) == []
+
+
+def test_a_download_ignores_fields_beyond_path_as_the_official_schema_allows(
+        http: httpx.Client, served: Served, folder: Path) -> None:
+    (folder / "a.txt").write_bytes(b"a")
+    answer = http.post(f"{V2}/filesystem/download/local",
+                       json={"path": f"{folder}/a.txt", "something": [None]},
+                       headers=headers(served.alice))
+    assert base64.b64decode(task_output(http, served.alice, answer)["content"]) == b"a"
+
+
 def test_a_download_task_over_5_mib_says_how_to_stream_it(
         http: httpx.Client, served: Served, folder: Path) -> None:
     (folder / "six.bin").write_bytes(b"x" * (6 * MiB))

@@ -64,16 +64,15 @@ _COMMON: dict[int | str, dict[str, Any]] = {
 }
 _UPLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_COMMON,
-    400: _problem("The target is a folder (the job folder or a root "
-                  "itself)"),
+    400: _problem("The target is a folder (the job folder or a root itself), or the body is "
+                  "neither multipart/form-data nor application/octet-stream (the official "
+                  "spec has no 415: this is its 400 for invalid request parameters)"),
     403: _problem("The operating system does not let the account create "
                   "the file there"),
     409: _problem("Something already has the target's name (uploads never "
                   "replace)"),
     413: _problem("The body is larger than the server's "
                   "`max_upload_bytes`; nothing is written"),
-    415: _problem("The body is neither multipart/form-data "
-                  "nor application/octet-stream"),
 }
 _DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_COMMON,
@@ -96,8 +95,9 @@ _UPLOAD_BODY = {"requestBody": {"required": True, "content": {
 class PostDownloadRequest(BaseModel):
     """Request body for the download endpoint."""
 
-    model_config = ConfigDict(extra="forbid",
-                              json_schema_extra={"examples": [{"path": "/home/user/file.txt"}]})
+    # Fields beyond `path` are ignored, as every filesystem request body does: the official
+    # schema allows them, so refusing them would refuse requests the official spec admits.
+    model_config = ConfigDict(json_schema_extra={"examples": [{"path": "/home/user/file.txt"}]})
     path: str = Field(max_length=PATH_MAX, description="A file to download (at most 4096 "
                       "bytes in UTF-8; relative paths are taken from the resource's job root)",
                       examples=["/home/user/file.txt"])
@@ -146,7 +146,7 @@ def _declared(request: Request) -> int | None:
 
 
 def _parser(request: Request) -> FilePart | None:
-    """The multipart reader for the body (None for raw bytes); 415 or 422 otherwise."""
+    """The multipart reader for the body (None for raw bytes); 400 or 422 otherwise."""
     content_type = request.headers.get("content-type", "")
     try:
         boundary = boundary_of(content_type)
@@ -156,9 +156,10 @@ def _parser(request: Request) -> FilePart | None:
     if boundary is not None:
         return FilePart(boundary, "file")
     if content_type.partition(";")[0].strip().lower() != _OCTETS:
-        raise ApiProblem(415, "Unsupported Media Type", f"the body is {content_type!r}; send "
-                         "the file as multipart/form-data (part `file`) or as "
-                         "application/octet-stream")
+        raise ApiProblem(400, "Bad Request", f"the body is {content_type!r}; send the file as "
+                         "multipart/form-data (part `file`) or as application/octet-stream",
+                         [{"name": "file", "reason": "missing: no multipart/form-data or "
+                           "application/octet-stream body"}])
     return None
 
 
