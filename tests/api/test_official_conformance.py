@@ -469,7 +469,7 @@ def test_405_allows_every_method_of_the_path(server: Server) -> None:
     """`Allow` named only the first matching route's method (GET of /task/{id}, not DELETE)."""
     answer = httpx.request("OPTIONS", f"{server.base_url}/api/v2/task/x", headers=_auth(server))
     assert answer.status_code == 405
-    assert answer.headers["allow"] == "GET, DELETE"
+    assert answer.headers["allow"] == "GET, HEAD, DELETE"
     answer = httpx.patch(f"{server.base_url}/api/v2/compute/job/{RESOURCE}/x")
     assert (answer.status_code, answer.headers["allow"]) == (405, "PUT")
 
