@@ -16,9 +16,9 @@ from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__, console
 from iri_gateway.api import deps, problems
-from iri_gateway.api.openapi_errors import document_errors
 from iri_gateway.api.body_limit import BodyLimit
 from iri_gateway.api.head import HeadAsGet
+from iri_gateway.api.openapi_errors import document_errors
 from iri_gateway.api.routers import (
     account,
     compute,
