@@ -109,21 +109,27 @@ def update_job(
     engine: EngineDep,
     principal: PrincipalDep,
     settings: SettingsDep,
+    response: Response,
     idempotency_key: IdempotencyKey = None,
     project: ProjectHeader = None,
 ) -> Job:
     """Change a queued job: duration, queue, name or account.
 
     Waits up to `response_wait` seconds for the scheduler; past it the job is returned with
-    the message "update being sent to the scheduler", and later says how it went."""
+    the message "update being sent to the scheduler", and later says how it went. With an
+    `Idempotency-Key`, a retry (same key, same body) returns the job without changing it
+    again; the same key with another body is a 422 naming the header."""
     _owned(engine, principal, resource_id, job_id)
     effective = _with_account(spec, project, principal)
     attributes = effective.attributes or JobAttributes()
     changes = JobChanges(duration=attributes.duration, queue_name=attributes.queue_name,
                          name=effective.name, account=attributes.account)
-    record = engine.update(owner=principal.user, job_id=job_id, changes=changes,
-                           wait=settings.response_wait)
-    return job_view(record)
+    update = engine.update(owner=principal.user, job_id=job_id, changes=changes,
+                           wait=settings.response_wait, idempotency_key=idempotency_key,
+                           request=spec.model_dump(mode="json", exclude_unset=True))
+    if idempotency_key is not None:
+        response.headers["Idempotency-Key-Reply"] = "hit" if update.replayed else "miss"
+    return job_view(update.record)
 
 
 @router.get("/status/{resource_id}/{job_id}", operation_id="getJob", response_model=Job,
