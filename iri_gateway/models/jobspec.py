@@ -521,7 +521,8 @@ class Role(_Unicode):
 def _alias_properties(schema: dict[str, Any]) -> None:
     """Each accepted alias is a property of the JSON Schema too (`container_runtime`): the
     JobSpec forbids unknown fields, so without it a JobSpec the gateway takes would fail its
-    own schema (pydantic names only the first of a field's AliasChoices)."""
+    own schema (pydantic names only the first of a field's AliasChoices). Not both at once,
+    as the gateway refuses that."""
     properties = schema["properties"]
     for alias, name in JOB_ALIASES.items():
         properties[alias] = {
@@ -529,6 +530,7 @@ def _alias_properties(schema: dict[str, Any]) -> None:
             "description": f"The same field as `{name}` (the IRI container discussion's "
             "name); give one of them, not both.",
         }
+        schema.setdefault("allOf", []).append({"not": {"required": [name, alias]}})
 
 
 class JobSpec(_Unicode):
