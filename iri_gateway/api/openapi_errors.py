@@ -5,7 +5,7 @@ sends: `problems.py` answers a refused request with a Problem). `document_errors
 the generated document in one place: which operation can send what is derived from the
 route itself (a bearer token dependency can send 401, the admin dependency 403, the engine
 503 when the database or the login node is unavailable, a path parameter 404, parameters or a
-body 422, a body 413), plus a table of what some routes' bodies send beyond that
+body 422, a body 400 and 413), plus a table of what some routes' bodies send beyond that
 (`_SENT_BY`). Every error is documented as `application/problem+json` with the `Problem`
 schema, as `problems.py` sends it.
 """
@@ -53,8 +53,8 @@ _HEADER = {"schema": {"type": "string"}}
 RETRY_AFTER = {**_HEADER, "description": "Seconds to wait before sending the request again"}
 
 _DESCRIPTIONS: dict[int, str] = {
-    400: "Bad Request: the request is well formed but asks for something that cannot be "
-    "(the fields at fault in `invalid_params`)",
+    400: "Bad Request: a body that cannot be parsed, or one that asks for something that "
+    "cannot be (the fields at fault in `invalid_params`)",
     401: "Unauthorized: no bearer token, or one the gateway does not know (any more)",
     403: "Forbidden: the caller may not do this (a project the token does not grant, no "
     "account on the resource, or a role the caller lacks); `detail` says how it is granted",
@@ -114,7 +114,7 @@ def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     if parameters or "requestBody" in operation:
         sent.add(422)
     if "requestBody" in operation:
-        sent.add(413)
+        sent.update((400, 413))  # 400: a body that cannot be parsed at all
     sent.update(status for status, ids in _SENT_BY.items() if operation_id in ids)
     return sent
 

@@ -207,8 +207,13 @@ def _valid_platform(platform: str) -> str:
     return platform
 
 
+PLATFORM_PATTERN = r"^[Ll][Ii][Nn][Uu][Xx]/[^/\s]+(/[^/\s]+)?$"
+"""The shape of a platform in the schema: Linux (any case), an arch, a variant perhaps. The
+variants an arch has (`arm/v7`, `arm64/v8`) are checked by `models.platforms` only."""
+
 ImagePlatform = Annotated[
-    str, Field(max_length=64, examples=["linux/arm64", "linux/amd64"]),
+    str, Field(max_length=64, pattern=PLATFORM_PATTERN,
+               examples=["linux/arm64", "linux/amd64"]),
     BeforeValidator(unicode_text), AfterValidator(_valid_platform),
 ]
 """An OCI platform, `os/arch[/variant]`; kept as written, parsed by `models.platforms`."""
