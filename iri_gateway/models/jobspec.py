@@ -56,7 +56,7 @@ from iri_gateway.models.limits import (
     surrogate_reason,
     unicode_text,
 )
-from iri_gateway.models.platforms import PlatformError, parse_platform
+from iri_gateway.models.platforms import PlatformError, parse_platform, platform_pattern
 from iri_gateway.models.runtime_names import RuntimeName
 from iri_gateway.models.template_names import TemplateName
 
@@ -207,12 +207,8 @@ def _valid_platform(platform: str) -> str:
     return platform
 
 
-PLATFORM_PATTERN = r"^[Ll][Ii][Nn][Uu][Xx]/[^/\s]+(/[^/\s]+)?$"
-"""The shape of a platform in the schema: Linux (any case), an arch, a variant perhaps. The
-variants an arch has (`arm/v7`, `arm64/v8`) are checked by `models.platforms` only."""
-
 ImagePlatform = Annotated[
-    str, Field(max_length=64, pattern=PLATFORM_PATTERN,
+    str, Field(max_length=64, pattern=platform_pattern(),
                examples=["linux/arm64", "linux/amd64"]),
     BeforeValidator(unicode_text), AfterValidator(_valid_platform),
 ]
