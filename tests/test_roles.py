@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from iri_gateway.errors import InvalidJobSpecError
-from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.negotiate import negotiate
 from iri_gateway.planning.placement import place
 from iri_gateway.profiles.loading import ProfileRegistry

@@ -131,7 +131,7 @@ def schema_violating_request_refused(ctx: CheckContext, response: Response,
 @settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                   HealthCheck.function_scoped_fixture])
-def test_our_operation_conforms(case: Case, server: Server) -> None:
+def test_our_operation_conforms(case: Case, server: Server) -> None:  # noqa: F811
     official._authorize(case, server)
     response = case.call_and_validate(
         base_url=server.base_url,
