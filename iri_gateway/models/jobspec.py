@@ -174,7 +174,9 @@ _CONSTRAINT_SCHEMA: dict[str, Any] = {
               {"type": "boolean"}],
 }
 _FACTS_SCHEMA: dict[str, Any] = {
-    "type": "object", "propertyNames": {"maxLength": MAX_NAME_LENGTH},
+    "type": "object",
+    # A fact name: not empty, no surrounding spaces (`constraints._parse_cached`).
+    "propertyNames": {"maxLength": MAX_NAME_LENGTH, "pattern": r"^\S(.*\S)?$"},
     "additionalProperties": _CONSTRAINT_SCHEMA,
 }
 REQUIREMENTS_SCHEMA: dict[str, Any] = {"anyOf": [

@@ -90,6 +90,8 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "Schema's `uniqueItems` compares whole items, not one property of them",
     r"requirements\[\d+\]: fact .* is given twice": "a flavour's requirements naming one "
     "fact twice: the same, for one property of the items",
+    r"requirement [^:]*: .*": "a flavour requirement's constraint is a small expression "
+    "(`'>= 2'`, `'> 11'`) on a fact the resource may not know: a grammar, not a schema",
     r"cluster_lifecycle applies to jobs with roles only.*": "`cluster_lifecycle` without "
     "`roles`: one field's presence depending on another's",
     r".*: (unknown arm variant .*|arm64 has only the variant v8)": "a platform's variant "
