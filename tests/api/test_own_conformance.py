@@ -86,12 +86,15 @@ CROSS_FIELD_RULES: dict[str, str] = {
     "`max`: JSON Schema cannot compare one field with another",
     r"role [^:]+: count \d+ is outside min\.\.max \(\d+\.\.\d+\)": "a role's `count` "
     "outside its own `min`..`max`: the same",
-    r"role names must be unique; given twice: .*": "roles with one name twice: JSON "
+    r"(role|flavour) names must be unique; given twice: .*": "roles (or flavours) with one "
+    "name twice: JSON "
     "Schema's `uniqueItems` compares whole items, not one property of them",
     r"requirements\[\d+\]: fact .* is given twice": "a flavour's requirements naming one "
     "fact twice: the same, for one property of the items",
     r"requirement [^:]*: .*": "a flavour requirement's constraint is a small expression "
     "(`'>= 2'`, `'> 11'`) on a fact the resource may not know: a grammar, not a schema",
+    r"image is required unless flavours are given": "a container's `image` required when "
+    "its `flavours` are empty or absent: one field's presence depending on another's",
     r"cluster_lifecycle applies to jobs with roles only.*": "`cluster_lifecycle` without "
     "`roles`: one field's presence depending on another's",
     r".*: (unknown arm variant .*|arm64 has only the variant v8)": "a platform's variant "
