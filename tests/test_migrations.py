@@ -94,7 +94,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0004"
+    assert revision_of(database_url) == head_revision() == "0005"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
@@ -257,29 +257,51 @@ def test_a_revision_0003_database_gains_the_templates_table_and_keeps_its_jobs(
         database_url: str) -> None:
     """A store of the release before job templates (revision 0003) upgrades to 0004: its
     jobs are kept, the `templates` table exists, empty, and a template can be kept in it."""
-    from alembic import command
-
     from iri_gateway.models.templates import TaskTemplate
-    from iri_gateway.service.migrations import alembic_config
     from iri_gateway.service.templates import TemplateStore
 
-    engine = plain_engine(database_url)
-    config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0003")
-    engine.dispose()
+    at_revision_with_a_kept_job(database_url, "0003")
     assert "templates" not in set(inspect(plain_engine(database_url)).get_table_names())
-    run(database_url, [
-        "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
-        "desired, history, members, created_at, updated_at, cancel_sent) VALUES ('kept', "
-        "'alice', 'local', '{}', '{}', '{}', 'true', 'queued', 'submitted', '[]', '[]', 1.0, "
-        "1.0, false)"])
     store = JobStore(database_url)
-    assert revision_of(database_url) == "0004"
+    assert revision_of(database_url) == head_revision()
     kept = store.get("kept")
     assert kept is not None and kept.state == JobState.QUEUED
     templates = TemplateStore(store)
     assert templates.names("alice") == []
     templates.put("alice", "base", TaskTemplate(kind="task", image="docker.io/library/bash"))
     assert templates.names("alice") == ["base"]
+
+
+def test_a_revision_0004_database_gains_the_update_keys_and_keeps_its_jobs(
+        database_url: str) -> None:
+    """A store of the release before keyed updates (revision 0004) upgrades to 0005: its
+    jobs are kept, and an update's `Idempotency-Key` is recorded once per user."""
+    at_revision_with_a_kept_job(database_url, "0004")
+    assert "update_keys" not in set(inspect(plain_engine(database_url)).get_table_names())
+    store = JobStore(database_url)
+    assert revision_of(database_url) == "0005" == head_revision()
+    assert store.get("kept") is not None
+    assert store.update_key("alice", "k") is None
+    assert store.claim_update_key("alice", "k", "kept", "first") is None
+    assert store.claim_update_key("alice", "k", "kept", "second") == "first"
+    assert store.claim_update_key("bob", "k", "kept", "theirs") is None
+    assert store.update_key("alice", "k") == "first"
+
+
+def at_revision_with_a_kept_job(url: str, revision: str) -> None:
+    """The database at `url` migrated to `revision` only, holding one queued job, `kept`."""
+    from alembic import command
+
+    from iri_gateway.service.migrations import alembic_config
+
+    engine = plain_engine(url)
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    engine.dispose()
+    run(url, [
+        "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
+        "desired, history, members, created_at, updated_at, cancel_sent) VALUES ('kept', "
+        "'alice', 'local', '{}', '{}', '{}', 'true', 'queued', 'submitted', '[]', '[]', 1.0, "
+        "1.0, false)"])

@@ -144,4 +144,4 @@ def test_installed_wheel_renders_from_another_folder(wheel: Path, tmp_path: Path
     )
     assert migrated.returncode == 0, migrated.stderr
     assert migrated.stdout.split() == [
-        str(site / "iri_gateway" / "service" / "migrations" / "__init__.py"), "0004"]
+        str(site / "iri_gateway" / "service" / "migrations" / "__init__.py"), "0005"]

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from iri_gateway.errors import InvalidJobSpecError
+from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.negotiate import negotiate
+from iri_gateway.planning.placement import place
 from iri_gateway.profiles.loading import ProfileRegistry
 from tests.conftest import plan_for, problems_for
 
@@ -294,3 +296,15 @@ def test_bad_lifecycles_are_refused(document: dict[str, Any], message: str) -> N
         parse_jobspec(document)
     assert [p.field for p in caught.value.problems] == ["cluster_lifecycle"]
     assert message in caught.value.problems[0].reason
+
+
+def test_a_role_container_setting_given_as_null_keeps_the_jobs(registry: ProfileRegistry
+                                                              ) -> None:
+    """`network: null` in a role's container was passed on to the job's container, which
+    takes no null: a 500 from placement (found by Schemathesis on our own OpenAPI)."""
+    spec = JobSpec.model_validate({"roles": [{
+        "name": "a", "count": 1, "executable": "0",
+        "container": {"image": "docker.io/library/bash", "network": None, "workdir": None,
+                      "runtime": None, "gpu": None}}]})
+    answers = place(spec, registry)
+    assert answers

@@ -10,12 +10,15 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__, console
 from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
+from iri_gateway.api.head import HeadAsGet
+from iri_gateway.api.openapi_errors import document_errors
 from iri_gateway.api.routers import (
     account,
     compute,
@@ -137,14 +140,25 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     problems.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes,
                        exempt=(filesystem_transfer.UPLOAD_PREFIX,))
+    app.add_middleware(HeadAsGet)
     app.state.started = False
     app.state.poller = None
-    for module in (facility, status, account, me, compute, templates, filesystem, health,
-                   profile_check, filesystem_transfer, filesystem_write, resources,
-                   storage):
-        app.include_router(module.router)
-    app.include_router(compute.extensions)
-    app.include_router(overview.router)
+    routers = [module.router for module in (facility, status, account, me, compute,
+                                            templates, filesystem, health, profile_check,
+                                            filesystem_transfer, filesystem_write, resources,
+                                            storage)]
+    routers += [compute.extensions, overview.router]
+    for router in routers:
+        app.include_router(router)
     # The web console (docs/console.md): `/` and `/console/`, a client of the routes above.
     app.include_router(console.router)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document, with every status the server can send (`openapi_errors`)."""
+        fresh = app.openapi_schema is None
+        document = FastAPI.openapi(app)
+        return (document_errors(document, [r for router in routers for r in router.routes])
+                if fresh else document)
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

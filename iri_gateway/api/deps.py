@@ -91,7 +91,17 @@ async def single_valued_query(request: Request) -> None:
         raise RequestValidationError(errors)
 
 
+async def known_resource(resource_id: str, engine: Annotated[Engine, Depends(get_engine)],
+                         principal: Annotated[Principal, Depends(get_principal)]) -> str:
+    """The path's `resource_id`, once the caller is known and the resource found: an unknown
+    resource is a 404 whatever the body (dependencies are solved before the body is
+    validated)."""
+    engine.resource(resource_id=resource_id)
+    return resource_id
+
+
 EngineDep = Annotated[Engine, Depends(get_engine)]
+KnownResource = Annotated[str, Depends(known_resource)]
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 AdminDep = Annotated[Principal, Depends(get_admin)]

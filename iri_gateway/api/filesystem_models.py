@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from iri_gateway.models.jobspec import JsonInt, PositiveInt
 from iri_gateway.service.files.policy import PATH_MAX
 
+DEFAULT_DIRECTORY = (" An empty path is your default directory: the resource's job root, "
+                     "where the folders of your jobs are (`ls` lists only those).")
+
 # ---- official request bodies ---------------------------------------------------------------
 
 
@@ -20,7 +23,7 @@ class PostLsRequest(BaseModel):
 
     model_config = ConfigDict(strict=True)
 
-    path: str = Field(max_length=PATH_MAX, description="The path to list",
+    path: str = Field(max_length=PATH_MAX, description="The path to list." + DEFAULT_DIRECTORY,
                       examples=["/home/user"])
     show_hidden: bool = Field(default=False, alias="showHidden", description="Show hidden files")
     numeric_uid: bool = Field(default=False, alias="numericUid",
@@ -35,7 +38,7 @@ class PostHeadRequest(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, strict=True)
 
-    path: str = Field(max_length=PATH_MAX, description="File path",
+    path: str = Field(max_length=PATH_MAX, description="File path." + DEFAULT_DIRECTORY,
                       examples=["/home/user/file.txt"])
     bytes_: JsonInt | None = Field(default=None, alias="bytes",
                                description="Return the first NUM bytes of the file")
@@ -67,7 +70,7 @@ class PostViewRequest(BaseModel):
 
     model_config = ConfigDict(strict=True)
 
-    path: str = Field(max_length=PATH_MAX, description="File path",
+    path: str = Field(max_length=PATH_MAX, description="File path." + DEFAULT_DIRECTORY,
                       examples=["/home/user/file.txt"])
     # As in the official schema: minimum 1, default 0 (0, the default, means "up to the limit").
     size: JsonInt = Field(default=0, ge=1, description="Number of bytes to retrieve from the file")
@@ -79,7 +82,7 @@ class PostStatRequest(BaseModel):
 
     model_config = ConfigDict(strict=True)
 
-    path: str = Field(max_length=PATH_MAX, description="A file or folder path",
+    path: str = Field(max_length=PATH_MAX, description="A file or folder path." + DEFAULT_DIRECTORY,
                       examples=["/home/user/file.txt"])
     dereference: bool = Field(default=False, description="Follow symbolic links")
 

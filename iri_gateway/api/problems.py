@@ -194,9 +194,13 @@ def install(app: FastAPI) -> None:
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route of the application serves at the request's path."""
-    return [
+    """Every method some route of the application serves at the request's path; HEAD
+    wherever GET is (`head.HeadAsGet`)."""
+    served = {
         method for method in _METHODS
         if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
                for route in request.app.router.routes)
-    ]
+    }
+    if "GET" in served:
+        served.add("HEAD")
+    return [method for method in _METHODS if method in served]

@@ -56,7 +56,7 @@ from iri_gateway.models.limits import (
     surrogate_reason,
     unicode_text,
 )
-from iri_gateway.models.platforms import PlatformError, parse_platform
+from iri_gateway.models.platforms import PlatformError, parse_platform, platform_pattern
 from iri_gateway.models.runtime_names import RuntimeName
 from iri_gateway.models.template_names import TemplateName
 
@@ -174,7 +174,9 @@ _CONSTRAINT_SCHEMA: dict[str, Any] = {
               {"type": "boolean"}],
 }
 _FACTS_SCHEMA: dict[str, Any] = {
-    "type": "object", "propertyNames": {"maxLength": MAX_NAME_LENGTH},
+    "type": "object",
+    # A fact name: not empty, no surrounding spaces (`constraints._parse_cached`).
+    "propertyNames": {"maxLength": MAX_NAME_LENGTH, "pattern": r"^\S(.*\S)?$"},
     "additionalProperties": _CONSTRAINT_SCHEMA,
 }
 REQUIREMENTS_SCHEMA: dict[str, Any] = {"anyOf": [
@@ -208,7 +210,8 @@ def _valid_platform(platform: str) -> str:
 
 
 ImagePlatform = Annotated[
-    str, Field(max_length=64, examples=["linux/arm64", "linux/amd64"]),
+    str, Field(max_length=64, pattern=platform_pattern(),
+               examples=["linux/arm64", "linux/amd64"]),
     BeforeValidator(unicode_text), AfterValidator(_valid_platform),
 ]
 """An OCI platform, `os/arch[/variant]`; kept as written, parsed by `models.platforms`."""
@@ -521,7 +524,8 @@ class Role(_Unicode):
 def _alias_properties(schema: dict[str, Any]) -> None:
     """Each accepted alias is a property of the JSON Schema too (`container_runtime`): the
     JobSpec forbids unknown fields, so without it a JobSpec the gateway takes would fail its
-    own schema (pydantic names only the first of a field's AliasChoices)."""
+    own schema (pydantic names only the first of a field's AliasChoices). Not both at once,
+    as the gateway refuses that."""
     properties = schema["properties"]
     for alias, name in JOB_ALIASES.items():
         properties[alias] = {
@@ -529,6 +533,7 @@ def _alias_properties(schema: dict[str, Any]) -> None:
             "description": f"The same field as `{name}` (the IRI container discussion's "
             "name); give one of them, not both.",
         }
+        schema.setdefault("allOf", []).append({"not": {"required": [name, alias]}})
 
 
 class JobSpec(_Unicode):

@@ -35,6 +35,20 @@ PLATFORM_OSES = frozenset({"linux"})
 """Operating systems of the images a compute node runs (every resource's nodes are Linux)."""
 
 
+def _any_case(word: str) -> str:
+    """A regular expression of `word` in any case (JSON Schema patterns have no flags)."""
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word)
+
+
+def platform_pattern() -> str:
+    """The JSON Schema pattern of the platforms `parse_platform` takes: a known OS and arch
+    by any of their names, in any case, and perhaps a variant. Which variants an arch has
+    (`arm/v7`, `arm64/v8`) is left to `parse_platform`."""
+    oses = "|".join(_any_case(name) for name in sorted(PLATFORM_OSES))
+    arches = "|".join(_any_case(name) for name in sorted(_CANONICAL, key=len, reverse=True))
+    return f"^({oses})/({arches})(/[^/\\s]+)?$"
+
+
 class PlatformError(ValueError):
     """An architecture or platform this gateway does not know; the message offers names."""
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from iri_gateway.errors import (
@@ -601,7 +601,8 @@ class Engine:
         )
 
     def update(self, *, owner: str, job_id: str, changes: JobChanges,
-               wait: float | None = None) -> JobRecord:
+               wait: float | None = None, idempotency_key: str | None = None,
+               request: dict[str, Any] | None = None) -> Submission:
         """The IRI update operation, for a job still waiting in the queue.
 
         The changes are checked here, then sent by a submitter worker; the answer waits
@@ -609,8 +610,18 @@ class Engine:
         outage is raised as it is; after it, the job's message says how the update went.
         Unlike a submission or a cancel, the changes are not stored: an update the
         scheduler could not be told is not sent again by itself.
+
+        With an idempotency key, a retry (the same key, job and `request`, the body as sent)
+        is answered with the job as it is now, and the scheduler is not told again; the same
+        key with another request is an IdempotencyConflictError.
         """
         record = self.get(owner=owner, job_id=job_id)
+        digest = request_hash(f"{record.resource_id}/{job_id}",
+                              {"request": request, "changes": asdict(changes)})
+        if idempotency_key is not None:
+            earlier = self.store.update_key(owner, idempotency_key)
+            if earlier is not None:
+                return self._update_replayed(earlier, digest, idempotency_key, job_id)
         native_id = record.native_id
         if record.state not in (JobState.QUEUED, JobState.HELD) or native_id is None:
             raise JobNotChangeableError(
@@ -619,6 +630,10 @@ class Engine:
         loaded = self.registry.get(record.resource_id)
         self._check_changes(record, loaded, changes)
         backend = self.backends.get(loaded, owner)
+        if idempotency_key is not None:
+            earlier = self.store.claim_update_key(owner, idempotency_key, job_id, digest)
+            if earlier is not None:  # a concurrent retry recorded the key first
+                return self._update_replayed(earlier, digest, idempotency_key, job_id)
 
         def send() -> JobRecord:
             try:
@@ -632,10 +647,19 @@ class Engine:
 
         sent = self.submitter.run(record.resource_id, send)
         try:
-            return sent.result(timeout=wait)
+            return Submission(sent.result(timeout=wait), replayed=False)
         except FutureTimeout:
-            return replace(self._current(record.id),
-                           message="update being sent to the scheduler")
+            return Submission(replace(self._current(record.id),
+                                      message="update being sent to the scheduler"),
+                              replayed=False)
+
+    def _update_replayed(self, earlier: str, digest: str, key: str, job_id: str) -> Submission:
+        """The answer to an update whose key was recorded before: the job as it is now, or
+        IdempotencyConflictError when the key came with another request."""
+        if earlier != digest:
+            raise IdempotencyConflictError(
+                f"idempotency key {key!r} was used for a different request")
+        return Submission(self._current(job_id), replayed=True)
 
     def restart(self, *, owner: str, job_id: str, wait: float | None = None) -> JobRecord:
         """Run the job again under the same gateway job and native id: Slurm `scontrol

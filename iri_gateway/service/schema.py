@@ -92,3 +92,17 @@ class TemplateRow(Base):
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class UpdateKeyRow(Base):
+    """A row of `update_keys`: the `Idempotency-Key` an update of a job came with, and a
+    digest of the request, so that a retry is answered without telling the scheduler twice
+    (and the same key with another request is refused). (owner, key) is the key."""
+
+    __tablename__ = "update_keys"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(36))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)

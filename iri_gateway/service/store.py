@@ -31,7 +31,7 @@ from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
 from iri_gateway.service.database import DEFAULT_POOL_SIZE, is_sqlite, open_engine
 from iri_gateway.service.migrations import upgrade_schema
-from iri_gateway.service.schema import JobRow
+from iri_gateway.service.schema import JobRow, UpdateKeyRow
 
 log = logging.getLogger(__name__)
 _Row = TypeVar("_Row")
@@ -339,6 +339,29 @@ class JobStore:
                 select(JobRow).where(JobRow.owner == owner, JobRow.idempotency_key == key)
             ).first()
             return _record(row) if row else None
+
+    def update_key(self, owner: str, key: str) -> str | None:
+        """The request digest an update of `owner` recorded with `key`, or None."""
+        with self._session() as session:
+            row = session.get(UpdateKeyRow, (owner, key))
+            return row.request_hash if row else None
+
+    def claim_update_key(self, owner: str, key: str, job_id: str,
+                         request_hash: str) -> str | None:
+        """Record that `owner`'s update of `job_id` came with `key`: None when recorded now,
+        else the digest recorded by the request that had the key first (the primary key
+        decides a race that looking the key up first cannot)."""
+        row = UpdateKeyRow(owner=owner, key=key, job_id=job_id, request_hash=request_hash,
+                           created_at=self._clock())
+        try:
+            with self.writing() as session:
+                session.add(row)
+        except IntegrityError:
+            earlier = self.update_key(owner, key)
+            if earlier is None:
+                raise
+            return earlier
+        return None
 
     def find(
         self,

@@ -474,3 +474,41 @@ async def test_a_relative_directory_is_taken_from_the_home_and_recorded_absolute
     assert directory == str(tmp_path / "granted" / "alice" / "rel" / "run")
     out = await result(client, token, "head", {"path": f"{directory}/iri-{record.id}.out"})
     assert out["content"] == "relative\n"
+
+
+async def test_an_empty_path_is_the_default_directory(
+        app: FastAPI, client: httpx.AsyncClient, token: str, official: OfficialSchemas) -> None:
+    """The official schema allows `{"path": ""}`: the caller's default directory, the job
+    root, whose listing holds only the caller's own job folders (never another user's)."""
+    mine = await run_job(app, client, token, "echo mine")
+    other_token = app.state.tokens.issue("bob", ["proj1"])
+    theirs = await run_job(app, client, other_token, "echo theirs")
+    listing = await result(client, token, "ls", {"path": ""}, official)
+    assert [entry["name"] for entry in listing] == [mine.id]
+    deep = await result(client, token, "ls", {"path": "", "recursive": True}, official)
+    names = [entry["name"] for entry in deep]
+    assert f"{mine.id}/stdout.txt" in names
+    assert not any(theirs.id in name for name in names)
+    assert [e["name"] for e in await result(client, other_token, "ls", {"path": ""})] == [
+        theirs.id]
+    stat = await result(client, token, "stat", {"path": ""}, official)
+    assert stat["mode"] & 0o040000
+    for operation in ("head", "view"):
+        answer = await fs(client, token, operation, {"path": ""})
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["invalid_params"] == [{"name": "path", "reason": "is a directory"}]
+
+
+async def test_an_empty_default_directory_lists_nothing(client: httpx.AsyncClient,
+                                                        token: str) -> None:
+    assert await result(client, token, "ls", {"path": ""}) == []
+
+
+@pytest.mark.parametrize("operation", ["ls", "head", "view", "stat", "tail"])
+@pytest.mark.parametrize("body", [{"path": ""}, {"path": 5}, [], {}])
+async def test_an_unknown_resource_is_not_found_whatever_the_body(
+        client: httpx.AsyncClient, token: str, operation: str, body: Any) -> None:
+    answer = await client.post(f"{V2}/filesystem/{operation}/nowhere", json=body,
+                               headers=auth(token))
+    assert answer.status_code == 404, answer.text
+    assert "unknown resource 'nowhere'" in answer.json()["detail"]

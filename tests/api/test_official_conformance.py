@@ -469,7 +469,7 @@ def test_405_allows_every_method_of_the_path(server: Server) -> None:
     """`Allow` named only the first matching route's method (GET of /task/{id}, not DELETE)."""
     answer = httpx.request("OPTIONS", f"{server.base_url}/api/v2/task/x", headers=_auth(server))
     assert answer.status_code == 405
-    assert answer.headers["allow"] == "GET, DELETE"
+    assert answer.headers["allow"] == "GET, HEAD, DELETE"
     answer = httpx.patch(f"{server.base_url}/api/v2/compute/job/{RESOURCE}/x")
     assert (answer.status_code, answer.headers["allow"]) == (405, "PUT")
 
@@ -484,6 +484,39 @@ def test_reused_idempotency_key_names_the_header(server: Server) -> None:
     again = httpx.post(url, json={**job, "name": "second"}, headers=headers)
     assert again.status_code == 422
     assert [p["name"] for p in again.json()["invalid_params"]] == ["Idempotency-Key"]
+
+
+def _updates(server: Server) -> list[str]:
+    """Every update the stand-in Slurm was told, in order."""
+    return [line for file in sorted((server.sandbox / "slurm").glob("*.updates"))
+            for line in file.read_text().splitlines()]
+
+
+def test_update_honours_the_idempotency_key(server: Server) -> None:
+    """updateJob ignored `Idempotency-Key`: a retry told the scheduler twice. Now the same
+    key and body answer the job without a second update; another body is a 422 naming the
+    header; the key is the caller's own (another job's update with it is another request)."""
+    headers = {**_auth(server), "X-IRI-Facility-Project": PROJECT}
+    base = f"{server.base_url}/api/v2/compute/job/{RESOURCE}"
+    job = httpx.post(base, headers=headers,
+                     json={"executable": "iri-conformance-no-such-program"}).json()
+    assert job["status"]["state"] == "queued", job
+    keyed = {**headers, "Idempotency-Key": "update-once"}
+    before = len(_updates(server))
+    first = httpx.put(f"{base}/{job['id']}", headers=keyed, json={"name": "renamed"})
+    assert first.status_code == 200, first.text
+    assert first.headers["Idempotency-Key-Reply"] == "miss"
+    assert len(_updates(server)) == before + 1
+    again = httpx.put(f"{base}/{job['id']}", headers=keyed, json={"name": "renamed"})
+    assert again.status_code == 200, again.text
+    assert (again.headers["Idempotency-Key-Reply"], again.json()["id"]) == ("hit", job["id"])
+    assert len(_updates(server)) == before + 1, "a retry told the scheduler again"
+    other = httpx.put(f"{base}/{job['id']}", headers=keyed, json={"name": "other"})
+    assert other.status_code == 422
+    assert [p["name"] for p in other.json()["invalid_params"]] == ["Idempotency-Key"]
+    unkeyed = httpx.put(f"{base}/{job['id']}", headers=headers, json={"name": "renamed"})
+    assert unkeyed.status_code == 200
+    assert len(_updates(server)) == before + 2, "without a key every update is sent"
 
 
 def test_job_list_offset_beyond_sql_range_is_an_empty_page(server: Server) -> None:

@@ -204,3 +204,25 @@ def test_swapping_a_folder_for_a_link_never_reads_outside_over_ssh(
                     headers=headers(served.alice))
     assert escapes == [], f"{len(escapes)} of {5 * 60} reads escaped: {escapes[:3]}"
     assert seen["inside"] > 0 and seen["not found"] > 0, seen
+
+
+def test_an_empty_path_lists_only_the_callers_job_folders_over_ssh(
+    http: httpx.Client, served: Served
+) -> None:
+    """alice and bob share one login account, and other runs leave job folders in the same
+    job root: `ls ""` (the default directory) shows alice only her own."""
+    mine = run(http, served.alice, "echo mine")["id"]
+    theirs = run(http, served.bob, "echo theirs")["id"]
+    listed = [entry["name"] for entry in output_of(http, served.alice, "ls", {"path": ""})]
+    assert mine in listed and theirs not in listed
+    deep = output_of(http, served.alice, "ls", {"path": "", "recursive": True})
+    names = [entry["name"] for entry in deep]
+    assert f"{mine}/stdout.txt" in names
+    assert not any(theirs in name for name in names)
+    assert all(name.split("/")[0] in listed for name in names)
+    stat = output_of(http, served.alice, "stat", {"path": ""})
+    assert stat["mode"] & 0o040000
+    assert read(http, served.alice, "head", {"path": ""}).status_code == 400
+    unknown = http.post(f"{V2}/filesystem/ls/nowhere", json={"path": 5},
+                        headers=headers(served.alice))
+    assert unknown.status_code == 404

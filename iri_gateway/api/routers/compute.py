@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
+from iri_gateway.api.deps import EngineDep, KnownResource, PrincipalDep, SettingsDep
 from iri_gateway.api.iri_models import StrictBool
 from iri_gateway.api.models import Job, job_view
 from iri_gateway.api.problems import ApiProblem
@@ -72,7 +72,7 @@ def _owned(engine: Engine, principal: Principal, resource_id: str, job_id: str) 
 @router.post("/job/{resource_id}", operation_id="launchJob", response_model=Job,
              response_model_exclude_none=True, summary="Submit Job")
 def launch_job(
-    resource_id: str,
+    resource_id: KnownResource,
     spec: JobSpec,
     engine: EngineDep,
     principal: PrincipalDep,
@@ -90,7 +90,6 @@ def launch_job(
     A retry with the same key, even while the first request is still waiting, returns the
     same job.
     """
-    engine.resource(resource_id=resource_id)
     effective = _with_account(spec, project, principal)
     submission = engine.submit(owner=principal.user, resource_id=resource_id,
                                spec=effective, idempotency_key=idempotency_key,
@@ -103,27 +102,33 @@ def launch_job(
 @router.put("/job/{resource_id}/{job_id}", operation_id="updateJob", response_model=Job,
             response_model_exclude_none=True, summary="Update Job")
 def update_job(
-    resource_id: str,
+    resource_id: KnownResource,
     job_id: str,
     spec: JobSpec,
     engine: EngineDep,
     principal: PrincipalDep,
     settings: SettingsDep,
+    response: Response,
     idempotency_key: IdempotencyKey = None,
     project: ProjectHeader = None,
 ) -> Job:
     """Change a queued job: duration, queue, name or account.
 
     Waits up to `response_wait` seconds for the scheduler; past it the job is returned with
-    the message "update being sent to the scheduler", and later says how it went."""
+    the message "update being sent to the scheduler", and later says how it went. With an
+    `Idempotency-Key`, a retry (same key, same body) returns the job without changing it
+    again; the same key with another body is a 422 naming the header."""
     _owned(engine, principal, resource_id, job_id)
     effective = _with_account(spec, project, principal)
     attributes = effective.attributes or JobAttributes()
     changes = JobChanges(duration=attributes.duration, queue_name=attributes.queue_name,
                          name=effective.name, account=attributes.account)
-    record = engine.update(owner=principal.user, job_id=job_id, changes=changes,
-                           wait=settings.response_wait)
-    return job_view(record)
+    update = engine.update(owner=principal.user, job_id=job_id, changes=changes,
+                           wait=settings.response_wait, idempotency_key=idempotency_key,
+                           request=spec.model_dump(mode="json", exclude_unset=True))
+    if idempotency_key is not None:
+        response.headers["Idempotency-Key-Reply"] = "hit" if update.replayed else "miss"
+    return job_view(update.record)
 
 
 @router.get("/status/{resource_id}/{job_id}", operation_id="getJob", response_model=Job,
@@ -230,7 +235,7 @@ def get_capabilities(resource_id: str, engine: EngineDep, principal: PrincipalDe
 
 @extensions.post("/plan/{resource_id}", operation_id="planJob", response_model=Plan,
                  summary="Dry run")
-def plan_job(resource_id: str, spec: JobSpec, engine: EngineDep,
+def plan_job(resource_id: KnownResource, spec: JobSpec, engine: EngineDep,
              principal: PrincipalDep) -> Plan:
     """How the job would run, and the exact batch script; 422 lists every problem.
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from iri_gateway.api.deps import EngineDep, PrincipalDep
+from iri_gateway.api.deps import EngineDep, KnownResource, PrincipalDep
 from iri_gateway.api.file_operations import (
     head_result,
     ls_result,
@@ -46,15 +46,16 @@ _FILESYSTEM: list[str | Enum] = ["filesystem"]
 _TASK: list[str | Enum] = ["task"]
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
-    404: {"description": "Not Found (also any path the caller may not read: outside the "
-          "folders of the caller's jobs and the roots granted to the caller)"},
+    404: {"description": "Not Found: an unknown resource (whatever the body), or a path the "
+          "caller may not read (outside the folders of the caller's jobs and the roots "
+          "granted to the caller)"},
 }
 
 
 @router.post("/filesystem/ls/{resource_id}", operation_id="ls", tags=_FILESYSTEM,
              response_model=TaskSubmitResponse, summary="Post Ls", responses=_RESPONSES,
              response_description="Directory listed successfully")
-def post_ls(resource_id: str, body: PostLsRequest, engine: EngineDep,
+def post_ls(resource_id: KnownResource, body: PostLsRequest, engine: EngineDep,
             principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
     """List the contents of the given directory (`ls`) asynchronously.
 
@@ -70,7 +71,7 @@ def post_ls(resource_id: str, body: PostLsRequest, engine: EngineDep,
 @router.post("/filesystem/head/{resource_id}", operation_id="head", tags=_FILESYSTEM,
              response_model=TaskSubmitResponse, summary="Post Head", responses=_RESPONSES,
              response_description="Head operation finished successfully")
-def post_head(resource_id: str, body: PostHeadRequest, engine: EngineDep,
+def post_head(resource_id: KnownResource, body: PostHeadRequest, engine: EngineDep,
               principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
     """Output the first part of file/s (`head`).
 
@@ -83,7 +84,7 @@ def post_head(resource_id: str, body: PostHeadRequest, engine: EngineDep,
 @router.post("/filesystem/view/{resource_id}", operation_id="view", tags=_FILESYSTEM,
              response_model=TaskSubmitResponse, summary="Post View", responses=_RESPONSES,
              response_description="View operation finished successfully")
-def post_view(resource_id: str, body: PostViewRequest, engine: EngineDep,
+def post_view(resource_id: KnownResource, body: PostViewRequest, engine: EngineDep,
               principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
     """View file content (up to max 1048576 bytes per request; page with `offset`)."""
     result = view_result(engine, principal, resource_id, body)
@@ -93,7 +94,7 @@ def post_view(resource_id: str, body: PostViewRequest, engine: EngineDep,
 @router.post("/filesystem/tail/{resource_id}", operation_id="tail", tags=_FILESYSTEM,
              response_model=TaskSubmitResponse, summary="Post Tail", responses=_RESPONSES,
              response_description="`tail` operation finished successfully")
-def post_tail(resource_id: str, body: PostTailRequest, engine: EngineDep,
+def post_tail(resource_id: KnownResource, body: PostTailRequest, engine: EngineDep,
               principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
     """Output the last part of a file (`tail`).
 
@@ -107,7 +108,7 @@ def post_tail(resource_id: str, body: PostTailRequest, engine: EngineDep,
 @router.post("/filesystem/stat/{resource_id}", operation_id="stat", tags=_FILESYSTEM,
              response_model=TaskSubmitResponse, summary="Post Stat", responses=_RESPONSES,
              response_description="Stat returned successfully")
-def post_stat(resource_id: str, body: PostStatRequest, engine: EngineDep,
+def post_stat(resource_id: KnownResource, body: PostStatRequest, engine: EngineDep,
               principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
     """Output the `stat` of a file; the task's `result` is `{output: FileStat}`."""
     result = stat_result(engine, principal, resource_id, body)

@@ -38,7 +38,8 @@ def member_names(roles: list[Role]) -> list[Member]:
 
 
 def _container(spec: JobSpec, role: Role) -> Container | None:
-    """The job's container with the role's settings on top (image < job < role)."""
+    """The job's container with the role's settings on top (image < job < role); a role
+    setting given as null leaves the job's (a 500 when the job's field takes no null)."""
     base, own = spec.container, role.container
     if own is None:
         return base
@@ -46,7 +47,8 @@ def _container(spec: JobSpec, role: Role) -> Container | None:
     if "image" in own.model_fields_set and "flavours" not in own.model_fields_set:
         merged.pop("flavours", None)  # the role's image replaces the job's flavours
     for name in own.model_fields_set - {"volume_mounts", "extra_options"}:
-        merged[name] = getattr(own, name)
+        if getattr(own, name) is not None:
+            merged[name] = getattr(own, name)
     if merged.get("flavours") is None:
         merged.pop("flavours", None)
     mounts = {m.target: m for m in (base.volume_mounts if base else [])}

@@ -18,7 +18,7 @@ from typing import Any
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.files import reader
-from iri_gateway.service.files.policy import Scope, path_problem
+from iri_gateway.service.files.policy import Anchor, Scope, normal, path_problem
 from iri_gateway.transport.base import Transport, TransportError
 
 READER_TIMEOUT = 120.0
@@ -113,12 +113,50 @@ class UserFiles:
 
         `job_folder`: a folder the gateway made for one of the user's jobs (`Scope.locate`).
         """
+        if path == "" and job_folder is None:
+            return self._default_directory(operation, **arguments)
         problem = path_problem(path)
         if problem is not None:
             raise FileRefusedError("invalid_path", problem, "path")
         anchor = self.scope.locate(path, job_folder)
         if anchor is None:
             raise FileRefusedError("not_found")
+        return self._run(anchor, operation, **arguments)
+
+    def _default_directory(self, operation: str, **arguments: Any) -> dict[str, Any]:
+        """`operation` on the caller's default directory (an empty path, as the official
+        schema allows): the job root, where the folders of the caller's jobs are.
+
+        Its listing holds only the caller's own job folders, never another user's (with
+        `recursive`, each of them is listed as a path of its own would be); no job root yet
+        is an empty listing. Other operations see the job root itself (`stat`; a
+        directory for `head` and `view`).
+        """
+        root = Anchor(normal(self.scope.work_root), (), (), ())
+        if operation != "ls":
+            return self._run(root, operation, **arguments)
+        try:
+            listing = self._run(root, "ls", **{**arguments, "recursive": False})
+        except FileRefusedError as error:
+            if error.kind != "not_found":
+                raise
+            return {"entries": [], "truncated": False, "folder": True}
+        entries = [e for e in listing["entries"] if self.scope.owns_folder(str(e["name"]))]
+        truncated = bool(listing["truncated"])
+        if arguments.get("recursive"):
+            for folder in [e for e in entries if e["kind"] == "directory"]:
+                inner = self._run(Anchor(root.base, (str(folder["name"]),), (), ()), "ls",
+                                  **arguments)
+                entries += [{**e, "name": f"{folder['name']}/{e['name']}"}
+                            for e in inner["entries"]]
+                truncated = truncated or bool(inner["truncated"])
+            entries.sort(key=lambda entry: str(entry["name"]))
+        limit = int(arguments.get("max_entries", len(entries)))
+        return {"entries": entries[:limit], "truncated": truncated or len(entries) > limit,
+                "folder": True}
+
+    def _run(self, anchor: Anchor, operation: str, **arguments: Any) -> dict[str, Any]:
+        """The reader's result for `operation` from `anchor`; FileRefusedError otherwise."""
         answer = self.reader.run({
             "op": operation, "base": anchor.base, "top": list(anchor.top),
             "rest": list(anchor.rest), "reserved": list(anchor.reserved), **arguments,
