@@ -19,6 +19,7 @@ from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
 from iri_gateway.api.head import HeadAsGet
 from iri_gateway.api.openapi_errors import document_errors
+from iri_gateway.api.openapi_parameters import without_null_parameters
 from iri_gateway.api.routers import (
     account,
     compute,
@@ -154,11 +155,14 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.include_router(console.router)
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document, with every status the server can send (`openapi_errors`)."""
+        """FastAPI's document, with every status the server can send (`openapi_errors`)
+        and parameters as a client can send them (`openapi_parameters`)."""
         fresh = app.openapi_schema is None
         document = FastAPI.openapi(app)
-        return (document_errors(document, [r for router in routers for r in router.routes])
-                if fresh else document)
+        if not fresh:
+            return document
+        without_null_parameters(document)
+        return document_errors(document, [r for router in routers for r in router.routes])
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app

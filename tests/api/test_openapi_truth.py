@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from iri_gateway.api.export import openapi_document
 from iri_gateway.api.problems import PROBLEM
 
 METHODS = ("get", "put", "post", "delete", "patch")
@@ -191,3 +192,22 @@ def test_official_statuses_are_documented(document: dict[str, Any],
             if status not in mine["responses"] and not excused(int(status), mine):
                 missing.append((operation["operationId"], status))
     assert missing == [], missing
+
+
+def test_no_parameter_is_published_as_nullable() -> None:
+    """A query, path or header parameter is text or absent, never JSON null: published as
+    `anyOf [T, null]`, Schemathesis 4.17.0 sent the text `null` for an optional enumeration
+    (`GET /status/incidents?type=null`) and the server rightly refused a request the
+    document allowed."""
+    document = json.loads(openapi_document())
+    nullable = [
+        (path, method, parameter["name"])
+        for path, item in document["paths"].items() for method, operation in item.items()
+        for parameter in operation.get("parameters", [])
+        if {"type": "null"} in parameter.get("schema", {}).get("anyOf", [])
+        or parameter.get("schema", {}).get("type") == "null"
+    ]
+    assert nullable == []
+    incidents = document["paths"]["/api/v2/status/incidents"]["get"]["parameters"]
+    kind = next(p for p in incidents if p["name"] == "type")
+    assert kind["required"] is False and kind["schema"]["$ref"].endswith("/IncidentType")
