@@ -1,6 +1,6 @@
 """The request bodies of the IRI filesystem operations that change files (`mkdir`, `rm`, `mv`,
-`cp`, `chmod`, `chown`, `symlink`, `compress`, `extract`) and of `file` and `checksum`, as the official schemas have
-them, with the bounds the gateway enforces stated in the schema.
+`cp`, `chmod`, `chown`, `symlink`, `compress`, `extract`) and of `file` and `checksum`, as the
+official schemas have them, with the bounds the gateway enforces stated in the schema.
 
 Strict like the official JSON Schema ("yes" is not a boolean), and taking every request the
 official schema allows: where it lets `path` be null or absent, or `mode` be any string, so

@@ -15,18 +15,15 @@ import pytest
 
 from tests.api.test_filesystem_archive import hostile, member, tree
 from tests.api.test_filesystem_write import snapshot
+from tests.integration import test_filesystem_write_ssh as write_tests
 from tests.integration.conftest import ClusterInfo
-from tests.integration.test_filesystem_write_ssh import (  # noqa: F401  (the fixtures)
-    http,
-    output,
-    outside,
-    refused,
-    served,
-    work,
-)
 from tests.integration.test_filesystem_ssh import Served
+from tests.integration.test_filesystem_write_ssh import output, refused
 
 pytestmark = pytest.mark.integration
+http, served, work, outside = (write_tests.http, write_tests.served, write_tests.work,
+                               write_tests.outside)
+"""The fixtures of `test_filesystem_write_ssh`, used here as they are."""
 
 
 def owned(folder: Path, uid: int, gid: int) -> None:

@@ -1,5 +1,6 @@
 """The IRI `filesystem` operations `mkdir`, `rm`, `mv`, `cp`, `chmod`, `chown`, `symlink`,
-`compress`, `extract`, `file` and `checksum`, at their official paths, with their official operationIds.
+`compress`, `extract`, `file` and `checksum`, at their official paths, with their official
+operationIds.
 
 As for `ls` (`filesystem`), each is a POST answered with a `TaskSubmitResponse` whose task is
 already `completed` (its `result` read through `getTask`); a request that cannot be served is
@@ -261,6 +262,7 @@ def post_compress(resource_id: str, body: PostCompressRequest, engine: EngineDep
     settings = _settings(request)
     result = change(resource_id, {"path": path, "target_path": body.target_path},
                     lambda: writes.compress(path, body.target_path, compression=kind,
+                                            dereference=body.dereference,
                                             match_pattern=pattern,
                                             max_files=settings.cp_max_files,
                                             max_bytes=settings.cp_max_bytes))

@@ -13,8 +13,9 @@ anything fails.
 `extract` reads the archive's headers first and refuses the whole archive, naming the member,
 when one is absolute, has a `..` component, a control character in its name or link, is a
 device or fifo, is a symbolic link that is absolute or has a `..` component (so that no chain
-of links can climb out of the extracted folder, a link may only point down), or a hard link to anything but an earlier file member; when there are more than `max_files`
-members or they declare more than `max_bytes` (`too_large`). It then unpacks into a fresh
+of links can climb out of the extracted folder, a link may only point down), or is a hard
+link to anything but an earlier file member; when there are more than `max_files` members or
+they declare more than `max_bytes` (`too_large`). It then unpacks into a fresh
 hidden folder next to the target, walking every member's folders `O_NOFOLLOW` from that
 folder (so a link member is never gone through), counting the bytes actually written, and
 renames the folder to the target only when all is done: a failed extract leaves nothing.
@@ -24,9 +25,9 @@ instant could be replaced; the target is checked absent just before.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import posixpath
 import re
 import secrets
 import stat
@@ -41,6 +42,14 @@ from iri_gateway.service.files.writer import Place
 MODES = {"none": "", "gzip": "gz", "bzip2": "bz2", "xz": "xz"}
 """The compression types (the last part of `urn:doe-iri:compression:<type>`) and tarfile's
 word for each."""
+
+def _open_tar(stream: IO[bytes], mode: str) -> tarfile.TarFile:
+    """`tarfile.open` on an open stream (PAX headers when writing: long names and big
+    files); the mode is chosen at run time, which its typed overloads do not cover."""
+    opener: Any = tarfile.open
+    tar: tarfile.TarFile = opener(fileobj=stream, mode=mode, format=tarfile.PAX_FORMAT)
+    return tar
+
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -122,8 +131,7 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
         try:
             made = os.fstat(out)
             with os.fdopen(out, "wb") as stream, \
-                    tarfile.open(fileobj=stream, mode=f"w:{mode}" if mode else "w",
-                                 format=tarfile.PAX_FORMAT) as tar:
+                    _open_tar(stream, f"w:{mode}" if mode else "w") as tar:
                 packer = _Packer(tar, budget, request.get("match_pattern"),
                                  (made.st_dev, made.st_ino))
                 packer.entry(source.fd, source.name, source.name, "")
@@ -182,15 +190,14 @@ class _Unpacker:
 
     def __init__(self, tar: tarfile.TarFile, root: int, budget: writer._Budget) -> None:
         self.tar, self.root, self.budget = tar, root, budget
+        self.modes: list[tuple[str, list[str], int]] = []
 
     def folder(self, member: str, parts: list[str]) -> int:
         fd = os.dup(self.root)
         try:
             for part in parts:
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o700, dir_fd=fd)
-                except FileExistsError:
-                    pass
                 try:
                     inner = os.open(part, writer._DIRECTORY, dir_fd=fd)
                 except OSError:
@@ -206,6 +213,7 @@ class _Unpacker:
         mode = member.mode & 0o777
         if member.isdir():
             os.close(self.folder(member.name, parts))
+            self.modes.append((member.name, parts, mode))
             return
         fd = self.folder(member.name, parts[:-1])
         name = parts[-1]
@@ -228,6 +236,16 @@ class _Unpacker:
             raise _bad(member.name, "appears twice") from None
         finally:
             os.close(fd)
+
+    def finish(self) -> None:
+        """Give the folders their modes, deepest first (they were made writable, 0700, so
+        that what they hold could be written)."""
+        for name, parts, mode in reversed(self.modes):
+            fd = self.folder(name, parts)
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
 
     def write(self, member: str, content: IO[bytes], folder: int, name: str, mode: int) -> None:
         out = os.open(name, writer._NEW_FILE, 0o600, dir_fd=folder)
@@ -280,7 +298,7 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
     with os.fdopen(archive, "rb") as stream, Place(request["target"], "target_path") as target:
         budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
         try:
-            tar = tarfile.open(fileobj=stream, mode=f"r:{mode}" if mode else "r:")
+            tar = _open_tar(stream, f"r:{mode}" if mode else "r:")
             members = _members(tar, budget)
         except (tarfile.TarError, EOFError, OSError) as error:
             raise Refused("not_archive", f"is not a tar archive with "
@@ -299,6 +317,7 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
                                                                budget.max_bytes))
                 for member, parts in members:
                     unpacker.member(member, parts)
+                unpacker.finish()
                 os.fchmod(root, 0o755)
             finally:
                 os.close(root)

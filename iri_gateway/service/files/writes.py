@@ -166,12 +166,12 @@ class UserWrites:
                                     "path")
         return self.run("symlink", link=placed, target=target, resolves_to=resolves_to)
 
-    def compress(self, path: str, target: str, *, compression: str,
+    def compress(self, path: str, target: str, *, compression: str, dereference: bool,
                  match_pattern: str | None, max_files: int, max_bytes: int) -> dict[str, Any]:
         return self.run("compress", path=self.place(path, "path"),
                         target=self.movable(target, "target_path"), compression=compression,
-                        match_pattern=match_pattern, max_files=max_files,
-                        max_bytes=max_bytes)
+                        dereference=dereference, match_pattern=match_pattern,
+                        max_files=max_files, max_bytes=max_bytes)
 
     def extract(self, path: str, target: str, *, compression: str, max_files: int,
                 max_bytes: int) -> dict[str, Any]:
