@@ -134,7 +134,7 @@ COMPRESSION_URN = ("^urn:doe-iri:compression:(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{2}|
 
 
 def _compression() -> Any:
-    return Field(default="urn:doe-iri:compression:gzip", min_length=25, max_length=100,
+    return Field(default="urn:doe-iri:compression:gzip", min_length=25,
                  pattern=COMPRESSION_URN,
                  description="DOE IRI URN for the compression type "
                  "(urn:doe-iri:compression:<type>): `none`, `gzip`, `bzip2` or `xz` (any "
