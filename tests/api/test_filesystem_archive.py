@@ -91,6 +91,14 @@ async def test_round_trip(client: httpx.AsyncClient, token: str, tmp_path: Path,
     with tarfile.open(home / "txt.tgz", "r:gz") as tar:
         assert sorted(m.name for m in tar if m.isfile()) == ["project/a.txt",
                                                              "project/sub/deeper/c.txt"]
+    # An archive made inside what it stores does not store itself; a root itself is refused.
+    await output(client, token, "compress", {"path": str(source), "target_path":
+                 f"{source}/self.tar", "compression": "urn:doe-iri:compression:none"}, 201)
+    with tarfile.open(source / "self.tar") as tar:
+        assert "project/self.tar" not in tar.getnames() and "project/a.txt" in tar.getnames()
+    (source / "self.tar").unlink()
+    await refused(client, token, "compress", {"path": str(home), "target_path":
+                  f"{home}/all.tgz"}, 403, "path")
     # Never replaced: an existing archive or folder is a 409, and stays as it was.
     before = (home / "txt.tgz").read_bytes()
     await refused(client, token, "compress", {"path": str(source), "target_path":

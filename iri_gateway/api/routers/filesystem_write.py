@@ -53,7 +53,8 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
              "`extract`, not a tar archive, or a member (named) that is absolute, has a `..` "
              "component or a control character, is a device or fifo, or is a link that "
              "could point outside the extracted folder; for `compress`, `dereference`",
-        403: "Forbidden: a root or job folder itself as what is removed, moved or replaced; "
+        403: "Forbidden: a root or job folder itself as what is removed, moved, replaced or "
+             "archived; "
              "a tree holding the gateway's folders; a link that would point outside; or "
              "what the operating system refuses your account (its reason given)",
         404: "Not Found (also any path the caller may not use: outside the folders of the "
