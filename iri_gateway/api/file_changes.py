@@ -6,7 +6,9 @@ for reads); 422 for a path that cannot name a file (NUL, control characters, too
 missing required `path`; 403 for a root or job folder itself as what `rm`, `mv` or `cp`
 removes or replaces, a tree holding the gateway's folders, a link that would point outside,
 or what the operating system refuses the account (its reason given); 409 for an existing
-target, a non-empty folder, or a move across filesystems; 413 for a `cp` beyond the limits.
+target, a non-empty folder, or a move across filesystems; 413 for a `cp`, `compress` or
+`extract` beyond the limits; 400 for an archive that is not one or has a member that would
+not stay inside (named).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from iri_gateway.api.file_operations import _file as listed_file
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
+from iri_gateway.service.files.archiver import MODES
 from iri_gateway.service.files.writes import FileWriter, UserWrites, WriteRefusedError
 
 _STATUS = {
@@ -27,6 +30,7 @@ _STATUS = {
     "exists": (409, "Conflict"), "not_empty": (409, "Conflict"), "cross_device": (409, "Conflict"),
     "directory": (400, "Bad Request"), "not_directory": (400, "Bad Request"),
     "not_regular": (400, "Bad Request"), "invalid": (400, "Bad Request"),
+    "bad_member": (400, "Bad Request"), "not_archive": (400, "Bad Request"),
     "too_large": (413, "Content Too Large"),
     "no_file_command": (501, "Not Implemented"),
 }
@@ -62,6 +66,30 @@ def octal_mode(mode: str) -> str:
                          "mode", [{"name": "mode", "reason": "must be 1 to 4 octal digits, "
                                   "such as 755"}])
     return mode
+
+
+def compression_type(urn: str) -> str:
+    """The type a compression URN names, when the writer offers it; the 422 naming
+    `compression` otherwise."""
+    kind = urn.removeprefix("urn:doe-iri:compression:")
+    if kind not in MODES:
+        raise ApiProblem(422, "Unprocessable Entity", f"compression {urn[:100]!r} is not "
+                         "offered", [{"name": "compression", "reason": "must be one of "
+                                  + ", ".join(f"urn:doe-iri:compression:{m}" for m in MODES)}])
+    return kind
+
+
+def match_pattern(pattern: str | None) -> str | None:
+    """`pattern` when it is a regular expression; the 422 naming `match_pattern` otherwise."""
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise ApiProblem(422, "Unprocessable Entity", "match_pattern is not a regular "
+                             "expression", [{"name": "match_pattern",
+                                             "reason": f"is not a regular expression: "
+                                             f"{error}"}]) from None
+    return pattern
 
 
 def account_name(name: str, field: str) -> str:

@@ -1,6 +1,6 @@
 """The request bodies of the IRI filesystem operations that change files (`mkdir`, `rm`, `mv`,
-`cp`, `chmod`, `chown`, `symlink`) and of `file` and `checksum`, as the official schemas have
-them, with the bounds the gateway enforces stated in the schema.
+`cp`, `chmod`, `chown`, `symlink`, `compress`, `extract`) and of `file` and `checksum`, as the
+official schemas have them, with the bounds the gateway enforces stated in the schema.
 
 Strict like the official JSON Schema ("yes" is not a boolean), and taking every request the
 official schema allows: where it lets `path` be null or absent, or `mode` be any string, so
@@ -8,6 +8,8 @@ does this one, and the operation (after finding the resource) answers 422 naming
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -124,3 +126,54 @@ class PostChecksumRequest(BaseModel):
 
     path: str = Field(max_length=PATH_MAX, description="Path to the file to checksum",
                       examples=["/home/user/file.txt"])
+
+
+COMPRESSION_URN = ("^urn:doe-iri:compression:(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{2}|[!$&'()*+,;=@]|/)+"
+                   "(?::(?:[A-Za-z0-9._~-]|%[0-9A-Fa-f]{2}|[!$&'()*+,;=@]|/)+)*$")
+"""The official pattern of a compression URN (`urn:doe-iri:compression:<type>`)."""
+
+
+def _compression() -> Any:
+    return Field(default="urn:doe-iri:compression:gzip", min_length=25,
+                 pattern=COMPRESSION_URN,
+                 description="DOE IRI URN for the compression type "
+                 "(urn:doe-iri:compression:<type>): `none`, `gzip`, `bzip2` or `xz` (any "
+                 "other type is a 422 naming `compression`)",
+                 examples=["urn:doe-iri:compression:gzip", "urn:doe-iri:compression:none"])
+
+
+class PostCompressRequest(BaseModel):
+    """Represents a request to compress a file."""
+
+    model_config = _STRICT
+
+    path: str | None = Field(default=None, max_length=PATH_MAX,
+                             description="Source file or directory path",
+                             examples=["/home/user/dir"])
+    target_path: str = Field(max_length=PATH_MAX, description="Path to the compressed file "
+                             "(a tar archive; an existing one is never replaced)",
+                             examples=["/home/user/file.tar.gz"])
+    match_pattern: str | None = Field(default=None, max_length=PATH_MAX,
+                                      description="Regex pattern to filter files to compress "
+                                      "(Python syntax, searched in each file's path relative "
+                                      "to `path`; folders are always stored)",
+                                      examples=[r".*\.txt$"])
+    dereference: bool = Field(default=False, description="Must be `false` (or absent): "
+                              "symbolic links are stored as links, never followed; `true` "
+                              "is a 400 naming `dereference`")
+    compression: str = _compression()
+
+
+class PostExtractRequest(BaseModel):
+    """Represents a request to extract a compressed file."""
+
+    model_config = _STRICT
+
+    path: str | None = Field(default=None, max_length=PATH_MAX,
+                             description="The tar archive to extract",
+                             examples=["/home/user/dir/file.tar.gz"])
+    target_path: str = Field(max_length=PATH_MAX, description="Path to the directory where "
+                             "to extract the compressed file: a new folder (an existing one "
+                             "is a 409), made only when the whole archive is extracted",
+                             examples=["/home/user/dir"])
+    compression: str = _compression()

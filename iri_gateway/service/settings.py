@@ -112,12 +112,14 @@ class Settings(BaseSettings):
     cp_max_files: int = Field(
         default=10_000, ge=1,
         description="Most files, folders and links one filesystem `cp` copies (counted "
-        "before copying); more is refused with 413",
+        "before copying), `compress` stores or `extract` unpacks (members); more is refused "
+        "with 413",
     )
     cp_max_bytes: int = Field(
         default=1024 ** 3, ge=0,
-        description="Most bytes of file content one filesystem `cp` copies; more is refused "
-        "with 413",
+        description="Most bytes of file content one filesystem `cp` copies, `compress` "
+        "stores or `extract` writes (declared by the members, and as written); more is "
+        "refused with 413",
     )
 
     @field_validator("database_url")

@@ -21,8 +21,8 @@ reason:
   must take every request the schema allows, except the cross-field rules listed in
   `CROSS_FIELD_RULES`, each with its reason.
 
-Operations other engineers are adding in parallel (`ADDED_ELSEWHERE`) are left to their
-own tests. `IRI_OWN_CONFORMANCE_EXAMPLES` (default 3) sets the examples per operation.
+Every operation of ours is run. `IRI_OWN_CONFORMANCE_EXAMPLES` (default 3) sets the examples
+per operation.
 """
 
 from __future__ import annotations
@@ -51,14 +51,12 @@ from tests.api.test_official_conformance import (  # noqa: F401  (the fixture)
 
 EXAMPLES = int(os.environ.get("IRI_OWN_CONFORMANCE_EXAMPLES", "3"))
 
-ADDED_ELSEWHERE = ("compress", "extract")
-"""Official operations not served yet (tests/api/test_operation_compliance.py lists them)."""
 
 DOCUMENT = json.loads(openapi_document())
 OURS = sorted(
     operation["operationId"]
     for item in DOCUMENT["paths"].values() for operation in item.values()
-    if isinstance(operation, dict) and operation.get("operationId") not in ADDED_ELSEWHERE
+    if isinstance(operation, dict)
 )
 schema = schemathesis.openapi.from_dict(DOCUMENT).include(operation_id=OURS)
 schema.hook(official.flatmap_path_parameters)

@@ -1,5 +1,6 @@
 """The IRI `filesystem` operations `mkdir`, `rm`, `mv`, `cp`, `chmod`, `chown`, `symlink`,
-`file` and `checksum`, at their official paths, with their official operationIds.
+`compress`, `extract`, `file` and `checksum`, at their official paths, with their official
+operationIds.
 
 As for `ls` (`filesystem`), each is a POST answered with a `TaskSubmitResponse` whose task is
 already `completed` (its `result` read through `getTask`); a request that cannot be served is
@@ -19,13 +20,17 @@ from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.api.file_changes import (
     account_name,
     change,
+    compression_type,
+    match_pattern,
     octal_mode,
     required,
     user_writes,
 )
 from iri_gateway.api.filesystem_write_models import (
     PostChecksumRequest,
+    PostCompressRequest,
     PostCopyRequest,
+    PostExtractRequest,
     PostFileRequest,
     PostFileSymlinkRequest,
     PostMakeDirRequest,
@@ -44,16 +49,20 @@ _FILESYSTEM: list[str | Enum] = ["filesystem"]
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     said = {
-        400: "Bad Request: the path is not the kind of file the operation needs",
-        403: "Forbidden: a root or job folder itself as what is removed, moved or replaced; "
+        400: "Bad Request: the path is not the kind of file the operation needs; for "
+             "`extract`, not a tar archive, or a member (named) that is absolute, has a `..` "
+             "component or a control character, is a device or fifo, or is a link that "
+             "could point outside the extracted folder; for `compress`, `dereference`",
+        403: "Forbidden: a root or job folder itself as what is removed, moved, replaced or "
+             "archived; "
              "a tree holding the gateway's folders; a link that would point outside; or "
              "what the operating system refuses your account (its reason given)",
         404: "Not Found (also any path the caller may not use: outside the folders of the "
              "caller's jobs and the roots granted to the caller)",
         409: "Conflict: the target exists (nothing is overwritten), a folder is not empty, "
              "or a move would cross filesystems",
-        413: "Content Too Large: the copy is beyond the configured limits (`cp_max_files`, "
-             "`cp_max_bytes`)",
+        413: "Content Too Large: the copy, the archive or what it holds is beyond the "
+             "configured limits (`cp_max_files`, `cp_max_bytes`)",
         501: "Not Implemented: the `file` command (libmagic) is missing where the files are",
     }
     return {status: {"description": said[status]} for status in statuses}
@@ -232,3 +241,58 @@ def post_checksum(resource_id: str, body: PostChecksumRequest, engine: EngineDep
     writes = user_writes(engine, principal, resource_id)
     result = change(resource_id, {"path": body.path}, lambda: writes.checksum(body.path))
     return _task(request, principal, "checksum", body, result)
+
+
+@router.post("/compress/{resource_id}", operation_id="compress", tags=_FILESYSTEM,
+             status_code=201, response_model=TaskSubmitResponse, summary="Post Compress",
+             responses=_responses(400, 403, 404, 409, 413),
+             response_description="File and/or directories compressed successfully")
+def post_compress(resource_id: str, body: PostCompressRequest, engine: EngineDep,
+                  principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Compress files and directories into a tar archive (`tar`), where the files are, as
+    your account.
+
+    Symbolic links are stored as links, never followed (`dereference` is refused). Bounded
+    like `cp` (`cp_max_files` entries, `cp_max_bytes` bytes; 413 beyond, counted before the
+    archive is written). An existing `target_path` is never replaced (409). The task's
+    `result` is `{output: File}` (the archive).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    kind, pattern = compression_type(body.compression), match_pattern(body.match_pattern)
+    settings = _settings(request)
+    result = change(resource_id, {"path": path, "target_path": body.target_path},
+                    lambda: writes.compress(path, body.target_path, compression=kind,
+                                            dereference=body.dereference,
+                                            match_pattern=pattern,
+                                            max_files=settings.cp_max_files,
+                                            max_bytes=settings.cp_max_bytes))
+    return _task(request, principal, "compress", body, result)
+
+
+@router.post("/extract/{resource_id}", operation_id="extract", tags=_FILESYSTEM,
+             status_code=201, response_model=TaskSubmitResponse, summary="Post Extract",
+             responses=_responses(400, 403, 404, 409, 413),
+             response_description="File extracted successfully")
+def post_extract(resource_id: str, body: PostExtractRequest, engine: EngineDep,
+                 principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
+    """Extract a tar archive (`tar -x`) into the new folder `target_path`, where the files
+    are, as your account.
+
+    The whole archive is checked first: a member that would not stay inside (absolute, `..`,
+    a link that is absolute or has `..`, a hard link to anything but an earlier file), a
+    device or fifo, or a control character in a name is a 400 naming it; more than
+    `cp_max_files` members or `cp_max_bytes` bytes (declared, and as written) a 413. It is
+    extracted into a fresh hidden folder beside `target_path`, renamed to it only when
+    complete: a failed extract leaves nothing. An existing `target_path` is a 409. The task's
+    `result` is `{output: File}` (the new folder).
+    """
+    writes = user_writes(engine, principal, resource_id)
+    path = required(body.path)
+    kind = compression_type(body.compression)
+    settings = _settings(request)
+    result = change(resource_id, {"path": path, "target_path": body.target_path},
+                    lambda: writes.extract(path, body.target_path, compression=kind,
+                                           max_files=settings.cp_max_files,
+                                           max_bytes=settings.cp_max_bytes))
+    return _task(request, principal, "extract", body, result)

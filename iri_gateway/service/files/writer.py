@@ -564,15 +564,16 @@ def _special(mode: int) -> str:
 
 # ---- requests ------------------------------------------------------------------------------
 
-_OPERATIONS = {"mkdir": do_mkdir, "rm": do_rm, "mv": do_mv, "cp": do_cp, "chmod": do_chmod,
+OPERATIONS = {"mkdir": do_mkdir, "rm": do_rm, "mv": do_mv, "cp": do_cp, "chmod": do_chmod,
                "chown": do_chown, "symlink": do_symlink, "checksum": do_checksum,
                "file": do_file}
 
 
-def serve(request: dict[str, Any]) -> dict[str, Any]:
-    """Answer one request (see the module docstring); never raises for a refused change."""
+def serve(request: dict[str, Any], operations: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Answer one request (see the module docstring) with one of `operations` (these here
+    unless given); never raises for a refused change."""
     try:
-        operation = _OPERATIONS.get(str(request["op"]))
+        operation = (OPERATIONS if operations is None else operations).get(str(request["op"]))
         if operation is None:
             raise ValueError(f"unknown operation {request['op']!r}")
         result = operation(request)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from iri_gateway.errors import GatewayError
-from iri_gateway.service.files import writer
+from iri_gateway.service.files import archiver, writer
 from iri_gateway.service.files.access import FileReader, reader_source
 from iri_gateway.service.files.policy import Scope, path_problem, within
 
@@ -38,18 +38,22 @@ def install(name, source):
 for name in ("iri_gateway", "iri_gateway.service", "iri_gateway.service.files"):
     sys.modules[name] = types.ModuleType(name)
     sys.modules[name].__path__ = []
-sys.modules["iri_gateway.service.files"].reader = install(
-    "iri_gateway.service.files.reader", READER)
-install("iri_gateway.service.files.writer", WRITER).main()
+files = sys.modules["iri_gateway.service.files"]
+files.reader = install("iri_gateway.service.files.reader", READER)
+files.writer = install("iri_gateway.service.files.writer", WRITER)
+install("iri_gateway.service.files.archiver", ARCHIVER).main()
 '''
 
 
 @cache
 def program() -> str:
-    """What the login node runs: the reader and the writer installed under their own
-    module names (so the writer's import of the reader works there), then the writer."""
+    """What the login node runs: the reader, the writer and the archiver installed under
+    their own module names (so their imports of each other work there), then the archiver
+    (which answers the writer's requests too)."""
     source = Path(writer.__file__).read_text(encoding="utf-8")
-    return (f"READER = {reader_source()!r}\nWRITER = {source!r}\n" + _BOOTSTRAP)
+    archiving = Path(archiver.__file__).read_text(encoding="utf-8")
+    return (f"READER = {reader_source()!r}\nWRITER = {source!r}\nARCHIVER = {archiving!r}\n"
+            + _BOOTSTRAP)
 
 
 class FileWriter(FileReader):
@@ -62,7 +66,7 @@ class FileWriter(FileReader):
         return program()
 
     def serve_here(self, request: dict[str, Any]) -> dict[str, Any]:
-        return writer.serve(request)
+        return archiver.serve(request)
 
 
 class WriteRefusedError(GatewayError):
@@ -161,6 +165,19 @@ class UserWrites:
                                     "the folders you may use; a link may only point there",
                                     "path")
         return self.run("symlink", link=placed, target=target, resolves_to=resolves_to)
+
+    def compress(self, path: str, target: str, *, compression: str, dereference: bool,
+                 match_pattern: str | None, max_files: int, max_bytes: int) -> dict[str, Any]:
+        return self.run("compress", path=self.place(path, "path"),
+                        target=self.movable(target, "target_path"), compression=compression,
+                        dereference=dereference, match_pattern=match_pattern,
+                        max_files=max_files, max_bytes=max_bytes)
+
+    def extract(self, path: str, target: str, *, compression: str, max_files: int,
+                max_bytes: int) -> dict[str, Any]:
+        return self.run("extract", path=self.place(path, "path"),
+                        target=self.movable(target, "target_path"), compression=compression,
+                        max_files=max_files, max_bytes=max_bytes)
 
     def checksum(self, path: str) -> dict[str, Any]:
         return self.run("checksum", path=self.place(path, "path"))

@@ -1,0 +1,352 @@
+"""`compress` and `extract`: tar archives (uncompressed, gzip, bzip2 or xz) made and unpacked
+where the files are, through the writer's no-follow places (`writer.Place`).
+
+Sent and run like the writer (this module, the writer and the reader go to the login node
+together and run as the mapped account; `serve` answers the writer's requests and these two).
+
+`compress` walks the source through descriptors opened `O_NOFOLLOW`, never leaving it: a
+symbolic link is stored as a link (its text; nothing it points to is read), and `dereference`
+is refused. The tree is counted first against `max_files` and `max_bytes` (`too_large`), the
+archive is created `O_EXCL` (an existing target is never replaced) and removed again if
+anything fails.
+
+`extract` reads the archive's headers first and refuses the whole archive, naming the member,
+when one is absolute, has a `..` component, a control character in its name or link, is a
+device or fifo, is a symbolic link that is absolute or has a `..` component (so that no chain
+of links can climb out of the extracted folder, a link may only point down), or is a hard
+link to anything but an earlier file member; when there are more than `max_files` members or
+they declare more than `max_bytes` (`too_large`). It then unpacks into a fresh
+hidden folder next to the target, walking every member's folders `O_NOFOLLOW` from that
+folder (so a link member is never gone through), counting the bytes actually written, and
+renames the folder to the target only when all is done: a failed extract leaves nothing.
+`rename` cannot replace a file or a folder with content, so only an empty folder made in that
+instant could be replaced; the target is checked absent just before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import stat
+import sys
+import tarfile
+from typing import IO, Any
+
+from iri_gateway.service.files import writer
+from iri_gateway.service.files.reader import Area, Refused
+from iri_gateway.service.files.writer import Place
+
+MODES = {"none": "", "gzip": "gz", "bzip2": "bz2", "xz": "xz"}
+"""The compression types (the last part of `urn:doe-iri:compression:<type>`) and tarfile's
+word for each."""
+
+def _open_tar(stream: IO[bytes], mode: str) -> tarfile.TarFile:
+    """`tarfile.open` on an open stream (PAX headers when writing: long names and big
+    files); the mode is chosen at run time, which its typed overloads do not cover."""
+    opener: Any = tarfile.open
+    tar: tarfile.TarFile = opener(fileobj=stream, mode=mode, format=tarfile.PAX_FORMAT)
+    return tar
+
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _mode(request: dict[str, Any]) -> str:
+    kind = str(request.get("compression", "gzip"))
+    if kind not in MODES:
+        raise Refused("invalid", f"unknown compression {kind!r}; offered: "
+                      + ", ".join(MODES), "compression")
+    return MODES[kind]
+
+
+# ---- compress ------------------------------------------------------------------------------
+
+
+class _Packer:
+    """One `compress`: what to store (`pattern` over paths relative to the source), the
+    budget, and the archive's own file (never stored in itself)."""
+
+    def __init__(self, tar: tarfile.TarFile, budget: writer._Budget, pattern: str | None,
+                 skip: tuple[int, int]) -> None:
+        self.tar, self.budget, self.skip = tar, budget, skip
+        self.pattern = re.compile(pattern) if pattern else None
+
+    def wanted(self, relative: str) -> bool:
+        return self.pattern is None or self.pattern.search(relative) is not None
+
+    def entry(self, folder: int, name: str, arcname: str, relative: str) -> None:
+        """Store `name` of the open `folder` as `arcname` (a folder with what it holds)."""
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        if (info.st_dev, info.st_ino) == self.skip:
+            return
+        member = tarfile.TarInfo(arcname)
+        member.mode, member.mtime = stat.S_IMODE(info.st_mode) & 0o777, int(info.st_mtime)
+        if stat.S_ISDIR(info.st_mode):
+            self.budget.take(0)
+            member.type = tarfile.DIRTYPE
+            self.tar.addfile(member)
+            inner = os.open(name, writer._DIRECTORY, dir_fd=folder)
+            try:
+                with os.scandir(inner) as listing:
+                    names = sorted(entry.name for entry in listing)
+                for child in names:
+                    self.entry(inner, child, f"{arcname}/{child}",
+                               f"{relative}/{child}" if relative else child)
+            finally:
+                os.close(inner)
+        elif not self.wanted(relative):
+            return
+        elif stat.S_ISLNK(info.st_mode):
+            self.budget.take(0)
+            member.type, member.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=folder)
+            self.tar.addfile(member)
+        elif stat.S_ISREG(info.st_mode):
+            fd = os.open(name, _READ, dir_fd=folder)
+            with os.fdopen(fd, "rb") as content:
+                opened = os.fstat(content.fileno())
+                if not stat.S_ISREG(opened.st_mode):
+                    return  # swapped for something else meanwhile
+                self.budget.take(opened.st_size)
+                member.size = opened.st_size
+                self.tar.addfile(member, content)
+
+
+def do_compress(request: dict[str, Any]) -> dict[str, Any]:
+    if request.get("dereference"):
+        raise Refused("invalid", "is not offered: symbolic links are stored as links, "
+                      "never followed", "dereference")
+    mode = _mode(request)
+    budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
+    with Place(request["path"], "path") as source, \
+            Place(request["target"], "target_path") as target:
+        writer._existing(source)
+        writer._absent(target)
+        try:
+            out = os.open(target.name, writer._NEW_FILE, 0o644, dir_fd=target.fd)
+        except OSError as error:
+            raise writer._os_error(error, "target_path") from None
+        try:
+            made = os.fstat(out)
+            with os.fdopen(out, "wb") as stream, \
+                    _open_tar(stream, f"w:{mode}" if mode else "w") as tar:
+                packer = _Packer(tar, budget, request.get("match_pattern"),
+                                 (made.st_dev, made.st_ino))
+                packer.entry(source.fd, source.name, source.name, "")
+        except BaseException as error:
+            os.unlink(target.name, dir_fd=target.fd)
+            if isinstance(error, OSError):
+                raise writer._os_error(error, "path") from None
+            raise
+        return {"output": target.entry()}
+
+
+# ---- extract -------------------------------------------------------------------------------
+
+
+def _bad(member: str, reason: str) -> Refused:
+    return Refused("bad_member", f"member {member[:200]!r} {reason}; nothing was extracted",
+                   "path")
+
+
+def _member_parts(name: str, what: str = "") -> list[str]:
+    """The components of a member name (or a link's text, `what`), refused when it would
+    not stay inside: absolute, `..`, control characters."""
+    shown = what or name
+    if any(ord(c) < 32 or ord(c) == 127 for c in shown):
+        raise _bad(name, "has a control character (such as a newline) in its name or link")
+    if shown.startswith("/"):
+        raise _bad(name, "is absolute" if not what else "is a link to an absolute path")
+    parts = [part for part in shown.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise _bad(name, "has a `..` component" if not what else "is a link with a `..` "
+                   "component (links in an archive may only point down from their folder)")
+    if not parts and not what:
+        raise _bad(name, "has an empty name")
+    return parts
+
+
+def _check(member: tarfile.TarInfo, files: set[str]) -> list[str]:
+    """`member`'s components, or the refusal naming it."""
+    parts = _member_parts(member.name)
+    if member.issym():
+        _member_parts(member.name, member.linkname)
+    elif member.islnk():
+        if "/".join(_member_parts(member.name, member.linkname)) not in files:
+            raise _bad(member.name, "is a hard link to something that is not an earlier file "
+                       "of the archive")
+    elif member.isfile():
+        files.add("/".join(parts))
+    elif not member.isdir():
+        raise _bad(member.name, "is a device, fifo or other special file")
+    return parts
+
+
+class _Unpacker:
+    """Members written below the open, fresh folder `root`, their folders walked
+    `O_NOFOLLOW` (made when missing), bytes counted as written."""
+
+    def __init__(self, tar: tarfile.TarFile, root: int, budget: writer._Budget) -> None:
+        self.tar, self.root, self.budget = tar, root, budget
+        self.modes: list[tuple[str, list[str], int]] = []
+
+    def folder(self, member: str, parts: list[str]) -> int:
+        fd = os.dup(self.root)
+        try:
+            for part in parts:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                try:
+                    inner = os.open(part, writer._DIRECTORY, dir_fd=fd)
+                except OSError:
+                    raise _bad(member, "would be written through a link or a file") from None
+                os.close(fd)
+                fd = inner
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def member(self, member: tarfile.TarInfo, parts: list[str]) -> None:
+        mode = member.mode & 0o777
+        if member.isdir():
+            os.close(self.folder(member.name, parts))
+            self.modes.append((member.name, parts, mode))
+            return
+        fd = self.folder(member.name, parts[:-1])
+        name = parts[-1]
+        try:
+            if member.issym():
+                os.symlink(member.linkname, name, dir_fd=fd)
+            elif member.islnk():
+                source = _member_parts(member.name, member.linkname)
+                src = self.folder(member.name, source[:-1])
+                try:
+                    os.link(source[-1], name, src_dir_fd=src, dst_dir_fd=fd,
+                            follow_symlinks=False)
+                finally:
+                    os.close(src)
+            else:
+                content = self.tar.extractfile(member)
+                assert content is not None
+                self.write(member.name, content, fd, name, mode)
+        except FileExistsError:
+            raise _bad(member.name, "appears twice") from None
+        finally:
+            os.close(fd)
+
+    def finish(self) -> None:
+        """Give the folders their modes, deepest first (they were made writable, 0700, so
+        that what they hold could be written)."""
+        for name, parts, mode in reversed(self.modes):
+            fd = self.folder(name, parts)
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+
+    def write(self, member: str, content: IO[bytes], folder: int, name: str, mode: int) -> None:
+        out = os.open(name, writer._NEW_FILE, 0o600, dir_fd=folder)
+        try:
+            while chunk := content.read(writer.CHUNK):
+                self.budget.bytes -= len(chunk)
+                if self.budget.bytes < 0:
+                    raise Refused("too_large", f"member {member[:200]!r} goes beyond the "
+                                  f"{self.budget.max_bytes} bytes one extract may write; "
+                                  "nothing was extracted", "path")
+                os.write(out, chunk)
+            os.fchmod(out, mode)
+        finally:
+            os.close(out)
+
+
+def _members(tar: tarfile.TarFile, budget: writer._Budget) -> list[tuple[tarfile.TarInfo,
+                                                                        list[str]]]:
+    """Every member, checked and counted, before anything is written."""
+    found, files = [], set[str]()
+    while (member := tar.next()) is not None:
+        try:
+            budget.take(member.size if member.isfile() else 0)
+        except Refused:
+            raise Refused("too_large", f"has more than {budget.max_files} members or declares "
+                          f"more than {budget.max_bytes} bytes (at {member.name[:200]!r}); "
+                          "nothing was extracted", "path") from None
+        found.append((member, _check(member, files)))
+    return found
+
+
+def _discard(parent: int, name: str, area: Area) -> None:
+    """Remove the half-made folder `name` of `parent` (links unlinked, never followed)."""
+    fd = os.open(name, writer._DIRECTORY, dir_fd=parent)
+    try:
+        writer._remove_tree(area, fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
+
+
+def do_extract(request: dict[str, Any]) -> dict[str, Any]:
+    mode = _mode(request)
+    spec = request["path"]
+    area = Area(str(spec["base"]), list(spec["top"]), list(spec["reserved"]))
+    try:
+        archive, _ = area.open_file(list(spec["rest"]))
+    finally:
+        area.close()
+    with os.fdopen(archive, "rb") as stream, Place(request["target"], "target_path") as target:
+        budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
+        try:
+            tar = _open_tar(stream, f"r:{mode}" if mode else "r:")
+            members = _members(tar, budget)
+        except (tarfile.TarError, EOFError, OSError) as error:
+            raise Refused("not_archive", f"is not a tar archive with "
+                          f"{request.get('compression', 'gzip')} compression ({error})",
+                          "path") from None
+        writer._absent(target)
+        fresh = f".{target.name[:200]}.extract-{secrets.token_hex(6)}"
+        try:
+            os.mkdir(fresh, 0o700, dir_fd=target.fd)
+            root = os.open(fresh, writer._DIRECTORY, dir_fd=target.fd)
+        except OSError as error:
+            raise writer._os_error(error, "target_path") from None
+        try:
+            try:
+                unpacker = _Unpacker(tar, root, writer._Budget(budget.max_files,
+                                                               budget.max_bytes))
+                for member, parts in members:
+                    unpacker.member(member, parts)
+                unpacker.finish()
+                os.fchmod(root, 0o755)
+            finally:
+                os.close(root)
+            writer._absent(target)
+            os.rename(fresh, target.name, src_dir_fd=target.fd, dst_dir_fd=target.fd)
+        except BaseException as error:
+            _discard(target.fd, fresh, target.area)
+            if isinstance(error, (tarfile.TarError, EOFError)):
+                raise Refused("not_archive", f"is damaged ({error})", "path") from None
+            if isinstance(error, OSError):
+                raise writer._os_error(error, "target_path") from None
+            raise
+        return {"output": target.entry()}
+
+
+# ---- requests ------------------------------------------------------------------------------
+
+OPERATIONS = {**writer.OPERATIONS, "compress": do_compress, "extract": do_extract}
+
+
+def serve(request: dict[str, Any]) -> dict[str, Any]:
+    """The writer's `serve`, with `compress` and `extract` too."""
+    return writer.serve(request, OPERATIONS)
+
+
+def main() -> None:
+    """One JSON request on stdin, one JSON answer on stdout."""
+    sys.stdout.write(json.dumps(serve(json.loads(sys.stdin.read()))) + "\n")
+
+
+if __name__ == "__main__":
+    main()
