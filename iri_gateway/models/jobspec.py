@@ -210,7 +210,10 @@ def _valid_platform(platform: str) -> str:
 
 
 ImagePlatform = Annotated[
-    str, Field(max_length=64, pattern=platform_pattern(),
+    # The pattern is published for clients (JSON Schema) but checked by `_valid_platform`,
+    # whose refusal names the unknown OS or arch and the known ones; the pattern's own
+    # message would only repeat the regular expression.
+    str, Field(max_length=64, json_schema_extra={"pattern": platform_pattern()},
                examples=["linux/arm64", "linux/amd64"]),
     BeforeValidator(unicode_text), AfterValidator(_valid_platform),
 ]

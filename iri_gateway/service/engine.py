@@ -504,6 +504,11 @@ class Engine:
         """The resource `resource_id`; UnknownResourceError lists the known ones."""
         return self.registry.get(resource_id)
 
+    def account(self, *, resource_id: str, owner: str) -> str:
+        """The account `owner`'s jobs and files use on `resource_id` ('' for the gateway's own
+        account); NoAccountError when the profile maps none."""
+        return self.backends.account(self.resource(resource_id=resource_id), owner)
+
     def resources(self) -> list[LoadedResource]:
         """Every resource of the loaded profiles, in the order they were loaded."""
         return list(self.registry)

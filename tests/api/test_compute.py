@@ -256,7 +256,8 @@ async def test_restart_of_a_job_the_scheduler_never_had_is_a_conflict(
 
 def test_restart_is_documented_under_compute_with_its_statuses(app: FastAPI) -> None:
     operation = app.openapi()["paths"]["/api/v2/compute/restart/{resource_id}/{job_id}"]["post"]
-    assert operation["operationId"] == "restartJob" and operation["tags"] == ["compute"]
+    assert operation["operationId"] == "restartJob"
+    assert operation["tags"] == ["compute", "extensions"]
     assert {"200", "404", "409", "503"} <= set(operation["responses"])
 
 

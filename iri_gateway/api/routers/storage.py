@@ -36,8 +36,7 @@ nothing, or is 404 where it must name something of the caller's)."""
 
 
 def _caller(engine: Engine, principal: Principal, resource_id: str) -> storage.Caller:
-    loaded = engine.resource(resource_id=resource_id)
-    account = engine.backends.account(loaded, principal.user) or principal.user
+    account = engine.account(resource_id=resource_id, owner=principal.user) or principal.user
     return storage.Caller(user=principal.user, account=account, projects=principal.projects)
 
 

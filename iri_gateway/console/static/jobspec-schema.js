@@ -198,6 +198,12 @@ const KEYWORDS = {
   anyOf(c, s, v, p) { c.alternatives(s.anyOf, v, p, false); },
   oneOf(c, s, v, p) { c.alternatives(s.oneOf, v, p, true); },
   allOf(c, s, v, p) { for (const b of s.allOf) c.check(b, v, p); },
+  not(c, s, v, p) {
+    if (c.trial(s.not, v, p).length) return; // the forbidden form does not match: fine
+    const together = s.not.required;
+    c.fail(p, together ? `must not give ${together.join(" and ")} together (one name only)`
+      : "is a form this field forbids", "not");
+  },
   enum(c, s, v, p) {
     if (!s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v))) {
       c.fail(p, `must be one of ${s.enum.map((e) => JSON.stringify(e)).join(", ")}, not `
