@@ -120,7 +120,8 @@ def _record(label: str, response: Any, error: BaseException) -> None:
                 "title": str(getattr(failure, "title", failure)).splitlines()[0],
                 "status": response.status_code, "detail": problem.get("detail"),
                 "invalid_params": [p.get("name") for p in params if isinstance(p, dict)]
-                if isinstance(params, list) else []}) + "\n")
+                if isinstance(params, list) else [],
+                "message": str(failure)[:2000]}) + "\n")
 
 
 @schema.parametrize()
