@@ -135,7 +135,10 @@ def test_cancelled_job_is_cancelled(cluster: ClusterInfo, tmp_path: Path) -> Non
     while "JobState=COMPLETING " in (job := checked(["scontrol", "show", "job", "-o", job_id])):
         assert time.monotonic() < deadline, job
         time.sleep(POLL)
-    assert "JobState=CANCELLED " in job and " ExitCode=0:15 " in job, job
+    # SIGTERM (0:15), or SIGKILL (0:9) when the step was not yet the `exec`ed sleep and slurmd
+    # escalated after KillWait: seen once in a CI run on a loaded machine (RunTime 0 s).
+    assert "JobState=CANCELLED " in job, job
+    assert " ExitCode=0:15 " in job or " ExitCode=0:9 " in job, job
 
 
 # ---------------------------------------------------------------------------- Podman, as root
