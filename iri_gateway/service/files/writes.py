@@ -7,7 +7,8 @@ runs: a root or a job folder itself as what `rm`, `mv` or `cp` removes, moves or
 tree that holds the gateway's folders as what `rm` or `mv` takes away; names with NUL or
 other control characters (a newline in a name breaks every line-based tool); a symbolic link
 whose target, taken lexically (a relative one from the link's folder), is not a path the user
-may read. Locally the writer runs in-process as the gateway's account; over SSH it runs on
+may read (the writer then follows it through the links on its way: `writer._leads_inside`).
+Locally the writer runs in-process as the gateway's account; over SSH it runs on
 the login node as the user's mapped account, sent with the reader it builds on (`program`),
 the request on stdin.
 """
