@@ -281,6 +281,67 @@ def test_a_client_that_goes_away_halfway_leaves_no_file(served: Served, folder: 
     assert not target.exists()
 
 
+def slow_upload(url: str, token: str, target: Path, size: int, sent: int) -> socket.socket:
+    """A raw upload of `size` bytes to `target` of which only `sent` are sent yet (a slow
+    client); the caller sends the rest, or goes away."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = socket.create_connection((host, int(port)))
+    connection.sendall(
+        f"POST {V2}/filesystem/upload/local?path={target} HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {token}\r\nX-IRI-Facility-Project: proj1\r\n"
+        f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n\r\n"
+        .encode() + b"s" * sent)
+    return connection
+
+
+def wait_for(condition: Any, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
+        tmp_path_factory: pytest.TempPathFactory, folder: Path) -> None:
+    """kill -9 of the serve mid-upload leaves its temporary file, named for its process;
+    after a restart the next upload into that folder removes it, while a live upload of the
+    new serve into the same folder (and files of another machine, or unnamed) are kept."""
+    data_dir = tmp_path_factory.mktemp("killed") / "data"
+    alice = tokens(data_dir, ("alice",))["alice"]
+    with running_serve(data_dir) as serve:
+        with slow_upload(serve.url, alice, folder / "cut.bin", 16 * MiB, 8 * MiB):
+            wait_for(lambda: leftovers(folder), "the upload never started")
+            serve.process.kill()
+            serve.process.wait(timeout=30)
+        killed = serve.process.pid
+    [stale] = leftovers(folder)
+    assert f"-{killed}-" in stale, stale
+    foreign = [".iri-upload-000000000000-1-0123456789abcdef", ".iri-upload-0123456789abcdef"]
+    for name in foreign:
+        (folder / name).write_bytes(b"another machine's, or an old name")
+    with running_serve(data_dir) as serve, \
+            httpx.Client(base_url=serve.url, timeout=60) as http, \
+            slow_upload(serve.url, alice, folder / "live.bin", 2 * MiB, MiB) as live:
+
+        def ours() -> list[str]:
+            return [name for name in leftovers(folder) if name not in foreign]
+
+        wait_for(lambda: len(ours()) == 1 and stale not in ours(), "the stale file stayed")
+        [mine] = ours()
+        assert f"-{serve.process.pid}-" in mine, mine
+        done = upload(http, alice, f"{folder}/other.bin", b"other")
+        assert task_output(http, alice, done)["size"] == 5
+        assert mine in leftovers(folder), "a live upload's file was removed"
+        live.sendall(b"s" * MiB)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += live.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert leftovers(folder) == sorted(foreign)
+    assert (folder / "live.bin").stat().st_size == 2 * MiB
+    assert (folder / "other.bin").read_bytes() == b"other" and not (folder / "cut.bin").exists()
+
+
 def test_an_upload_over_the_limit_is_413_naming_the_setting_and_leaves_nothing(
         limited: Served, folder: Path) -> None:
     with httpx.Client(base_url=limited.serve.url, timeout=60) as http:

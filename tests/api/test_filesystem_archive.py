@@ -18,6 +18,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from iri_gateway.service.files import archiver
 from tests.api import test_filesystem_write as write_tests
 from tests.api.conftest import OfficialSchemas
 from tests.api.test_filesystem import granted
@@ -104,8 +105,9 @@ async def test_round_trip(client: httpx.AsyncClient, token: str, tmp_path: Path,
     await refused(client, token, "compress", {"path": str(source), "target_path":
                   f"{home}/txt.tgz"}, 409, "target_path")
     assert (home / "txt.tgz").read_bytes() == before
-    await refused(client, token, "extract", {"path": f"{home}/txt.tgz", "target_path":
-                  f"{home}/out.gzip"}, 409, "target_path")
+    problem = await refused(client, token, "extract", {"path": f"{home}/txt.tgz",
+                            "target_path": f"{home}/out.gzip"}, 409, "target_path")
+    assert "'project'" in problem["detail"], "names the member already there"
     assert tree(home / "out.gzip" / "project") == tree(source)
     # Refusals of the request itself name their field.
     await refused(client, token, "compress", {"path": str(source), "target_path":
@@ -135,17 +137,105 @@ async def test_round_trip(client: httpx.AsyncClient, token: str, tmp_path: Path,
     ([member("new\nline")], "new\nline"),
     ([member("ok.txt"), member("l", tarfile.SYMTYPE, "sub"), member("l/x")], "l/x"),
 ])
+@pytest.mark.parametrize("existing", [False, True], ids=["new-folder", "existing-folder"])
 async def test_hostile_archives_are_refused(client: httpx.AsyncClient, token: str,
                                             tmp_path: Path, outside: Path,
-                                            members: list[tarfile.TarInfo], named: str) -> None:
+                                            members: list[tarfile.TarInfo], named: str,
+                                            existing: bool) -> None:
     home = granted(tmp_path)
     hostile(home / "evil.tgz", *members)
+    if existing:
+        (home / "out").mkdir()
+        (home / "out" / "kept").write_text("kept\n")
     before = snapshot(home)
     problem = await refused(client, token, "extract", {"path": f"{home}/evil.tgz",
                             "target_path": f"{home}/out"}, 400, "path")
     assert repr(named)[1:-1] in problem["detail"], problem
     assert snapshot(home) == before, "something was left in the target's folder"
     assert not (tmp_path / "granted" / "x").exists() and not (tmp_path / "x").exists()
+
+
+async def test_extract_into_an_existing_folder_adds_and_never_replaces(
+        client: httpx.AsyncClient, token: str, tmp_path: Path, outside: Path) -> None:
+    home = granted(tmp_path)
+    dest = home / "dest"
+    (dest / "old").mkdir(parents=True)
+    (dest / "kept.txt").write_text("kept\n")
+    hostile(home / "new.tgz", member("a.txt"), member("d", tarfile.DIRTYPE), member("d/b.txt"),
+            member("ln", tarfile.SYMTYPE, "d/b.txt"))
+    done = await output(client, token, "extract", {"path": f"{home}/new.tgz",
+                        "target_path": str(dest)}, 201)
+    assert done["name"] == str(dest) and done["type"] == "directory"
+    assert sorted(os.listdir(dest)) == ["a.txt", "d", "kept.txt", "ln", "old"]
+    assert (dest / "ln").read_text() == "x" and (dest / "kept.txt").read_text() == "kept\n"
+    # Into a root itself, and through a link inside to a folder inside.
+    await output(client, token, "extract", {"path": f"{home}/new.tgz",
+                 "target_path": str(home)}, 201)
+    assert (home / "d" / "b.txt").read_text() == "x"
+    (home / "to-old").symlink_to("dest/old")
+    await output(client, token, "extract", {"path": f"{home}/new.tgz",
+                 "target_path": f"{home}/to-old"}, 201)
+    assert sorted(os.listdir(dest / "old")) == ["a.txt", "d", "ln"]
+    # Any top-level name already there (a file, a folder: never merged, a dangling link) is
+    # a 409 naming it, and nothing is written.
+    for taken, make in (("a.txt", lambda p: p.write_text("mine\n")), ("d", Path.mkdir),
+                        ("ln", lambda p: p.symlink_to("nowhere"))):
+        clash = home / f"clash-{taken}"
+        clash.mkdir()
+        make(clash / taken)
+        before = snapshot(home)
+        problem = await refused(client, token, "extract", {"path": f"{home}/new.tgz",
+                                "target_path": str(clash)}, 409, "target_path")
+        assert repr(taken) in problem["detail"], problem
+        assert snapshot(home) == before
+    # A file, or a link out, as the target is still a 409, as before.
+    (home / "out-link").symlink_to(outside)
+    for target in ("kept-file", "out-link"):
+        (home / "kept-file").write_text("f\n")
+        await refused(client, token, "extract", {"path": f"{home}/new.tgz",
+                      "target_path": f"{home}/{target}"}, 409, "target_path")
+    assert sorted(os.listdir(outside)) == ["deep", "link", "secret"]
+
+
+@pytest.mark.parametrize("racer", ["file", "empty-folder"])
+@pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "link-unlink"])
+async def test_a_name_taken_while_extracting_is_never_replaced(
+        client: httpx.AsyncClient, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        racer: str, renameat2: bool) -> None:
+    """A name made in the folder between the check and the move (here: by the unpacker's
+    last step) ends in a 409 naming it, the folder as it was apart from what the racer
+    made, which is untouched; without renameat2 the fallback moves refuse just the same."""
+    home = granted(tmp_path)
+    dest = home / "dest"
+    dest.mkdir()
+    (dest / "kept.txt").write_text("kept\n")
+    hostile(home / "race.tgz", member("a", tarfile.DIRTYPE), member("a/in.txt"), member("m"),
+            member("b", tarfile.DIRTYPE), member("b/in.txt"))
+    if not renameat2:
+        monkeypatch.setattr(archiver, "_renameat2", lambda: None)
+    finish = archiver._Unpacker.finish
+
+    def finish_then_race(unpacker: archiver._Unpacker) -> None:
+        finish(unpacker)
+        (dest / "b").mkdir() if racer == "empty-folder" else (dest / "b").write_text("race\n")
+
+    monkeypatch.setattr(archiver._Unpacker, "finish", finish_then_race)
+    problem = await refused(client, token, "extract", {"path": f"{home}/race.tgz",
+                            "target_path": str(dest)}, 409, "target_path")
+    assert "'b'" in problem["detail"], problem
+    assert sorted(os.listdir(dest)) == ["b", "kept.txt"], "moved back, fresh folder removed"
+    if racer == "file":
+        assert (dest / "b").read_text() == "race\n"
+    else:
+        assert os.listdir(dest / "b") == []
+    # Without a racer, the same archive goes in whole.
+    monkeypatch.setattr(archiver._Unpacker, "finish", finish)
+    (dest / "b").rmdir() if racer == "empty-folder" else (dest / "b").unlink()
+    await output(client, token, "extract", {"path": f"{home}/race.tgz",
+                 "target_path": str(dest)}, 201)
+    assert tree(dest) == {"a": ("dir", 0o644), "a/in.txt": ("file", b"x", 0o644),
+                          "b": ("dir", 0o644), "b/in.txt": ("file", b"x", 0o644),
+                          "kept.txt": ("file", b"kept\n", 0o644), "m": ("file", b"x", 0o644)}
 
 
 async def test_extract_is_bounded(client: httpx.AsyncClient, token: str, tmp_path: Path,

@@ -202,15 +202,16 @@ async def test_escapes_change_nothing_outside(client: httpx.AsyncClient, token: 
         await refused(client, token, "symlink", {"path": target, "link_path": f"{home}/bad"},
                       403, "path")
         assert not (home / "bad").is_symlink()
-    # Checked lexically: a link to a path inside is made even when a link on its way leads
-    # out, and is then as useless as that one: nothing is read or changed through it.
-    await output(client, token, "symlink", {"path": "to-outside/secret",
-                                            "link_path": f"{home}/lexical"}, 201)
-    for operation, body in (("head", {"path": f"{home}/lexical"}),
-                            ("checksum", {"path": f"{home}/lexical"}),
-                            ("chmod", {"path": f"{home}/lexical", "mode": "777"})):
-        assert (await post(client, token, operation, body)).status_code == 404
-    await output(client, token, "rm", {"path": f"{home}/lexical"})
+    # Followed as the kernel would: a link on the way that leads out (directly, through
+    # another link, or through `..` after a link) makes the new link a 403 naming `path`.
+    (home / "via").symlink_to("to-outside")  # inside, but leads out in turn
+    (home / "deep").symlink_to(outside / "deep")
+    for target in ("to-outside/secret", f"{home}/to-outside", "via/secret", "via",
+                   "deep/../secret", f"{home}/sub-missing/../via/deep/g"):
+        problem = await refused(client, token, "symlink", {"path": target,
+                                "link_path": f"{home}/escape"}, 403, "path")
+        assert "outside" in problem["detail"], problem
+        assert not (home / "escape").is_symlink()
     # Nor moved or copied where they would point outside.
     (home / "sub").mkdir()
     (home / "sub/up").symlink_to("../mine.txt")
@@ -240,7 +241,34 @@ async def test_escapes_change_nothing_outside(client: httpx.AsyncClient, token: 
         ("symlink", {"path": "mine\n.txt", "link_path": f"{home}/l"}, "path"),
     ):
         await refused(client, token, operation, body, 422, field)
-    assert sorted(p.name for p in home.iterdir()) == ["mine.txt", "sub", "to-outside"]
+    assert sorted(p.name for p in home.iterdir()) == ["deep", "mine.txt", "sub", "to-outside",
+                                                     "via"]
+
+
+async def test_a_link_is_followed_through_the_links_on_its_way(
+        client: httpx.AsyncClient, token: str, tmp_path: Path, outside: Path) -> None:
+    home = granted(tmp_path)
+    (home / "data" / "run1").mkdir(parents=True)
+    (home / "data" / "run1" / "in.txt").write_text("input\n")
+    (home / "current").symlink_to("data/run1")  # a link inside, to a folder inside
+    (home / "abs").symlink_to(home / "data")
+    (home / "sub").mkdir()
+    for target, link in (("current/in.txt", "a"), ("../current/in.txt", "sub/b"),
+                         (f"{home}/abs/run1/in.txt", "c"), ("current/not-yet", "d"),
+                         ("current/../data/run1", "e")):
+        made = await output(client, token, "symlink", {"path": target,
+                            "link_path": f"{home}/{link}"}, 201)
+        assert made["type"] == "symlink" and os.readlink(home / link) == target
+    assert (home / "a").read_text() == "input\n" and (home / "sub/b").read_text() == "input\n"
+    # A loop (two links pointing at each other, a link to itself) is refused cleanly.
+    (home / "ping").symlink_to("pong")
+    (home / "pong").symlink_to("ping")
+    (home / "self").symlink_to("self")
+    for target in ("ping", "ping/x", "self/x"):
+        problem = await refused(client, token, "symlink", {"path": target,
+                                "link_path": f"{home}/loop"}, 403, "path")
+        assert "loop" in problem["detail"], problem
+    assert not (home / "loop").is_symlink()
 
 
 async def test_another_users_folders_are_not_found(app: FastAPI, client: httpx.AsyncClient,

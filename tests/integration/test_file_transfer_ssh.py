@@ -10,6 +10,9 @@ for the local 1 GiB test, SHA-256 compared on both ends.
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -185,3 +188,44 @@ def test_a_client_that_goes_away_halfway_leaves_no_file_on_the_login_node(
         assert time.monotonic() < deadline, f"left behind: {leftovers(served.home)}"
         time.sleep(0.1)
     assert not target.exists()
+
+
+def test_an_agent_killed_mid_upload_leaves_a_file_the_next_upload_removes(
+        http: httpx.Client, served: Served, cluster: ClusterInfo) -> None:
+    """The agent on the login node killed with kill -9 mid-upload cannot remove its
+    temporary file; its name says which process wrote it, and the next upload into that
+    folder (another agent, another process) removes it."""
+    folder = served.home / f"iri-killed-{uuid.uuid4().hex}"
+    folder.mkdir()
+    account = pwd.getpwnam(cluster.ssh_user)
+    os.chown(folder, account.pw_uid, account.pw_gid)
+    try:
+        host, port = served.serve.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as connection:
+            connection.sendall(
+                f"POST {V2}/filesystem/upload/{RESOURCE}?path={folder}/cut.bin HTTP/1.1\r\n"
+                f"Host: {host}\r\nAuthorization: Bearer {served.alice}\r\n"
+                f"X-IRI-Facility-Project: proj1\r\nContent-Type: application/octet-stream"
+                f"\r\nContent-Length: {64 * MiB}\r\n\r\n".encode() + b"k" * (4 * MiB))
+            deadline = time.monotonic() + 60
+            while not leftovers(folder):
+                assert time.monotonic() < deadline, "the upload never started"
+                time.sleep(0.05)
+            [stale] = leftovers(folder)
+            pid = int(stale.split("-")[3])
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            assert command[:2] == [b"python3", b"-I"], ("not the agent", command)
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while Path(f"/proc/{pid}").exists():
+                assert time.monotonic() < deadline, "the agent did not die"
+                time.sleep(0.05)
+        assert leftovers(folder) == [stale], "kill -9 leaves the file"
+        answer = http.post(f"{V2}/filesystem/upload/{RESOURCE}",
+                           params={"path": f"{folder}/next.bin"},
+                           files={"file": ("f", b"next")}, headers=headers(served.alice))
+        assert answer.status_code == 200, answer.text
+        assert leftovers(folder) == [] and (folder / "next.bin").read_bytes() == b"next"
+        assert not (folder / "cut.bin").exists()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

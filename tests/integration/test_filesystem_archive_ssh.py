@@ -65,3 +65,24 @@ def test_an_escaping_archive_changes_nothing_outside(http: httpx.Client, served:
         assert repr(named) in problem["detail"], problem
     assert snapshot(work) == before
     assert not (outside / "planted").exists() and not (outside / "x").exists()
+
+
+def test_extract_into_an_existing_folder_as_the_mapped_account(
+        http: httpx.Client, served: Served, work: Path, cluster: ClusterInfo) -> None:
+    account = pwd.getpwnam(cluster.ssh_user)
+    (work / "dest").mkdir()
+    (work / "dest" / "kept.txt").write_text("kept\n")
+    (work / "clash").mkdir()
+    (work / "clash" / "d").mkdir()
+    hostile(work / "in.tgz", member("a.txt"), member("d", tarfile.DIRTYPE), member("d/b.txt"))
+    owned(work, account.pw_uid, account.pw_gid)
+    done = output(http, served.alice, "extract", {"path": f"{work}/in.tgz",
+                  "target_path": f"{work}/dest"}, 201)
+    assert done["name"] == f"{work}/dest"
+    assert sorted(os.listdir(work / "dest")) == ["a.txt", "d", "kept.txt"]
+    assert (work / "dest" / "d" / "b.txt").stat().st_uid == account.pw_uid
+    before = snapshot(work)
+    problem = refused(http, served.alice, "extract", {"path": f"{work}/in.tgz",
+                      "target_path": f"{work}/clash"}, 409, "target_path")
+    assert "'d'" in problem["detail"], problem
+    assert snapshot(work) == before, "nothing written, nothing merged"

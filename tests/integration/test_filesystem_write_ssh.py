@@ -149,6 +149,26 @@ def test_escapes_change_nothing_outside_over_ssh(
     assert sorted(p.name for p in work.iterdir()) == ["mine.txt", "to-outside"]
 
 
+def test_a_link_is_followed_through_the_links_on_its_way_over_ssh(
+    http: httpx.Client, served: Served, work: Path, outside: Path
+) -> None:
+    (work / "to-outside").symlink_to(outside)
+    (work / "via").symlink_to("to-outside")
+    (work / "data").mkdir()
+    (work / "current").symlink_to("data")
+    (work / "ping").symlink_to("pong")
+    (work / "pong").symlink_to("ping")
+    for target, said in (("via/secret", "outside"), (f"{work}/via", "outside"),
+                         ("current/../to-outside/deep", "outside"), ("ping/x", "loop")):
+        problem = refused(http, served.alice, "symlink", {"path": target,
+                          "link_path": f"{work}/l"}, 403, "path")
+        assert said in problem["detail"], problem
+    assert not (work / "l").is_symlink()
+    output(http, served.alice, "symlink", {"path": "current/in.txt",
+                                           "link_path": f"{work}/l"}, 201)
+    assert os.readlink(work / "l") == "current/in.txt"
+
+
 def test_swapping_a_folder_for_a_link_never_changes_outside_over_ssh(
     http: httpx.Client, served: Served, work: Path, outside: Path
 ) -> None:

@@ -201,8 +201,9 @@ def post_symlink(resource_id: str, body: PostFileSymlinkRequest, engine: EngineD
     """Create symlink operation (`ln -s`): a link at `link_path` pointing to `path`.
 
     `path` (relative: from the link's folder) must name, lexically, a path inside the
-    folders you may use (it need not exist); 403 otherwise. The task's `result` is
-    `{output: File}` (the new link).
+    folders you may use (it need not exist), and still lead there when followed through the
+    links that exist on its way (each resolved from its own folder; at most 40); 403
+    naming `path` otherwise. The task's `result` is `{output: File}` (the new link).
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
@@ -276,16 +277,18 @@ def post_compress(resource_id: str, body: PostCompressRequest, engine: EngineDep
              response_description="File extracted successfully")
 def post_extract(resource_id: str, body: PostExtractRequest, engine: EngineDep,
                  principal: PrincipalDep, request: Request) -> TaskSubmitResponse:
-    """Extract a tar archive (`tar -x`) into the new folder `target_path`, where the files
-    are, as your account.
+    """Extract a tar archive (`tar -x`) into `target_path`, a new folder or an existing one,
+    where the files are, as your account.
 
     The whole archive is checked first: a member that would not stay inside (absolute, `..`,
     a link that is absolute or has `..`, a hard link to anything but an earlier file), a
     device or fifo, or a control character in a name is a 400 naming it; more than
     `cp_max_files` members or `cp_max_bytes` bytes (declared, and as written) a 413. It is
-    extracted into a fresh hidden folder beside `target_path`, renamed to it only when
-    complete: a failed extract leaves nothing. An existing `target_path` is a 409. The task's
-    `result` is `{output: File}` (the new folder).
+    extracted into a fresh hidden folder beside `target_path` (inside it, when it exists),
+    moved there only when complete: a failed extract leaves nothing. Into an existing folder
+    nothing is replaced or merged: a name the archive adds that is already there (or made
+    meanwhile) is a 409 naming it, nothing written. A `target_path` that is a file is a 409.
+    The task's `result` is `{output: File}` (the folder extracted into).
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)

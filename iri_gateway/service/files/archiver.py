@@ -19,23 +19,28 @@ they declare more than `max_bytes` (`too_large`). It then unpacks into a fresh
 hidden folder next to the target, walking every member's folders `O_NOFOLLOW` from that
 folder (so a link member is never gone through), counting the bytes actually written, and
 renames the folder to the target only when all is done: a failed extract leaves nothing.
-`rename` cannot replace a file or a folder with content, so only an empty folder made in that
-instant could be replaced; the target is checked absent just before.
+When the target is an existing folder, the members land inside it (`_Into`): every name they
+add at its top is checked free first (`exists`, naming it), the fresh folder is made inside
+it, and each top-level name is moved in when all is unpacked. Every such move refuses to
+replace anything, even an empty folder made that instant (`_move`: `renameat2` with
+RENAME_NOREPLACE), and a name taken meanwhile undoes the moves made: refused, the folder as
+it was.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import ctypes
+import errno
 import os
 import re
 import secrets
 import stat
-import sys
 import tarfile
+from functools import cache
 from typing import IO, Any
 
-from iri_gateway.service.files import writer
+from iri_gateway.service.files import reader, writer
 from iri_gateway.service.files.reader import Area, Refused
 from iri_gateway.service.files.writer import Place
 
@@ -287,6 +292,151 @@ def _discard(parent: int, name: str, area: Area) -> None:
     os.rmdir(name, dir_fd=parent)
 
 
+_RENAME_NOREPLACE = 1
+"""renameat2's flag: fail with EEXIST rather than replace what has the new name."""
+
+
+@cache
+def _renameat2() -> Any:
+    """The C library's `renameat2`, or None where there is none (not Linux, old glibc)."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def _move(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """Rename `src` (in folder `src_fd`) to `dst` (in `dst_fd`), never replacing anything
+    (FileExistsError when `dst` exists, even an empty folder, which plain `rename` would
+    replace): `renameat2` with RENAME_NOREPLACE; where the system or the filesystem lacks
+    it, a file or link is linked to its new name (which fails on any existing name) and
+    unlinked from the old one, a folder made anew (`mkdir` fails the same way) and what it
+    holds moved into it the same way."""
+    function = _renameat2()
+    if function is not None:
+        if function(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(code, os.strerror(code), dst)
+    info = os.stat(src, dir_fd=src_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(info.st_mode):
+        os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+        os.unlink(src, dir_fd=src_fd)
+        return
+    os.mkdir(dst, 0o700, dir_fd=dst_fd)
+    inner, made = (os.open(src, writer._DIRECTORY, dir_fd=src_fd),
+                   os.open(dst, writer._DIRECTORY, dir_fd=dst_fd))
+    try:
+        for name in os.listdir(inner):
+            _move(inner, name, made, name)
+        os.fchmod(made, stat.S_IMODE(info.st_mode))
+    finally:
+        os.close(inner)
+        os.close(made)
+    os.rmdir(src, dir_fd=src_fd)
+
+
+def _tops(members: list[tuple[tarfile.TarInfo, list[str]]]) -> list[str]:
+    """The names the members add at the top (each once, in archive order)."""
+    return list(dict.fromkeys(parts[0] for _, parts in members))
+
+
+def _taken(name: str) -> Refused:
+    return Refused("exists", f"already holds {name[:200]!r}, which the archive would add "
+                   "(nothing is replaced or merged); nothing was extracted", "target_path")
+
+
+class _Into:
+    """An existing folder that `target_path` names (links inside followed), extracted into:
+    the members land in it beside what is there, never replacing or merging into any of it.
+    They are unpacked into a fresh hidden folder inside it first (`name` starts its name)
+    and moved in, each top-level name by `_move`, only when all is unpacked; a name taken
+    meanwhile undoes the moves already made."""
+
+    name = "iri"
+
+    def __init__(self, area: Area, fd: int, parts: list[str]) -> None:
+        self.area, self.fd, self.parts = area, fd, parts
+
+    @classmethod
+    def open(cls, spec: dict[str, Any]) -> _Into | None:
+        """The folder `spec` names, when it is an existing folder; None otherwise (missing,
+        not a folder, or not reachable: `Place` then says which)."""
+        try:
+            area = Area(str(spec["base"]), list(spec["top"]), list(spec["reserved"]))
+        except Refused:
+            return None
+        try:
+            fd, name, parts = area.resolve([str(part) for part in spec["rest"]], True)
+        except Refused:
+            area.close()
+            return None
+        if name is not None:
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                inner = (area._open_folder(fd, name, len(parts) - 1)
+                         if stat.S_ISDIR(info.st_mode) else None)
+            except (Refused, reader._Link, OSError):
+                inner = None
+            finally:
+                os.close(fd)
+            if inner is None:
+                area.close()
+                return None
+            fd = inner
+        return cls(area, fd, parts)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.area.close()
+
+    def __enter__(self) -> _Into:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def entry(self) -> dict[str, Any]:
+        path = "/" + "/".join(self.area.base_parts + self.parts)
+        return reader._entry(path, os.fstat(self.fd), None, reader._Names())
+
+    def free(self, members: list[tuple[tarfile.TarInfo, list[str]]]) -> None:
+        """Refused (`exists`, naming it) when the folder already has a top-level name the
+        archive adds; checked before anything is written."""
+        for name in _tops(members):
+            try:
+                os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                raise writer._os_error(error, "target_path") from None
+            raise _taken(name)
+
+    def move_in(self, fresh: str, members: list[tuple[tarfile.TarInfo, list[str]]]) -> None:
+        """Move what `fresh` holds into the folder, never replacing; a name taken since
+        `free` moves back what was moved (the folder is left as it was) and is refused."""
+        source = os.open(fresh, writer._DIRECTORY, dir_fd=self.fd)
+        moved: list[str] = []
+        try:
+            for name in _tops(members):
+                try:
+                    _move(source, name, self.fd, name)
+                except FileExistsError:
+                    for done in reversed(moved):
+                        with contextlib.suppress(OSError):
+                            _move(self.fd, done, source, done)
+                    raise _taken(name) from None
+                moved.append(name)
+        finally:
+            os.close(source)
+        os.rmdir(fresh, dir_fd=self.fd)
+
+
 def do_extract(request: dict[str, Any]) -> dict[str, Any]:
     mode = _mode(request)
     spec = request["path"]
@@ -295,7 +445,9 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
         archive, _ = area.open_file(list(spec["rest"]))
     finally:
         area.close()
-    with os.fdopen(archive, "rb") as stream, Place(request["target"], "target_path") as target:
+    into = _Into.open(request["target"])
+    with os.fdopen(archive, "rb") as stream, \
+            into if into is not None else Place(request["target"], "target_path") as target:
         budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
         try:
             tar = _open_tar(stream, f"r:{mode}" if mode else "r:")
@@ -304,7 +456,10 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
             raise Refused("not_archive", f"is not a tar archive with "
                           f"{request.get('compression', 'gzip')} compression ({error})",
                           "path") from None
-        writer._absent(target)
+        if isinstance(target, _Into):
+            target.free(members)
+        else:
+            writer._absent(target)
         fresh = f".{target.name[:200]}.extract-{secrets.token_hex(6)}"
         try:
             os.mkdir(fresh, 0o700, dir_fd=target.fd)
@@ -321,8 +476,10 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
                 os.fchmod(root, 0o755)
             finally:
                 os.close(root)
-            writer._absent(target)
-            os.rename(fresh, target.name, src_dir_fd=target.fd, dst_dir_fd=target.fd)
+            if isinstance(target, _Into):
+                target.move_in(fresh, members)
+            else:
+                _move(target.fd, fresh, target.fd, target.name)
         except BaseException as error:
             _discard(target.fd, fresh, target.area)
             if isinstance(error, (tarfile.TarError, EOFError)):
@@ -343,10 +500,5 @@ def serve(request: dict[str, Any]) -> dict[str, Any]:
     return writer.serve(request, OPERATIONS)
 
 
-def main() -> None:
-    """One JSON request on stdin, one JSON answer on stdout."""
-    sys.stdout.write(json.dumps(serve(json.loads(sys.stdin.read()))) + "\n")
-
-
 if __name__ == "__main__":
-    main()
+    reader.main(serve)

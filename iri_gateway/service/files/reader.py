@@ -36,6 +36,7 @@ import os
 import pwd
 import stat
 import sys
+from collections.abc import Callable
 from typing import Any
 
 MAX_LINKS = 40
@@ -513,36 +514,47 @@ def _dereferenced(area: Area, parts: list[str]) -> os.stat_result | None:
 _READS = {"head": head, "tail": tail, "view": view, "range": byte_range}
 
 
-def serve(request: dict[str, Any]) -> dict[str, Any]:
-    """Answer one request (see the module docstring); never raises for a refused path."""
+def answer(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`work()`'s result as an answer (`{"ok": true, "result": ...}`), or its refusal
+    (`{"ok": false, "error", "detail", "field"}`): the shape every program here answers in
+    (the writer and the archiver too)."""
     try:
-        area = Area(str(request["base"]), list(request["top"]), list(request["reserved"]))
-        try:
-            operation = request["op"]
-            if operation == "stat":
-                result = do_stat(area, request)
-            elif operation == "ls":
-                result = do_ls(area, request)
-            elif operation in _READS:
-                fd, info = area.open_file(list(request["rest"]))
-                try:
-                    result = _READS[operation](fd, info.st_size, request)
-                finally:
-                    os.close(fd)
-            else:
-                raise ValueError(f"unknown operation {operation!r}")
-        finally:
-            area.close()
+        result = work()
     except Refused as refused:
         return {"ok": False, "error": refused.kind, "detail": refused.detail,
                 "field": refused.field}
     return {"ok": True, "result": result}
 
 
-def main() -> None:
-    """One JSON request on stdin, one JSON answer on stdout."""
-    answer = serve(json.loads(sys.stdin.read()))
-    sys.stdout.write(json.dumps(answer) + "\n")
+def _serve(request: dict[str, Any]) -> dict[str, Any]:
+    area = Area(str(request["base"]), list(request["top"]), list(request["reserved"]))
+    try:
+        operation = request["op"]
+        if operation == "stat":
+            return do_stat(area, request)
+        if operation == "ls":
+            return do_ls(area, request)
+        if operation in _READS:
+            fd, info = area.open_file(list(request["rest"]))
+            try:
+                return _READS[operation](fd, info.st_size, request)
+            finally:
+                os.close(fd)
+        raise ValueError(f"unknown operation {operation!r}")
+    finally:
+        area.close()
+
+
+def serve(request: dict[str, Any]) -> dict[str, Any]:
+    """Answer one request (see the module docstring); never raises for a refused path."""
+    return answer(lambda: _serve(request))
+
+
+def main(serve_one: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    """One JSON request on stdin, one JSON answer on stdout (answered by `serve_one`: this
+    module's `serve` unless given, the writer's and the archiver's when they run)."""
+    reply = (serve if serve_one is None else serve_one)(json.loads(sys.stdin.read()))
+    sys.stdout.write(json.dumps(reply) + "\n")
 
 
 if __name__ == "__main__":

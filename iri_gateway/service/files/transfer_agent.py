@@ -20,6 +20,14 @@ removed. A half upload (the client went away, the size limit was passed, the dis
 removes its temporary file and leaves nothing behind. The official spec says nothing of
 overwriting, so an existing target is refused (`exists`).
 
+A writer killed outright (kill -9, a crash) cannot remove its temporary file, so the name
+says who writes it: `.iri-upload-<host>-<pid>-<random>`, `<host>` standing for this boot of
+this machine and its process-id namespace (a digest of the kernel's boot id and the pid
+namespace), `<pid>` for the writing process. Each upload first removes, in the folder it
+writes to, the regular files so named whose `<host>` is its own and whose process is gone;
+never one of another machine (a shared filesystem) or boot, nor one whose process lives
+(concurrent uploads, even of one process, keep theirs).
+
 Remote protocol (stdin and stdout are bytes). First line in: the request as JSON
 (`op`: `upload` or `download`, and `base`, `top`, `rest`, `reserved` as for the reader).
 - upload: one JSON line out (`{"ok": true}` when the temporary file is made, or the
@@ -36,9 +44,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import secrets
+import stat
 import sys
 from typing import Any, BinaryIO
 
@@ -72,8 +82,12 @@ class Upload:
         if folder is None:
             raise reader.Refused("not_found")  # what should hold the file is not a folder
         self.folder, self.name, self.size, self.fd = folder, name, 0, -1
-        self.temp = TEMP_PREFIX + secrets.token_hex(8)
+        host = writer_host()
+        self.temp = (f"{TEMP_PREFIX}{host}-{os.getpid()}-{secrets.token_hex(8)}" if host
+                     else TEMP_PREFIX + secrets.token_hex(8))
         try:
+            if host:
+                remove_stale(folder, host)
             if _taken(folder, name):
                 raise reader.Refused("exists")
             try:
@@ -122,6 +136,49 @@ class Upload:
                 os.unlink(self.temp, dir_fd=self.folder)
             os.close(self.folder)
             self.folder = -1
+
+
+def writer_host() -> str | None:
+    """This boot of this machine and its process-id namespace, as 12 hex digits (None where
+    the kernel does not say: then no temporary file is ever judged stale)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            boot_id = boot.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return hashlib.sha256(f"{boot_id} {namespace}".encode()).hexdigest()[:12]
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another account's
+    return True
+
+
+def remove_stale(folder: int, host: str) -> None:
+    """Remove the temporary files in the open `folder` that a writer of `host` left when it
+    was killed (its process is gone); see the module docstring."""
+    try:
+        with os.scandir(folder) as listing:
+            names = [entry.name for entry in listing if entry.name.startswith(TEMP_PREFIX)]
+    except OSError:
+        return  # a folder the account may write but not list: nothing judged
+    for name in names:
+        owner = name[len(TEMP_PREFIX):].split("-")
+        if len(owner) != 3 or owner[0] != host or not owner[1].isdigit():
+            continue
+        if _alive(int(owner[1])):
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+                os.unlink(name, dir_fd=folder)
 
 
 def _taken(folder: int, name: str) -> bool:

@@ -28,14 +28,12 @@ from __future__ import annotations
 import errno
 import grp
 import hashlib
-import json
 import os
 import posixpath
 import pwd
 import shutil
 import stat
 import subprocess
-import sys
 from typing import Any
 
 from iri_gateway.service.files import reader
@@ -209,11 +207,80 @@ def do_symlink(request: dict[str, Any]) -> dict[str, Any]:
                               "symbolic link, so a relative target would not point where "
                               "it seems; give an absolute target", "path")
         _absent(link)
+        _leads_inside(posixpath.dirname(link.absolute()), target, request["area"])
         try:
             os.symlink(target, link.name, dir_fd=link.fd)
         except OSError as error:
             raise _os_error(error, "link_path") from None
         return {"output": link.entry()}
+
+
+def _leads_inside(folder: str, target: str, spec: dict[str, Any]) -> None:
+    """Refused (`link_outside`, naming `path`) unless `target`, followed from `folder` as
+    the kernel would follow it, stays in the area `spec` names (where the gateway placed the
+    target, lexically): every existing component below the area is looked at without
+    following it, and a link met is resolved from its own folder and checked the same way
+    (at most `reader.MAX_LINKS`: a loop is refused too). Components that do not exist are
+    taken as named; the area's own folders above are taken lexically (an admin chose them)."""
+    try:
+        area = Area(str(spec["base"]), list(spec["top"]), list(spec["reserved"]))
+    except Refused:
+        return  # the area is not there: nothing on the way exists to lead anywhere
+    inside = area.base_parts + area.top
+    path = [] if target.startswith("/") else reader._components(folder)
+    todo, links = [part for part in target.split("/") if part not in ("", ".")], 0
+    try:
+        while todo:
+            name = todo.pop(0)
+            if name == "..":
+                path = path[:-1]
+                continue
+            path = [*path, name]
+            if path == inside[: len(path)]:
+                continue  # the area itself, or a folder above it
+            if path[: len(inside)] != inside:
+                raise Refused("link_outside", f"{target!r} leads outside the folders you may "
+                              f"use (to /{'/'.join(path)[:300]}); a link may only point "
+                              "inside them", "path")
+            text = _link_text(area, path[len(inside):])
+            if text is None:
+                continue
+            links += 1
+            if links > reader.MAX_LINKS:
+                raise Refused("link_outside", f"{target!r} passes more than "
+                              f"{reader.MAX_LINKS} symbolic links (a loop?): it cannot be "
+                              "followed to a place inside the folders you may use", "path")
+            path = [] if text.startswith("/") else path[:-1]
+            todo = [part for part in text.split("/") if part not in ("", ".")] + todo
+    finally:
+        area.close()
+
+
+def _link_text(area: Area, rest: list[str]) -> str | None:
+    """The text of the link at `rest` in `area` (its folders walked without following
+    links out); None when it is not a link, or not there (yet). Refused when it is one of
+    the gateway's own folders."""
+    try:
+        fd, name, parts = area.resolve(rest[:-1], follow_final=True)
+    except Refused:
+        return None
+    try:
+        if name is not None:
+            inner = area._open_folder(fd, name, len(parts) - 1)
+            os.close(fd)
+            fd = inner
+        info = os.stat(rest[-1], dir_fd=fd, follow_symlinks=False)
+        if (info.st_dev, info.st_ino) in area.reserved:
+            raise Refused("link_outside", "leads into the gateway's own folders", "path")
+        return os.readlink(rest[-1], dir_fd=fd) if stat.S_ISLNK(info.st_mode) else None
+    except (OSError, reader._Link):
+        return None
+    except Refused as refused:
+        if refused.kind == "link_outside":
+            raise
+        return None
+    finally:
+        os.close(fd)
 
 
 # ---- rm ------------------------------------------------------------------------------------
@@ -571,23 +638,12 @@ OPERATIONS = {"mkdir": do_mkdir, "rm": do_rm, "mv": do_mv, "cp": do_cp, "chmod":
 
 def serve(request: dict[str, Any], operations: dict[str, Any] | None = None) -> dict[str, Any]:
     """Answer one request (see the module docstring) with one of `operations` (these here
-    unless given); never raises for a refused change."""
-    try:
-        operation = (OPERATIONS if operations is None else operations).get(str(request["op"]))
-        if operation is None:
-            raise ValueError(f"unknown operation {request['op']!r}")
-        result = operation(request)
-    except Refused as refused:
-        return {"ok": False, "error": refused.kind, "detail": refused.detail,
-                "field": refused.field}
-    return {"ok": True, "result": result}
-
-
-def main() -> None:
-    """One JSON request on stdin, one JSON answer on stdout."""
-    answer = serve(json.loads(sys.stdin.read()))
-    sys.stdout.write(json.dumps(answer) + "\n")
+    unless given), in the reader's answer shape; never raises for a refused change."""
+    operation = (OPERATIONS if operations is None else operations).get(str(request["op"]))
+    if operation is None:
+        raise ValueError(f"unknown operation {request['op']!r}")
+    return reader.answer(lambda: operation(request))
 
 
 if __name__ == "__main__":
-    main()
+    reader.main(serve)

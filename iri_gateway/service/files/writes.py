@@ -7,7 +7,8 @@ runs: a root or a job folder itself as what `rm`, `mv` or `cp` removes, moves or
 tree that holds the gateway's folders as what `rm` or `mv` takes away; names with NUL or
 other control characters (a newline in a name breaks every line-based tool); a symbolic link
 whose target, taken lexically (a relative one from the link's folder), is not a path the user
-may read. Locally the writer runs in-process as the gateway's account; over SSH it runs on
+may read (the writer then follows it through the links on its way: `writer._leads_inside`).
+Locally the writer runs in-process as the gateway's account; over SSH it runs on
 the login node as the user's mapped account, sent with the reader it builds on (`program`),
 the request on stdin.
 """
@@ -23,7 +24,7 @@ from typing import Any
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.files import archiver, writer
 from iri_gateway.service.files.access import FileReader, reader_source
-from iri_gateway.service.files.policy import Scope, path_problem, within
+from iri_gateway.service.files.policy import Anchor, Scope, path_problem, within
 
 WRITER_TIMEOUT = 600.0
 """Seconds one remote change may take (a bounded `cp` included)."""
@@ -41,15 +42,15 @@ for name in ("iri_gateway", "iri_gateway.service", "iri_gateway.service.files"):
 files = sys.modules["iri_gateway.service.files"]
 files.reader = install("iri_gateway.service.files.reader", READER)
 files.writer = install("iri_gateway.service.files.writer", WRITER)
-install("iri_gateway.service.files.archiver", ARCHIVER).main()
+files.reader.main(install("iri_gateway.service.files.archiver", ARCHIVER).serve)
 '''
 
 
 @cache
 def program() -> str:
     """What the login node runs: the reader, the writer and the archiver installed under
-    their own module names (so their imports of each other work there), then the archiver
-    (which answers the writer's requests too)."""
+    their own module names (so their imports of each other work there), then the reader's
+    `main` answering with the archiver's `serve` (which answers the writer's requests too)."""
     source = Path(writer.__file__).read_text(encoding="utf-8")
     archiving = Path(archiver.__file__).read_text(encoding="utf-8")
     return (f"READER = {reader_source()!r}\nWRITER = {source!r}\nARCHIVER = {archiving!r}\n"
@@ -89,6 +90,12 @@ def name_problem(path: str) -> str | None:
     return problem
 
 
+def _spec(anchor: Anchor) -> dict[str, Any]:
+    """A place as the writer takes it."""
+    return {"base": anchor.base, "top": list(anchor.top), "rest": list(anchor.rest),
+            "reserved": list(anchor.reserved)}
+
+
 @dataclass(frozen=True)
 class UserWrites:
     """The changes one user may make on one resource, and how to make them."""
@@ -105,8 +112,7 @@ class UserWrites:
         anchor = self.scope.locate(path, job_folder)
         if anchor is None:
             raise WriteRefusedError("not_found", "", field)
-        return {"base": anchor.base, "top": list(anchor.top), "rest": list(anchor.rest),
-                "reserved": list(anchor.reserved)}
+        return _spec(anchor)
 
     def movable(self, path: str, field: str) -> dict[str, Any]:
         """`place`, refusing a root, a job folder, or a tree holding the gateway's folders."""
@@ -153,18 +159,23 @@ class UserWrites:
 
     def symlink(self, target: str, link: str) -> dict[str, Any]:
         """A link at `link` to `target`, which must name (lexically: a relative one from
-        the link's folder) a path the user may read; it need not exist."""
+        the link's folder) a path the user may read; it need not exist. The writer then
+        follows it as the kernel would, through the links that exist on its way, and
+        refuses it when that leads out of the root (or job folder) it names
+        (`writer._leads_inside`)."""
         problem = name_problem(target)
         if problem is not None:
             raise WriteRefusedError("invalid_path", problem, "path")
         placed = self.movable(link, "link_path")
         folder = posixpath.dirname(self.scope.absolute(link))
         resolves_to = self.scope.absolute(posixpath.join(folder, target))
-        if self.scope.locate(resolves_to) is None:
+        anchor = self.scope.locate(resolves_to)
+        if anchor is None:
             raise WriteRefusedError("link_outside", f"{target!r} ({resolves_to}) is not inside "
                                     "the folders you may use; a link may only point there",
                                     "path")
-        return self.run("symlink", link=placed, target=target, resolves_to=resolves_to)
+        return self.run("symlink", link=placed, target=target, resolves_to=resolves_to,
+                        area=_spec(anchor))
 
     def compress(self, path: str, target: str, *, compression: str, dereference: bool,
                  match_pattern: str | None, max_files: int, max_bytes: int) -> dict[str, Any]:
@@ -175,8 +186,10 @@ class UserWrites:
 
     def extract(self, path: str, target: str, *, compression: str, max_files: int,
                 max_bytes: int) -> dict[str, Any]:
+        """`path` unpacked into `target`: a new folder, or an existing one (a root or job
+        folder itself too), where nothing is replaced (`archiver._Into`)."""
         return self.run("extract", path=self.place(path, "path"),
-                        target=self.movable(target, "target_path"), compression=compression,
+                        target=self.place(target, "target_path"), compression=compression,
                         max_files=max_files, max_bytes=max_bytes)
 
     def checksum(self, path: str) -> dict[str, Any]:
