@@ -83,7 +83,7 @@ class FileReader:
                                     idempotent=self.idempotent)
         if result.exit_code in (126, 127):
             raise ReaderUnavailableError(
-                f"the filesystem operations on {self.where} need python3 (3.8 or later) on "
+                f"the filesystem operations on {self.where} need python3 (3.9 or later) on "
                 f"the login node, run as the user's account; it could not be run: "
                 f"{result.describe()}")
         if not result.ok:

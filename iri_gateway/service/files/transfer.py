@@ -143,7 +143,7 @@ def _answer(stream: CommandStream, where: str) -> dict[str, Any]:
         if not line:
             stderr = stream.stderr().strip()
             if "python3" in stderr and "not found" in stderr:
-                raise TransportError(f"file transfers on {where} need python3 (3.8 or later) "
+                raise TransportError(f"file transfers on {where} need python3 (3.9 or later) "
                                      f"on the login node: {stderr[-300:]}")
             raise TransportError(f"the file transfer agent on {where} ended without an "
                                  f"answer: {stderr[-300:]!r}")
