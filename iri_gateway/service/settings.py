@@ -121,6 +121,11 @@ class Settings(BaseSettings):
         "stores or `extract` writes (declared by the members, and as written); more is "
         "refused with 413",
     )
+    task_workers: int = Field(
+        default=4, ge=1, le=256,
+        description="Long filesystem operations (`cp`, `compress`, `extract`) each gateway "
+        "process runs at once as background tasks; more wait as `pending`",
+    )
 
     @field_validator("database_url")
     @classmethod
