@@ -138,9 +138,7 @@ def task_not_found(task_id: str) -> ApiProblem:
 
 def read_task(request: Request, principal: Principal, task_id: str) -> Task:
     """The caller's task (tasks of replicas that are gone marked failed first)."""
-    runner = _runner(request)
-    runner.sweep()
-    record = runner.store.get(principal.user, task_id)
+    record = _runner(request).get(principal.user, task_id)
     if record is None:
         raise task_not_found(task_id)
     return task_view(record)
@@ -148,18 +146,14 @@ def read_task(request: Request, principal: Principal, task_id: str) -> Task:
 
 def read_tasks(request: Request, principal: Principal) -> list[Task]:
     """The caller's tasks, oldest first."""
-    runner = _runner(request)
-    runner.sweep()
-    return [task_view(record) for record in runner.store.list(principal.user)]
+    return [task_view(record) for record in _runner(request).list(principal.user)]
 
 
 def delete_task(request: Request, principal: Principal, task_id: str) -> str:
     """Forget the caller's finished task, or cancel an unfinished one; what was done."""
-    runner = _runner(request)
-    done = runner.store.delete(principal.user, task_id)
+    done = _runner(request).delete(principal.user, task_id)
     if done is None:
         raise task_not_found(task_id)
     if done == CANCELED:
-        runner.cancel(task_id)
         return f"Task {task_id} canceled: it stops at its next step and reads `canceled`"
     return f"Task {task_id} deleted successfully"

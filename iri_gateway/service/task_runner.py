@@ -27,6 +27,7 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.service.replicas import Replica
 from iri_gateway.service.tasks import (
     ACTIVE,
+    CANCELED,
     COMPLETED,
     FAILED,
     PENDING,
@@ -116,12 +117,27 @@ class TaskRunner:
             self._running[task.id] = (stop, future)
         return task
 
-    def cancel(self, task_id: str) -> None:
-        """Stop `task_id` now if this replica runs it (others see it at their next step)."""
-        with self._lock:
-            running = self._running.get(task_id)
-        if running is not None:
-            running[0].set()
+    def get(self, owner: str, task_id: str) -> TaskRecord | None:
+        """`owner`'s task (those of replicas that are gone marked failed first)."""
+        self.sweep()
+        return self.store.get(owner, task_id)
+
+    def list(self, owner: str) -> list[TaskRecord]:
+        """`owner`'s tasks, oldest first (those of replicas that are gone marked failed)."""
+        self.sweep()
+        return self.store.list(owner)
+
+    def delete(self, owner: str, task_id: str) -> str | None:
+        """Forget `owner`'s finished task (`"deleted"`), or cancel an unfinished one
+        (`"canceled"`: it stops at its next step, at once if this replica runs it); None:
+        not `owner`'s task."""
+        done = self.store.delete(owner, task_id)
+        if done == CANCELED:
+            with self._lock:
+                running = self._running.get(task_id)
+            if running is not None:
+                running[0].set()
+        return done
 
     def _run(self, task_id: str, work: Work, stop: threading.Event) -> None:
         try:
