@@ -79,6 +79,7 @@ def build_engine(settings: Settings) -> Engine:
         settle_time=settings.settle_time,
         replica=replica,
         task_workers=settings.task_workers,
+        task_progress_interval=settings.task_progress_interval,
     )
 
 

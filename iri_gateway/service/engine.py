@@ -117,6 +117,7 @@ class Engine:
         submitter: Submitter | None = None,
         replica: Replica | None = None,
         task_workers: int = 4,
+        task_progress_interval: float = 0.5,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -142,7 +143,7 @@ class Engine:
                                       facility_templates(registry))
         """The job templates: each user's own and the facility's (see `templates`)."""
         self.tasks = TaskRunner(TaskStore(store, clock=clock), self.replica,
-                                workers=task_workers)
+                                workers=task_workers, interval=task_progress_interval)
         """The filesystem operations' tasks, and the pool running the long ones (see
         `task_runner`)."""
 

@@ -71,12 +71,14 @@ class Progress:
     def __init__(self, runner: TaskRunner, task_id: str, stop: threading.Event) -> None:
         self._runner, self._task_id, self._stop = runner, task_id, stop
         self._last = time.monotonic()
+        self.interval = runner.interval
+        """Seconds between two writes (a remote writer prints its lines as often)."""
 
     def __call__(self, counts: dict[str, Any]) -> None:
         if self._stop.is_set():
             raise TaskCanceled
         now = time.monotonic()
-        if now - self._last < self._runner.interval:
+        if now - self._last < self.interval:
             return
         self._last = now
         shown = {key: int(counts[key]) for key in

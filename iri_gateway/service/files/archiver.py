@@ -271,6 +271,8 @@ class _Unpacker:
                                   f"{self.budget.max_bytes} bytes one extract may write; "
                                   "nothing was extracted", "path")
                 os.write(out, chunk)
+                self.counts["bytes_done"] += len(chunk)
+                self.report(self.counts)
             os.fchmod(out, mode)
         finally:
             os.close(out)
@@ -363,7 +365,8 @@ def serve(request: dict[str, Any]) -> dict[str, Any]:
 
 
 PROGRESS_EVERY = 0.25
-"""Seconds between two progress lines of a remote operation asked with `progress`."""
+"""Seconds between two progress lines of a remote operation asked with `progress` (unless
+it gives its own: `progress` is then that number)."""
 
 
 class _LineProgress:
@@ -371,9 +374,9 @@ class _LineProgress:
     seconds; a `cancel` line on stdin, or its end (the gateway went away), stops the work
     at its next step (`canceled`: what it wrote is removed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, every: float) -> None:
         self.stop = threading.Event()
-        self.last = 0.0
+        self.last, self.every = 0.0, every
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
@@ -387,7 +390,7 @@ class _LineProgress:
         if self.stop.is_set():
             raise Refused("canceled", "the task was canceled; what it wrote was removed")
         now = time.monotonic()
-        if now - self.last >= PROGRESS_EVERY:
+        if now - self.last >= self.every:
             self.last = now
             sys.stdout.write(json.dumps({"progress": counts}) + "\n")
             sys.stdout.flush()
@@ -398,8 +401,9 @@ def main() -> None:
     `progress` in the request, progress lines before the answer (and stdin kept open:
     see `_LineProgress`)."""
     request = json.loads(sys.stdin.readline())
-    if request.pop("progress", False):
-        request["_progress"] = _LineProgress()
+    every = request.pop("progress", None)
+    if every:
+        request["_progress"] = _LineProgress(PROGRESS_EVERY if every is True else float(every))
     sys.stdout.write(json.dumps(serve(request)) + "\n")
 
 

@@ -86,7 +86,8 @@ class FileWriter(FileReader):
             return self.run(request)
         argv = ["python3", "-I", "-c", self.program()]
         with self.transport.stream(argv, timeout=self.timeout) as stream:
-            stream.send(json.dumps({**request, "progress": True}).encode() + b"\n")
+            every = float(getattr(progress, "interval", archiver.PROGRESS_EVERY))
+            stream.send(json.dumps({**request, "progress": every}).encode() + b"\n")
             stopped: BaseException | None = None
             while True:
                 line = stream.readline()
