@@ -2,11 +2,15 @@
 `compress`, `extract`, `file` and `checksum`, at their official paths, with their official
 operationIds.
 
-As for `ls` (`filesystem`), each is a POST answered with a `TaskSubmitResponse` whose task is
-already `completed` (its `result` read through `getTask`); a request that cannot be served is
-answered at once with problem+json (`file_changes` says which status means what). The routes
-only: bodies in `filesystem_write_models`, the HTTP mapping in `file_changes`, what may be
-changed and how in `iri_gateway.service.files.writes`.
+As for `ls` (`filesystem`), each is a POST answered with a `TaskSubmitResponse` (its `result`
+read through `getTask`). The short ones are done before the answer (the task is `completed`);
+`cp`, `compress` and `extract` are checked and placed first (a missing `path`, an existing
+`target_path`, a bad field or an unknown resource is answered at once), then run as a
+background task (`pending`, `active` with progress, then `completed` or `failed` with the
+problem in `result.error`). A request that cannot be served is answered with problem+json
+(`file_changes` says which status means what). The routes only: bodies in
+`filesystem_write_models`, the HTTP mapping in `file_changes`, what may be changed and how in
+`iri_gateway.service.files.writes`, one helper (`_task`) for all.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ _FILESYSTEM: list[str | Enum] = ["filesystem"]
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     said = {
-        400: "Bad Request: the path is not the kind of file the operation needs; for "
+        400: "Bad Request (for `cp`, `compress` and `extract`, found as they run: their "
+             "task's `result.error`): the path is not the kind of file the operation needs; for "
              "`extract`, not a tar archive, or a member (named) that is absolute, has a `..` "
              "component or a control character, is a device or fifo, or is a link that "
              "could point outside the extracted folder; for `compress`, `dereference`",
@@ -67,8 +72,9 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
              "caller's jobs and the roots granted to the caller)",
         409: "Conflict: the target exists (nothing is overwritten), a folder is not empty, "
              "or a move would cross filesystems",
-        413: "Content Too Large: the copy, the archive or what it holds is beyond the "
-             "configured limits (`cp_max_files`, `cp_max_bytes`)",
+        413: "Content Too Large (found as the operation runs: its task's `result.error`): the "
+             "copy, the archive or what it holds is beyond the configured limits "
+             "(`cp_max_files`, `cp_max_bytes`)",
         501: "Not Implemented: the `file` command (libmagic) is missing where the files are",
     }
     return {status: {"description": said[status]} for status in statuses}
@@ -160,6 +166,10 @@ def post_cp(resource_id: str, body: PostCopyRequest, engine: EngineDep,
     (settings; 413 beyond, counted before anything is copied). Links are copied as links,
     only when they point inside from their new place. An existing `target_path` is never
     replaced (409). The task's `result` is `{output: File}` (the copy).
+
+    A background task: answered `pending` once `path` is found and `target_path` is free;
+    `result.progress` while `active`; a refusal met as it runs is its `result.error`, and
+    what it had written is removed. Deleting the task while it runs cancels it.
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
@@ -277,6 +287,10 @@ def post_compress(resource_id: str, body: PostCompressRequest, engine: EngineDep
     like `cp` (`cp_max_files` entries, `cp_max_bytes` bytes; 413 beyond, counted before the
     archive is written). An existing `target_path` is never replaced (409). The task's
     `result` is `{output: File}` (the archive).
+
+    A background task: answered `pending` once `path` is found and `target_path` is free;
+    `result.progress` while `active`; a refusal met as it runs is its `result.error`, and
+    what it had written is removed. Deleting the task while it runs cancels it.
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
@@ -307,6 +321,10 @@ def post_extract(resource_id: str, body: PostExtractRequest, engine: EngineDep,
     extracted into a fresh hidden folder beside `target_path`, renamed to it only when
     complete: a failed extract leaves nothing. An existing `target_path` is a 409. The task's
     `result` is `{output: File}` (the new folder).
+
+    A background task: answered `pending` once `path` is found and `target_path` is free;
+    `result.progress` while `active`; a refusal met as it runs is its `result.error`, and
+    what it had written is removed. Deleting the task while it runs cancels it.
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
