@@ -1,9 +1,10 @@
 """The IRI `filesystem` operations `ls`, `head`, `tail`, `view`, `stat`, and the task operations.
 
 As in the official spec, each filesystem operation is a POST that answers with a
-`TaskSubmitResponse`; the result is then read through `GET /api/v2/task/{task_id}`. The gateway
-does the work before it answers, so the task is already `completed` (with its `result`) when the
-caller first asks; a request that cannot be served is answered at once with problem+json.
+`TaskSubmitResponse`; the result is then read through `GET /api/v2/task/{task_id}`, on any
+replica (tasks are kept in the store). These reads are done before the answer, so their task
+is already `completed`; a request that cannot be served is answered at once with
+problem+json. The long operations that run in the background are in `filesystem_write`.
 
 The routes only: the bodies are in `filesystem_models`, the checks and reads (through the
 service, which alone decides what a caller may read) in `file_operations`, the tasks in

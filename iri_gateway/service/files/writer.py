@@ -19,7 +19,8 @@ A place that is its area itself (a granted root, or the job folder) is never rem
 or copied onto (`root`). `rm` of a folder needs `recursive`, and deletes the tree through
 descriptors, unlinking links, never following them. `cp` copies a tree after counting it
 (`max_files`, `max_bytes`: `too_large` beyond), copies links as links when their target stays
-inside the target's area (`link_outside` otherwise), and never overwrites. Errors are answers:
+inside the target's area (`link_outside` otherwise), and never overwrites; a copy that fails
+or is stopped (its progress callback, `reporter`, raised) removes what it made. Errors are answers:
 `{"ok": false, "error": KIND, "detail", "field"}`.
 """
 
