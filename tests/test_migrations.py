@@ -94,7 +94,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0005"
+    assert revision_of(database_url) == head_revision() == "0006"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
@@ -279,13 +279,31 @@ def test_a_revision_0004_database_gains_the_update_keys_and_keeps_its_jobs(
     at_revision_with_a_kept_job(database_url, "0004")
     assert "update_keys" not in set(inspect(plain_engine(database_url)).get_table_names())
     store = JobStore(database_url)
-    assert revision_of(database_url) == "0005" == head_revision()
+    assert revision_of(database_url) == head_revision()
     assert store.get("kept") is not None
     assert store.update_key("alice", "k") is None
     assert store.claim_update_key("alice", "k", "kept", "first") is None
     assert store.claim_update_key("alice", "k", "kept", "second") == "first"
     assert store.claim_update_key("bob", "k", "kept", "theirs") is None
     assert store.update_key("alice", "k") == "first"
+
+
+def test_a_revision_0005_database_gains_the_tasks_table_and_keeps_its_jobs(
+        database_url: str) -> None:
+    """A store of the release before tasks in the store (revision 0005) upgrades to 0006:
+    its jobs are kept, and a task is kept per user."""
+    from iri_gateway.service.tasks import TaskStore
+
+    at_revision_with_a_kept_job(database_url, "0005")
+    assert "tasks" not in set(inspect(plain_engine(database_url)).get_table_names())
+    store = JobStore(database_url)
+    assert revision_of(database_url) == "0006" == head_revision()
+    assert store.get("kept") is not None
+    tasks = TaskStore(store)
+    made = tasks.create("alice", {"router": "filesystem", "command": "cp", "args": {}},
+                        replica_id="r1")
+    assert tasks.get("alice", made.id) is not None
+    assert tasks.get("bob", made.id) is None
 
 
 def at_revision_with_a_kept_job(url: str, revision: str) -> None:

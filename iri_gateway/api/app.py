@@ -78,6 +78,8 @@ def build_engine(settings: Settings) -> Engine:
                             longest_pause=settings.submit_retry_longest),
         settle_time=settings.settle_time,
         replica=replica,
+        task_workers=settings.task_workers,
+        task_progress_interval=settings.task_progress_interval,
     )
 
 
@@ -107,6 +109,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         # The heartbeat first: the other replicas must see this one alive before it claims.
         engine.replica.beat()
         engine.replica.start()
+        engine.tasks.sweep(force=True)  # tasks a killed process left unfinished: failed
         engine.reconcile(settle=engine.settle_time)
         stop = threading.Event()
         thread = None

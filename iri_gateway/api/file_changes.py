@@ -14,14 +14,24 @@ not stay inside (named).
 from __future__ import annotations
 
 import re
-from typing import Any
+import stat
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from iri_gateway.api.file_operations import _file as listed_file
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
+from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles
 from iri_gateway.service.files.archiver import MODES
-from iri_gateway.service.files.writes import FileWriter, UserWrites, WriteRefusedError
+from iri_gateway.service.files.writes import (
+    FileWriter,
+    Prepared,
+    UserWrites,
+    WriteRefusedError,
+)
+
+T = TypeVar("T")
 
 _STATUS = {
     "invalid_path": (422, "Unprocessable Entity"), "unknown_name": (422, "Unprocessable Entity"),
@@ -101,18 +111,49 @@ def account_name(name: str, field: str) -> str:
     return name
 
 
-def change(resource_id: str, asked: dict[str, str], run: Any) -> dict[str, Any]:
-    """`run()`'s result (a file the writer describes as the official `File`, as `ls` shows
-    it, its absolute path as `name`); its WriteRefusedError as the HTTP problem. `asked` maps
-    each request field to the path the caller gave (for the messages)."""
+def refusing(resource_id: str, asked: dict[str, str], run: Callable[[], T]) -> T:
+    """`run()`, its WriteRefusedError as the HTTP problem. `asked` maps each request field
+    to the path the caller gave (for the messages)."""
     try:
-        result: dict[str, Any] = run()
+        return run()
     except WriteRefusedError as error:
         raise _problem(resource_id, asked, error) from None
+
+
+def change(resource_id: str, asked: dict[str, str], run: Any) -> dict[str, Any]:
+    """`run()`'s result (a file the writer describes as the official `File`, as `ls` shows
+    it, its absolute path as `name`); its WriteRefusedError as the HTTP problem."""
+    result: dict[str, Any] = refusing(resource_id, asked, run)
     found = result.get("output")
     if isinstance(found, dict) and "kind" in found:
         return {"output": listed_file(found, numeric=False).model_dump()}
     return result
+
+
+def ready_to_run(resource_id: str, asked: dict[str, str], prepared: Prepared) -> None:
+    """What a long change needs, looked at before it is queued so that the common refusals
+    are immediate: `path` exists (404 otherwise), `target_path` does not (409), except that
+    `extract` may unpack into an existing folder. The work checks again as it runs (a race
+    is its task's failure)."""
+    writer = prepared.writes.writer
+    files = UserFiles(prepared.writes.scope, FileReader(writer.transport,
+                                                        in_process=writer.in_process,
+                                                        where=writer.where))
+
+    def found(field: str) -> dict[str, Any] | None:
+        try:
+            return files.request(asked[field], "stat", dereference=True)
+        except FileRefusedError as error:
+            if error.kind == "not_found":
+                return None
+            raise
+
+    if found("path") is None:
+        raise _problem(resource_id, asked, WriteRefusedError("not_found", "", "path"))
+    target = found("target_path")
+    if target is None or (prepared.operation == "extract" and stat.S_ISDIR(target["mode"])):
+        return
+    raise _problem(resource_id, asked, WriteRefusedError("exists", "", "target_path"))
 
 
 def _problem(resource_id: str, asked: dict[str, str], error: WriteRefusedError) -> ApiProblem:

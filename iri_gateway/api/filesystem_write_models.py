@@ -43,30 +43,28 @@ class PostRmRequest(BaseModel):
                             "is refused without it. Links inside are removed, never followed")
 
 
-class PostMoveRequest(BaseModel):
+class _SourceTarget(BaseModel):
+    """The pair every operation from one place to a new one takes (`mv`, `cp`, `compress`,
+    `extract`): a source `path` (null allowed, as the official schema does: then a 422 naming
+    it) and the new `target_path`."""
+
+    model_config = _STRICT
+
+    path: str | None = Field(default=None, max_length=PATH_MAX,
+                             description="Source file or directory path",
+                             examples=["/home/user/dir"])
+    target_path: str = Field(max_length=PATH_MAX, description="Target path of the "
+                             "operation: the new name (an existing one is never replaced)",
+                             examples=["/home/user/dir/file.new"])
+
+
+class PostMoveRequest(_SourceTarget):
     """Represents a request to move a file."""
 
-    model_config = _STRICT
 
-    path: str | None = Field(default=None, max_length=PATH_MAX,
-                             description="Source file or directory path",
-                             examples=["/home/user/dir"])
-    target_path: str = Field(max_length=PATH_MAX, description="Target path of the move "
-                             "operation: the new name (an existing one is never replaced)",
-                             examples=["/home/user/dir/file.new"])
-
-
-class PostCopyRequest(BaseModel):
+class PostCopyRequest(_SourceTarget):
     """Represents a request to copy a file."""
 
-    model_config = _STRICT
-
-    path: str | None = Field(default=None, max_length=PATH_MAX,
-                             description="Source file or directory path",
-                             examples=["/home/user/dir"])
-    target_path: str = Field(max_length=PATH_MAX, description="Target path of the copy "
-                             "operation: the new name (an existing one is never replaced)",
-                             examples=["/home/user/dir/file.new"])
     dereference: bool = Field(default=False, description="If set to `true`, a `path` that is "
                               "a symbolic link is followed and what it points to is copied")
 
@@ -142,14 +140,9 @@ def _compression() -> Any:
                  examples=["urn:doe-iri:compression:gzip", "urn:doe-iri:compression:none"])
 
 
-class PostCompressRequest(BaseModel):
+class PostCompressRequest(_SourceTarget):
     """Represents a request to compress a file."""
 
-    model_config = _STRICT
-
-    path: str | None = Field(default=None, max_length=PATH_MAX,
-                             description="Source file or directory path",
-                             examples=["/home/user/dir"])
     target_path: str = Field(max_length=PATH_MAX, description="Path to the compressed file "
                              "(a tar archive; an existing one is never replaced)",
                              examples=["/home/user/file.tar.gz"])
@@ -164,10 +157,8 @@ class PostCompressRequest(BaseModel):
     compression: str = _compression()
 
 
-class PostExtractRequest(BaseModel):
+class PostExtractRequest(_SourceTarget):
     """Represents a request to extract a compressed file."""
-
-    model_config = _STRICT
 
     path: str | None = Field(default=None, max_length=PATH_MAX,
                              description="The tar archive to extract",

@@ -1,18 +1,17 @@
-"""The IRI task operations' schemas and the task book: finished tasks per user, in memory.
+"""The IRI task operations' schemas, and the filesystem operations' tasks as the API shows
+them (kept in the store: `iri_gateway.service.tasks`, run by `task_runner`).
 
-The filesystem operations answer with a task (`TaskSubmitResponse`) that is already
-`completed`: the gateway does the work before it answers, records the task here, and the
-caller reads its `result` through `GET /api/v2/task/{task_id}`. The book is bounded in number
-(per user) and age; another user's task is not found.
+The short operations answer with a task (`TaskSubmitResponse`) that is already `completed`:
+the gateway does the work before it answers. The long ones (`cp`, `compress`, `extract`) are
+checked and resolved first, then answered with a `pending` task that the replica's pool runs
+(`background_task`); its `result` holds `{progress}` while `active`, `{output}` when
+`completed`, `{error: problem}` when `failed`. The caller reads it through
+`GET /api/v2/task/{task_id}` on any replica; another user's task is not found.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-import uuid
-from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -20,13 +19,11 @@ from fastapi import Request
 from pydantic import BaseModel, Field
 
 from iri_gateway.api.problems import ApiProblem
+from iri_gateway.errors import GatewayError
 from iri_gateway.service.auth import Principal
-
-TASKS_PER_USER = 32
-"""Finished tasks kept per user (oldest dropped first)."""
-TASK_TTL = 3600.0
-"""Seconds a finished task stays readable."""
-
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.task_runner import Progress, TaskFailedError, TaskRunner
+from iri_gateway.service.tasks import CANCELED, TaskRecord
 
 # ---- official task schemas -----------------------------------------------------------------
 
@@ -58,7 +55,11 @@ class Task(BaseModel):
     result: dict[str, Any] | None = Field(
         default=None,
         description="Result of the task execution: `{output: ...}` as the IRI reference "
-        "implementation shapes it (FileContent, [File] or FileStat)",
+        "implementation shapes it (FileContent, [File] or FileStat) when `completed`; "
+        "`{progress: {entries_done, entries_total, bytes_done, bytes_total}}` while a long "
+        "operation is `active`; `{error: {status, title, detail, invalid_params}}` (the "
+        "problem the request would have been answered with) when `failed`; `{stopped}` "
+        "when `canceled` (true once its work has stopped and removed what it wrote)",
     )
     command: TaskCommand | None = Field(default=None,
                                         description="Command associated with this task")
@@ -71,69 +72,63 @@ class TaskSubmitResponse(BaseModel):
     task_uri: str = Field(description="Where the task can be read (getTask)")
 
 
-# ---- the task book --------------------------------------------------------------------------
+# ---- the tasks, in the store ---------------------------------------------------------------
 
 
-@dataclass
-class _Entry:
-    owner: str
-    created: float
-    task: Task
+def _runner(request: Request) -> TaskRunner:
+    engine: Engine = request.app.state.engine
+    return engine.tasks
 
 
-class TaskBook:
-    """Finished tasks per user, in memory, bounded in number and age."""
-
-    def __init__(self, per_user: int = TASKS_PER_USER, ttl: float = TASK_TTL) -> None:
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._per_user = per_user
-        self._ttl = ttl
-        self._lock = threading.Lock()
-
-    def _expire(self, now: float) -> None:
-        for task_id in [k for k, e in self._entries.items() if now - e.created > self._ttl]:
-            del self._entries[task_id]
-
-    def add(self, owner: str, task: Task) -> None:
-        now = time.time()
-        with self._lock:
-            self._expire(now)
-            self._entries[task.id] = _Entry(owner, now, task)
-            mine = [k for k, e in self._entries.items() if e.owner == owner]
-            for task_id in mine[: max(0, len(mine) - self._per_user)]:
-                del self._entries[task_id]
-
-    def get(self, owner: str, task_id: str) -> Task | None:
-        with self._lock:
-            self._expire(time.time())
-            entry = self._entries.get(task_id)
-            return entry.task if entry is not None and entry.owner == owner else None
-
-    def list(self, owner: str) -> list[Task]:
-        with self._lock:
-            self._expire(time.time())
-            return [e.task for e in self._entries.values() if e.owner == owner]
-
-    def delete(self, owner: str, task_id: str) -> bool:
-        with self._lock:
-            entry = self._entries.get(task_id)
-            if entry is None or entry.owner != owner:
-                return False
-            del self._entries[task_id]
-            return True
+def task_view(record: TaskRecord) -> Task:
+    """A stored task as the official `Task`."""
+    return Task(id=record.id, status=TaskStatus(record.status), result=record.result,
+                command=TaskCommand.model_validate(record.command))
 
 
-_book_lock = threading.Lock()
+def _submitted(request: Request, record: TaskRecord) -> TaskSubmitResponse:
+    uri = str(request.url_for("get_task", task_id=record.id))
+    return TaskSubmitResponse(task_id=record.id, task_uri=uri)
 
 
-def task_book(request: Request) -> TaskBook:
-    """The application's task book (made on first use)."""
-    with _book_lock:
-        book: TaskBook | None = getattr(request.app.state, "filesystem_tasks", None)
-        if book is None:
-            book = TaskBook()
-            request.app.state.filesystem_tasks = book
-        return book
+def _command(command: str, args: dict[str, Any]) -> dict[str, Any]:
+    return TaskCommand(router="filesystem", command=command, args=args).model_dump(mode="json")
+
+
+def completed_task(request: Request, principal: Principal, command: str, args: dict[str, Any],
+                   result: dict[str, Any]) -> TaskSubmitResponse:
+    """Record a finished operation as the caller's completed task; where to read it."""
+    record = _runner(request).record(principal.user, _command(command, args), result)
+    return _submitted(request, record)
+
+
+def problem_body(problem: ApiProblem) -> dict[str, Any]:
+    """An HTTP problem as a failed task's `result.error` (what the request would have been
+    answered with, had it run before the answer)."""
+    body: dict[str, Any] = {"type": "about:blank", "status": problem.status,
+                            "title": problem.title, "detail": problem.detail}
+    if problem.invalid_params:
+        body["invalid_params"] = problem.invalid_params
+    return body
+
+
+def background_task(request: Request, principal: Principal, command: str,
+                    args: dict[str, Any],
+                    work: Callable[[Progress], dict[str, Any]]) -> TaskSubmitResponse:
+    """`work` as the caller's new `pending` task, run by the replica's task pool; where to
+    read it. An ApiProblem of the work becomes the task's `result.error`."""
+
+    def run(progress: Progress) -> dict[str, Any]:
+        try:
+            return work(progress)
+        except ApiProblem as problem:
+            raise TaskFailedError(problem_body(problem)) from None
+
+    try:
+        record = _runner(request).submit(principal.user, _command(command, args), run)
+    except GatewayError as error:
+        raise ApiProblem(503, "Service Unavailable", str(error)) from None
+    return _submitted(request, record)
 
 
 def task_not_found(task_id: str) -> ApiProblem:
@@ -141,13 +136,24 @@ def task_not_found(task_id: str) -> ApiProblem:
     return ApiProblem(404, "Not Found", f"no task {task_id!r}")
 
 
-def completed_task(request: Request, principal: Principal, command: str, args: dict[str, Any],
-                   result: dict[str, Any]) -> TaskSubmitResponse:
-    """Record a finished operation as the caller's completed task; where to read it."""
-    task = Task(id=str(uuid.uuid4()), status=TaskStatus.COMPLETED, result=result,
-                command=TaskCommand(router="filesystem", command=command, args=args))
-    task_book(request).add(principal.user, task)
-    uri = str(request.url_for("get_task", task_id=task.id))
-    return TaskSubmitResponse(task_id=task.id, task_uri=uri)
+def read_task(request: Request, principal: Principal, task_id: str) -> Task:
+    """The caller's task (tasks of replicas that are gone marked failed first)."""
+    record = _runner(request).get(principal.user, task_id)
+    if record is None:
+        raise task_not_found(task_id)
+    return task_view(record)
 
 
+def read_tasks(request: Request, principal: Principal) -> list[Task]:
+    """The caller's tasks, oldest first."""
+    return [task_view(record) for record in _runner(request).list(principal.user)]
+
+
+def delete_task(request: Request, principal: Principal, task_id: str) -> str:
+    """Forget the caller's finished task, or cancel an unfinished one; what was done."""
+    done = _runner(request).delete(principal.user, task_id)
+    if done is None:
+        raise task_not_found(task_id)
+    if done == CANCELED:
+        return f"Task {task_id} canceled: it stops at its next step and reads `canceled`"
+    return f"Task {task_id} deleted successfully"

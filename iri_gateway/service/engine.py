@@ -52,6 +52,8 @@ from iri_gateway.service.store import (
     StateChange,
 )
 from iri_gateway.service.submitter import Submitter
+from iri_gateway.service.task_runner import TaskRunner
+from iri_gateway.service.tasks import TaskStore
 from iri_gateway.service.templates import TemplateBook, TemplateStore
 from iri_gateway.transport.base import NotSentError, TransportError
 
@@ -114,6 +116,8 @@ class Engine:
         settle_time: float = 30.0,
         submitter: Submitter | None = None,
         replica: Replica | None = None,
+        task_workers: int = 4,
+        task_progress_interval: float = 0.5,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -138,6 +142,10 @@ class Engine:
         self.templates = TemplateBook(TemplateStore(store, clock=clock),
                                       facility_templates(registry))
         """The job templates: each user's own and the facility's (see `templates`)."""
+        self.tasks = TaskRunner(TaskStore(store, clock=clock), self.replica,
+                                workers=task_workers, interval=task_progress_interval)
+        """The filesystem operations' tasks, and the pool running the long ones (see
+        `task_runner`)."""
 
     # ---- submission ------------------------------------------------------------------------
 
@@ -525,6 +533,7 @@ class Engine:
         used again, the engine opens new ones. Submissions not sent yet stay recorded as
         `new`: the next start's reconcile (or another replica's) sends them."""
         self.submitter.close()
+        self.tasks.close()
         self.replica.stop()
         self.backends.close()
         self.store.close()

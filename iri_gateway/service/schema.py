@@ -106,3 +106,20 @@ class UpdateKeyRow(Base):
     job_id: Mapped[str] = mapped_column(String(36))
     request_hash: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class TaskRow(Base):
+    """A row of `tasks`: one filesystem operation of one user, as the IRI task operations
+    show it (status, result, the command asked). Kept in the store, not in a process, so
+    that any replica reads it; `replica_id` runs it while it is pending or active."""
+
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    replica_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    command: Mapped[dict[str, Any]] = mapped_column(JSON)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

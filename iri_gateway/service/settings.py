@@ -121,6 +121,16 @@ class Settings(BaseSettings):
         "stores or `extract` writes (declared by the members, and as written); more is "
         "refused with 413",
     )
+    task_workers: int = Field(
+        default=4, ge=1, le=256,
+        description="Long filesystem operations (`cp`, `compress`, `extract`) each gateway "
+        "process runs at once as background tasks; more wait as `pending`",
+    )
+    task_progress_interval: float = Field(
+        default=0.5, ge=0.01, le=60,
+        description="Seconds between two progress writes of a running task (its "
+        "`result.progress`); a cancel made through another replica is seen as often",
+    )
 
     @field_validator("database_url")
     @classmethod

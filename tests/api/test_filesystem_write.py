@@ -10,9 +10,11 @@ gets a change made outside.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,24 @@ async def post(client: httpx.AsyncClient, token: str, operation: str,
                              headers=auth(token))
 
 
+LONG = {"cp", "compress", "extract"}
+"""The operations run as background tasks (answered `pending`, finished later)."""
+
+
+async def finished(client: httpx.AsyncClient, token: str, task_id: str,
+                   deadline: float = 120.0) -> dict[str, Any]:
+    """The task once it is no longer pending or active (failing after `deadline` s)."""
+    end = time.monotonic() + deadline
+    while True:
+        response = await client.get(f"{V2}/task/{task_id}", headers=auth(token))
+        assert response.status_code == 200, response.text
+        task: dict[str, Any] = response.json()
+        if task["status"] not in ("pending", "active"):
+            return task
+        assert time.monotonic() < end, f"task still {task['status']} after {deadline} s"
+        await asyncio.sleep(0.02)
+
+
 async def output(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
                  status: int = 200, official: OfficialSchemas | None = None) -> Any:
     """The completed task's `output` (the answer must have `status`)."""
@@ -86,18 +106,27 @@ async def output(client: httpx.AsyncClient, token: str, operation: str, body: di
     assert response.status_code == status, (operation, body, response.text)
     if official is not None:
         official.check("TaskSubmitResponse", response.json())
-    task = await client.get(f"{V2}/task/{response.json()['task_id']}", headers=auth(token))
-    assert task.json()["status"] == "completed", task.text
-    assert task.json()["command"]["command"] == operation
-    return task.json()["result"]["output"]
+    task = await finished(client, token, response.json()["task_id"])
+    assert task["status"] == "completed", task
+    assert task["command"]["command"] == operation
+    return task["result"]["output"]
 
 
 async def refused(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
                   status: int, field: str) -> dict[str, Any]:
+    """The problem of a refused operation: its answer, or (a long operation refused as it
+    ran) its failed task's `result.error`, which carries the same problem."""
     response = await post(client, token, operation, body)
+    if operation in LONG and response.status_code == 201:
+        task = await finished(client, token, response.json()["task_id"])
+        assert task["status"] == "failed", task
+        problem: dict[str, Any] = task["result"]["error"]
+        assert problem["status"] == status, (operation, body, problem)
+        assert field in [p["name"] for p in problem["invalid_params"]], problem
+        return problem
     assert response.status_code == status, (operation, body, response.text)
     assert response.headers["content-type"] == "application/problem+json"
-    problem: dict[str, Any] = response.json()
+    problem = response.json()
     assert field in [p["name"] for p in problem["invalid_params"]], problem
     return problem
 

@@ -14,6 +14,7 @@ import os
 import pwd
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ import httpx
 import pytest
 
 from tests.api.test_file_confinement import headers
-from tests.api.test_filesystem_write import snapshot, swapper
+from tests.api.test_filesystem_write import LONG, snapshot, swapper
 from tests.integration import test_filesystem_ssh as ssh_setup
 from tests.integration.conftest import ClusterInfo
 from tests.integration.test_filesystem_ssh import RESOURCE, Served, run
@@ -41,20 +42,42 @@ def post(http: httpx.Client, token: str, operation: str, body: dict[str, Any]
                      headers=headers(token))
 
 
+def finished(http: httpx.Client, token: str, task_id: str,
+             deadline: float = 300.0) -> dict[str, Any]:
+    """The task once it is no longer pending or active (failing after `deadline` s)."""
+    end = time.monotonic() + deadline
+    while True:
+        answer = http.get(f"{V2}/task/{task_id}", headers=headers(token))
+        assert answer.status_code == 200, answer.text
+        task: dict[str, Any] = answer.json()
+        if task["status"] not in ("pending", "active"):
+            return task
+        assert time.monotonic() < end, f"task still {task['status']} after {deadline} s"
+        time.sleep(0.05)
+
+
 def output(http: httpx.Client, token: str, operation: str, body: dict[str, Any],
            status: int = 200) -> Any:
     answer = post(http, token, operation, body)
     assert answer.status_code == status, (operation, body, answer.text)
-    task = http.get(f"{V2}/task/{answer.json()['task_id']}", headers=headers(token))
-    assert task.json()["status"] == "completed", task.text
-    return task.json()["result"]["output"]
+    task = finished(http, token, answer.json()["task_id"])
+    assert task["status"] == "completed", task
+    return task["result"]["output"]
 
 
 def refused(http: httpx.Client, token: str, operation: str, body: dict[str, Any], status: int,
             field: str) -> dict[str, Any]:
+    """The answer's problem, or (a long operation refused as it ran) its failed task's."""
     answer = post(http, token, operation, body)
+    if operation in LONG and answer.status_code == 201:
+        task = finished(http, token, answer.json()["task_id"])
+        assert task["status"] == "failed", task
+        problem: dict[str, Any] = task["result"]["error"]
+        assert problem["status"] == status, (operation, body, problem)
+        assert field in [p["name"] for p in problem["invalid_params"]], problem
+        return problem
     assert answer.status_code == status, (operation, body, answer.text)
-    problem: dict[str, Any] = answer.json()
+    problem = answer.json()
     assert field in [p["name"] for p in problem["invalid_params"]], problem
     return problem
 

@@ -1,9 +1,10 @@
 """The IRI `filesystem` operations `ls`, `head`, `tail`, `view`, `stat`, and the task operations.
 
 As in the official spec, each filesystem operation is a POST that answers with a
-`TaskSubmitResponse`; the result is then read through `GET /api/v2/task/{task_id}`. The gateway
-does the work before it answers, so the task is already `completed` (with its `result`) when the
-caller first asks; a request that cannot be served is answered at once with problem+json.
+`TaskSubmitResponse`; the result is then read through `GET /api/v2/task/{task_id}`, on any
+replica (tasks are kept in the store). These reads are done before the answer, so their task
+is already `completed`; a request that cannot be served is answered at once with
+problem+json. The long operations that run in the background are in `filesystem_write`.
 
 The routes only: the bodies are in `filesystem_models`, the checks and reads (through the
 service, which alone decides what a caller may read) in `file_operations`, the tasks in
@@ -36,8 +37,9 @@ from iri_gateway.api.tasks import (
     Task,
     TaskSubmitResponse,
     completed_task,
-    task_book,
-    task_not_found,
+    delete_task,
+    read_task,
+    read_tasks,
 )
 
 router = APIRouter(prefix="/api/v2")
@@ -115,27 +117,33 @@ def post_stat(resource_id: KnownResource, body: PostStatRequest, engine: EngineD
     return completed_task(request, principal, "stat", body.model_dump(by_alias=True), result)
 
 
+_NO_TASK: dict[int | str, dict[str, Any]] = {
+    404: {"description": "Not Found: no such task of the caller's (another user's task, one "
+          "dropped as the oldest beyond 32, or finished more than an hour ago)"},
+}
+
+
 @router.get("/task/{task_id}", operation_id="getTask", tags=_TASK, response_model=Task,
-            summary="Get Task")
-async def get_task(task_id: str, principal: PrincipalDep, request: Request) -> Task:
-    """Get a task (the caller's own; others' are not found)."""
-    task = task_book(request).get(principal.user, task_id)
-    if task is None:
-        raise task_not_found(task_id)
-    return task
+            summary="Get Task", responses=_NO_TASK)
+def get_task(task_id: str, principal: PrincipalDep, request: Request) -> Task:
+    """Get a task (the caller's own; others' are not found), through any replica.
+
+    `pending` until a worker takes it, `active` (with `result.progress`) while it runs, then
+    `completed`, `failed` or `canceled`. A task whose gateway process died is `failed`.
+    """
+    return read_task(request, principal, task_id)
 
 
 @router.get("/task", operation_id="getTasks", tags=_TASK, response_model=list[Task],
             summary="Get Tasks")
-async def get_tasks(principal: PrincipalDep, request: Request) -> list[Task]:
-    """The caller's tasks, oldest first (finished tasks are kept for an hour, 32 per user)."""
-    return task_book(request).list(principal.user)
+def get_tasks(principal: PrincipalDep, request: Request) -> list[Task]:
+    """The caller's tasks, oldest first (32 per user; finished ones kept for an hour)."""
+    return read_tasks(request, principal)
 
 
 @router.delete("/task/{task_id}", operation_id="deleteTask", tags=_TASK, response_model=str,
-               summary="Delete Task")
-async def delete_task(task_id: str, principal: PrincipalDep, request: Request) -> str:
-    """Forget a task."""
-    if not task_book(request).delete(principal.user, task_id):
-        raise task_not_found(task_id)
-    return f"Task {task_id} deleted successfully"
+               summary="Delete Task", responses=_NO_TASK)
+def delete_task_route(task_id: str, principal: PrincipalDep, request: Request) -> str:
+    """Forget a finished task; cancel a `pending` or `active` one (it stops between entries,
+    removes what it had written, and reads `canceled`)."""
+    return delete_task(request, principal, task_id)

@@ -2,19 +2,25 @@
 `compress`, `extract`, `file` and `checksum`, at their official paths, with their official
 operationIds.
 
-As for `ls` (`filesystem`), each is a POST answered with a `TaskSubmitResponse` whose task is
-already `completed` (its `result` read through `getTask`); a request that cannot be served is
-answered at once with problem+json (`file_changes` says which status means what). The routes
-only: bodies in `filesystem_write_models`, the HTTP mapping in `file_changes`, what may be
-changed and how in `iri_gateway.service.files.writes`.
+As for `ls` (`filesystem`), each is a POST answered with a `TaskSubmitResponse` (its `result`
+read through `getTask`). The short ones are done before the answer (the task is `completed`);
+`cp`, `compress` and `extract` are checked and placed first (a missing `path`, an existing
+`target_path`, a bad field or an unknown resource is answered at once), then run as a
+background task (`pending`, `active` with progress, then `completed` or `failed` with the
+problem in `result.error`). A request that cannot be served is answered with problem+json
+(`file_changes` says which status means what). The routes only: bodies in
+`filesystem_write_models`, the HTTP mapping in `file_changes`, what may be changed and how in
+`iri_gateway.service.files.writes`, one helper (`_task`) for all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
 from fastapi import APIRouter, Request
+from pydantic import BaseModel
 
 from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.api.file_changes import (
@@ -23,6 +29,8 @@ from iri_gateway.api.file_changes import (
     compression_type,
     match_pattern,
     octal_mode,
+    ready_to_run,
+    refusing,
     required,
     user_writes,
 )
@@ -39,7 +47,9 @@ from iri_gateway.api.filesystem_write_models import (
     PutFileChmodRequest,
     PutFileChownRequest,
 )
-from iri_gateway.api.tasks import TaskSubmitResponse, completed_task
+from iri_gateway.api.tasks import TaskSubmitResponse, background_task, completed_task
+from iri_gateway.service.auth import Principal
+from iri_gateway.service.files.writes import Prepared
 from iri_gateway.service.settings import Settings
 
 router = APIRouter(prefix="/api/v2/filesystem")
@@ -49,7 +59,8 @@ _FILESYSTEM: list[str | Enum] = ["filesystem"]
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     said = {
-        400: "Bad Request: the path is not the kind of file the operation needs; for "
+        400: "Bad Request (for `cp`, `compress` and `extract`, found as they run: their "
+             "task's `result.error`): the path is not the kind of file the operation needs; for "
              "`extract`, not a tar archive, or a member (named) that is absolute, has a `..` "
              "component or a control character, is a device or fifo, or is a link that "
              "could point outside the extracted folder; for `compress`, `dereference`",
@@ -61,8 +72,9 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
              "caller's jobs and the roots granted to the caller)",
         409: "Conflict: the target exists (nothing is overwritten), a folder is not empty, "
              "or a move would cross filesystems",
-        413: "Content Too Large: the copy, the archive or what it holds is beyond the "
-             "configured limits (`cp_max_files`, `cp_max_bytes`)",
+        413: "Content Too Large (found as the operation runs: its task's `result.error`): the "
+             "copy, the archive or what it holds is beyond the configured limits "
+             "(`cp_max_files`, `cp_max_bytes`)",
         501: "Not Implemented: the `file` command (libmagic) is missing where the files are",
     }
     return {status: {"description": said[status]} for status in statuses}
@@ -73,9 +85,21 @@ def _settings(request: Request) -> Settings:
     return settings
 
 
-def _task(request: Request, principal: Any, command: str, body: Any,
-          result: dict[str, Any]) -> TaskSubmitResponse:
-    return completed_task(request, principal, command, body.model_dump(), result)
+def _task(request: Request, principal: Principal, resource_id: str, command: str,
+          body: BaseModel, asked: dict[str, str],
+          run: Callable[[], dict[str, Any] | Prepared]) -> TaskSubmitResponse:
+    """Operation `command` as the caller's task: `run()` refused as HTTP problems (`asked`
+    names the paths the caller gave, for the messages). A short change is made now and
+    recorded `completed`; a long one (`run()` gives it `Prepared`) is checked further
+    (`ready_to_run`) and queued as a `pending` task, its refusals then its task's error."""
+    done = refusing(resource_id, asked, run)
+    if not isinstance(done, Prepared):
+        return completed_task(request, principal, command, body.model_dump(),
+                              change(resource_id, asked, lambda: done))
+    ready_to_run(resource_id, asked, done)
+    return background_task(request, principal, command, body.model_dump(),
+                           lambda progress: change(resource_id, asked,
+                                                   lambda: done.run(progress)))
 
 
 @router.post("/mkdir/{resource_id}", operation_id="mkdir", tags=_FILESYSTEM, status_code=201,
@@ -90,8 +114,9 @@ def post_mkdir(resource_id: str, body: PostMakeDirRequest, engine: EngineDep,
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
-    result = change(resource_id, {"path": path}, lambda: writes.mkdir(path, body.parent))
-    return _task(request, principal, "mkdir", body, result)
+    return _task(request, principal, resource_id, "mkdir", body,
+                 {"path": path},
+                 lambda: writes.mkdir(path, body.parent))
 
 
 @router.post("/rm/{resource_id}", operation_id="rm", tags=_FILESYSTEM,
@@ -106,9 +131,9 @@ def post_rm(resource_id: str, body: PostRmRequest, engine: EngineDep,
     root or a job folder itself is never removed. The task's `result` is `{output: path}`.
     """
     writes = user_writes(engine, principal, resource_id)
-    result = change(resource_id, {"path": body.path},
-                    lambda: writes.rm(body.path, body.recursive))
-    return _task(request, principal, "rm", body, result)
+    return _task(request, principal, resource_id, "rm", body,
+                 {"path": body.path},
+                 lambda: writes.rm(body.path, body.recursive))
 
 
 @router.post("/mv/{resource_id}", operation_id="mv", tags=_FILESYSTEM, status_code=201,
@@ -124,9 +149,9 @@ def post_mv(resource_id: str, body: PostMoveRequest, engine: EngineDep,
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
-    result = change(resource_id, {"path": path, "target_path": body.target_path},
-                    lambda: writes.mv(path, body.target_path))
-    return _task(request, principal, "mv", body, result)
+    return _task(request, principal, resource_id, "mv", body,
+                 {"path": path, "target_path": body.target_path},
+                 lambda: writes.mv(path, body.target_path))
 
 
 @router.post("/cp/{resource_id}", operation_id="cp", tags=_FILESYSTEM, status_code=201,
@@ -141,15 +166,19 @@ def post_cp(resource_id: str, body: PostCopyRequest, engine: EngineDep,
     (settings; 413 beyond, counted before anything is copied). Links are copied as links,
     only when they point inside from their new place. An existing `target_path` is never
     replaced (409). The task's `result` is `{output: File}` (the copy).
+
+    A background task: answered `pending` once `path` is found and `target_path` is free;
+    `result.progress` while `active`; a refusal met as it runs is its `result.error`, and
+    what it had written is removed. Deleting the task while it runs cancels it.
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
     settings = _settings(request)
-    result = change(resource_id, {"path": path, "target_path": body.target_path},
-                    lambda: writes.cp(path, body.target_path, dereference=body.dereference,
-                                      max_files=settings.cp_max_files,
-                                      max_bytes=settings.cp_max_bytes))
-    return _task(request, principal, "cp", body, result)
+    return _task(request, principal, resource_id, "cp", body,
+                 {"path": path, "target_path": body.target_path},
+                 lambda: writes.cp(path, body.target_path, dereference=body.dereference,
+                                   max_files=settings.cp_max_files,
+                                   max_bytes=settings.cp_max_bytes))
 
 
 @router.post("/chmod/{resource_id}", operation_id="chmod", tags=_FILESYSTEM,
@@ -165,9 +194,9 @@ def post_chmod(resource_id: str, body: PutFileChmodRequest, engine: EngineDep,
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
     mode = octal_mode(body.mode)
-    result = change(resource_id, {"path": path, "mode": mode},
-                    lambda: writes.chmod(path, mode))
-    return _task(request, principal, "chmod", body, result)
+    return _task(request, principal, resource_id, "chmod", body,
+                 {"path": path, "mode": mode},
+                 lambda: writes.chmod(path, mode))
 
 
 @router.post("/chown/{resource_id}", operation_id="chown", tags=_FILESYSTEM,
@@ -187,9 +216,9 @@ def post_chown(resource_id: str, body: PutFileChownRequest, engine: EngineDep,
     owner, group = account_name(body.owner, "owner"), account_name(body.group, "group")
     if not owner and not group:
         required(None, "owner")
-    result = change(resource_id, {"path": path, "owner": owner, "group": group},
-                    lambda: writes.chown(path, owner, group))
-    return _task(request, principal, "chown", body, result)
+    return _task(request, principal, resource_id, "chown", body,
+                 {"path": path, "owner": owner, "group": group},
+                 lambda: writes.chown(path, owner, group))
 
 
 @router.post("/symlink/{resource_id}", operation_id="symlink", tags=_FILESYSTEM,
@@ -207,9 +236,9 @@ def post_symlink(resource_id: str, body: PostFileSymlinkRequest, engine: EngineD
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
-    result = change(resource_id, {"path": path, "link_path": body.link_path},
-                    lambda: writes.symlink(path, body.link_path))
-    return _task(request, principal, "symlink", body, result)
+    return _task(request, principal, resource_id, "symlink", body,
+                 {"path": path, "link_path": body.link_path},
+                 lambda: writes.symlink(path, body.link_path))
 
 
 @router.post("/file/{resource_id}", operation_id="file", tags=_FILESYSTEM,
@@ -225,8 +254,9 @@ def post_file(resource_id: str, body: PostFileRequest, engine: EngineDep,
     `lstat`. The task's `result` is `{output: description}`.
     """
     writes = user_writes(engine, principal, resource_id)
-    result = change(resource_id, {"path": body.path}, lambda: writes.file_type(body.path))
-    return _task(request, principal, "file", body, result)
+    return _task(request, principal, resource_id, "file", body,
+                 {"path": body.path},
+                 lambda: writes.file_type(body.path))
 
 
 @router.post("/checksum/{resource_id}", operation_id="checksum", tags=_FILESYSTEM,
@@ -240,8 +270,9 @@ def post_checksum(resource_id: str, body: PostChecksumRequest, engine: EngineDep
     The task's `result` is `{output: {algorithm: "SHA-256", checksum: hex}}`.
     """
     writes = user_writes(engine, principal, resource_id)
-    result = change(resource_id, {"path": body.path}, lambda: writes.checksum(body.path))
-    return _task(request, principal, "checksum", body, result)
+    return _task(request, principal, resource_id, "checksum", body,
+                 {"path": body.path},
+                 lambda: writes.checksum(body.path))
 
 
 @router.post("/compress/{resource_id}", operation_id="compress", tags=_FILESYSTEM,
@@ -257,18 +288,22 @@ def post_compress(resource_id: str, body: PostCompressRequest, engine: EngineDep
     like `cp` (`cp_max_files` entries, `cp_max_bytes` bytes; 413 beyond, counted before the
     archive is written). An existing `target_path` is never replaced (409). The task's
     `result` is `{output: File}` (the archive).
+
+    A background task: answered `pending` once `path` is found and `target_path` is free;
+    `result.progress` while `active`; a refusal met as it runs is its `result.error`, and
+    what it had written is removed. Deleting the task while it runs cancels it.
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
     kind, pattern = compression_type(body.compression), match_pattern(body.match_pattern)
     settings = _settings(request)
-    result = change(resource_id, {"path": path, "target_path": body.target_path},
-                    lambda: writes.compress(path, body.target_path, compression=kind,
-                                            dereference=body.dereference,
-                                            match_pattern=pattern,
-                                            max_files=settings.cp_max_files,
-                                            max_bytes=settings.cp_max_bytes))
-    return _task(request, principal, "compress", body, result)
+    return _task(request, principal, resource_id, "compress", body,
+                 {"path": path, "target_path": body.target_path},
+                 lambda: writes.compress(path, body.target_path, compression=kind,
+                                         dereference=body.dereference,
+                                         match_pattern=pattern,
+                                         max_files=settings.cp_max_files,
+                                         max_bytes=settings.cp_max_bytes))
 
 
 @router.post("/extract/{resource_id}", operation_id="extract", tags=_FILESYSTEM,
@@ -289,13 +324,18 @@ def post_extract(resource_id: str, body: PostExtractRequest, engine: EngineDep,
     nothing is replaced or merged: a name the archive adds that is already there (or made
     meanwhile) is a 409 naming it, nothing written. A `target_path` that is a file is a 409.
     The task's `result` is `{output: File}` (the folder extracted into).
+
+    A background task: answered `pending` once `path` is found and `target_path` is
+    usable; `result.progress` while `active`; a refusal met as it runs is its
+    `result.error`, and what it had written is removed. Deleting the task while it runs
+    cancels it.
     """
     writes = user_writes(engine, principal, resource_id)
     path = required(body.path)
     kind = compression_type(body.compression)
     settings = _settings(request)
-    result = change(resource_id, {"path": path, "target_path": body.target_path},
-                    lambda: writes.extract(path, body.target_path, compression=kind,
-                                           max_files=settings.cp_max_files,
-                                           max_bytes=settings.cp_max_bytes))
-    return _task(request, principal, "extract", body, result)
+    return _task(request, principal, resource_id, "extract", body,
+                 {"path": path, "target_path": body.target_path},
+                 lambda: writes.extract(path, body.target_path, compression=kind,
+                                        max_files=settings.cp_max_files,
+                                        max_bytes=settings.cp_max_bytes))

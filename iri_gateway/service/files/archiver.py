@@ -32,11 +32,15 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import json
 import os
 import re
 import secrets
 import stat
+import sys
 import tarfile
+import threading
+import time
 from functools import cache
 from typing import IO, Any
 
@@ -75,9 +79,15 @@ class _Packer:
     budget, and the archive's own file (never stored in itself)."""
 
     def __init__(self, tar: tarfile.TarFile, budget: writer._Budget, pattern: str | None,
-                 skip: tuple[int, int]) -> None:
-        self.tar, self.budget, self.skip = tar, budget, skip
+                 skip: tuple[int, int], report: Any) -> None:
+        self.tar, self.budget, self.skip, self.report = tar, budget, skip, report
         self.pattern = re.compile(pattern) if pattern else None
+        self.counts = {"entries_done": 0, "bytes_done": 0}
+
+    def stored(self, nbytes: int) -> None:
+        self.counts["entries_done"] += 1
+        self.counts["bytes_done"] += nbytes
+        self.report(self.counts)
 
     def wanted(self, relative: str) -> bool:
         return self.pattern is None or self.pattern.search(relative) is not None
@@ -93,6 +103,7 @@ class _Packer:
             self.budget.take(0)
             member.type = tarfile.DIRTYPE
             self.tar.addfile(member)
+            self.stored(0)
             inner = os.open(name, writer._DIRECTORY, dir_fd=folder)
             try:
                 with os.scandir(inner) as listing:
@@ -108,6 +119,7 @@ class _Packer:
             self.budget.take(0)
             member.type, member.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=folder)
             self.tar.addfile(member)
+            self.stored(0)
         elif stat.S_ISREG(info.st_mode):
             fd = os.open(name, _READ, dir_fd=folder)
             with os.fdopen(fd, "rb") as content:
@@ -117,6 +129,7 @@ class _Packer:
                 self.budget.take(opened.st_size)
                 member.size = opened.st_size
                 self.tar.addfile(member, content)
+                self.stored(opened.st_size)
 
 
 def do_compress(request: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +151,7 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             with os.fdopen(out, "wb") as stream, \
                     _open_tar(stream, f"w:{mode}" if mode else "w") as tar:
                 packer = _Packer(tar, budget, request.get("match_pattern"),
-                                 (made.st_dev, made.st_ino))
+                                 (made.st_dev, made.st_ino), writer.reporter(request))
                 packer.entry(source.fd, source.name, source.name, "")
         except BaseException as error:
             os.unlink(target.name, dir_fd=target.fd)
@@ -193,9 +206,12 @@ class _Unpacker:
     """Members written below the open, fresh folder `root`, their folders walked
     `O_NOFOLLOW` (made when missing), bytes counted as written."""
 
-    def __init__(self, tar: tarfile.TarFile, root: int, budget: writer._Budget) -> None:
-        self.tar, self.root, self.budget = tar, root, budget
+    def __init__(self, tar: tarfile.TarFile, root: int, budget: writer._Budget,
+                 report: Any) -> None:
+        self.tar, self.root, self.budget, self.report = tar, root, budget, report
         self.modes: list[tuple[str, list[str], int]] = []
+        self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0,
+                       "bytes_total": 0}
 
     def folder(self, member: str, parts: list[str]) -> int:
         fd = os.dup(self.root)
@@ -262,6 +278,8 @@ class _Unpacker:
                                   f"{self.budget.max_bytes} bytes one extract may write; "
                                   "nothing was extracted", "path")
                 os.write(out, chunk)
+                self.counts["bytes_done"] += len(chunk)
+                self.report(self.counts)
             os.fchmod(out, mode)
         finally:
             os.close(out)
@@ -469,9 +487,14 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
         try:
             try:
                 unpacker = _Unpacker(tar, root, writer._Budget(budget.max_files,
-                                                               budget.max_bytes))
+                                                               budget.max_bytes),
+                                     writer.reporter(request))
+                unpacker.counts["entries_total"] = len(members)
+                unpacker.counts["bytes_total"] = budget.max_bytes - budget.bytes
                 for member, parts in members:
                     unpacker.member(member, parts)
+                    unpacker.counts["entries_done"] += 1
+                    unpacker.report(unpacker.counts)
                 unpacker.finish()
                 os.fchmod(root, 0o755)
             finally:
@@ -500,5 +523,48 @@ def serve(request: dict[str, Any]) -> dict[str, Any]:
     return writer.serve(request, OPERATIONS)
 
 
+PROGRESS_EVERY = 0.25
+"""Seconds between two progress lines of a remote operation asked with `progress` (unless
+it gives its own: `progress` is then that number)."""
+
+
+class _LineProgress:
+    """Progress as lines `{"progress": counts}` on stdout, at most every PROGRESS_EVERY
+    seconds; a `cancel` line on stdin, or its end (the gateway went away), stops the work
+    at its next step (`canceled`: what it wrote is removed)."""
+
+    def __init__(self, every: float) -> None:
+        self.stop = threading.Event()
+        self.last, self.every = 0.0, every
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            line = sys.stdin.readline()
+            if not line or line.strip() == "cancel":
+                self.stop.set()
+                return
+
+    def __call__(self, counts: dict[str, Any]) -> None:
+        if self.stop.is_set():
+            raise Refused("canceled", "the task was canceled; what it wrote was removed")
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            sys.stdout.write(json.dumps({"progress": counts}) + "\n")
+            sys.stdout.flush()
+
+
+def main() -> None:
+    """One JSON request on stdin's first line, one JSON answer on stdout; with
+    `progress` in the request, progress lines before the answer (and stdin kept open:
+    see `_LineProgress`)."""
+    request = json.loads(sys.stdin.readline())
+    every = request.pop("progress", None)
+    if every:
+        request["_progress"] = _LineProgress(PROGRESS_EVERY if every is True else float(every))
+    sys.stdout.write(json.dumps(serve(request)) + "\n")
+
+
 if __name__ == "__main__":
-    reader.main(serve)
+    main()

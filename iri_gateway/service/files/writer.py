@@ -19,12 +19,14 @@ A place that is its area itself (a granted root, or the job folder) is never rem
 or copied onto (`root`). `rm` of a folder needs `recursive`, and deletes the tree through
 descriptors, unlinking links, never following them. `cp` copies a tree after counting it
 (`max_files`, `max_bytes`: `too_large` beyond), copies links as links when their target stays
-inside the target's area (`link_outside` otherwise), and never overwrites. Errors are answers:
+inside the target's area (`link_outside` otherwise), and never overwrites; a copy that fails
+or is stopped (its progress callback, `reporter`, raised) removes what it made. Errors are answers:
 `{"ok": false, "error": KIND, "detail", "field"}`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import grp
 import hashlib
@@ -397,11 +399,44 @@ def _scan(fd: int, budget: _Budget) -> None:
                 os.close(inner)
 
 
-class _Copy:
-    """One `cp`: source descriptors in, target descriptors out, links checked."""
+def reporter(request: dict[str, Any]) -> Any:
+    """The request's progress callback (`_progress`: given in-process, or set by the
+    archiver's `main` when the gateway reads progress lines), called with the counts
+    `entries_done`, `entries_total`, `bytes_done`, `bytes_total`; it may raise to stop the
+    work, which then removes what it wrote. A no-op when there is none."""
+    report = request.get("_progress")
+    return report if callable(report) else (lambda _counts: None)
 
-    def __init__(self, target: Place, budget: _Budget) -> None:
-        self.target, self.budget = target, budget
+
+class _Copy:
+    """One `cp`: source descriptors in, target descriptors out, links checked; what it made
+    at the target (`made`) removed again if it does not finish."""
+
+    def __init__(self, target: Place, budget: _Budget, report: Any) -> None:
+        self.target, self.budget, self.report = target, budget, report
+        self.made = False
+        self.counts = {"entries_done": 0, "entries_total": 1, "bytes_done": 0,
+                       "bytes_total": 0}
+
+    def tick(self, entries: int = 0, nbytes: int = 0) -> None:
+        self.counts["entries_done"] += entries
+        self.counts["bytes_done"] += nbytes
+        self.report(self.counts)
+
+    def discard(self) -> None:
+        """Remove what this copy made at the target (links unlinked, never followed)."""
+        if not self.made:
+            return
+        info = os.stat(self.target.name, dir_fd=self.target.fd, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            fd = os.open(self.target.name, _DIRECTORY, dir_fd=self.target.fd)
+            try:
+                _remove_tree(self.target.area, fd)
+            finally:
+                os.close(fd)
+            os.rmdir(self.target.name, dir_fd=self.target.fd)
+        else:
+            os.unlink(self.target.name, dir_fd=self.target.fd)
 
     def file(self, src: int, name: str, dst: int, new: str) -> None:
         """Copy the regular file `name` in folder `src` to the new `new` in folder `dst`."""
@@ -412,6 +447,7 @@ class _Copy:
             if not stat.S_ISREG(info.st_mode):
                 return
             out = os.open(new, _NEW_FILE, stat.S_IMODE(info.st_mode) & 0o777, dir_fd=dst)
+            self.made = True
             try:
                 while True:
                     chunk = os.read(fd, CHUNK)
@@ -421,6 +457,7 @@ class _Copy:
                     if self.budget.bytes < 0:
                         self.budget.take(0)
                     os.write(out, chunk)
+                    self.tick(nbytes=len(chunk))
             finally:
                 os.close(out)
         finally:
@@ -433,6 +470,7 @@ class _Copy:
                           "outside the folders you may use from its new place; copy with "
                           "`dereference` or copy what it points to", "path")
         os.symlink(text, new, dir_fd=dst)
+        self.made = True
 
     def tree(self, src: int, dst: int, parts: list[str]) -> None:
         """Copy what is in the open folder `src` into the open, new folder `dst`."""
@@ -447,12 +485,14 @@ class _Copy:
                 self.link(src, name, dst, name, [*parts, name])
             elif stat.S_ISDIR(info.st_mode):
                 self.folder(src, name, dst, name, [*parts, name])
+            self.tick(entries=1)
 
     def folder(self, src: int, name: str, dst: int, new: str, parts: list[str]) -> None:
         inner = os.open(name, _DIRECTORY, dir_fd=src)
         try:
             mode = stat.S_IMODE(os.fstat(inner).st_mode) & 0o777
             os.mkdir(new, 0o700, dir_fd=dst)
+            self.made = True
             made = os.open(new, _DIRECTORY, dir_fd=dst)
             try:
                 self.tree(inner, made, parts)
@@ -475,7 +515,7 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
                                                            + len(source.parts)]):
             raise Refused("invalid", "lies inside `path`: a folder is not copied into "
                           "itself", "target_path")
-        copy = _Copy(target, budget)
+        copy = _Copy(target, budget, reporter(request))
         try:
             budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
             if stat.S_ISDIR(info.st_mode):
@@ -485,6 +525,8 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
                     _scan(inner, budget)
                 finally:
                     os.close(inner)
+                copy.counts["entries_total"] = budget.max_files - budget.files
+                copy.counts["bytes_total"] = budget.max_bytes - budget.bytes
                 counted = _Budget(budget.max_files, budget.max_bytes)
                 copy.budget = counted
                 counted.take(0)
@@ -492,11 +534,16 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
             elif stat.S_ISLNK(info.st_mode):
                 copy.link(source.fd, source.name, target.fd, target.name, target.parts)
             elif stat.S_ISREG(info.st_mode):
+                copy.counts["bytes_total"] = info.st_size
                 copy.file(source.fd, source.name, target.fd, target.name)
             else:
                 raise Refused("not_regular", "is not a regular file, folder or link", "path")
-        except OSError as error:
-            raise _os_error(error, "target_path") from None
+        except BaseException as error:
+            with contextlib.suppress(OSError):  # the error that stopped it is the one to tell
+                copy.discard()
+            if isinstance(error, OSError):
+                raise _os_error(error, "target_path") from None
+            raise
         return {"output": target.entry()}
 
 

@@ -15,7 +15,9 @@ the request on stdin.
 
 from __future__ import annotations
 
+import json
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,6 +27,11 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.service.files import archiver, writer
 from iri_gateway.service.files.access import FileReader, reader_source
 from iri_gateway.service.files.policy import Anchor, Scope, path_problem, within
+from iri_gateway.transport.base import TransportError
+from iri_gateway.transport.ssh import SshTransport
+
+Progress = Callable[[dict[str, Any]], None]
+"""Called with a long change's counts as it goes; what it raises stops the change."""
 
 WRITER_TIMEOUT = 600.0
 """Seconds one remote change may take (a bounded `cp` included)."""
@@ -42,15 +49,15 @@ for name in ("iri_gateway", "iri_gateway.service", "iri_gateway.service.files"):
 files = sys.modules["iri_gateway.service.files"]
 files.reader = install("iri_gateway.service.files.reader", READER)
 files.writer = install("iri_gateway.service.files.writer", WRITER)
-files.reader.main(install("iri_gateway.service.files.archiver", ARCHIVER).serve)
+install("iri_gateway.service.files.archiver", ARCHIVER).main()
 '''
 
 
 @cache
 def program() -> str:
     """What the login node runs: the reader, the writer and the archiver installed under
-    their own module names (so their imports of each other work there), then the reader's
-    `main` answering with the archiver's `serve` (which answers the writer's requests too)."""
+    their own module names (so their imports of each other work there), then the archiver's
+    `main` (which answers the writer's requests too, with progress lines when asked)."""
     source = Path(writer.__file__).read_text(encoding="utf-8")
     archiving = Path(archiver.__file__).read_text(encoding="utf-8")
     return (f"READER = {reader_source()!r}\nWRITER = {source!r}\nARCHIVER = {archiving!r}\n"
@@ -68,6 +75,42 @@ class FileWriter(FileReader):
 
     def serve_here(self, request: dict[str, Any]) -> dict[str, Any]:
         return archiver.serve(request)
+
+    def run_reporting(self, request: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        """`run`, with `progress` called with the work's counts as it goes (in-process: by
+        the work itself; over SSH: from the progress lines the writer prints). Whatever
+        `progress` raises stops the work, which removes what it wrote, and is raised here
+        once it has (over SSH: a `cancel` line is sent and its answer awaited)."""
+        if self.in_process:
+            return self.serve_here({**request, "_progress": progress})
+        if not isinstance(self.transport, SshTransport):
+            return self.run(request)
+        argv = ["python3", "-I", "-c", self.program()]
+        with self.transport.stream(argv, timeout=self.timeout) as stream:
+            every = float(getattr(progress, "interval", archiver.PROGRESS_EVERY))
+            stream.send(json.dumps({**request, "progress": every}).encode() + b"\n")
+            stopped: BaseException | None = None
+            while True:
+                line = stream.readline()
+                if not line:
+                    raise TransportError(f"the file writer on {self.where} ended without an "
+                                         f"answer: {stream.stderr().strip()[-300:]!r}")
+                try:
+                    said = json.loads(line)
+                except ValueError:
+                    continue  # a login script's words
+                if not isinstance(said, dict):
+                    continue
+                if "ok" in said:
+                    if stopped is not None:
+                        raise stopped
+                    return said
+                if "progress" in said and stopped is None:
+                    try:
+                        progress(dict(said["progress"]))
+                    except Exception as error:
+                        stopped = error
+                        stream.send(b"cancel\n")
 
 
 class WriteRefusedError(GatewayError):
@@ -127,8 +170,13 @@ class UserWrites:
                                     field)
         return placed
 
-    def run(self, operation: str, **arguments: Any) -> dict[str, Any]:
-        answer = self.writer.run({"op": operation, **arguments})
+    def run(self, operation: str, *, progress: Progress | None = None,
+            **arguments: Any) -> dict[str, Any]:
+        """The writer's result for `operation` (with `progress`: reporting as it goes, see
+        `FileWriter.run_reporting`); WriteRefusedError for its refusal."""
+        request = {"op": operation, **arguments}
+        answer = (self.writer.run(request) if progress is None
+                  else self.writer.run_reporting(request, progress))
         if not answer["ok"]:
             raise WriteRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
                                     str(answer.get("field") or ""))
@@ -146,10 +194,11 @@ class UserWrites:
                         target=self.movable(target, "target_path"))
 
     def cp(self, path: str, target: str, *, dereference: bool, max_files: int,
-           max_bytes: int) -> dict[str, Any]:
-        return self.run("cp", path=self.place(path, "path"),
-                        target=self.movable(target, "target_path"), dereference=dereference,
-                        max_files=max_files, max_bytes=max_bytes)
+           max_bytes: int) -> Prepared:
+        """The copy of `path` to `target`, placed (refusals now), to be run."""
+        return Prepared(self, "cp", {
+            "path": self.place(path, "path"), "target": self.movable(target, "target_path"),
+            "dereference": dereference, "max_files": max_files, "max_bytes": max_bytes})
 
     def chmod(self, path: str, mode: str) -> dict[str, Any]:
         return self.run("chmod", path=self.place(path, "path"), mode=mode)
@@ -178,22 +227,37 @@ class UserWrites:
                         area=_spec(anchor))
 
     def compress(self, path: str, target: str, *, compression: str, dereference: bool,
-                 match_pattern: str | None, max_files: int, max_bytes: int) -> dict[str, Any]:
-        return self.run("compress", path=self.place(path, "path"),
-                        target=self.movable(target, "target_path"), compression=compression,
-                        dereference=dereference, match_pattern=match_pattern,
-                        max_files=max_files, max_bytes=max_bytes)
+                 match_pattern: str | None, max_files: int, max_bytes: int) -> Prepared:
+        """The archive of `path` at `target`, placed (refusals now), to be run."""
+        return Prepared(self, "compress", {
+            "path": self.place(path, "path"), "target": self.movable(target, "target_path"),
+            "compression": compression, "dereference": dereference,
+            "match_pattern": match_pattern, "max_files": max_files, "max_bytes": max_bytes})
 
     def extract(self, path: str, target: str, *, compression: str, max_files: int,
-                max_bytes: int) -> dict[str, Any]:
-        """`path` unpacked into `target`: a new folder, or an existing one (a root or job
-        folder itself too), where nothing is replaced (`archiver._Into`)."""
-        return self.run("extract", path=self.place(path, "path"),
-                        target=self.place(target, "target_path"), compression=compression,
-                        max_files=max_files, max_bytes=max_bytes)
+                max_bytes: int) -> Prepared:
+        """The archive `path` unpacked into `target`, placed (refusals now), to be run: a new
+        folder, or an existing one (a root or job folder itself too), where nothing is
+        replaced (`archiver._Into`)."""
+        return Prepared(self, "extract", {
+            "path": self.place(path, "path"), "target": self.place(target, "target_path"),
+            "compression": compression, "max_files": max_files, "max_bytes": max_bytes})
 
     def checksum(self, path: str) -> dict[str, Any]:
         return self.run("checksum", path=self.place(path, "path"))
 
     def file_type(self, path: str) -> dict[str, Any]:
         return self.run("file", path=self.place(path, "path"))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A long change whose places are decided (so its refusals came before it runs), to be
+    run now or by a task: `run(progress)`."""
+
+    writes: UserWrites
+    operation: str
+    arguments: dict[str, Any]
+
+    def run(self, progress: Progress | None = None) -> dict[str, Any]:
+        return self.writes.run(self.operation, progress=progress, **self.arguments)

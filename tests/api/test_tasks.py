@@ -1,0 +1,308 @@
+"""The long filesystem operations (`cp`, `compress`, `extract`) as background tasks kept in the
+store, on real `iri-gateway serve` processes on the `local` resource.
+
+A big copy and a big extract are seen `active` with growing progress, then `completed`; a
+task refused as it runs carries the problem the request would have had; another user's task
+is not found, to read or to delete; deleting a running task cancels it and leaves no partial
+target; a task is read through another replica on the same PostgreSQL; a serve killed with
+`kill -9` while a task runs leaves it `failed` (at the restart, or by the other replica),
+never `active` for ever.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.real_serve import serve_process
+from tests.api.test_filesystem import auth, local_profile
+from tests.conftest import clean_env, free_port
+from tests.databases import postgres_server, postgres_url  # noqa: F401
+
+V2 = "/api/v2"
+FOLDERS, FILES, SIZE = 60, 50, 32 * 1024
+"""The big tree: 3000 files of 32 KiB (about 94 MiB) in 60 folders."""
+
+
+@dataclass(frozen=True)
+class Gateway:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+def token(tokens: Path, user: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
+         "--data-dir", str(tokens.parent)],
+        capture_output=True, text=True, check=True, timeout=60,
+        env={**clean_env(), "IRI_GATEWAY_TOKENS_FILE": str(tokens)},
+    ).stdout.strip().splitlines()[-1]
+
+
+@contextmanager
+def gateway(profile: Path, data: Path, tokens: Path, **env: str) -> Iterator[Gateway]:
+    """A real serve of `profile` with its data in `data`, reading `tokens`; progress written
+    every 20 ms (so that polling sees it grow)."""
+    data.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = data / "serve.log"
+    argv = [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
+            str(port), "--data-dir", str(data), "--profiles", str(profile)]
+    environment = {**clean_env(), "IRI_GATEWAY_TOKENS_FILE": str(tokens),
+                   "IRI_GATEWAY_TASK_PROGRESS_INTERVAL": "0.02", **env}
+    with serve_process(argv, log, environment) as process:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                httpx.get(f"{url}{V2}/facility", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "serve did not answer"
+                time.sleep(0.1)
+        yield Gateway(url, process, log)
+
+
+@dataclass(frozen=True)
+class Site:
+    """The profile granting each user `<folder>/granted/<user>`, a shared tokens file with
+    alice's and bob's tokens, and alice's granted folder."""
+
+    profile: Path
+    tokens: Path
+    alice: str
+    bob: str
+    home: Path
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Site:
+    profile = local_profile(tmp_path, f'["{tmp_path}/granted/{{user}}"]')
+    tokens = tmp_path / "shared" / "tokens.json"
+    tokens.parent.mkdir()
+    home = tmp_path / "granted" / "alice"
+    home.mkdir(parents=True)
+    (tmp_path / "granted" / "bob").mkdir()
+    return Site(profile, tokens, token(tokens, "alice"), token(tokens, "bob"), home)
+
+
+def big_tree(folder: Path) -> Path:
+    for index in range(FOLDERS):
+        inner = folder / f"d{index:03}"
+        inner.mkdir(parents=True)
+        for number in range(FILES):
+            (inner / f"f{number:03}").write_bytes(bytes([index % 256]) * SIZE)
+    return folder
+
+
+def start(http: httpx.Client, user: str, operation: str, body: dict[str, Any]) -> str:
+    answer = http.post(f"{V2}/filesystem/{operation}/local", json=body, headers=auth(user))
+    assert answer.status_code == 201, answer.text
+    task_id: str = answer.json()["task_id"]
+    return task_id
+
+
+def read(http: httpx.Client, user: str, task_id: str) -> dict[str, Any]:
+    answer = http.get(f"{V2}/task/{task_id}", headers=auth(user))
+    assert answer.status_code == 200, answer.text
+    task: dict[str, Any] = answer.json()
+    return task
+
+
+def watch(http: httpx.Client, user: str, task_id: str, until: Any = None,
+          deadline: float = 300) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The progress seen while the task was active, and the task when `until(task)` (by
+    default: no longer pending or active)."""
+    until = until or (lambda task: task["status"] not in ("pending", "active"))
+    seen: list[dict[str, Any]] = []
+    end = time.monotonic() + deadline
+    while True:
+        task = read(http, user, task_id)
+        progress = (task["result"] or {}).get("progress")
+        if task["status"] == "active" and progress and (not seen or seen[-1] != progress):
+            seen.append(progress)
+        if until(task):
+            return seen, task
+        assert time.monotonic() < end, f"task still {task['status']} after {deadline} s"
+
+
+def assert_grows(seen: list[dict[str, Any]], entries: int, nbytes: int) -> None:
+    assert len(seen) >= 2, f"progress seen only {seen}: the work was too quick to watch"
+    done = [reading["bytes_done"] for reading in seen]
+    assert done == sorted(done) and done[0] < done[-1], seen
+    assert all(r["entries_total"] == entries and r["bytes_total"] == nbytes for r in seen)
+    assert seen[-1]["bytes_done"] <= nbytes
+
+
+def same_tree(one: Path, other: Path) -> bool:
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+                if p.is_file()}
+    return files(one) == files(other)
+
+
+def test_a_big_copy_and_extract_report_growing_progress_then_complete(site: Site,
+                                                                       tmp_path: Path) -> None:
+    source = big_tree(site.home / "big")
+    archive = site.home / "big.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(source, arcname="big")
+    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as http:
+        task_id = start(http, site.alice, "cp", {"path": str(source),
+                                                 "target_path": f"{site.home}/copy"})
+        seen, task = watch(http, site.alice, task_id)
+        assert task["status"] == "completed", task
+        assert task["result"]["output"]["name"] == f"{site.home}/copy"
+        assert_grows(seen, 1 + FOLDERS * (1 + FILES), FOLDERS * FILES * SIZE)
+        assert same_tree(source, site.home / "copy")
+
+        task_id = start(http, site.alice, "extract", {
+            "path": str(archive), "target_path": f"{site.home}/out",
+            "compression": "urn:doe-iri:compression:none"})
+        seen, task = watch(http, site.alice, task_id)
+        assert task["status"] == "completed", task
+        assert_grows(seen, 1 + FOLDERS * (1 + FILES), FOLDERS * FILES * SIZE)
+        assert same_tree(source, site.home / "out" / "big")
+
+
+def test_refusals_before_queueing_are_immediate_and_later_ones_are_the_tasks_error(
+        site: Site, tmp_path: Path) -> None:
+    (site.home / "tree").mkdir()
+    (site.home / "tree" / "a").write_text("a")
+    (site.home / "tree" / "out").symlink_to("/etc/passwd")
+    bad = site.home / "bad.tar"
+    with tarfile.open(bad, "w") as tar:
+        tar.addfile(tarfile.TarInfo("ok"))
+        tar.addfile(tarfile.TarInfo("../escape"))
+    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as http:
+        missing = http.post(f"{V2}/filesystem/cp/local", headers=auth(site.alice),
+                            json={"path": f"{site.home}/nothing",
+                                  "target_path": f"{site.home}/x"})
+        assert missing.status_code == 404, missing.text
+        taken = http.post(f"{V2}/filesystem/cp/local", headers=auth(site.alice),
+                          json={"path": f"{site.home}/tree", "target_path": str(bad)})
+        assert taken.status_code == 409, taken.text
+        assert taken.json()["invalid_params"][0]["name"] == "target_path"
+        unknown = http.post(f"{V2}/filesystem/extract/nowhere", headers=auth(site.alice),
+                            json={"path": str(bad), "target_path": f"{site.home}/x"})
+        assert unknown.status_code == 404, unknown.text
+
+        task = watch(http, site.alice, start(http, site.alice, "cp", {
+            "path": f"{site.home}/tree", "target_path": f"{site.home}/copy"}))[1]
+        assert task["status"] == "failed", task
+        error = task["result"]["error"]
+        assert error["status"] == 403 and error["title"] == "Forbidden", error
+        assert "'out'" in error["detail"] and error["invalid_params"][0]["name"] == "path"
+        assert not (site.home / "copy").exists(), "a failed copy leaves nothing"
+
+        task = watch(http, site.alice, start(http, site.alice, "extract", {
+            "path": str(bad), "target_path": f"{site.home}/out",
+            "compression": "urn:doe-iri:compression:none"}))[1]
+        assert task["status"] == "failed", task
+        assert task["result"]["error"]["status"] == 400
+        assert "'../escape'" in task["result"]["error"]["detail"]
+        assert sorted(p.name for p in site.home.iterdir()) == ["bad.tar", "tree"]
+
+
+def test_another_users_task_is_not_found_to_read_or_delete(site: Site, tmp_path: Path) -> None:
+    big_tree(site.home / "big")
+    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as http:
+        task_id = start(http, site.alice, "cp", {"path": f"{site.home}/big",
+                                                 "target_path": f"{site.home}/copy"})
+        for answer in (http.get(f"{V2}/task/{task_id}", headers=auth(site.bob)),
+                       http.delete(f"{V2}/task/{task_id}", headers=auth(site.bob))):
+            assert answer.status_code == 404, answer.text
+        assert task_id not in [t["id"] for t in http.get(f"{V2}/task",
+                                                         headers=auth(site.bob)).json()]
+        task = watch(http, site.alice, task_id)[1]
+        assert task["status"] == "completed", "bob's delete did not cancel alice's task"
+        assert http.delete(f"{V2}/task/{task_id}", headers=auth(site.bob)).status_code == 404
+        assert http.get(f"{V2}/task/{task_id}", headers=auth(site.alice)).status_code == 200
+        assert http.delete(f"{V2}/task/{task_id}", headers=auth(site.alice)).status_code == 200
+        assert http.get(f"{V2}/task/{task_id}", headers=auth(site.alice)).status_code == 404
+
+
+@pytest.mark.parametrize("operation", ["cp", "compress", "extract"])
+def test_deleting_a_running_task_cancels_it_and_leaves_no_partial_target(
+        site: Site, tmp_path: Path, operation: str) -> None:
+    source = big_tree(site.home / "big")
+    if operation == "extract":
+        with tarfile.open(site.home / "big.tar", "w") as tar:
+            tar.add(source, arcname="big")
+        source = site.home / "big.tar"
+    before = sorted(p.name for p in site.home.iterdir())
+    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as http:
+        task_id = start(http, site.alice, operation, {
+            "path": str(source), "target_path": f"{site.home}/made",
+            "compression": "urn:doe-iri:compression:none"} if operation != "cp" else {
+            "path": str(source), "target_path": f"{site.home}/made"})
+        watch(http, site.alice, task_id, until=lambda task: task["status"] == "active"
+              and task["result"] and "progress" in task["result"])
+        answer = http.delete(f"{V2}/task/{task_id}", headers=auth(site.alice))
+        assert answer.status_code == 200 and "canceled" in answer.json(), answer.text
+        task = watch(http, site.alice, task_id,
+                     until=lambda task: task["result"].get("stopped") is True)[1]
+        assert task["status"] == "canceled", task
+        assert sorted(p.name for p in site.home.iterdir()) == before, "nothing partial left"
+
+
+def test_kill_9_during_a_task_leaves_it_failed_at_the_next_start(site: Site,
+                                                                 tmp_path: Path) -> None:
+    big_tree(site.home / "big")
+    data = tmp_path / "data"
+    with gateway(site.profile, data, site.tokens) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as http:
+        task_id = start(http, site.alice, "cp", {"path": f"{site.home}/big",
+                                                 "target_path": f"{site.home}/copy"})
+        watch(http, site.alice, task_id, until=lambda task: task["status"] == "active")
+        os.kill(served.process.pid, signal.SIGKILL)
+        served.process.wait(timeout=30)
+    with gateway(site.profile, data, site.tokens) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as http:
+        task = read(http, site.alice, task_id)
+        assert task["status"] == "failed", task
+        assert "stopped or died" in task["result"]["error"]["detail"]
+
+
+def test_tasks_are_shared_by_replicas_and_a_dead_replicas_task_fails(
+        site: Site, tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
+    big_tree(site.home / "big")
+    (site.home / "small").write_text("small")
+    env = {"IRI_GATEWAY_DATABASE_URL": postgres_url}
+    with ExitStack() as stack:
+        a = stack.enter_context(gateway(site.profile, tmp_path / "a", site.tokens, **env))
+        b = stack.enter_context(gateway(site.profile, tmp_path / "b", site.tokens, **env))
+        via_a = stack.enter_context(httpx.Client(base_url=a.url, timeout=60))
+        via_b = stack.enter_context(httpx.Client(base_url=b.url, timeout=60))
+        small = start(via_a, site.alice, "cp", {"path": f"{site.home}/small",
+                                                "target_path": f"{site.home}/small2"})
+        task = watch(via_b, site.alice, small)[1]
+        assert task["status"] == "completed", task
+        assert via_b.get(f"{V2}/task/{small}", headers=auth(site.bob)).status_code == 404
+
+        big = start(via_a, site.alice, "cp", {"path": f"{site.home}/big",
+                                              "target_path": f"{site.home}/copy"})
+        watch(via_b, site.alice, big, until=lambda task: task["status"] == "active")
+        os.kill(a.process.pid, signal.SIGKILL)
+        a.process.wait(timeout=30)
+        task = watch(via_b, site.alice, big, deadline=60)[1]
+        assert task["status"] == "failed", task
+        assert "stopped or died" in task["result"]["error"]["detail"]

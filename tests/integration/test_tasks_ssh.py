@@ -1,0 +1,100 @@
+"""The long filesystem operations as background tasks through the test cluster's real SSH
+login node: the writer runs there as the mapped account and prints its progress as lines the
+gateway reads while it runs; a cancel is a line sent to it, and it removes what it wrote
+before its task reads `stopped`.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.test_tasks import FILES, FOLDERS, SIZE, assert_grows, big_tree, same_tree, watch
+from tests.integration.conftest import ClusterInfo
+from tests.integration.gateway_process import Gateway, serve
+
+pytestmark = pytest.mark.integration
+V2 = "/api/v2"
+RESOURCE = "cluster-ssh"
+
+
+@pytest.fixture(scope="module")
+def gateway(cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Gateway]:
+    """A real serve of the cluster profile, writing progress every 20 ms."""
+    data = tmp_path_factory.mktemp("ssh-tasks") / "data"
+    with serve(cluster_profile, data,
+               env={"IRI_GATEWAY_TASK_PROGRESS_INTERVAL": "0.02"}) as served:
+        yield served
+
+
+@pytest.fixture
+def work(cluster: ClusterInfo) -> Iterator[Path]:
+    """A folder in the login account's home holding the big tree and its tar archive,
+    owned by that account."""
+    home = subprocess.run(["getent", "passwd", cluster.ssh_user], capture_output=True,
+                          text=True, check=True).stdout.split(":")[5]
+    folder = Path(home) / f"iri-tasks-{uuid.uuid4()}"
+    source = big_tree(folder / "big")
+    with tarfile.open(folder / "big.tar", "w") as tar:
+        tar.add(source, arcname="big")
+    account = pwd.getpwnam(cluster.ssh_user)
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, account.pw_uid, account.pw_gid)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def start(http: httpx.Client, gateway: Gateway, operation: str, body: dict[str, str]) -> str:
+    answer = http.post(f"{V2}/filesystem/{operation}/{RESOURCE}", json=body,
+                       headers=gateway.headers())
+    assert answer.status_code == 201, answer.text
+    task_id: str = answer.json()["task_id"]
+    return task_id
+
+
+def test_copy_and_extract_over_ssh_report_growing_progress_then_complete(
+        gateway: Gateway, work: Path) -> None:
+    total = (1 + FOLDERS * (1 + FILES), FOLDERS * FILES * SIZE)
+    with httpx.Client(base_url=gateway.url, timeout=120) as http:
+        token = gateway.token
+        seen, task = watch(http, token, start(http, gateway, "cp", {
+            "path": f"{work}/big", "target_path": f"{work}/copy"}))
+        assert task["status"] == "completed", task
+        assert_grows(seen, *total)
+        assert same_tree(work / "big", work / "copy")
+
+        seen, task = watch(http, token, start(http, gateway, "extract", {
+            "path": f"{work}/big.tar", "target_path": f"{work}/out",
+            "compression": "urn:doe-iri:compression:none"}))
+        assert task["status"] == "completed", task
+        assert_grows(seen, *total)
+        assert same_tree(work / "big", work / "out" / "big")
+
+
+@pytest.mark.parametrize("operation", ["cp", "extract"])
+def test_a_cancel_over_ssh_stops_the_remote_work_and_leaves_nothing(
+        gateway: Gateway, work: Path, operation: str) -> None:
+    before = sorted(p.name for p in work.iterdir())
+    body = ({"path": f"{work}/big", "target_path": f"{work}/made"} if operation == "cp" else
+            {"path": f"{work}/big.tar", "target_path": f"{work}/made",
+             "compression": "urn:doe-iri:compression:none"})
+    with httpx.Client(base_url=gateway.url, timeout=120) as http:
+        task_id = start(http, gateway, operation, body)
+        watch(http, gateway.token, task_id, until=lambda task: task["status"] == "active"
+              and "progress" in (task["result"] or {}))
+        answer = http.delete(f"{V2}/task/{task_id}", headers=gateway.headers())
+        assert answer.status_code == 200, answer.text
+        task = watch(http, gateway.token, task_id,
+                     until=lambda task: task["result"].get("stopped") is True)[1]
+        assert task["status"] == "canceled", task
+    assert sorted(p.name for p in work.iterdir()) == before, "nothing partial left"
