@@ -90,7 +90,8 @@ def test_bare_container_job_runs_in_the_staged_image(
         "container": {"image": cluster.image_cpu},
     })
     assert record.plan["runtime"] == "slurm-oci"
-    assert "srun --nodes=1 --ntasks=1 --ntasks-per-node=1" in record.script
+    assert "--nodes=1 --ntasks=1 --ntasks-per-node=1 \"--container=$iri_oci_bundle\"" in (
+        record.script)
     out, _ = finished(cluster_engine, record)
     assert out == "cpu\n"
     # The bundle was the job's own and is gone; the staged root filesystem stays cached.
@@ -130,8 +131,8 @@ def test_environment_and_working_directories(
     cluster_engine: Engine, cluster: ClusterInfo, shared_dir: Path
 ) -> None:
     hostile = "a 'b' \"c\" $(touch /tmp/pwned-oci) `id` \\ ; *"
-    report = 'echo "V=[$V]"; echo "PATH=$PATH"; pwd; ls'
-    (shared_dir / "marker.txt").write_text("x")
+    report = 'echo "V=[$V]"; echo "PATH=$PATH"; pwd; cat marker.txt'
+    (shared_dir / "marker.txt").write_text("the job directory\n")
     in_job_dir = submit(cluster_engine, "cluster-oci", {
         "executable": "/bin/sh", "arguments": ["-c", report],
         "environment": {"V": hostile, "PATH": "/bin:/usr/bin"},
@@ -145,7 +146,7 @@ def test_environment_and_working_directories(
     })
     out, _ = finished(cluster_engine, in_job_dir)
     assert out.splitlines() == [f"V=[{hostile}]", "PATH=/bin:/usr/bin", str(shared_dir),
-                                "marker.txt"]
+                                "the job directory"]
     assert not Path("/tmp/pwned-oci").exists()
     out, _ = finished(cluster_engine, in_workdir)
     assert out == "/etc\ncpu\n"
@@ -183,8 +184,9 @@ def test_cancel_leaves_no_process_on_the_node(
         "container": {"image": cluster.image_cpu},
     })
     wait_for(cluster_engine, record.id, lambda r: r.state == JobState.ACTIVE)
+    output = shared_dir / f"iri-{record.id}.out"
     deadline = time.monotonic() + 60
-    while cluster_engine.read_output(owner="root", job_id=record.id).count("started") < 2:
+    while not output.exists() or output.read_text().count("started") < 2:
         assert time.monotonic() < deadline, "the containers did not start"
         time.sleep(0.3)
     assert _processes(marker), "the program runs before the cancel"
