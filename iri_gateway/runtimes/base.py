@@ -70,6 +70,9 @@ class Runtime(ABC):
     binds_job_directory: ClassVar[bool] = False
     """The runtime binds the job directory into the container itself, so the directory's path
     must be expressible in its mount syntax (no ':' or ',')."""
+    mpi_refusal: ClassVar[str | None] = None
+    """Why this runtime can never bind MPI, whatever a profile says (the reason a job asking
+    for MPI in it is refused with); None: it can when the profile gives an MPI binding."""
     stages_in_launch: ClassVar[bool] = False
     """The runtime's template stages the image itself (into the user's cache, as the job's
     user), so the profile's `staging` command is not run as a separate step."""

@@ -133,8 +133,8 @@ class SlurmOci(Runtime):
     program = "srun"
     image_forms = frozenset({"oci", "docker-uri", "shifter", "sandbox"})
     rank = 60
-    binds_hosts_file = True
     stages_in_launch = True
+    mpi_refusal = NO_RANKS_REASON
 
     def image_reference(self, ref: ImageRef) -> str | None:
         if ref.form == "sandbox":
@@ -190,9 +190,8 @@ class SlurmOci(Runtime):
                 where, ONE_TASK_REASON,
                 f"one process per node: process_count at most node_count ({shape.node_count})",
             ))
-        if decision.use_mpi or decision.launcher == "mpi":
-            where = "container.mpi" if decision.use_mpi else "launcher"
-            problems.append(Problem(where, NO_RANKS_REASON, "launcher 'multiple' or 'single'"))
+        if decision.launcher == "mpi" and not decision.use_mpi:  # use_mpi: see mpi_refusal
+            problems.append(Problem("launcher", NO_RANKS_REASON, "single, multiple"))
         return problems
 
     def invocation(self, decision: Decision) -> Invocation:
