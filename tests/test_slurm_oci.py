@@ -16,6 +16,7 @@ from iri_gateway.errors import JobRejectedError
 from iri_gateway.models.profile import FacilityProfile
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.capabilities import capabilities
 from iri_gateway.profiles.loading import ProfileRegistry
 
 REGISTRY = ProfileRegistry.builtin()
@@ -167,3 +168,12 @@ def test_the_script_writes_the_config_with_every_value_intact(tmp_path: Path) ->
     assert config["linux"]["uidMappings"] == [{"containerID": 0, "hostID": uid, "size": 1}]
     assert not list(tmp_path.rglob("CANARY"))
     assert not list(directory.glob(".iri-oci-*")), "the bundle is removed after the step"
+
+
+def test_capabilities_say_what_slurm_oci_is_here() -> None:
+    (runtime,) = capabilities(REGISTRY.get("oci-cpu")).runtimes
+    assert (runtime.name, runtime.oci_conf, runtime.max_processes_per_node) == (
+        "slurm-oci", "runc", 1)
+    assert runtime.rootfs_cache == "$HOME/.cache/iri-gateway/oci"
+    assert runtime.image_staging == "job: /opt/site/bin/stage-rootfs IMAGE FOLDER"
+    assert runtime.mpi is None and runtime.gpu is None

@@ -70,6 +70,8 @@ class Runtime(ABC):
     binds_job_directory: ClassVar[bool] = False
     """The runtime binds the job directory into the container itself, so the directory's path
     must be expressible in its mount syntax (no ':' or ',')."""
+    max_processes_per_node: ClassVar[int | None] = None
+    """Processes one node may run in this runtime (None: only the hardware limits it)."""
     mpi_refusal: ClassVar[str | None] = None
     """Why this runtime can never bind MPI, whatever a profile says (the reason a job asking
     for MPI in it is refused with); None: it can when the profile gives an MPI binding."""

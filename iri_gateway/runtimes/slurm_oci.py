@@ -135,6 +135,7 @@ class SlurmOci(Runtime):
     rank = 60
     stages_in_launch = True
     mpi_refusal = NO_RANKS_REASON
+    max_processes_per_node = 1
 
     def image_reference(self, ref: ImageRef) -> str | None:
         if ref.form == "sandbox":
@@ -183,7 +184,8 @@ class SlurmOci(Runtime):
                 "bundle's process.args with the step's command, so the image's own "
                 "entrypoint is not known", "an executable",
             ))
-        if shape.processes_on_busiest_node > 1:
+        limit = self.max_processes_per_node or shape.processes_on_busiest_node
+        if shape.processes_on_busiest_node > limit:
             where = ("resources.processes_per_node" if shape.processes_per_node is not None
                      else "resources.process_count")
             problems.append(Problem(
