@@ -244,3 +244,21 @@ def test_over_the_ssh_login_node_as_alice(cluster_engine: Engine, cluster: Clust
     # Staged by alice, as alice, into her own cache.
     cached = list(Path("/home/alice/.cache/iri-gateway/oci").glob("*"))
     assert cached and all(path.owner() == "alice" for path in cached), cached
+
+
+def test_cluster_job_members_each_run_in_their_own_bundle(
+    cluster_engine: Engine, cluster: ClusterInfo, shared_dir: Path
+) -> None:
+    report = (f'echo "$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX $(cat {FLAVOUR}) '
+              '$(awk \'$2 == "worker1" { print "found" }\' /etc/hosts)"')
+    record = submit(cluster_engine, "cluster-oci", {
+        "executable": "/bin/sh", "arguments": ["-c", report],
+        "directory": str(shared_dir),
+        "container": {"image": cluster.image_cpu},
+        "cluster_lifecycle": "all_must_end",
+        "roles": [{"name": "master", "count": 1}, {"name": "worker", "count": 1}],
+    })
+    out, _ = finished(cluster_engine, record)
+    assert out == "master1 cpu found\n"
+    folder = shared_dir / f".iri-cluster-{record.native_id}"
+    assert (folder / "worker1.out").read_text() == "worker1 cpu found\n"
