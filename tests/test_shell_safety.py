@@ -160,7 +160,10 @@ def test_the_pairs_cover_every_runtime_and_scheduler_the_shipped_profiles_offer(
         for loaded in REGISTRY
         for runtime in [*loaded.resource.runtimes.available(), "none"]
     }
-    assert reachable <= {(combo.runtime, combo.scheduler) for combo in COMBOS}
+    # slurm-oci needs Slurm itself (the bundle is read by slurmstepd): its pairs run on the
+    # real test cluster instead (see "Slurm's own containers" below).
+    stand_in_pairs = {(combo.runtime, combo.scheduler) for combo in COMBOS}
+    assert reachable <= stand_in_pairs | {("slurm-oci", "slurm")}
 
 
 def test_every_standin_says_it_is_one() -> None:
@@ -815,6 +818,90 @@ def test_executable_path_with_a_space_and_a_quote_runs() -> None:
         sif_name="it's an image",
         stdout_name="out file's %j",
     ))
+
+
+# ---------------------------------------------------------------------------------------------
+# Slurm's own containers (slurm-oci): arguments and environment through the real Slurm OCI path
+# ---------------------------------------------------------------------------------------------
+#
+# No stand-in: the script is planned for the test cluster's `cluster-oci` resource and
+# submitted with the real sbatch; slurmstepd reads the bundle the script wrote and rootless
+# runc starts the image, whose /bin/sh writes every argument and the job's variables,
+# NUL-separated, into the job directory (bound into the container as its working directory).
+
+OCI_REPORT = 'for a in "$@"; do printf "%s\\0" "$a"; done > args.bin; {names}pwd > cwd.txt'
+
+
+@pytest.fixture(scope="module")
+def oci_resource(tmp_path_factory: pytest.TempPathFactory) -> LoadedResource:
+    from tests.integration.conftest import running_cluster, write_cluster_profile
+
+    cluster = running_cluster()
+    os.environ["SLURM_CONF"] = str(cluster.slurm_conf)
+    profile = write_cluster_profile(cluster, tmp_path_factory.mktemp("oci-profile"))
+    return ProfileRegistry.from_files([profile]).get("cluster-oci")
+
+
+def run_in_slurm_oci(resource: LoadedResource, arguments: list[str],
+                     environment: dict[str, str]) -> None:
+    """One job through sbatch, srun --container and runc; its program must see exactly
+    `arguments` and `environment`, and no payload may run."""
+    names = "".join(f'printf "%s\\0" "${{{name}-<unset>}}" >> env.bin; '
+                    for name in environment)
+    with scratch() as base:
+        base.chmod(0o755)
+        directory = base / "job"
+        directory.mkdir()
+        doc = {
+            "executable": "/bin/sh",
+            "arguments": ["-c", OCI_REPORT.format(names=names), "sh", *arguments],
+            "environment": environment,
+            "directory": str(directory),
+            "container": {"image": "localhost/iri-test/app:cpu"},
+        }
+        script = make_plan(parse_jobspec(doc), resource).script
+        (base / "job.sh").write_text(script, encoding="utf-8")
+        done = subprocess.run(["sbatch", "--wait", "--quiet", str(base / "job.sh")],
+                              capture_output=True, text=True, timeout=180, cwd=base)
+        where = f"{done.stderr}\n{script}"
+        assert done.returncode == 0, where
+        assert (directory / "cwd.txt").read_text() == f"{directory}\n", where
+        recorded = (directory / "args.bin").read_bytes().split(b"\0")[:-1]
+        assert [arg.decode("utf-8") for arg in recorded] == arguments, where
+        if environment:
+            values = (directory / "env.bin").read_bytes().split(b"\0")[:-1]
+            assert dict(zip(environment, (v.decode("utf-8") for v in values), strict=True)) == (
+                environment), where
+        assert canaries(base) == [] and not Path(CANARY).exists(), where
+
+
+def test_arguments_with_quotes_and_substitutions_reach_a_slurm_oci_container(
+    oci_resource: LoadedResource,
+) -> None:
+    run_in_slurm_oci(oci_resource, [
+        "it's $(whoami)", "`touch CANARY`", "; touch CANARY #", "'; touch CANARY; '",
+        "$(touch CANARY)", "", "--help", "*", "a\nb", "\\", "-n", '{"x": "\\u0000"}',
+    ], {})
+
+
+def test_environment_values_reach_a_slurm_oci_container(oci_resource: LoadedResource) -> None:
+    run_in_slurm_oci(oci_resource, [], {
+        "GREETING": "line one\nline two",
+        "QUOTES": "it's \"$(touch CANARY)\" `touch CANARY`",
+        "EMPTY": "",
+        "COMMA": "a,b=c;d",
+        "JSONISH": '"\\u0000", "x": [',
+    })
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(arguments=st.lists(st.one_of(st.just(""), hostile()), max_size=4),
+       environment=st.dictionaries(env_names, st.one_of(st.just(""), hostile()), max_size=3))
+def test_hostile_arguments_and_environment_reach_a_slurm_oci_container(
+    oci_resource: LoadedResource, arguments: list[str], environment: dict[str, str],
+) -> None:
+    run_in_slurm_oci(oci_resource, arguments, environment)
 
 
 # ---------------------------------------------------------------------------------------------

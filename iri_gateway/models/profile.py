@@ -400,6 +400,18 @@ class RuntimeConfig(_Strict):
         default_factory=list,
         description="Regular expressions; a job's extra option must match one fully",
     )
+    oci_conf: Literal["runc", "ch-run-oci"] | None = Field(
+        default=None,
+        description="slurm-oci only, and required there: the runtime the site's Slurm "
+        "oci.conf drives for `srun --container` ('runc'; 'ch-run-oci' is refused: "
+        "Charliecloud 0.31's ch-run-oci cannot run Slurm's bundles, see docs/runtimes-real.md)",
+    )
+    rootfs_cache: SiteWord | None = Field(
+        default=None,
+        description="slurm-oci only: the folder, per user (e.g. '$HOME/.cache/iri-gateway/oci'), "
+        "where the batch script stages an image's root filesystem with `staging.command IMAGE "
+        "FOLDER` (needed with staging when 'job')",
+    )
 
     @field_validator("allowed_extra_options")
     @classmethod
@@ -601,6 +613,17 @@ class Resource(_Strict):
                 f"'local', not {self.scheduler.kind!r}; describe the nodes of a "
                 f"{self.scheduler.kind} resource by hand"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _runtimes_fit(self) -> Resource:
+        """A runtime block may ask what its runtime cannot do here (see `config_errors`)."""
+        for name in self.runtimes.available():
+            config = self.runtimes.get(name)
+            assert config is not None
+            errors = RUNTIMES[name].config_errors(config, self.scheduler.kind)
+            if errors:
+                raise ValueError("; ".join(f"runtimes.{name}.{error}" for error in errors))
         return self
 
     @model_validator(mode="after")

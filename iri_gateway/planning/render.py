@@ -106,6 +106,8 @@ def _one_staging(decision: Decision, when: str) -> list[list[str]]:
     config = decision.runtime_config
     if config is None or decision.image is None or config.staging.when != when:
         return []
+    if RUNTIMES[decision.runtime].stages_in_launch:
+        return []
     return [[*(SiteWord(word) for word in config.staging.command), decision.image]]
 
 

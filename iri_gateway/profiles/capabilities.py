@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from iri_gateway.models.limits import JobSpecLimits
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import ClusterJobs, RuntimeConfig
+from iri_gateway.runtimes import RUNTIMES
 
 
 class QueueCapability(BaseModel):
@@ -42,6 +43,19 @@ class RuntimeCapability(BaseModel):
     image_staging: str
     oci_mode: bool = Field(
         default=False, description="Apptainer runs in OCI mode (`--oci`), taking CDI devices"
+    )
+    oci_conf: str | None = Field(
+        default=None,
+        description="slurm-oci: the runtime the site's Slurm oci.conf drives ('runc')",
+    )
+    rootfs_cache: str | None = Field(
+        default=None,
+        description="slurm-oci: where the job's user's staged root filesystems are kept",
+    )
+    max_processes_per_node: int | None = Field(
+        default=None,
+        description="Processes a node may run in this runtime (None: no limit of its own; "
+        "slurm-oci: 1, Slurm 22.05 runs one container task per node)",
     )
 
 
@@ -107,6 +121,8 @@ def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapabili
         if mpi.gpu_flags:
             mpi_text += f" (with GPUs: {' '.join(mpi.gpu_flags)})"
     staging = config.staging
+    runtime = RUNTIMES[name]
+    staged_into = " FOLDER" if runtime.stages_in_launch else ""
     return RuntimeCapability(
         name=name,
         default=default,
@@ -119,8 +135,11 @@ def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapabili
         image_forms=list(config.image_forms),
         allowed_extra_options=list(config.allowed_extra_options),
         image_staging=staging.when if staging.when == "never"
-        else f"{staging.when}: {' '.join(staging.command)} IMAGE",
+        else f"{staging.when}: {' '.join(staging.command)} IMAGE{staged_into}",
         oci_mode=config.oci_mode,
+        oci_conf=config.oci_conf,
+        rootfs_cache=config.rootfs_cache,
+        max_processes_per_node=runtime.max_processes_per_node,
     )
 
 

@@ -23,6 +23,7 @@ from iri_gateway.models.images import ImageForm, ImageRef
 from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
+    from iri_gateway.errors import Problem
     from iri_gateway.models.plan import Decision
     from iri_gateway.models.profile import RuntimeConfig
 
@@ -69,6 +70,14 @@ class Runtime(ABC):
     binds_job_directory: ClassVar[bool] = False
     """The runtime binds the job directory into the container itself, so the directory's path
     must be expressible in its mount syntax (no ':' or ',')."""
+    max_processes_per_node: ClassVar[int | None] = None
+    """Processes one node may run in this runtime (None: only the hardware limits it)."""
+    mpi_refusal: ClassVar[str | None] = None
+    """Why this runtime can never bind MPI, whatever a profile says (the reason a job asking
+    for MPI in it is refused with); None: it can when the profile gives an MPI binding."""
+    stages_in_launch: ClassVar[bool] = False
+    """The runtime's template stages the image itself (into the user's cache, as the job's
+    user), so the profile's `staging` command is not run as a separate step."""
     slurm_spank_options: ClassVar[bool] = False
     """Under Slurm, the image and volumes go into `#SBATCH` lines (SPANK plug-in options), so
     they must not hold Slurm's separators."""
@@ -85,6 +94,24 @@ class Runtime(ABC):
     @abstractmethod
     def invocation(self, decision: Decision) -> Invocation:
         """Options, image and command for the launch line."""
+
+    def config_errors(self, config: RuntimeConfig, scheduler_kind: str) -> list[str]:
+        """What a profile asks of this runtime that it cannot do (`field: reason` each; the
+        profile is refused with them). The Slurm OCI settings belong to runtimes that run
+        bundles through Slurm; every other runtime refuses them rather than ignore them."""
+        errors = []
+        if config.oci_conf is not None:
+            errors.append(f"oci_conf: {self.name} is not run through Slurm's oci.conf "
+                          "(a slurm-oci setting)")
+        if config.rootfs_cache is not None:
+            errors.append(f"rootfs_cache: {self.name} stages no root filesystems "
+                          "(a slurm-oci setting)")
+        return errors
+
+    def refusals(self, decision: Decision) -> list[Problem]:
+        """Why the negotiated job cannot run in this runtime, beyond the checks every
+        runtime shares (each names the JobSpec field); none by default."""
+        return []
 
     def injects_cdi(self, config: RuntimeConfig | None) -> bool:
         """True when the runtime, configured as `config`, can inject CDI devices."""

@@ -126,8 +126,16 @@ def cluster() -> Iterator[ClusterInfo]:
 PROFILE_TEMPLATE = Path(__file__).parent / "cluster-profile.yaml.in"
 
 
-@pytest.fixture(scope="module")
-def cluster_profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def running_cluster() -> ClusterInfo:
+    """The test cluster as `scripts/cluster env` describes it (for tests outside this folder,
+    which run after `scripts/test-all` has started it)."""
+    env = _run_script("env", 30)
+    if env.returncode != 0:
+        pytest.fail(f"scripts/cluster env failed:\n{env.stderr}", pytrace=False)
+    return ClusterInfo.from_env_lines(env.stdout)
+
+
+def write_cluster_profile(cluster: ClusterInfo, folder: Path) -> Path:
     """The test cluster's profile with the running cluster's SSH settings filled in."""
     text = PROFILE_TEMPLATE.read_text()
     for placeholder, value in {
@@ -135,9 +143,15 @@ def cluster_profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFacto
         "@@SSH_KEY@@": str(cluster.ssh_key), "@@SSH_USER@@": cluster.ssh_user,
     }.items():
         text = text.replace(placeholder, value)
-    path = tmp_path_factory.mktemp("cluster-profile") / "cluster.yaml"
+    path = folder / "cluster.yaml"
     path.write_text(text)
     return path
+
+
+@pytest.fixture(scope="module")
+def cluster_profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test cluster's profile with the running cluster's SSH settings filled in."""
+    return write_cluster_profile(cluster, tmp_path_factory.mktemp("cluster-profile"))
 
 
 def make_engine(profile: Path, data: Path) -> Engine:

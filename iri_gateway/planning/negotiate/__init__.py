@@ -167,7 +167,7 @@ def _negotiate_one(
 
     if problems or choice is None:
         raise JobRejectedError(resource.id, problems)
-    return Decision(
+    decision = Decision(
         spec=spec,
         resource=loaded,
         queue=queue,
@@ -188,6 +188,11 @@ def _negotiate_one(
         extra_options=choice.extra_options,
         warnings=warnings,
     )
+    # What only this runtime cannot do is known once the rest is settled (shape, launcher).
+    refusals = choice.runtime.refusals(decision)
+    if refusals:
+        raise JobRejectedError(resource.id, refusals)
+    return decision
 
 
 _negotiate_flavour = partial(_negotiate_one, nul_checked=True)

@@ -170,7 +170,12 @@ def check_mpi(choice: ContainerChoice, resource: Resource, problems: list[Proble
             "container.mpi", f"{resource.id} has no MPI", "mpi: false, or launcher 'single'"
         ))
         return
-    if choice.config is not None and choice.config.mpi is None:
+    if choice.config is not None and choice.runtime.mpi_refusal is not None:
+        problems.append(Problem(
+            "container.mpi", f"{choice.runtime.name}: {choice.runtime.mpi_refusal}",
+            "mpi: false (one process per node, no ranks)",
+        ))
+    elif choice.config is not None and choice.config.mpi is None:
         with_mpi = [
             n for n in resource.runtimes.available()
             if (c := resource.runtimes.get(n)) is not None and c.mpi is not None
