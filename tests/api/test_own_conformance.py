@@ -31,8 +31,8 @@ from schemathesis.core.failures import Failure as SchemathesisFailure
 from schemathesis.core.transport import Response
 
 from iri_gateway.api.export import openapi_document
-from tests.api.checker_faults import Failure, excuse_for, media_type, problem_parts
 from tests.api import test_official_conformance as official
+from tests.api.checker_faults import Failure, excuse_for, media_type, problem_parts
 from tests.api.test_official_conformance import (  # noqa: F401  (the fixture)
     OFFICIAL_SCHEMAS,
     Server,

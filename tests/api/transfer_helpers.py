@@ -10,10 +10,10 @@ of the process's peak resident size, so a spike between two samples is not misse
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import subprocess
 import sys
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
