@@ -592,7 +592,12 @@ def _change(row: JobRow, state: JobState, message: str, now: float,
 
 def _matching(query: Select[_Row], **filters: Unpack[JobFilters]) -> Select[_Row]:
     """`query` narrowed to the rows every given filter admits (`find` and `count` share it,
-    so a page and its total always agree)."""
+    so a page and its total always agree). A filter it does not know is a TypeError, as an
+    unknown keyword is: never a filter silently dropped (every job matching)."""
+    unknown = sorted(set(filters) - set(JobFilters.__annotations__))
+    if unknown:
+        raise TypeError(f"unknown job filters: {', '.join(unknown)} (known: "
+                        f"{', '.join(JobFilters.__annotations__)})")
     owner, resource_id = filters.get("owner"), filters.get("resource_id")
     states, name, text = filters.get("states"), filters.get("name"), filters.get("text")
     if owner is not None:
