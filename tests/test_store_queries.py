@@ -8,7 +8,7 @@ from itertools import count
 import pytest
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service.store import MAX_SQL_OFFSET, JobStore, StateChange
+from iri_gateway.service.store import MAX_SQL_OFFSET, JobFilters, JobStore, StateChange
 from tests.conftest import stored_plan
 
 
@@ -43,6 +43,22 @@ def test_find_filters_before_paging_oldest_first(database_url: str) -> None:
     assert store.find(owner="carol") == []
     assert len(store.find()) == 8
     assert ids(store.find(name="no such name")) == []
+
+
+def test_find_and_count_take_one_filter_set_and_refuse_an_unknown_filter(
+        database_url: str) -> None:
+    """`find` and `count` share `JobFilters`: the same dictionary gives a page and its total;
+    a misspelt filter is a TypeError, never a filter dropped (which would match every job)."""
+    store = clocked_store(database_url)
+    mine = [make(store, name="n") for _ in range(3)]
+    make(store, owner="bob", name="n")
+    filters: JobFilters = {"owner": "alice", "name": "n"}
+    assert [r.id for r in store.find(**filters)] == mine
+    assert store.count(**filters) == 3
+    with pytest.raises(TypeError, match="unknown job filters: ownr"):
+        store.find(ownr="alice")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unknown job filters: ownr"):
+        store.count(ownr="alice")  # type: ignore[call-arg]
 
 
 def test_newest_first_text_and_count_agree_with_the_page(database_url: str) -> None:

@@ -47,6 +47,7 @@ from iri_gateway.service.files.access import FileReader, FileRefusedError, UserF
 from iri_gateway.service.replicas import Replica
 from iri_gateway.service.store import (
     IdempotencyKeyTakenError,
+    JobFilters,
     JobRecord,
     JobStore,
     StateChange,
@@ -501,9 +502,9 @@ class Engine:
     ) -> JobPage:
         """One page of the owner's jobs on every resource, newest first, and how many match
         in all: a list of any length is read one page at a time."""
-        records = self.store.find(owner=owner, states=states, text=text, newest_first=True,
-                                  offset=offset, limit=limit)
-        total = self.store.count(owner=owner, states=states, text=text)
+        filters: JobFilters = {"owner": owner, "states": states, "text": text}
+        records = self.store.find(newest_first=True, offset=offset, limit=limit, **filters)
+        total = self.store.count(**filters)
         return JobPage(records=records, total=total)
 
     # ---- resources ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Select, func, or_, select, update
@@ -212,6 +212,20 @@ class _RecentRecords:
         return len(self._records)
 
 
+class JobFilters(TypedDict, total=False):
+    """Which jobs `JobStore.find` and `JobStore.count` take (each given one must hold; None
+    or absent: no filter): one signature for both, so a page and its total cannot be asked
+    with different filters by mistake."""
+
+    owner: str | None
+    resource_id: str | None
+    states: Sequence[JobState] | None
+    name: str | None
+    """The JobSpec's name, exactly."""
+    text: str | None
+    """A part of the JobSpec's name or of the job id, any case."""
+
+
 class JobStore:
     """CRUD and state transitions of job records."""
 
@@ -366,18 +380,13 @@ class JobStore:
     def find(
         self,
         *,
-        owner: str | None = None,
-        resource_id: str | None = None,
-        states: Sequence[JobState] | None = None,
-        name: str | None = None,
-        text: str | None = None,
         newest_first: bool = False,
         offset: int = 0,
         limit: int | None = None,
+        **filters: Unpack[JobFilters],
     ) -> list[JobRecord]:
-        """Records matching every filter given, oldest first (newest first with
-        `newest_first`); `name` is the JobSpec's name, `text` a part of the name or the id
-        (any case).
+        """Records matching every filter given (`JobFilters`), oldest first (newest first
+        with `newest_first`).
 
         Filters apply before `offset` and `limit`, so a page holds only matching jobs.
         """
@@ -386,26 +395,16 @@ class JobStore:
         offset = min(offset, MAX_SQL_OFFSET)
         order = ((JobRow.created_at.desc(), JobRow.id.desc()) if newest_first
                  else (JobRow.created_at, JobRow.id))
-        query = _matching(select(JobRow), owner=owner, resource_id=resource_id, states=states,
-                          name=name, text=text).order_by(*order).offset(offset)
+        query = _matching(select(JobRow), **filters).order_by(*order).offset(offset)
         if limit is not None:
             query = query.limit(limit)
         with self._session() as session:
             return [_record(row) for row in session.scalars(query)]
 
-    def count(
-        self,
-        *,
-        owner: str | None = None,
-        resource_id: str | None = None,
-        states: Sequence[JobState] | None = None,
-        name: str | None = None,
-        text: str | None = None,
-    ) -> int:
+    def count(self, **filters: Unpack[JobFilters]) -> int:
         """How many records `find` would return with the same filters and no paging: the
         total a paged list shows ("1-50 of 1,000") without loading every record."""
-        query = _matching(select(func.count()).select_from(JobRow), owner=owner,
-                          resource_id=resource_id, states=states, name=name, text=text)
+        query = _matching(select(func.count()).select_from(JobRow), **filters)
         with self._session() as session:
             return int(session.scalar(query) or 0)
 
@@ -591,17 +590,16 @@ def _change(row: JobRow, state: JobState, message: str, now: float,
     row.state, row.message, row.updated_at = state.value, message, now
 
 
-def _matching(
-    query: Select[_Row],
-    *,
-    owner: str | None,
-    resource_id: str | None,
-    states: Sequence[JobState] | None,
-    name: str | None,
-    text: str | None,
-) -> Select[_Row]:
+def _matching(query: Select[_Row], **filters: Unpack[JobFilters]) -> Select[_Row]:
     """`query` narrowed to the rows every given filter admits (`find` and `count` share it,
-    so a page and its total always agree)."""
+    so a page and its total always agree). A filter it does not know is a TypeError, as an
+    unknown keyword is: never a filter silently dropped (every job matching)."""
+    unknown = sorted(set(filters) - set(JobFilters.__annotations__))
+    if unknown:
+        raise TypeError(f"unknown job filters: {', '.join(unknown)} (known: "
+                        f"{', '.join(JobFilters.__annotations__)})")
+    owner, resource_id = filters.get("owner"), filters.get("resource_id")
+    states, name, text = filters.get("states"), filters.get("name"), filters.get("text")
     if owner is not None:
         query = query.where(JobRow.owner == owner)
     if resource_id is not None:

@@ -106,10 +106,18 @@ def _problem(response: Any) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def _content_type(response: Any) -> str:
+    """The response's Content-Type (header values as strings or lists of strings)."""
+    for name, value in dict(response.headers).items():
+        if name.lower() == "content-type":
+            return str(value[0] if isinstance(value, list) and value else value)
+    return ""
+
+
 def _record(label: str, response: Any, error: BaseException) -> None:
-    """Each failed check as one JSON line (operation, check class, title, status, and the
-    problem's `detail` and `invalid_params` names), for the test to read: the junit report
-    of the pytest integration names no operation."""
+    """Each failed check as one JSON line (operation, check class, title, status, media
+    type, and the problem's `detail` and `invalid_params`), for the test to read: the junit
+    report of the pytest integration names no operation."""
     found = error.exceptions if isinstance(error, BaseExceptionGroup) else [error]
     problem = _problem(response)
     params = problem.get("invalid_params")
@@ -118,9 +126,10 @@ def _record(label: str, response: Any, error: BaseException) -> None:
             stream.write(json.dumps({
                 "operation": label, "check": type(failure).__name__,
                 "title": str(getattr(failure, "title", failure)).splitlines()[0],
-                "status": response.status_code, "detail": problem.get("detail"),
-                "invalid_params": [p.get("name") for p in params if isinstance(p, dict)]
-                if isinstance(params, list) else [],
+                "status": response.status_code, "content_type": _content_type(response),
+                "detail": problem.get("detail"),
+                "invalid_params": [[p.get("name"), p.get("reason")] for p in params
+                                   if isinstance(p, dict)] if isinstance(params, list) else [],
                 "message": str(failure)[:2000]}) + "\n")
 
 

@@ -18,23 +18,24 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.api.real_serve import RunningServe, running_serve
 from tests.api.transfer_helpers import (
     V2,
     MemoryWatch,
     MiB,
     Payload,
+    Served,
+    client,
     download_digest,
     file_digest,
     headers,
-    tokens,
+    leftovers,
+    serve_for_two,
     upload_multipart,
 )
 
@@ -42,35 +43,23 @@ GiB = 1024 * MiB
 SMALL_LIMIT = 64 * 1024
 
 
-@dataclass(frozen=True)
-class Served:
-    serve: RunningServe
-    alice: str
-    bob: str
-    data_dir: Path
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    data_dir = tmp_path_factory.mktemp("transfer") / "data"
-    made = tokens(data_dir)
-    with running_serve(data_dir) as serve:
-        yield Served(serve, made["alice"], made["bob"], data_dir)
+    with serve_for_two(tmp_path_factory.mktemp("transfer") / "data") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    data_dir = tmp_path_factory.mktemp("transfer-limited") / "data"
-    made = tokens(data_dir)
-    with running_serve(data_dir, extra_env={
-            "IRI_GATEWAY_MAX_UPLOAD_BYTES": str(SMALL_LIMIT)}) as serve:
-        yield Served(serve, made["alice"], made["bob"], data_dir)
+    with serve_for_two(tmp_path_factory.mktemp("transfer-limited") / "data",
+                       extra_env={"IRI_GATEWAY_MAX_UPLOAD_BYTES": str(SMALL_LIMIT)}) as running:
+        yield running
 
 
 @pytest.fixture
 def http(served: Served) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.serve.url, timeout=300) as client:
-        yield client
+    with client(served, timeout=300) as http:
+        yield http
 
 
 @pytest.fixture
@@ -106,10 +95,6 @@ def task_output(http: httpx.Client, token: str, answer: httpx.Response) -> Any:
     assert answer.status_code == 200, answer.text
     task = http.get(f"{V2}/task/{answer.json()['task_id']}", headers=headers(token))
     return task.json()["result"]["output"]
-
-
-def leftovers(path: Path) -> list[str]:
-    return sorted(name for name in os.listdir(path) if name.startswith(".iri-upload-"))
 
 
 def test_a_1_gib_file_goes_up_and_down_streamed_with_the_server_under_200_mib(
@@ -344,7 +329,7 @@ def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
 
 def test_an_upload_over_the_limit_is_413_naming_the_setting_and_leaves_nothing(
         limited: Served, folder: Path) -> None:
-    with httpx.Client(base_url=limited.serve.url, timeout=60) as http:
+    with client(limited, timeout=60) as http:
         declared = upload(http, limited.alice, f"{folder}/declared", b"d" * (2 * SMALL_LIMIT))
         assert declared.status_code == 413, declared.text
         assert "max_upload_bytes" in declared.json()["detail"]

@@ -15,10 +15,10 @@ The server is the official-conformance sandbox (test_official_conformance): stan
 commands that only store a submitted script, no container runtime, its own HOME, working
 directory and data directory, so generated JobSpecs never run.
 
-Every failure must be excused by a rule in CHECKER_FAULTS (the checker's own faults, each
-rule's docstring giving the reason); any other failure fails the test, with the harness's
-output. The runs are
-derandomized, so the same cases are sent each time.
+Every failure must be excused by a rule of `checker_faults.EXCUSES` (the checker's own
+faults, each with its reason; the table `test_own_conformance` uses too); any other failure
+fails the test, with the harness's output. The runs are derandomized, so the same cases are
+sent each time.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import httpx
 import pytest
 import yaml
 
-from iri_gateway.api.problems import REQUEST_NOT_VALID
+from tests.api.checker_faults import Failure, excuse_for, media_type
 from tests.api.conftest import OFFICIAL_SPEC
 from tests.api.real_serve import serve_process
 from tests.api.test_official_conformance import (
@@ -69,7 +69,7 @@ STORAGE = """\
            endpoint_id: 5e0cdbd2-3f1a-4e57-beed-b95c0bb83b7c, root_path: "/home/{user}"}
 """
 
-Failure = tuple[str, str, str, int]
+Key = tuple[str, str, str, int]
 """(document: 'ours' or 'official', operation: 'METHOD /path', Schemathesis's check (its
 failure class), the response status that failed it)."""
 
@@ -80,65 +80,11 @@ class Recorded:
 
     document: str
     operation: str
-    check: str
-    status: int
-    detail: str | None
-    invalid_params: tuple[str, ...]
-    message: str = ""
-    """The check's own words (e.g. which component of the request it made invalid)."""
+    failure: Failure
 
     @property
-    def key(self) -> Failure:
-        return (self.document, self.operation, self.check, self.status)
-
-
-def _token_put_back(failure: Recorded) -> bool:
-    """The harness's own fault: Schemathesis generates a request without the required
-    `Authorization` header to see it refused, and the harness's `before_call` hook puts the
-    bearer token back on every request, so the server rightly answers it as authorized."""
-    return failure.check == "MissingHeaderNotRejected"
-
-
-def _refused_for_a_stated_reason(failure: Recorded) -> bool:
-    """The checker's limit: it takes every schema-valid request as one to accept, but the
-    official text itself prescribes refusing some (a JobSpec's project in both or neither of
-    `attributes.account` and `X-IRI-Facility-Project`; `bytes` and `lines` together), and
-    no schema can say what a resource can run (a program, a known queue, fitting nodes). Such
-    a refusal is excused only as a documented 400/422 problem naming the fields at fault,
-    never as the request validation's generic answer (test_official_conformance holds the
-    same line)."""
-    return (failure.check == "RejectedPositiveData" and failure.status in (400, 422)
-            and failure.detail not in (None, REQUEST_NOT_VALID)
-            and bool(failure.invalid_params))
-
-
-def _not_modified_is_an_answer(failure: Recorded) -> bool:
-    """The checker's limit: it counts only 2xx as accepting a request, but 304 Not Modified
-    is the answer the official spec itself documents (getFacility, getSites, ...) for a
-    `modified_since` the data has not changed since."""
-    return failure.check == "RejectedPositiveData" and failure.status == 304
-
-
-def _too_large_is_a_refusal(failure: Recorded) -> bool:
-    """The checker's limit: a body it made invalid by growing an array past `maxItems` can
-    outgrow the server's request size limit first; the answer is then the documented 413
-    problem (RFC 9110: Content Too Large), a refusal the check does not count as one."""
-    return failure.check == "AcceptedNegativeData" and failure.status == 413
-
-
-def _unknown_query_parameter_ignored(failure: Recorded) -> bool:
-    """The checker's assumption: 4.17.0 makes a request "invalid" by adding a query parameter
-    the operation does not define and expects a refusal, but OpenAPI does not forbid extra
-    query parameters (the official spec neither), and the gateway ignores them as HTTP APIs
-    do; the defined parameters are still checked."""
-    return (failure.check == "AcceptedNegativeData"
-            and "in query - violates `additionalProperties`" in failure.message)
-
-
-# The checker's own faults, each with the reason (in the docstring of its rule).
-CHECKER_FAULTS = (_token_put_back, _refused_for_a_stated_reason, _not_modified_is_an_answer,
-                  _too_large_is_a_refusal, _unknown_query_parameter_ignored)
-
+    def key(self) -> Key:
+        return (self.document, self.operation, self.failure.check, self.failure.status)
 
 
 @dataclass(frozen=True)
@@ -204,8 +150,12 @@ def _failures(recorded: Path, document: str) -> list[Recorded]:
     """The failed checks `harness_run.py` recorded."""
     if not recorded.exists():
         return []
-    return [Recorded(document, entry["operation"], entry["check"], entry["status"],
-                     entry["detail"], tuple(entry["invalid_params"]), entry.get("message", ""))
+    return [Recorded(document, entry["operation"], Failure(
+                check=entry["check"], status=entry["status"],
+                media_type=media_type({"content-type": entry["content_type"]}),
+                detail=entry["detail"], message=entry["message"], token_forced=True,
+                invalid_params=tuple((str(name or ""), str(reason or ""))
+                                     for name, reason in entry["invalid_params"])))
             for entry in map(json.loads, recorded.read_text(encoding="utf-8").splitlines())]
 
 
@@ -259,7 +209,7 @@ def test_the_harness_finds_no_failures(version: str, sandbox: Sandbox, old_schem
         failures += found
         outputs.append(output)
     unexpected = sorted({failure.key for failure in failures
-                         if not any(fault(failure) for fault in CHECKER_FAULTS)})
+                         if excuse_for(failure.failure) is None})
     assert not unexpected, (
         f"Schemathesis {version}: failures not listed:\n"
         + "\n".join(map(str, unexpected)) + "\n\n" + "\n".join(outputs))

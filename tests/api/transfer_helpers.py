@@ -1,5 +1,7 @@
-"""What the upload and download tests share: a large body made on the fly (never held
-whole by the client either), the transfers themselves, and the server's memory, sampled.
+"""What the upload and download tests share (locally and over the SSH login node): a serve
+with a token for two users and a client for it, a large body made on the fly (never held
+whole by the client either), the transfers themselves, what an upload may leave behind, and
+the server's memory, sampled.
 
 The memory is read from `/proc/PID/status`: `VmRSS` now and `VmHWM`, the kernel's own record
 of the process's peak resident size, so a spike between two samples is not missed.
@@ -8,16 +10,19 @@ of the process's peak resident size, so a spike between two samples is not misse
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from tests.api.real_serve import RunningServe, running_serve
 from tests.conftest import clean_env
 
 V2 = "/api/v2"
@@ -37,6 +42,37 @@ def tokens(data_dir: Path, users: tuple[str, ...] = ("alice", "bob")) -> dict[st
 
 def headers(token: str, **extra: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1", **extra}
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running serve and the bearer tokens of its two users, alice and bob."""
+
+    serve: RunningServe
+    alice: str
+    bob: str
+    data_dir: Path
+
+
+@contextmanager
+def serve_for_two(data_dir: Path, *, extra_env: dict[str, str] | None = None,
+                  args: tuple[str, ...] = ()) -> Iterator[Served]:
+    """`running_serve` on DATA_DIR, its tokens file holding alice's and bob's tokens."""
+    made = tokens(data_dir)
+    with running_serve(data_dir, extra_env=extra_env, args=args) as serve:
+        yield Served(serve, made["alice"], made["bob"], data_dir)
+
+
+@contextmanager
+def client(served: Served, timeout: float) -> Iterator[httpx.Client]:
+    """An HTTP client for the serve, with TIMEOUT seconds for each transfer."""
+    with httpx.Client(base_url=served.serve.url, timeout=timeout) as http:
+        yield http
+
+
+def leftovers(folder: Path) -> list[str]:
+    """The temporary files of uploads in FOLDER (none may stay after any upload)."""
+    return sorted(name for name in os.listdir(folder) if name.startswith(".iri-upload-"))
 
 
 def memory_kib(pid: int) -> dict[str, int]:

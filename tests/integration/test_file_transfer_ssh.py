@@ -18,22 +18,23 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.api.real_serve import RunningServe, running_serve
 from tests.api.transfer_helpers import (
     V2,
     MemoryWatch,
     MiB,
     Payload,
+    Served,
+    client,
     download_digest,
     file_digest,
     headers,
-    tokens,
+    leftovers,
+    serve_for_two,
     upload_multipart,
 )
 from tests.integration.conftest import ClusterInfo
@@ -44,45 +45,36 @@ SSH_SIZE = 1024 * MiB
 """1 GiB, as locally (measured on the 2-core test machine: well under a minute each way)."""
 
 
-@dataclass(frozen=True)
-class Served:
-    serve: RunningServe
-    alice: str
-    bob: str
-    home: Path
+@pytest.fixture(scope="module")
+def served(cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serve_for_two(tmp_path_factory.mktemp("ssh-transfer") / "data",
+                       args=("--profiles", str(cluster_profile))) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
-def served(cluster: ClusterInfo, cluster_profile: Path,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    data_dir = tmp_path_factory.mktemp("ssh-transfer") / "data"
-    made = tokens(data_dir)
-    home = subprocess.run(["getent", "passwd", cluster.ssh_user], capture_output=True,
-                          text=True, check=True).stdout.split(":")[5]
-    with running_serve(data_dir, args=("--profiles", str(cluster_profile))) as serve:
-        yield Served(serve, made["alice"], made["bob"], Path(home))
+def home(cluster: ClusterInfo) -> Path:
+    """The login account's home, granted to its users as `~`."""
+    return Path(subprocess.run(["getent", "passwd", cluster.ssh_user], capture_output=True,
+                               text=True, check=True).stdout.split(":")[5])
 
 
 @pytest.fixture
 def http(served: Served) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.serve.url, timeout=600) as client:
-        yield client
+    with client(served, timeout=600) as http:
+        yield http
 
 
 @pytest.fixture
-def target(served: Served) -> Iterator[Path]:
+def target(home: Path) -> Iterator[Path]:
     """A fresh name in the login account's home (granted as `~`), removed afterwards."""
-    path = served.home / f"iri-transfer-{uuid.uuid4().hex}.bin"
+    path = home / f"iri-transfer-{uuid.uuid4().hex}.bin"
     yield path
     path.unlink(missing_ok=True)
 
 
-def leftovers(folder: Path) -> list[str]:
-    return sorted(name for name in os.listdir(folder) if name.startswith(".iri-upload-"))
-
-
 def test_a_large_file_goes_up_and_down_over_ssh_with_the_server_under_200_mib(
-        http: httpx.Client, served: Served, target: Path) -> None:
+        http: httpx.Client, served: Served, home: Path, target: Path) -> None:
     payload = Payload(SSH_SIZE, seed=22)
     with MemoryWatch(served.serve.process.pid) as watch:
         started = time.monotonic()
@@ -98,15 +90,15 @@ def test_a_large_file_goes_up_and_down_over_ssh_with_the_server_under_200_mib(
           f"before {watch.before_kib / 1024:.0f} MiB, peak {watch.peak_kib / 1024:.0f} MiB")
     assert watch.peak_kib < 200 * 1024, f"peak {watch.peak_kib / 1024:.0f} MiB"
     assert (watch.peak_kib - watch.before_kib) / 1024 < 64
-    assert leftovers(served.home) == []
+    assert leftovers(home) == []
 
 
 def test_escapes_over_ssh_change_nothing_and_links_are_not_followed(
-        http: httpx.Client, served: Served, target: Path) -> None:
+        http: httpx.Client, served: Served, home: Path, target: Path) -> None:
     victim = Path("/var/tmp") / f"iri-victim-{uuid.uuid4().hex}"
     victim.write_text("untouched")
     os.chmod(victim, 0o666)  # the login account could write it, if the gateway let it
-    link = served.home / f"iri-link-{uuid.uuid4().hex}"
+    link = home / f"iri-link-{uuid.uuid4().hex}"
     link.symlink_to(victim)
     try:
         def upload(path: str, token: str = served.alice) -> httpx.Response:
@@ -122,9 +114,9 @@ def test_escapes_over_ssh_change_nothing_and_links_are_not_followed(
             return answer
 
         assert upload(str(link)).status_code == 409
-        assert upload(f"{served.home}/../../var/tmp/planted").status_code == 404
+        assert upload(f"{home}/../../var/tmp/planted").status_code == 404
         assert upload("/var/tmp/planted").status_code == 404
-        assert upload(f"{served.home}/a\x00b").status_code == 422
+        assert upload(f"{home}/a\x00b").status_code == 422
         got = http.post(f"{V2}/filesystem/download/{RESOURCE}", json={"path": str(link)},
                         headers=headers(served.alice, Accept="application/octet-stream"))
         assert got.status_code == 404 and b"untouched" not in got.content
@@ -169,7 +161,7 @@ def test_another_users_job_folder_is_404_over_ssh(http: httpx.Client, served: Se
 
 
 def test_a_client_that_goes_away_halfway_leaves_no_file_on_the_login_node(
-        served: Served, target: Path) -> None:
+        served: Served, home: Path, target: Path) -> None:
     host, port = served.serve.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as connection:
         connection.sendall(
@@ -180,12 +172,12 @@ def test_a_client_that_goes_away_halfway_leaves_no_file_on_the_login_node(
         for _ in range(8):
             connection.sendall(b"h" * MiB)
         deadline = time.monotonic() + 60
-        while not leftovers(served.home):
+        while not leftovers(home):
             assert time.monotonic() < deadline, "the upload never started"
             time.sleep(0.05)
     deadline = time.monotonic() + 60
-    while leftovers(served.home):
-        assert time.monotonic() < deadline, f"left behind: {leftovers(served.home)}"
+    while leftovers(home):
+        assert time.monotonic() < deadline, f"left behind: {leftovers(home)}"
         time.sleep(0.1)
     assert not target.exists()
 

@@ -18,6 +18,7 @@ from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.api.storage_models import AccessEndpoint, StorageInstance
 from iri_gateway.models.storage import AccessProtocol, LogicalName, StorageIntent
+from iri_gateway.models.storage import Storage as StorageSection
 from iri_gateway.service import storage
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
@@ -35,9 +36,13 @@ Name = Annotated[str | None, Query()]
 nothing, or is 404 where it must name something of the caller's)."""
 
 
-def _caller(engine: Engine, principal: Principal, resource_id: str) -> storage.Caller:
+def _scope(engine: Engine, principal: Principal,
+           resource_id: str) -> tuple[storage.Caller, StorageSection]:
+    """The caller as the storage templates fill them in (their account on the resource: 403
+    when the profile maps none), and the resource's `storage` section (404 when unknown)."""
     account = engine.account(resource_id=resource_id, owner=principal.user) or principal.user
-    return storage.Caller(user=principal.user, account=account, projects=principal.projects)
+    caller = storage.Caller(user=principal.user, account=account, projects=principal.projects)
+    return caller, engine.resource(resource_id=resource_id).resource.storage
 
 
 def _project(principal: Principal, resource_id: str, project: str | None,
@@ -74,10 +79,9 @@ async def get_storage_locations(
     """The caller's storage paths at the resource, from the profile's `storage.locations`.
     Intents: `staging` leaves out archive, `long-term-storage` keeps only archive, `write`
     leaves out locations read-only from a job, `read` keeps all."""
-    caller = _caller(engine, principal, resource_id)
+    caller, section = _scope(engine, principal, resource_id)
     chosen = _project(principal, resource_id, project, allocation)
-    loaded = engine.resource(resource_id=resource_id)
-    found = storage.locations(loaded.resource.storage, caller, logical_name=logicalpath,
+    found = storage.locations(section, caller, logical_name=logicalpath,
                               project=chosen, intent=intent)
     return [StorageInstance.of(location) for location in found]
 
@@ -94,8 +98,7 @@ async def get_storage_access_endpoints(
 ) -> list[AccessEndpoint]:
     """The resource's data access endpoints (Globus, XRootD, S3) from the profile's
     `storage.access_endpoints`; protocol-specific fields only for their protocol."""
-    caller = _caller(engine, principal, resource_id)
-    loaded = engine.resource(resource_id=resource_id)
-    found = storage.access_endpoints(loaded.resource.storage, caller, protocol=protocol,
+    caller, section = _scope(engine, principal, resource_id)
+    found = storage.access_endpoints(section, caller, protocol=protocol,
                                      endpoint_id=endpoint_id)
     return [AccessEndpoint.of(resource_id, endpoint) for endpoint in found]
