@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.real_serve import running_serve
 from tests.api.transfer_helpers import (
     V2,
     MemoryWatch,
@@ -36,6 +37,7 @@ from tests.api.transfer_helpers import (
     headers,
     leftovers,
     serve_for_two,
+    tokens,
     upload_multipart,
 )
 

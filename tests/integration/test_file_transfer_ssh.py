@@ -183,11 +183,11 @@ def test_a_client_that_goes_away_halfway_leaves_no_file_on_the_login_node(
 
 
 def test_an_agent_killed_mid_upload_leaves_a_file_the_next_upload_removes(
-        http: httpx.Client, served: Served, cluster: ClusterInfo) -> None:
+        http: httpx.Client, served: Served, home: Path, cluster: ClusterInfo) -> None:
     """The agent on the login node killed with kill -9 mid-upload cannot remove its
     temporary file; its name says which process wrote it, and the next upload into that
     folder (another agent, another process) removes it."""
-    folder = served.home / f"iri-killed-{uuid.uuid4().hex}"
+    folder = home / f"iri-killed-{uuid.uuid4().hex}"
     folder.mkdir()
     account = pwd.getpwnam(cluster.ssh_user)
     os.chown(folder, account.pw_uid, account.pw_gid)
