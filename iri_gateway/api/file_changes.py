@@ -140,9 +140,9 @@ def ready_to_run(resource_id: str, asked: dict[str, str], prepared: Prepared) ->
                                                         in_process=writer.in_process,
                                                         where=writer.where))
 
-    def found(field: str) -> dict[str, Any] | None:
+    def found(field: str, follow: bool = False) -> dict[str, Any] | None:
         try:
-            return files.request(asked[field], "stat", dereference=True)
+            return files.request(asked[field], "stat", dereference=follow)
         except FileRefusedError as error:
             if error.kind == "not_found":
                 return None
@@ -150,8 +150,9 @@ def ready_to_run(resource_id: str, asked: dict[str, str], prepared: Prepared) ->
 
     if found("path") is None:
         raise _problem(resource_id, asked, WriteRefusedError("not_found", "", "path"))
-    target = found("target_path")
-    if target is None or (prepared.operation == "extract" and stat.S_ISDIR(target["mode"])):
+    into = prepared.operation == "extract"  # a folder (a link inside to one too) may exist
+    target = found("target_path", follow=into)
+    if target is None or (into and stat.S_ISDIR(target["mode"])):
         return
     raise _problem(resource_id, asked, WriteRefusedError("exists", "", "target_path"))
 

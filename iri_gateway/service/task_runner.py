@@ -35,6 +35,7 @@ from iri_gateway.service.tasks import (
     TaskRecord,
     TaskStore,
 )
+from iri_gateway.transport.base import TransportError
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,12 @@ class TaskRunner:
             except TaskFailedError as failed:
                 if not self.store.move(task_id, to=FAILED, result={"error": failed.problem},
                                        only_from=(ACTIVE,)):
+                    self._stopped(task_id)
+            except TransportError as error:
+                if not self.store.move(task_id, to=FAILED, only_from=(ACTIVE,), result={
+                        "error": {"status": 503, "title": "Service Unavailable",
+                                  "detail": f"{error}; what it had written may be left: "
+                                  "look, then ask again"}}):
                     self._stopped(task_id)
             except Exception as error:
                 log.exception("task %s failed", task_id)
