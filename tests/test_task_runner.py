@@ -46,6 +46,7 @@ def test_a_transport_fault_fails_the_task_with_a_retryable_503(database_url: str
     error = task.result["error"]
     assert error["status"] == 503 and "does not answer" in error["detail"]
     runner.close()
+    runner.replica.stop()
 
 
 def test_a_bug_in_the_work_is_a_500_naming_it(database_url: str) -> None:  # noqa: F811
@@ -60,3 +61,4 @@ def test_a_bug_in_the_work_is_a_500_naming_it(database_url: str) -> None:  # noq
     assert task.result is not None and task.result["error"]["status"] == 500
     assert "rest" in task.result["error"]["detail"]
     runner.close()
+    runner.replica.stop()
