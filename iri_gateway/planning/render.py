@@ -106,7 +106,7 @@ def _one_staging(decision: Decision, when: str) -> list[list[str]]:
     config = decision.runtime_config
     if config is None or decision.image is None or config.staging.when != when:
         return []
-    return [[*(SiteWord(word) for word in config.staging.command), decision.image]]
+    return RUNTIMES[decision.runtime].staging_commands(decision)
 
 
 def _members_decisions(decision: Decision) -> list[Decision]:

@@ -72,6 +72,12 @@ class Runtime(ABC):
     slurm_spank_options: ClassVar[bool] = False
     """Under Slurm, the image and volumes go into `#SBATCH` lines (SPANK plug-in options), so
     they must not hold Slurm's separators."""
+    read_only_refusal: ClassVar[str | None] = None
+    """None when the runtime can bind a path read-only; otherwise why it cannot, and a
+    read-only mount is refused at planning with this reason (Charliecloud's `-b`)."""
+    entrypoint_refusal: ClassVar[str | None] = None
+    """None when the runtime can run an image's own entrypoint (a job without executable or
+    arguments); otherwise why it cannot, and such a job is refused at planning."""
 
     @property
     def template(self) -> str:
@@ -85,6 +91,15 @@ class Runtime(ABC):
     @abstractmethod
     def invocation(self, decision: Decision) -> Invocation:
         """Options, image and command for the launch line."""
+
+    def staging_commands(self, decision: Decision) -> list[list[str]]:
+        """The commands that stage the job's image: the profile's staging command with the
+        image appended. A runtime may stage only some image forms, or add commands (run
+        once, where the profile's `staging.when` says, never per rank)."""
+        config = decision.runtime_config
+        if config is None or decision.image is None:
+            return []
+        return [[*(SiteWord(word) for word in config.staging.command), decision.image]]
 
     def injects_cdi(self, config: RuntimeConfig | None) -> bool:
         """True when the runtime, configured as `config`, can inject CDI devices."""
