@@ -38,7 +38,7 @@ from iri_gateway.service.backends import Backends
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
 
-SHIPPED_RUNTIMES = ("apptainer", "podman-hpc", "shifter", "podman", "none")
+SHIPPED_RUNTIMES = ("apptainer", "podman-hpc", "shifter", "podman", "charliecloud", "none")
 IMAGE = "docker.io/library/busybox:latest"
 
 
@@ -166,8 +166,8 @@ def test_an_unregistered_runtime_is_refused_as_a_literal_would_be(tiny_site: Pat
                        "container": {"image": IMAGE, "runtime": "tiny"}})
     [problem] = caught.value.problems
     assert problem.field == "container.runtime"
-    assert problem.reason == ("Input should be 'apptainer', 'podman-hpc', 'shifter', 'podman' "
-                              "or 'none'")
+    assert problem.reason == ("Input should be 'apptainer', 'podman-hpc', 'shifter', 'podman', "
+                              "'charliecloud' or 'none'")
     with pytest.raises(ProfileError) as refused:
         ProfileRegistry.from_files([tiny_site])
     fields = {issue.field: issue.reason for issue in refused.value.issues}
