@@ -20,6 +20,7 @@ from iri_gateway.api.app import create_app
 from iri_gateway.errors import JobRejectedError
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
+from iri_gateway.profiles.capabilities import capabilities
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.runtimes.charliecloud import storage_path
 from iri_gateway.service.settings import Settings
@@ -152,3 +153,12 @@ def test_the_staged_image_folder_is_where_the_real_ch_image_puts_it(tmp_path: Pa
                              env={**env, "CH_IMAGE_STORAGE": ""}, capture_output=True,
                              text=True, check=True).stdout
     assert default == "/var/tmp/nobody-here.ch/img/registry.example.org+5000%team%app+v1.2"
+
+
+def test_capabilities_say_mounts_are_read_write_only() -> None:
+    [runtime] = capabilities(REGISTRY.get("lanl-gpu")).runtimes
+    assert (runtime.name, runtime.read_only_mounts, runtime.read_write_mounts) == (
+        "charliecloud", False, True)
+    assert runtime.image_staging == "job: ch-image pull IMAGE"
+    others = capabilities(ProfileRegistry.builtin().get("perlmutter-gpu")).runtimes
+    assert all(r.read_only_mounts for r in others)
