@@ -103,8 +103,9 @@ def test_registry_image_is_pulled_then_given_the_gpu_and_mpi_libraries_once() ->
                                  "gpu_cores_per_process": 1}})
     lines = text.split("\n")
     pull = lines.index("ch-image pull docker.io/library/ubuntu:22.04 || exit 1")
+    assert lines[pull - 1] == 'export "USER=${USER:-$(id -un)}" || exit 1', "ch-image needs it"
     assert lines[pull + 1] == (
-        'ch-fromhost --nvidia --cray-mpi '
+        'env CH_IMAGE_STORAGE=/nonexistent/iri-gateway ch-fromhost --nvidia --cray-mpi '
         '"${CH_IMAGE_STORAGE:-/var/tmp/$USER.ch}/img/docker.io%library%ubuntu+22.04" || exit 1')
     launch = text.index("srun")
     assert pull < text[:launch].count("\n"), "staged before the launch, not per rank"

@@ -33,6 +33,8 @@ _PATH_FORMS = ("sandbox", "squashfs")
 _STORAGE = "${CH_IMAGE_STORAGE:-/var/tmp/$USER.ch}"
 """ch-image's storage directory, as ch-image and ch-run find it (0.31's default)."""
 JOB_DIRECTORY = SiteWord("$PWD")
+_USER = SiteWord("USER=${USER:-$(id -un)}")
+_AWAY = SiteWord("CH_IMAGE_STORAGE=/nonexistent/iri-gateway")
 
 
 def storage_path(name: str) -> SiteWord:
@@ -68,14 +70,20 @@ class Charliecloud(Runtime):
         config = decision.runtime_config
         if decision.image_form in _PATH_FORMS or config is None or decision.image is None:
             return []
-        commands = super().staging_commands(decision)
+        # ch-image, like ch-run, refuses to start without USER (a service's environment
+        # may lack it); the launch line sets it again for jobs that stage nothing.
+        commands = [[SiteWord("export"), _USER], *super().staging_commands(decision)]
         inject = [*decision.gpu_flags]
         if decision.use_mpi and config.mpi is not None:
             mpi = config.mpi
             chosen = mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None else mpi.flags
             inject += site_words(chosen)
         if inject:
-            commands.append([SiteWord("ch-fromhost"), *inject, storage_path(decision.image)])
+            # ch-fromhost runs `ch-run IMAGE-FOLDER` for libraries, which ch-run 0.31 refuses
+            # inside its storage ("can't run directory images from storage"); the folder is
+            # expanded first, then ch-fromhost runs with the storage variable pointed away.
+            commands.append([SiteWord("env"), _AWAY, SiteWord("ch-fromhost"), *inject,
+                             storage_path(decision.image)])
         return commands
 
     def invocation(self, decision: Decision) -> Invocation:

@@ -9,8 +9,11 @@ of `cluster-ssh` run as alice through the SSH login node in her home (shown by `
 
 from __future__ import annotations
 
+import shutil
+import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,7 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.store import JobRecord
-from tests.integration.conftest import ClusterInfo, wait_all_final
+from tests.integration.conftest import ClusterInfo, make_engine, wait_all_final
 
 pytestmark = pytest.mark.integration
 
@@ -188,3 +191,113 @@ def test_job_over_the_ssh_login_node_as_alice(
     assert workdir == record.effective_spec["directory"], "the job folder, in her home"
     assert workdir.startswith("/home/")
     assert user == cluster.ssh_user
+
+
+# --- staging a registry image: a real registry on 127.0.0.1, ch-image pull, ch-fromhost ------
+
+STAGING_PROFILE = """
+facility: {{id: chstaging, name: Charliecloud staging, description: A registry image pulled.}}
+resources:
+  - id: ch-staging
+    name: The test cluster's nodes, registry images staged by ch-image
+    files: {{roots: [/tmp]}}
+    scheduler: {{kind: slurm, history: jobcomp, history_window: 300}}
+    queues: [{{name: all, default: true, max_nodes: 4, max_walltime: 3600}}]
+    nodes: {{count: 4, cpu: {{arch: x86_64, cores: 2, mhz: 2000}}, memory_gib: 1.9}}
+    mpi: {{flavour: mpich, launcher: srun}}
+    runtimes:
+      default: charliecloud
+      charliecloud:
+        # ch-image is Python with Debian's lark: Debian's python3 first (root's PATH has pyenv).
+        env: {{CH_IMAGE_STORAGE: "{storage}", REQUESTS_CA_BUNDLE: "{cert}",
+               PATH: "/usr/bin:/bin:$PATH"}}
+        # The "MPI library" injected at staging time: a host library (ch-fromhost puts it
+        # where the image's ldconfig says and runs ldconfig in the image).
+        mpi: {{flags: ["-p", "{library}"]}}
+        image_forms: [oci]
+        staging: {{when: job, command: [ch-image, --no-cache, pull]}}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def registry(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[tuple[str, Path]]:
+    """Debian's docker-registry serving TLS on 127.0.0.1 (a certificate made here), holding
+    the cpu test image pushed from Podman: (its address, the certificate)."""
+    folder = tmp_path_factory.mktemp("registry")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    address = f"127.0.0.1:{_free_port()}"
+    (folder / "config.yml").write_text(
+        f"version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: "
+        f"{folder / 'data'}}}}}\nhttp:\n  addr: {address}\n"
+        f"  tls: {{certificate: {cert}, key: {key}}}\n")
+    log = (folder / "registry.log").open("w")
+    server = subprocess.Popen(["docker-registry", "serve", str(folder / "config.yml")],
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", int(address.rsplit(":", 1)[1]))) == 0:
+                    break
+            assert server.poll() is None, (folder / "registry.log").read_text()
+            assert time.monotonic() < deadline, "the registry did not listen"
+            time.sleep(0.1)
+        # ch-fromhost needs /sbin/ldconfig and a library folder in the image to inject a
+        # library: the cpu image plus Debian's static ldconfig.
+        context = folder / "context"
+        (context / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+        (context / "usr" / "lib" / "x86_64-linux-gnu" / ".keep").touch()
+        shutil.copy("/sbin/ldconfig", context / "ldconfig")
+        (context / "Containerfile").write_text(
+            f"FROM {cluster.image_cpu}\nCOPY ldconfig /sbin/ldconfig\nCOPY usr /usr\n")
+        image = f"{address}/iri-test/app:cpu-ldconfig"
+        for command in (["podman", "build", "-q", "-t", image, str(context)],
+                        ["podman", "push", "--tls-verify=false", image]):
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, (command, done.stderr)
+        yield image, cert
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def test_registry_image_is_pulled_injected_once_and_run_by_name_on_two_nodes(
+    registry: tuple[str, Path], tmp_path: Path
+) -> None:
+    image, cert = registry
+    library = "/usr/lib/x86_64-linux-gnu/libz.so.1"  # any host library stands for MPI's
+    storage = tmp_path / "storage"
+    profile = tmp_path / "staging.yaml"
+    profile.write_text(STAGING_PROFILE.format(storage=storage, cert=cert, library=library))
+    (tmp_path / "data").mkdir()
+    engine = make_engine(profile, tmp_path / "data")
+    try:
+        record, out, err = run(engine, {
+            **job(image, 'echo "$SLURMD_NODENAME $(cat /etc/iri-flavour) '
+                  '$(/sbin/ldconfig -p | grep -c libz.so.1)"'),
+            "launcher": "srun", "resources": {"node_count": 2, "processes_per_node": 1},
+        }, resource="ch-staging")
+    finally:
+        engine.backends.close()
+    assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, err)
+    script = record.script
+    assert f"ch-image --no-cache pull {image} || exit 1" in script
+    assert script.count("ch-fromhost") == 1, "injected once, before the launch"
+    assert script.index("ch-fromhost") < script.index("srun")
+    lines = sorted(out.splitlines())
+    assert [line.split(" ", 1)[1] for line in lines] == ["cpu 1"] * 2, (out, err)
+    assert len({line.split()[0] for line in lines}) == 2, f"two nodes: {out}"
+    # Pulled into the site's storage, under the name ch-run found it by; the library is in.
+    name = image.replace(":", "+").replace("/", "%")
+    assert (storage / "img" / name / library.lstrip("/")).is_file()
