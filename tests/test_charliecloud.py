@@ -143,8 +143,9 @@ def test_the_staged_image_folder_is_where_the_real_ch_image_puts_it(tmp_path: Pa
     name = "registry.example.org:5000/team/app:v1.2"
     env = {"PATH": "/usr/bin:/bin", "USER": "nobody-here", "HOME": str(tmp_path),
            "CH_IMAGE_STORAGE": str(tmp_path / "storage")}
-    imported = subprocess.run(["ch-image", "--no-cache", "import", str(tmp_path / "rootfs"), name], env=env,
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    imported = subprocess.run(
+        ["ch-image", "--no-cache", "import", str(tmp_path / "rootfs"), name], env=env,
+        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
     expanded = subprocess.run(["bash", "-c", f'printf %s "{storage_path(name)}"'], env=env,
                               capture_output=True, text=True, check=True).stdout

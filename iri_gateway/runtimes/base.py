@@ -135,13 +135,18 @@ def site_flags(decision: Decision) -> list[str]:
     config = decision.runtime_config
     if config is None:
         return []
-    flags: list[str] = site_words(config.flags)
-    flags += decision.gpu_flags
-    if decision.use_mpi and config.mpi is not None:
-        mpi = config.mpi
-        chosen = mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None else mpi.flags
-        flags += site_words(chosen)
-    return flags
+    return [*site_words(config.flags), *decision.gpu_flags, *mpi_flags(decision)]
+
+
+def mpi_flags(decision: Decision) -> list[str]:
+    """The MPI binding's flags when the job uses MPI (its `gpu_flags` when it also uses
+    GPUs and the site gives them)."""
+    config = decision.runtime_config
+    if not decision.use_mpi or config is None or config.mpi is None:
+        return []
+    mpi = config.mpi
+    return site_words(mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None
+                      else mpi.flags)
 
 
 def site_binds(decision: Decision) -> list[str]:

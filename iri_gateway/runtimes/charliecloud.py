@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING
 
 from iri_gateway.models import images
 from iri_gateway.models.images import ImageRef
-from iri_gateway.runtimes.base import Invocation, Runtime, command_of, site_binds, site_words
+from iri_gateway.runtimes.base import (
+    Invocation,
+    Runtime,
+    command_of,
+    mpi_flags,
+    site_binds,
+    site_words,
+)
 from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
@@ -72,12 +79,9 @@ class Charliecloud(Runtime):
             return []
         # ch-image, like ch-run, refuses to start without USER (a service's environment
         # may lack it); the launch line sets it again for jobs that stage nothing.
-        commands = [[SiteWord("export"), _USER], *super().staging_commands(decision)]
-        inject = [*decision.gpu_flags]
-        if decision.use_mpi and config.mpi is not None:
-            mpi = config.mpi
-            chosen = mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None else mpi.flags
-            inject += site_words(chosen)
+        commands: list[list[str]] = [[SiteWord("export"), _USER],
+                                     *super().staging_commands(decision)]
+        inject = [*decision.gpu_flags, *mpi_flags(decision)]
         if inject:
             # ch-fromhost runs `ch-run IMAGE-FOLDER` for libraries, which ch-run 0.31 refuses
             # inside its storage ("can't run directory images from storage"); the folder is
