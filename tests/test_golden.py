@@ -7,7 +7,8 @@ deliberate change, regenerate with `IRI_UPDATE_GOLDEN=1 pytest tests/test_golden
 the diff. Every golden script must pass `bash -n` and `shellcheck -S warning`.
 
 The `roles` sample is a cluster job (1 master + 3 workers, a role environment, the workers'
-own image and, where the runtime allows mounts, their own read-only mount); a runtime that
+own image and, where the runtime allows mounts, their own read-only mount (read-write with
+Charliecloud, which cannot mount read-only)); a runtime that
 cannot bind the members' hosts file (Shifter) refuses it.
 """
 
@@ -28,6 +29,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.check import SAMPLES, sample_job
 from iri_gateway.profiles.loading import ProfileRegistry
+from iri_gateway.runtimes import RUNTIMES
 from tests.conftest import TEST_PROFILE
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -81,7 +83,8 @@ def roles_job(loaded: LoadedResource, runtime: str) -> JobSpec:
         if config.mounts.allowed_sources:
             base = config.mounts.allowed_sources[0].rstrip("/")
             worker["container"]["volume_mounts"] = [
-                {"source": f"{base}/iri-check/shuffle", "target": "/shuffle", "read_only": True}
+                {"source": f"{base}/iri-check/shuffle", "target": "/shuffle",
+                 "read_only": RUNTIMES[runtime].read_only_refusal is None}
             ]
     return parse_jobspec(doc)
 
@@ -118,13 +121,15 @@ def test_cpu_sample_runs_everywhere() -> None:
 
 
 def test_every_site_renders_gpu_and_mpi_somewhere() -> None:
-    for resource in ("perlmutter-gpu", "frontier", "polaris", "aurora"):
+    for resource in ("perlmutter-gpu", "frontier", "polaris", "aurora", "lanl-gpu"):
         rendered = {s for r, rt, s in CASES
                     if r == resource and s in SAMPLES and _render(r, rt, s)[0] == ".sh"}
         assert rendered == set(SAMPLES), resource
 
 
-@pytest.mark.parametrize("resource", ["perlmutter-gpu", "frontier", "polaris", "aurora"])
+@pytest.mark.parametrize(
+    "resource", ["perlmutter-gpu", "frontier", "polaris", "aurora", "lanl-gpu"]
+)
 def test_role_goldens_of_slurm_and_pbs_sites_are_scripts(resource: str) -> None:
     """Every runtime but Shifter runs the cluster job; the script has one Slurm het
     component, or one PBS select chunk, per role, and one launch per member."""

@@ -38,7 +38,8 @@ from iri_gateway.service.backends import Backends
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
 
-SHIPPED_RUNTIMES = ("apptainer", "podman-hpc", "shifter", "podman", "slurm-oci", "none")
+SHIPPED_RUNTIMES = ("apptainer", "podman-hpc", "shifter", "podman", "charliecloud", "slurm-oci",
+                    "none")
 IMAGE = "docker.io/library/busybox:latest"
 
 
@@ -167,7 +168,7 @@ def test_an_unregistered_runtime_is_refused_as_a_literal_would_be(tiny_site: Pat
     [problem] = caught.value.problems
     assert problem.field == "container.runtime"
     assert problem.reason == ("Input should be 'apptainer', 'podman-hpc', 'shifter', 'podman', "
-                              "'slurm-oci' or 'none'")
+                              "'charliecloud', 'slurm-oci' or 'none'")
     with pytest.raises(ProfileError) as refused:
         ProfileRegistry.from_files([tiny_site])
     fields = {issue.field: issue.reason for issue in refused.value.issues}

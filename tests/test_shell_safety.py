@@ -12,6 +12,13 @@ shifter, module: see the README there). The job's program is a recorder script, 
 hostile file name, that writes its argv, environment, working directory and stdin to a file.
 Payloads such as `$(touch CANARY)` must never create a file called CANARY.
 
+Charliecloud is the exception: its real `ch-run` (Charliecloud 0.31, installed here) runs
+every job, on a resource of a profile written by the test, in a directory image made of empty
+mount points with the host's /usr (and the folders holding Python) bound in by the site, so the
+recorder runs inside a real container. What ch-run cannot do is adapted, not skipped: mount
+targets and the workdir are made inside the image (ch-run cannot create them in a read-only
+image), and mounts are read-write (read-only ones are refused, see tests/test_charliecloud.py).
+
 Cluster jobs (`roles`) are run the same way on every pair whose runtime can bind the members'
 hosts file: hostile strings also go into every role field (executable, arguments,
 environment, image, mounts, workdir, extra options), and every member must receive exactly
@@ -26,9 +33,11 @@ src/slurmd/slurmstepd/fname.c), so directive values are checked as Slurm will re
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -146,6 +155,57 @@ COMBOS = (
 CONTAINER_COMBOS = tuple(combo for combo in COMBOS if combo.runtime != "none")
 
 
+@functools.cache
+def charliecloud_registry() -> ProfileRegistry:
+    """A Slurm resource whose charliecloud binds the host's /usr and the folders holding
+    Python (the recorder's interpreter) into an image of empty mount points."""
+    folder = Path(tempfile.mkdtemp(prefix="iri-ch-profile-"))
+    path = folder / "charliecloud.yaml"
+    path.write_text(CH_PROFILE.format(binds=json.dumps(["/usr", *python_folders()])))
+    return ProfileRegistry.from_files([path])
+
+
+CH_PROFILE = """
+facility: {{id: chtest, name: Charliecloud test, description: The real ch-run.}}
+resources:
+  - id: ch-host
+    name: This machine under a Slurm stand-in
+    scheduler: {{kind: slurm}}
+    queues: [{{name: q, default: true, max_nodes: 1, max_walltime: 3600}}]
+    nodes: {{count: 1, cpu: {{arch: x86_64, cores: 2, mhz: 2000}}, memory_gib: 1}}
+    mpi: {{flavour: mpich, launcher: srun}}
+    runtimes:
+      default: charliecloud
+      charliecloud:
+        binds: {binds}
+        mpi: {{}}
+        mounts: {{allowed_sources: [/tmp], read_write: true}}
+        image_forms: [sandbox]
+        allowed_extra_options: ["--no-passwd"]
+"""
+
+
+def python_folders() -> list[str]:
+    """The top folders of the recorder's interpreter (the venv's and the one it links to),
+    except those the image already shares with the host."""
+    tops = {"/" + Path(path).parts[1] for path in (sys.executable, os.path.realpath(
+        sys.executable), sys.base_prefix, sys.prefix)}
+    return sorted(tops - {"/usr", "/tmp"})
+
+
+@dataclass(frozen=True)
+class ChCombo(Combo):
+    """Charliecloud on the test's own profile (above), run by the real ch-run."""
+
+    @property
+    def loaded(self) -> LoadedResource:
+        return charliecloud_registry().get(self.resource_id)
+
+
+CH_COMBO = ChCombo("ch-host", "charliecloud")
+CH_IMAGE = "image"  # the job's image folder, in its root
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _standins_are_executable() -> None:
     """A checkout may lose the executable bits; the scripts call the stand-ins by name."""
@@ -162,7 +222,7 @@ def test_the_pairs_cover_every_runtime_and_scheduler_the_shipped_profiles_offer(
     }
     # slurm-oci needs Slurm itself (the bundle is read by slurmstepd): its pairs run on the
     # real test cluster instead (see "Slurm's own containers" below).
-    stand_in_pairs = {(combo.runtime, combo.scheduler) for combo in COMBOS}
+    stand_in_pairs = {(combo.runtime, combo.scheduler) for combo in (*COMBOS, CH_COMBO)}
     assert reachable <= stand_in_pairs | {("slurm-oci", "slurm")}
 
 
@@ -329,6 +389,7 @@ def extra_options_for(job: HostileJob, combo: Combo) -> list[str]:
         "podman-hpc": ["--cvmfs", "--shm-size=64m"],
         "shifter": ["--module=cvmfs"],
         "podman": ["--read-only", f"--tmpfs=/{job.tmpfs}", "--shm-size=1g"],
+        "charliecloud": ["--no-passwd"],
     }[combo.runtime]
 
 
@@ -390,7 +451,34 @@ def document(job: HostileJob, combo: Combo, root: Path) -> dict[str, Any]:
         if job.extra_options:
             container["extra_options"] = {combo.runtime: extra_options_for(job, combo)}
         doc["container"] = container
+        if combo.runtime == "charliecloud":
+            in_charliecloud_image(container, root)
     return doc
+
+
+def in_charliecloud_image(container: dict[str, Any], root: Path) -> None:
+    """Make the job's image (under `root`) and what ch-run needs in it: mount sources on
+    the host, mount targets and the workdir inside the image (under /mx and /wd)."""
+    image = root / CH_IMAGE
+    for folder in ("usr", "dev", "proc", "sys", "tmp", "home", "etc", "mx", "wd",
+                   *(top.lstrip("/") for top in python_folders())):
+        (image / folder).mkdir(parents=True, exist_ok=True)
+    for name in ("bin", "lib", "lib64", "sbin"):
+        (image / name).symlink_to(f"usr/{name}")
+    for name in ("hosts", "resolv.conf", "passwd", "group"):
+        (image / "etc" / name).touch()
+    container["image"] = f"{image}/"
+    for index, mount in enumerate(container["volume_mounts"]):
+        source = root / f"src{index}" / mount["source"].lstrip("/")
+        source.mkdir(parents=True, exist_ok=True)
+        mount.update(source=str(source), target=f"/mx{mount['target']}", read_only=False)
+        (image / mount["target"].lstrip("/")).mkdir(parents=True, exist_ok=True)
+    workdir = container.get("workdir")
+    if workdir is not None and ".." in workdir.split("/"):
+        del container["workdir"]  # would leave the image: the runtime checks nothing here
+    elif workdir is not None:
+        container["workdir"] = f"/wd{workdir}"
+        (image / container["workdir"].lstrip("/")).mkdir(parents=True, exist_ok=True)
 
 
 def expected_refusals(doc: dict[str, Any], combo: Combo) -> set[str]:
@@ -778,7 +866,31 @@ def check_job(job: HostileJob) -> None:
             # Podman gives a container stdin only with -i: see test_stdin_path_reaches_podman.
             assert_ran_exactly(job, run, check_stdin=combo.runtime not in ("podman",
                                                                            "podman-hpc"))
+        assert_ran_in_charliecloud(job, execute(job, CH_COMBO, base))
         assert canaries(base) == []
+
+
+def assert_ran_in_charliecloud(job: HostileJob, run: Run) -> None:
+    """The real ch-run started the program once, inside the image, with exactly the job's
+    arguments, environment, working directory and stdin, and nothing of them ran."""
+    doc = run.doc
+    where = f"{run.combo}\n--- script ---\n{run.plan.script}\n--- stderr ---\n{run.process.stderr}"
+    assert run.process.returncode == 0, f"exit {run.process.returncode}: {where}"
+    assert canaries(run.root) == [], f"a payload ran: {where}"
+    assert len(run.recorded) == 1, f"the program ran {len(run.recorded)} times: {where}"
+    seen = run.recorded[0]
+    assert "CH_RUNNING" in seen["env"], f"not inside ch-run: {where}"
+    assert seen["argv"] == doc["arguments"], where
+    for name, value in doc["environment"].items():
+        assert seen["env"].get(name) == value, f"environment {name!r}: {where}"
+    directory = doc.get("directory", str(run.root))  # a refused one: where bash started
+    assert seen["cwd"] == doc["container"].get("workdir", directory), where
+    assert seen["stdin"] == (STDIN_TEXT if "stdin_path" in doc else ""), where
+    launched = [r["program"] for r in run.standins]
+    assert launched == (["srun"] if job.parallel else []), where
+    for mount in doc["container"]["volume_mounts"]:
+        assert f"-b {shlex.quote(mount['source'] + ':' + mount['target'])}" in (
+            run.plan.script.replace(" \\\n    ", " ")), f"mount {mount}: {where}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -806,6 +918,7 @@ def test_environment_value_with_a_newline_arrives_intact() -> None:
         "QUOTES": "it's \"$(touch CANARY)\" `touch CANARY`",
         "EMPTY": "",
         "COMMA": "a,b=c;d",
+        "DOLLARS": "$HOME:${PATH}:$NOPE",  # ch-run expands these unless --env-no-expand
     }))
 
 

@@ -159,7 +159,10 @@ def _resource_row(doc: Capabilities) -> list[str]:
 def _policy_row(runtime: RuntimeCapability) -> list[str]:
     mounts = "\n".join(runtime.mount_sources)
     if mounts:
-        mounts += "\n" + ("read-write" if runtime.read_write_mounts else "read-only only")
+        if not runtime.read_only_mounts:
+            mounts += "\nread-write only (no read-only binds)"
+        else:
+            mounts += "\n" + ("read-write" if runtime.read_write_mounts else "read-only only")
     devices = "\n".join(runtime.cdi_devices) or "-"
     if runtime.oci_mode:
         devices += "\n(OCI mode: --oci)"

@@ -108,7 +108,7 @@ def _one_staging(decision: Decision, when: str) -> list[list[str]]:
         return []
     if RUNTIMES[decision.runtime].stages_in_launch:
         return []
-    return [[*(SiteWord(word) for word in config.staging.command), decision.image]]
+    return RUNTIMES[decision.runtime].staging_commands(decision)
 
 
 def _members_decisions(decision: Decision) -> list[Decision]:

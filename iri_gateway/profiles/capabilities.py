@@ -37,6 +37,11 @@ class RuntimeCapability(BaseModel):
     mpi: str | None = Field(description="How MPI is bound, or None")
     mount_sources: list[str] = Field(description="Allowed mount source prefixes")
     read_write_mounts: bool
+    read_only_mounts: bool = Field(
+        default=True,
+        description="The runtime can mount read-only; false: it cannot (Charliecloud's ch-run), "
+        "so a read-only mount is refused and mounts must say read_only: false",
+    )
     networks: list[str]
     image_forms: list[str]
     allowed_extra_options: list[str]
@@ -131,6 +136,7 @@ def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapabili
         mpi=mpi_text,
         mount_sources=list(config.mounts.allowed_sources),
         read_write_mounts=config.mounts.read_write,
+        read_only_mounts=RUNTIMES[name].read_only_refusal is None,
         networks=list(config.networks),
         image_forms=list(config.image_forms),
         allowed_extra_options=list(config.allowed_extra_options),

@@ -25,6 +25,7 @@ from iri_gateway.models.profile import RuntimeConfig
 from iri_gateway.models.runtime_names import RuntimeName
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry
+from iri_gateway.runtimes import RUNTIMES
 
 Sample = Literal["cpu", "gpu", "mpi", "gpu+mpi"]
 SAMPLES: tuple[Sample, ...] = ("cpu", "gpu", "mpi", "gpu+mpi")
@@ -69,7 +70,7 @@ def sample_job(sample: Sample, loaded: LoadedResource, runtime: RuntimeName) -> 
         container = Container(
             image=_IMAGE_BY_FORM[config.image_forms[0]],
             runtime=runtime,
-            volume_mounts=_sample_mounts(config),
+            volume_mounts=sample_mounts(config, runtime),
         )
     elif runtime == "none":
         container = None
@@ -91,12 +92,15 @@ def sample_job(sample: Sample, loaded: LoadedResource, runtime: RuntimeName) -> 
     )
 
 
-def _sample_mounts(config: RuntimeConfig) -> list[VolumeMount]:
+def sample_mounts(config: RuntimeConfig, runtime: RuntimeName) -> list[VolumeMount]:
+    """A read-only data mount, or a read-write one with a runtime that cannot mount
+    read-only (Charliecloud), where the site allows one."""
     sources = config.mounts.allowed_sources
-    if not sources:
+    read_only = RUNTIMES[runtime].read_only_refusal is None
+    if not sources or not (read_only or config.mounts.read_write):
         return []
     base = sources[0].rstrip("/") or ""
-    return [VolumeMount(source=f"{base}/iri-check/data", target="/data", read_only=True)]
+    return [VolumeMount(source=f"{base}/iri-check/data", target="/data", read_only=read_only)]
 
 
 def run_matrix(registry: ProfileRegistry) -> list[CheckRow]:

@@ -81,6 +81,12 @@ class Runtime(ABC):
     slurm_spank_options: ClassVar[bool] = False
     """Under Slurm, the image and volumes go into `#SBATCH` lines (SPANK plug-in options), so
     they must not hold Slurm's separators."""
+    read_only_refusal: ClassVar[str | None] = None
+    """None when the runtime can bind a path read-only; otherwise why it cannot, and a
+    read-only mount is refused at planning with this reason (Charliecloud's `-b`)."""
+    entrypoint_refusal: ClassVar[str | None] = None
+    """None when the runtime can run an image's own entrypoint (a job without executable or
+    arguments); otherwise why it cannot, and such a job is refused at planning."""
 
     @property
     def template(self) -> str:
@@ -112,6 +118,15 @@ class Runtime(ABC):
         """Why the negotiated job cannot run in this runtime, beyond the checks every
         runtime shares (each names the JobSpec field); none by default."""
         return []
+
+    def staging_commands(self, decision: Decision) -> list[list[str]]:
+        """The commands that stage the job's image: the profile's staging command with the
+        image appended. A runtime may stage only some image forms, or add commands (run
+        once, where the profile's `staging.when` says, never per rank)."""
+        config = decision.runtime_config
+        if config is None or decision.image is None:
+            return []
+        return [[*(SiteWord(word) for word in config.staging.command), decision.image]]
 
     def injects_cdi(self, config: RuntimeConfig | None) -> bool:
         """True when the runtime, configured as `config`, can inject CDI devices."""
@@ -147,13 +162,18 @@ def site_flags(decision: Decision) -> list[str]:
     config = decision.runtime_config
     if config is None:
         return []
-    flags: list[str] = site_words(config.flags)
-    flags += decision.gpu_flags
-    if decision.use_mpi and config.mpi is not None:
-        mpi = config.mpi
-        chosen = mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None else mpi.flags
-        flags += site_words(chosen)
-    return flags
+    return [*site_words(config.flags), *decision.gpu_flags, *mpi_flags(decision)]
+
+
+def mpi_flags(decision: Decision) -> list[str]:
+    """The MPI binding's flags when the job uses MPI (its `gpu_flags` when it also uses
+    GPUs and the site gives them)."""
+    config = decision.runtime_config
+    if not decision.use_mpi or config is None or config.mpi is None:
+        return []
+    mpi = config.mpi
+    return site_words(mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None
+                      else mpi.flags)
 
 
 def site_binds(decision: Decision) -> list[str]:

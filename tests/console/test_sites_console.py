@@ -23,8 +23,8 @@ from tests.console.conftest import (
     wait_for,
 )
 
-SHIPPED = {"aurora", "polaris", "cdi-gpu", "local", "perlmutter-gpu", "perlmutter-cpu",
-           "frontier"}
+SHIPPED = {"aurora", "polaris", "cdi-gpu", "lanl-gpu", "lanl-cpu", "local", "perlmutter-gpu",
+           "perlmutter-cpu", "frontier"}
 
 
 def shown_resources(driver: WebDriver) -> list[str]:
@@ -104,6 +104,8 @@ def test_the_sites_page_shows_every_resource_as_the_api_describes_it(
     tmpfs = row(page, "apptainer: allowed extra options")["cells"]
     assert tmpfs["frontier"] == "--writable-tmpfs, --contain, --no-home"
     assert row(page, "podman: CDI devices")["cells"]["cdi-gpu"] == "nvidia.com/gpu=*"
+    assert row(page, "charliecloud: mount sources")["cells"]["lanl-gpu"] == (
+        "/users, /lustre/scratch5 (read-write only: no read-only binds)")
     assert row(page, "MPI flavour")["cells"]["frontier"] == "cray-mpich"
     assert row(page, "interconnect")["cells"]["frontier"] == "slingshot-11"
     same = row(page, "roles at most")
@@ -118,9 +120,9 @@ def test_the_sites_page_shows_every_resource_as_the_api_describes_it(
     nvidia = [rid for rid, c in capabilities.items() if c["hardware"].get("gpu_vendor") == "nvidia"]
     wait_for(page, f"document.querySelectorAll('#comparison thead th[data-resource]').length"
                    f" === {len(nvidia)}")
-    assert shown_resources(page) == nvidia == ["polaris", "cdi-gpu", "perlmutter-gpu"]
+    assert shown_resources(page) == nvidia == ["polaris", "cdi-gpu", "lanl-gpu", "perlmutter-gpu"]
     assert page.find_element(By.ID, "count").text == (
-        f"Showing 3 of {len(capabilities)} resources.")
+        f"Showing 4 of {len(capabilities)} resources.")
     screenshots(page, "sites-nvidia")
     page.find_element(By.ID, "filter-nvidia").send_keys(Keys.SPACE)
 

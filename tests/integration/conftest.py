@@ -52,6 +52,11 @@ class ClusterInfo:
     test_image: str
     image_cuda: str
     image_cpu: str
+    # Charliecloud images of the cuda and cpu test images (directories), and the cpu one as
+    # a SquashFS file (scripts/cluster, issue 17).
+    ch_image_cuda: Path
+    ch_image_cpu: Path
+    ch_image_sqfs: Path
 
     @classmethod
     def from_env_lines(cls, text: str) -> ClusterInfo:
@@ -77,6 +82,9 @@ class ClusterInfo:
             test_image=values["IRI_TEST_IMAGE"],
             image_cuda=values["IRI_TEST_IMAGE_CUDA"],
             image_cpu=values["IRI_TEST_IMAGE_CPU"],
+            ch_image_cuda=Path(values["IRI_CH_IMAGE_CUDA"]),
+            ch_image_cpu=Path(values["IRI_CH_IMAGE_CPU"]),
+            ch_image_sqfs=Path(values["IRI_CH_IMAGE_SQFS"]),
         )
 
 

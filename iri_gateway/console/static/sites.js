@@ -101,7 +101,8 @@ function sections(caps) {
         runtimeRow(name, "MPI binding", (r) => r.mpi || NONE),
         runtimeRow(name, "image forms", (r) => list(r.image_forms)),
         runtimeRow(name, "mount sources", (r) => `${list(r.mount_sources)}${
-          r.read_write_mounts ? " (read-write allowed)" : " (read-only)"}`),
+          r.read_only_mounts === false ? " (read-write only: no read-only binds)"
+            : r.read_write_mounts ? " (read-write allowed)" : " (read-only)"}`),
         runtimeRow(name, "networks", (r) => list(r.networks)),
         runtimeRow(name, "allowed extra options", (r) => list(r.allowed_extra_options)),
         runtimeRow(name, "image staging", (r) => r.image_staging),

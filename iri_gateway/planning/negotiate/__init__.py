@@ -136,6 +136,7 @@ def _negotiate_one(
             ctr.check_image(container, choice, resource.id, problems)
             ctr.check_gpu(container, choice, use_gpu, resource, problems)
             ctr.check_mounts(container, choice, problems)
+            ctr.check_entrypoint(choice, bool(spec.executable or spec.arguments), problems)
             ctr.check_network(container, choice, problems)
             ctr.check_extra_options(container, choice, problems)
             if choice.config is not None and (use_gpu or container.devices):

@@ -216,6 +216,13 @@ def check_mounts(container: Container, choice: ContainerChoice, problems: list[P
                 f"{where}.read_only", "only read-only mounts are allowed here", "read_only: true"
             ))
             continue
+        refusal = choice.runtime.read_only_refusal
+        if mount.read_only and refusal is not None:
+            problems.append(Problem(
+                f"{where}.read_only", f"{choice.runtime.name} cannot mount read-only: {refusal}",
+                "read_only: false" if policy.read_write else "no mounts with this runtime",
+            ))
+            continue
         choice.mounts.append(Mount(mount.source, mount.target, mount.read_only))
 
 
@@ -244,6 +251,18 @@ def _under(path: str, prefix: str) -> bool:
     """
     path = posixpath.normpath(path)
     return prefix == "/" or path == prefix or path.startswith(prefix + "/")
+
+
+def check_entrypoint(
+    choice: ContainerChoice, has_command: bool, problems: list[Problem]
+) -> None:
+    """A runtime that cannot run an image's own entrypoint needs a command."""
+    refusal = choice.runtime.entrypoint_refusal
+    if refusal is not None and choice.config is not None and not has_command:
+        problems.append(Problem(
+            "executable", f"{choice.runtime.name} cannot run the image's entrypoint: {refusal}",
+            "executable (the program in the image)",
+        ))
 
 
 def check_network(
