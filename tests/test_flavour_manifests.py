@@ -84,7 +84,8 @@ def test_the_proposals_manifest_placed_across_the_shipped_sites(tmp_path: Path) 
     # cdi-gpu has GPUs but refuses them without a count (gpu_default_request: refuse).
     assert chosen == {"perlmutter-gpu": "cuda", "polaris": "cuda", "perlmutter-cpu": "cpu",
                       "frontier": "cpu", "aurora": "cpu", "cdi-gpu": "cpu",
-                      "lanl-gpu": "cuda", "lanl-cpu": "cpu", "local": local_flavour}
+                      "lanl-gpu": "cuda", "lanl-cpu": "cpu", "oci-cpu": "cpu",
+                      "local": local_flavour}
     assert all(a["app"] == {"name": "segmentor", "version": "0.4.3"} for a in answers.values())
     assert answers["local"]["runnable"] is (local_flavour is not None)
     # The plan names the app, and the CUDA flavour gets the GPUs of the node.

@@ -74,12 +74,14 @@ def test_cpu_on_frontier_whose_gpus_are_amd(registry: ProfileRegistry) -> None:
 
 def test_placement_ranks_every_resource_with_reasons(registry: ProfileRegistry) -> None:
     ranked = place(parse_jobspec(app_job()), registry)
-    assert registry.ids() == ["aurora", "polaris", "cdi-gpu", "lanl-gpu", "lanl-cpu", "local",
-                              "perlmutter-gpu", "perlmutter-cpu", "frontier", "testsite-gpu"]
+    assert registry.ids() == ["aurora", "polaris", "cdi-gpu", "oci-cpu", "lanl-gpu", "lanl-cpu",
+                              "local", "perlmutter-gpu", "perlmutter-cpu", "frontier",
+                              "testsite-gpu"]
     # cuda (100) first, in load order; then cpu (20) in load order; then what cannot run it.
     assert [(p.resource, p.flavour) for p in ranked] == [
         ("polaris", "cuda"), ("lanl-gpu", "cuda"), ("perlmutter-gpu", "cuda"),
-        ("testsite-gpu", "cuda"), ("aurora", "cpu"), ("cdi-gpu", "cpu"), ("lanl-cpu", "cpu"),
+        ("testsite-gpu", "cuda"), ("aurora", "cpu"), ("cdi-gpu", "cpu"), ("oci-cpu", "cpu"),
+        ("lanl-cpu", "cpu"),
         ("perlmutter-cpu", "cpu"), ("frontier", "cpu"), ("local", None),
     ]
     by_id = {p.resource: p for p in ranked}

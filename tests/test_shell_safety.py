@@ -942,7 +942,8 @@ def test_executable_path_with_a_space_and_a_quote_runs() -> None:
 # runc starts the image, whose /bin/sh writes every argument and the job's variables,
 # NUL-separated, into the job directory (bound into the container as its working directory).
 
-OCI_REPORT = 'for a in "$@"; do printf "%s\\0" "$a"; done > args.bin; {names}pwd > cwd.txt'
+# The variables are written first: the loop's own variable (`a`) may be one of them.
+OCI_REPORT = '{names}for a in "$@"; do printf "%s\\0" "$a"; done > args.bin; pwd > cwd.txt'
 
 
 @pytest.fixture(scope="module")

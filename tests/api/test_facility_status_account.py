@@ -129,8 +129,8 @@ async def test_facility_lists_one_site_per_facility_profile(
     sites = (await client.get(V2 + "/facility/sites")).json()
     official.check("Site", sites, array=True)
     ids = [site["id"] for site in sites]
-    assert sorted(ids) == ["alcf", "alcf-aurora", "example-cdi", "lanl", "local", "nersc",
-                           "olcf", "testsite"]
+    assert sorted(ids) == ["alcf", "alcf-aurora", "example-cdi", "example-slurm-oci", "lanl",
+                           "local", "nersc", "olcf", "testsite"]
     assert facility["site_uris"] == [f"http://test{V2}/facility/sites/{i}" for i in ids]
     nersc = next(site for site in sites if site["id"] == "nersc")
     assert nersc["resource_uris"] == [f"http://test{V2}/status/resources/perlmutter-gpu",
@@ -283,7 +283,7 @@ async def test_resource_filters(fleet: tuple[httpx.AsyncClient, str],
         return [item["id"] for item in response.json()]
 
     everything = await ids()
-    assert len(everything) == 10
+    assert len(everything) == 11
     assert await ids(resource_type="urn:doe-iri:resource:compute") == everything
     assert await ids(resource_type="urn:doe-iri:resource:compute:system") == everything
     assert await ids(resource_type="urn:doe-iri:resource:compute:sys") == []

@@ -23,7 +23,7 @@ from tests.console.conftest import (
     wait_for,
 )
 
-SHIPPED = {"aurora", "polaris", "cdi-gpu", "lanl-gpu", "lanl-cpu", "local", "perlmutter-gpu",
+SHIPPED = {"aurora", "polaris", "cdi-gpu", "oci-cpu", "lanl-gpu", "lanl-cpu", "local", "perlmutter-gpu",
            "perlmutter-cpu", "frontier"}
 
 
