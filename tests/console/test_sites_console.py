@@ -23,8 +23,8 @@ from tests.console.conftest import (
     wait_for,
 )
 
-SHIPPED = {"aurora", "polaris", "cdi-gpu", "oci-cpu", "lanl-gpu", "lanl-cpu", "local", "perlmutter-gpu",
-           "perlmutter-cpu", "frontier"}
+SHIPPED = {"aurora", "polaris", "cdi-gpu", "oci-cpu", "lanl-gpu", "lanl-cpu", "local",
+           "perlmutter-gpu", "perlmutter-cpu", "frontier"}
 
 
 def shown_resources(driver: WebDriver) -> list[str]:
