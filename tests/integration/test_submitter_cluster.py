@@ -65,7 +65,9 @@ def slow_staging_profile(profile: Path, folder: Path) -> tuple[Path, Path]:
     allowing = profile_allowing(profile, ["begin"], folder)
     document: dict[str, Any] = yaml.safe_load(allowing.read_text())
     for resource in document["resources"]:
-        resource["runtimes"]["podman"]["staging"] = {"when": "submit", "command": [str(script)]}
+        if "podman" in resource["runtimes"]:  # not the slurm-oci resources
+            resource["runtimes"]["podman"]["staging"] = {"when": "submit",
+                                                         "command": [str(script)]}
     path = folder / "cluster-slow-staging.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path, calls
