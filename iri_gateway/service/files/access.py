@@ -157,10 +157,7 @@ class UserFiles:
 
     def _run(self, anchor: Anchor, operation: str, **arguments: Any) -> dict[str, Any]:
         """The reader's result for `operation` from `anchor`; FileRefusedError otherwise."""
-        answer = self.reader.run({
-            "op": operation, "base": anchor.base, "top": list(anchor.top),
-            "rest": list(anchor.rest), "reserved": list(anchor.reserved), **arguments,
-        })
+        answer = self.reader.run({"op": operation, **anchor.spec(), **arguments})
         if not answer["ok"]:
             raise FileRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
                                    str(answer.get("field") or ""))

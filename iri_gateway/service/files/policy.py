@@ -19,6 +19,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from iri_gateway.errors import Problem
 from iri_gateway.models.jobspec import JobSpec
@@ -136,6 +137,11 @@ class Anchor:
     top: tuple[str, ...]
     rest: tuple[str, ...]
     reserved: tuple[str, ...]
+
+    def spec(self) -> dict[str, Any]:
+        """The place as the reader, the writer and the transfer agent take it (JSON)."""
+        return {"base": self.base, "top": list(self.top), "rest": list(self.rest),
+                "reserved": list(self.reserved)}
 
 
 @dataclass(frozen=True)

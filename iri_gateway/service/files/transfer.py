@@ -189,8 +189,7 @@ class UserTransfers:
         anchor = self.files.scope.locate(path)
         if anchor is None:
             raise FileRefusedError("not_found")
-        return {"op": operation, "base": anchor.base, "top": list(anchor.top),
-                "rest": list(anchor.rest), "reserved": list(anchor.reserved)}
+        return {"op": operation, **anchor.spec()}
 
     def _stream(self) -> AbstractContextManager[CommandStream]:
         transport = self.files.reader.transport

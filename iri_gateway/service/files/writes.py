@@ -26,7 +26,7 @@ from typing import Any
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.files import archiver, writer
 from iri_gateway.service.files.access import FileReader, reader_source
-from iri_gateway.service.files.policy import Anchor, Scope, path_problem, within
+from iri_gateway.service.files.policy import Scope, path_problem, within
 from iri_gateway.transport.base import TransportError
 from iri_gateway.transport.ssh import SshTransport
 
@@ -133,12 +133,6 @@ def name_problem(path: str) -> str | None:
     return problem
 
 
-def _spec(anchor: Anchor) -> dict[str, Any]:
-    """A place as the writer takes it."""
-    return {"base": anchor.base, "top": list(anchor.top), "rest": list(anchor.rest),
-            "reserved": list(anchor.reserved)}
-
-
 @dataclass(frozen=True)
 class UserWrites:
     """The changes one user may make on one resource, and how to make them."""
@@ -155,7 +149,7 @@ class UserWrites:
         anchor = self.scope.locate(path, job_folder)
         if anchor is None:
             raise WriteRefusedError("not_found", "", field)
-        return _spec(anchor)
+        return anchor.spec()
 
     def movable(self, path: str, field: str) -> dict[str, Any]:
         """`place`, refusing a root, a job folder, or a tree holding the gateway's folders."""
@@ -224,7 +218,7 @@ class UserWrites:
                                     "the folders you may use; a link may only point there",
                                     "path")
         return self.run("symlink", link=placed, target=target, resolves_to=resolves_to,
-                        area=_spec(anchor))
+                        area=anchor.spec())
 
     def compress(self, path: str, target: str, *, compression: str, dereference: bool,
                  match_pattern: str | None, max_files: int, max_bytes: int) -> Prepared:
