@@ -116,13 +116,21 @@ def test_cancelling_the_leader_cancels_every_component(
 def test_a_component_cancelled_alone_makes_the_ended_job_canceled(
     batch: SlurmBatch, tmp_path: Path
 ) -> None:
-    """jobcomp records the leader as COMPLETED; the live queue knows better."""
-    script = het_script(tmp_path, "srun --het-group=0 sleep 6 & srun --het-group=1 sleep 120 & "
-                        "wait\nexit 0\n")
+    """jobcomp records the leader as COMPLETED; the live queue knows better.
+
+    Component 0 runs until the test has seen the cancelled component beside it (a fixed
+    sleep ended first once on a loaded CI machine, and the job with it).
+    """
+    go = tmp_path / "go"
+    script = het_script(tmp_path, f"srun --het-group=0 sh -c 'until [ -e {go} ]; do sleep 0.2; "
+                        "done' & srun --het-group=1 sleep 120 & wait\nexit 0\n")
     native_id = batch.submit(script, tag="iri-gateway:het-test-3")
     poll(batch, native_id, lambda s: s.state == JobState.ACTIVE)
     subprocess.run(["scancel", f"{native_id}+1"], check=True, timeout=30)
-    running, _ = poll(batch, native_id, lambda s: "CANCELLED" in s.message)
+    try:
+        running, _ = poll(batch, native_id, lambda s: "CANCELLED" in s.message)
+    finally:
+        go.touch()
     assert running.state == JobState.ACTIVE
     assert running.message == (
         f"RUNNING (components {native_id}+0 RUNNING, {native_id}+1 CANCELLED)")
