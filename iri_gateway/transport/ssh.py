@@ -44,6 +44,7 @@ from iri_gateway.transport.base import (
     TransportError,
     decode_output,
 )
+from iri_gateway.transport.ssh_rekey import RekeySafeTransport
 
 REFUSAL_PAUSE = 0.5
 """Seconds a connection that refused a session is not offered another one: sshd frees a
@@ -132,6 +133,7 @@ class SshTransport:
                 key_filename=self._key_file, timeout=self._connect_timeout,
                 banner_timeout=self._connect_timeout, auth_timeout=self._connect_timeout,
                 allow_agent=False, look_for_keys=self._key_file is None,
+                transport_factory=RekeySafeTransport,
             )
         except paramiko.BadHostKeyException as error:
             client.close()
