@@ -23,7 +23,7 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.task_runner import Progress, TaskFailedError, TaskRunner
-from iri_gateway.service.tasks import CANCELED, TaskRecord
+from iri_gateway.service.tasks import CANCELED, TaskLimitError, TaskRecord
 
 # ---- official task schemas -----------------------------------------------------------------
 
@@ -126,6 +126,8 @@ def background_task(request: Request, principal: Principal, command: str,
 
     try:
         record = _runner(request).submit(principal.user, _command(command, args), run)
+    except TaskLimitError as error:
+        raise ApiProblem(409, "Conflict", str(error)) from None
     except GatewayError as error:
         raise ApiProblem(503, "Service Unavailable", str(error)) from None
     return _submitted(request, record)

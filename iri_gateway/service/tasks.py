@@ -7,33 +7,49 @@ and deleting alike. It is `pending` until a worker takes it, `active` while it r
 the statuses it may come from), so a cancel and a worker finishing at the same moment leave
 one answer, never a mixture.
 
-Bounded like the in-memory book before it: at most `per_user` tasks per user (the oldest
-dropped first; a dropped unfinished task stops, as a cancel would) and finished tasks for
-`ttl` seconds.
+Bounded per user: at most `per_user` unfinished tasks (one more is refused,
+`TaskLimitError`: an unfinished task is never dropped to make room, so a user's quick
+operations cannot stop their long copy), and the newest `per_user` finished ones, each for
+`ttl` seconds. On PostgreSQL the count and the insert of one user's task hold a lock of
+that user's (an advisory transaction lock), so two replicas cannot both take the last place.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import sessionmaker
 
+from iri_gateway.errors import GatewayError
 from iri_gateway.service.schema import TaskRow
 from iri_gateway.service.store import JobStore
 
 TASKS_PER_USER = 32
-"""Tasks kept per user (oldest dropped first)."""
+"""Unfinished tasks a user may have at once, and finished ones kept per user (the newest)."""
 TASK_TTL = 3600.0
 """Seconds a finished task stays readable."""
 
 PENDING, ACTIVE, COMPLETED, FAILED, CANCELED = (
     "pending", "active", "completed", "failed", "canceled")
 UNFINISHED = (PENDING, ACTIVE)
+
+
+class TaskLimitError(GatewayError):
+    """The user has `per_user` unfinished tasks already (409: wait for one, or cancel one)."""
+
+    code = "task_limit"
+
+
+def _owner_lock(owner: str) -> int:
+    """The PostgreSQL advisory lock key of one user's tasks (a signed 64-bit number)."""
+    digest = hashlib.blake2b(f"iri-gateway tasks of {owner}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 @dataclass(frozen=True)
@@ -68,21 +84,34 @@ class TaskStore:
 
     def create(self, owner: str, command: dict[str, Any], *, replica_id: str | None,
                status: str = PENDING, result: dict[str, Any] | None = None) -> TaskRecord:
-        """A new task of `owner`'s; the oldest beyond the bounds are dropped."""
+        """A new task of `owner`'s; the oldest finished ones beyond the bound are dropped.
+        TaskLimitError when it would be unfinished and `owner` has `per_user` of those."""
         now = self._clock()
         row = TaskRow(id=str(uuid.uuid4()), owner=owner, replica_id=replica_id,
                       status=status, command=command, result=result, created_at=now,
                       updated_at=now)
         with self._writing() as session:
+            if status in UNFINISHED:
+                if session.get_bind().dialect.name == "postgresql":
+                    session.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                    {"key": _owner_lock(owner)})
+                unfinished = session.scalar(select(func.count()).select_from(TaskRow).where(
+                    TaskRow.owner == owner, TaskRow.status.in_(UNFINISHED))) or 0
+                if unfinished >= self.per_user:
+                    raise TaskLimitError(
+                        f"{owner} has {unfinished} unfinished file tasks (pending or active), "
+                        f"the most a user may have at once: wait for one to end, or cancel "
+                        "one (deleteTask), then ask again")
             session.execute(delete(TaskRow).where(
                 TaskRow.owner == owner, TaskRow.status.not_in(UNFINISHED),
                 TaskRow.updated_at < now - self.ttl))
             session.add(row)
             session.flush()
-            kept = session.scalars(
-                select(TaskRow.id).where(TaskRow.owner == owner)
+            finished = session.scalars(
+                select(TaskRow.id).where(TaskRow.owner == owner,
+                                         TaskRow.status.not_in(UNFINISHED))
                 .order_by(TaskRow.created_at.desc(), TaskRow.id)).all()
-            dropped = list(kept[self.per_user:])
+            dropped = list(finished[self.per_user:])
             if dropped:
                 session.execute(delete(TaskRow).where(TaskRow.id.in_(dropped)))
         return _record(row)

@@ -25,7 +25,11 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 
+from iri_gateway.service.schema import ReplicaRow
+from iri_gateway.service.store import JobStore
+from iri_gateway.service.tasks import TASKS_PER_USER, TaskStore
 from tests.api.real_serve import serve_process
 from tests.api.test_filesystem import auth, local_profile
 from tests.conftest import clean_env, free_port
@@ -262,6 +266,41 @@ def test_deleting_a_running_task_cancels_it_and_leaves_no_partial_target(
                      until=lambda task: task["result"].get("stopped") is True)[1]
         assert task["status"] == "canceled", task
         assert sorted(p.name for p in site.home.iterdir()) == before, "nothing partial left"
+
+
+def test_a_users_quick_operations_keep_their_unfinished_tasks_and_one_more_is_a_409(
+        site: Site, tmp_path: Path) -> None:
+    """32 unfinished tasks of alice's (made pending in the serve's store, as a replica that
+    runs them would): 40 quick operations of hers drop none of them; a 33rd long operation
+    is a 409 naming the bound; bob is not bound by alice's; a cancel makes room."""
+    (site.home / "f").write_text("f")
+    data = tmp_path / "data"
+    with gateway(site.profile, data, site.tokens) as served, \
+            httpx.Client(base_url=served.url, timeout=60) as http:
+        store = JobStore(f"sqlite:///{data / 'jobs.db'}")
+        with store.writing() as session:
+            (replica_id,) = session.scalars(select(ReplicaRow.id)).all()
+        tasks = TaskStore(store)
+        waiting = [tasks.create("alice", {"router": "filesystem", "command": "cp", "args": {}},
+                                replica_id=replica_id).id for _ in range(TASKS_PER_USER)]
+        for index in range(40):
+            made = http.post(f"{V2}/filesystem/mkdir/local", headers=auth(site.alice),
+                             json={"path": f"{site.home}/d{index}"})
+            assert made.status_code == 201, made.text
+        listed = http.get(f"{V2}/task", headers=auth(site.alice)).json()
+        assert [t["id"] for t in listed if t["status"] == "pending"] == waiting
+        body = {"path": f"{site.home}/f", "target_path": f"{site.home}/g"}
+        refused = http.post(f"{V2}/filesystem/cp/local", headers=auth(site.alice), json=body)
+        assert refused.status_code == 409, refused.text
+        assert f"{TASKS_PER_USER} unfinished file tasks" in refused.json()["detail"]
+        assert not (site.home / "g").exists()
+        bob = site.home.parent / "bob"
+        (bob / "b").write_text("b")
+        start(http, site.bob, "cp", {"path": f"{bob}/b", "target_path": f"{bob}/c"})
+        assert http.delete(f"{V2}/task/{waiting[0]}", headers=auth(site.alice)).status_code == 200
+        task_id = start(http, site.alice, "cp", body)
+        assert watch(http, site.alice, task_id)[1]["status"] == "completed"
+        assert (site.home / "g").read_text() == "f"
 
 
 def test_kill_9_during_a_task_leaves_it_failed_at_the_next_start(site: Site,

@@ -118,8 +118,8 @@ def post_stat(resource_id: KnownResource, body: PostStatRequest, engine: EngineD
 
 
 _NO_TASK: dict[int | str, dict[str, Any]] = {
-    404: {"description": "Not Found: no such task of the caller's (another user's task, one "
-          "dropped as the oldest beyond 32, or finished more than an hour ago)"},
+    404: {"description": "Not Found: no such task of the caller's (another user's task, a "
+          "finished one beyond the newest 32, or finished more than an hour ago)"},
 }
 
 
@@ -137,7 +137,8 @@ def get_task(task_id: str, principal: PrincipalDep, request: Request) -> Task:
 @router.get("/task", operation_id="getTasks", tags=_TASK, response_model=list[Task],
             summary="Get Tasks")
 def get_tasks(principal: PrincipalDep, request: Request) -> list[Task]:
-    """The caller's tasks, oldest first (32 per user; finished ones kept for an hour)."""
+    """The caller's tasks, oldest first: every unfinished one (at most 32) and the newest 32
+    finished ones, each kept for an hour after it finished."""
     return read_tasks(request, principal)
 
 
