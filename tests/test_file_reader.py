@@ -32,7 +32,8 @@ from iri_gateway.service.files.access import (
     decode_part,
 )
 from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
-from iri_gateway.transport.base import CommandResult
+from iri_gateway.service.files.writes import FileWriter
+from iri_gateway.transport.base import CommandResult, TransportError
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.scripted import Call, ScriptedTransport
 
@@ -229,6 +230,17 @@ def test_a_login_node_without_python3_is_named_as_the_cause(tree: Path) -> None:
         missing.run({"op": "stat", "base": str(tree), "top": [], "rest": [], "reserved": []})
     assert "need python3" in str(caught.value) and "alice@login1" in str(caught.value)
     assert "not found" in str(caught.value), "the shell's own words are kept"
+
+
+def test_a_long_write_on_a_transport_without_streams_is_refused_not_run_blind(
+        tree: Path) -> None:
+    """Progress and cancel need the writer's streams: a transport that gives none (here the
+    scripted one) is a TransportError naming the place, and nothing runs."""
+    scripted = chatty_login_node()
+    writer = FileWriter(scripted, in_process=False, where="site (alice@login1)")
+    with pytest.raises(TransportError, match=r"site \(alice@login1\) need a local or SSH"):
+        writer.run_reporting({"op": "cp"}, lambda _counts: None)
+    assert scripted.calls == []
 
 
 # ---- the policy ------------------------------------------------------------------------------

@@ -84,7 +84,10 @@ class FileWriter(FileReader):
         if self.in_process:
             return self.serve_here({**request, "_progress": progress})
         if not isinstance(self.transport, SshTransport):
-            return self.run(request)
+            # Progress and cancel need the writer's input and output as streams, which
+            # only the process itself and an SSH channel give.
+            raise TransportError(f"long file operations on {self.where} need a local or "
+                                 "SSH connection")
         argv = ["python3", "-I", "-c", self.program()]
         with self.transport.stream(argv, timeout=self.timeout) as stream:
             every = float(getattr(progress, "interval", archiver.PROGRESS_EVERY))
