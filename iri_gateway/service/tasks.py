@@ -190,8 +190,10 @@ class TaskStore:
             failed += self.move(task_id, to=FAILED, only_from=UNFINISHED, result={
                 "error": {"status": 503, "title": "Service Unavailable",
                           "detail": f"the gateway process that ran this task (replica "
-                          f"{replica_id}) {reason} before it finished; what it had written "
-                          "may be left: look, then ask again"}})
+                          f"{replica_id}) {reason} before it finished; nothing is at the "
+                          "target's name; a half-made result may be left beside it under a "
+                          "hidden `.iri-work-` name, which the next cp, compress or extract "
+                          "into that folder removes: ask again"}})
         return failed
 
     def fail_all_of(self, replica_id: str, reason: str) -> None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from iri_gateway.service.files import archiver
+from iri_gateway.service.files import archiver, writer
 from tests.api import test_filesystem_write as write_tests
 from tests.api.conftest import OfficialSchemas
 from tests.api.test_filesystem import granted
@@ -212,7 +212,7 @@ async def test_a_name_taken_while_extracting_is_never_replaced(
     hostile(home / "race.tgz", member("a", tarfile.DIRTYPE), member("a/in.txt"), member("m"),
             member("b", tarfile.DIRTYPE), member("b/in.txt"))
     if not renameat2:
-        monkeypatch.setattr(archiver, "_renameat2", lambda: None)
+        monkeypatch.setattr(writer, "_renameat2", lambda: None)
     finish = archiver._Unpacker.finish
 
     def finish_then_race(unpacker: archiver._Unpacker) -> None:

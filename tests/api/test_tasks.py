@@ -246,18 +246,11 @@ def test_another_users_task_is_not_found_to_read_or_delete(site: Site, tmp_path:
 @pytest.mark.parametrize("operation", ["cp", "compress", "extract"])
 def test_deleting_a_running_task_cancels_it_and_leaves_no_partial_target(
         site: Site, tmp_path: Path, operation: str) -> None:
-    source = big_tree(site.home / "big")
-    if operation == "extract":
-        with tarfile.open(site.home / "big.tar", "w") as tar:
-            tar.add(source, arcname="big")
-        source = site.home / "big.tar"
+    body = long_operation(site, operation)
     before = sorted(p.name for p in site.home.iterdir())
     with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
             httpx.Client(base_url=served.url, timeout=60) as http:
-        task_id = start(http, site.alice, operation, {
-            "path": str(source), "target_path": f"{site.home}/made",
-            "compression": "urn:doe-iri:compression:none"} if operation != "cp" else {
-            "path": str(source), "target_path": f"{site.home}/made"})
+        task_id = start(http, site.alice, operation, body)
         watch(http, site.alice, task_id, until=lambda task: task["status"] == "active"
               and task["result"] and "progress" in task["result"])
         answer = http.delete(f"{V2}/task/{task_id}", headers=auth(site.alice))
@@ -303,22 +296,48 @@ def test_a_users_quick_operations_keep_their_unfinished_tasks_and_one_more_is_a_
         assert (site.home / "g").read_text() == "f"
 
 
-def test_kill_9_during_a_task_leaves_it_failed_at_the_next_start(site: Site,
-                                                                 tmp_path: Path) -> None:
-    big_tree(site.home / "big")
+def long_operation(site: Site, operation: str) -> dict[str, str]:
+    """The body of a `cp`, `compress` or `extract` of the big tree into `<home>/made`."""
+    source = big_tree(site.home / "big")
+    if operation == "extract":
+        with tarfile.open(site.home / "big.tar", "w") as tar:
+            tar.add(source, arcname="big")
+        source = site.home / "big.tar"
+    body = {"path": str(source), "target_path": f"{site.home}/made"}
+    if operation != "cp":
+        body["compression"] = "urn:doe-iri:compression:none"
+    return body
+
+
+@pytest.mark.parametrize("operation", ["cp", "compress", "extract"])
+def test_kill_9_during_a_task_leaves_it_failed_and_nothing_at_the_target(
+        site: Site, tmp_path: Path, operation: str) -> None:
+    """The half-made result of a serve killed with kill -9 is only ever under a hidden
+    `.iri-work-` name, never at the target's name (a user never takes half a copy for a
+    copy); the task is failed at the restart, and the next such operation into the folder
+    removes the leftover (its process is gone) and does the work."""
+    body = long_operation(site, operation)
+    before = sorted(p.name for p in site.home.iterdir())
     data = tmp_path / "data"
     with gateway(site.profile, data, site.tokens) as served, \
             httpx.Client(base_url=served.url, timeout=60) as http:
-        task_id = start(http, site.alice, "cp", {"path": f"{site.home}/big",
-                                                 "target_path": f"{site.home}/copy"})
-        watch(http, site.alice, task_id, until=lambda task: task["status"] == "active")
+        task_id = start(http, site.alice, operation, body)
+        watch(http, site.alice, task_id, until=lambda task: task["status"] == "active"
+              and task["result"] and "progress" in task["result"])
         os.kill(served.process.pid, signal.SIGKILL)
         served.process.wait(timeout=30)
+    left = sorted(set(p.name for p in site.home.iterdir()) - set(before))
+    assert "made" not in left
+    assert len(left) == 1 and left[0].startswith(".iri-work-"), left
     with gateway(site.profile, data, site.tokens) as served, \
             httpx.Client(base_url=served.url, timeout=60) as http:
         task = read(http, site.alice, task_id)
         assert task["status"] == "failed", task
         assert "stopped or died" in task["result"]["error"]["detail"]
+        assert ".iri-work-" in task["result"]["error"]["detail"]
+        again = start(http, site.alice, operation, body)
+        assert watch(http, site.alice, again)[1]["status"] == "completed"
+    assert sorted(p.name for p in site.home.iterdir()) == sorted([*before, "made"])
 
 
 def test_tasks_are_shared_by_replicas_and_a_dead_replicas_task_fails(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tarfile
 import uuid
@@ -98,3 +99,29 @@ def test_a_cancel_over_ssh_stops_the_remote_work_and_leaves_nothing(
                      until=lambda task: task["result"].get("stopped") is True)[1]
         assert task["status"] == "canceled", task
     assert sorted(p.name for p in work.iterdir()) == before, "nothing partial left"
+
+
+def test_the_remote_writer_killed_mid_copy_leaves_nothing_at_the_target(
+        gateway: Gateway, work: Path) -> None:
+    """kill -9 of the writer on the login node mid-`cp`: its task fails with a retryable 503,
+    nothing is at the target's name, only the hidden `.iri-work-<host>-<pid>-...` entry it
+    was writing; the next copy into the folder (another process) removes that and copies."""
+    before = sorted(p.name for p in work.iterdir())
+    body = {"path": f"{work}/big", "target_path": f"{work}/made"}
+    with httpx.Client(base_url=gateway.url, timeout=120) as http:
+        task_id = start(http, gateway, "cp", body)
+        watch(http, gateway.token, task_id, until=lambda task: task["status"] == "active"
+              and "progress" in (task["result"] or {}))
+        [working] = [p.name for p in work.iterdir() if p.name.startswith(".iri-work-")]
+        pid = int(working.split("-")[3])
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert command[:2] == [b"python3", b"-I"], ("not the writer", command)
+        os.kill(pid, signal.SIGKILL)
+        task = watch(http, gateway.token, task_id)[1]
+        assert task["status"] == "failed", task
+        assert task["result"]["error"]["status"] == 503, task
+        assert sorted(p.name for p in work.iterdir()) == sorted([*before, working])
+        again = start(http, gateway, "cp", body)
+        assert watch(http, gateway.token, again)[1]["status"] == "completed"
+    assert sorted(p.name for p in work.iterdir()) == sorted([*before, "made"])
+    assert same_tree(work / "big", work / "made")

@@ -7,8 +7,9 @@ together and run as the mapped account; `serve` answers the writer's requests an
 `compress` walks the source through descriptors opened `O_NOFOLLOW`, never leaving it: a
 symbolic link is stored as a link (its text; nothing it points to is read), and `dereference`
 is refused. The tree is counted first against `max_files` and `max_bytes` (`too_large`), the
-archive is created `O_EXCL` (an existing target is never replaced) and removed again if
-anything fails.
+archive is written under a hidden `writer.work_name` beside the target, removed again if
+anything fails, and given the target's name only when complete (`writer.move_new`: an
+existing target is never replaced).
 
 `extract` reads the archive's headers first and refuses the whole archive, naming the member,
 when one is absolute, has a `..` component, a control character in its name or link, is a
@@ -22,7 +23,7 @@ renames the folder to the target only when all is done: a failed extract leaves 
 When the target is an existing folder, the members land inside it (`_Into`): every name they
 add at its top is checked free first (`exists`, naming it), the fresh folder is made inside
 it, and each top-level name is moved in when all is unpacked. Every such move refuses to
-replace anything, even an empty folder made that instant (`_move`: `renameat2` with
+replace anything, even an empty folder made that instant (`writer.move_new`: `renameat2` with
 RENAME_NOREPLACE), and a name taken meanwhile undoes the moves made: refused, the folder as
 it was.
 """
@@ -30,18 +31,14 @@ it was.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import json
 import os
 import re
-import secrets
 import stat
 import sys
 import tarfile
 import threading
 import time
-from functools import cache
 from typing import IO, Any
 
 from iri_gateway.service.files import reader, writer
@@ -142,8 +139,10 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             Place(request["target"], "target_path") as target:
         writer._existing(source)
         writer._absent(target)
+        writer.remove_stale_work(target.fd, target.area)
+        fresh = writer.work_name()
         try:
-            out = os.open(target.name, writer._NEW_FILE, 0o644, dir_fd=target.fd)
+            out = os.open(fresh, writer._NEW_FILE, 0o644, dir_fd=target.fd)
         except OSError as error:
             raise writer._os_error(error, "target_path") from None
         try:
@@ -154,10 +153,15 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
                                  (made.st_dev, made.st_ino), writer.reporter(request))
                 packer.entry(source.fd, source.name, source.name, "")
         except BaseException as error:
-            os.unlink(target.name, dir_fd=target.fd)
+            os.unlink(fresh, dir_fd=target.fd)
             if isinstance(error, OSError):
                 raise writer._os_error(error, "path") from None
             raise
+        try:
+            writer.move_new(target.fd, fresh, target.fd, target.name)
+        except OSError as error:
+            os.unlink(fresh, dir_fd=target.fd)
+            raise writer._os_error(error, "target_path") from None
         return {"output": target.entry()}
 
 
@@ -300,65 +304,6 @@ def _members(tar: tarfile.TarFile, budget: writer._Budget) -> list[tuple[tarfile
     return found
 
 
-def _discard(parent: int, name: str, area: Area) -> None:
-    """Remove the half-made folder `name` of `parent` (links unlinked, never followed)."""
-    fd = os.open(name, writer._DIRECTORY, dir_fd=parent)
-    try:
-        writer._remove_tree(area, fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent)
-
-
-_RENAME_NOREPLACE = 1
-"""renameat2's flag: fail with EEXIST rather than replace what has the new name."""
-
-
-@cache
-def _renameat2() -> Any:
-    """The C library's `renameat2`, or None where there is none (not Linux, old glibc)."""
-    try:
-        function = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                         ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function
-
-
-def _move(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
-    """Rename `src` (in folder `src_fd`) to `dst` (in `dst_fd`), never replacing anything
-    (FileExistsError when `dst` exists, even an empty folder, which plain `rename` would
-    replace): `renameat2` with RENAME_NOREPLACE; where the system or the filesystem lacks
-    it, a file or link is linked to its new name (which fails on any existing name) and
-    unlinked from the old one, a folder made anew (`mkdir` fails the same way) and what it
-    holds moved into it the same way."""
-    function = _renameat2()
-    if function is not None:
-        if function(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
-            return
-        code = ctypes.get_errno()
-        if code not in (errno.ENOSYS, errno.EINVAL):
-            raise OSError(code, os.strerror(code), dst)
-    info = os.stat(src, dir_fd=src_fd, follow_symlinks=False)
-    if not stat.S_ISDIR(info.st_mode):
-        os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
-        os.unlink(src, dir_fd=src_fd)
-        return
-    os.mkdir(dst, 0o700, dir_fd=dst_fd)
-    inner, made = (os.open(src, writer._DIRECTORY, dir_fd=src_fd),
-                   os.open(dst, writer._DIRECTORY, dir_fd=dst_fd))
-    try:
-        for name in os.listdir(inner):
-            _move(inner, name, made, name)
-        os.fchmod(made, stat.S_IMODE(info.st_mode))
-    finally:
-        os.close(inner)
-        os.close(made)
-    os.rmdir(src, dir_fd=src_fd)
-
-
 def _tops(members: list[tuple[tarfile.TarInfo, list[str]]]) -> list[str]:
     """The names the members add at the top (each once, in archive order)."""
     return list(dict.fromkeys(parts[0] for _, parts in members))
@@ -372,8 +317,8 @@ def _taken(name: str) -> Refused:
 class _Into:
     """An existing folder that `target_path` names (links inside followed), extracted into:
     the members land in it beside what is there, never replacing or merging into any of it.
-    They are unpacked into a fresh hidden folder inside it first (`name` starts its name)
-    and moved in, each top-level name by `_move`, only when all is unpacked; a name taken
+    They are unpacked into a fresh hidden folder inside it first (`writer.work_name`)
+    and moved in, each top-level name by `writer.move_new`, only when all is unpacked; a name taken
     meanwhile undoes the moves already made."""
 
     name = "iri"
@@ -443,11 +388,11 @@ class _Into:
         try:
             for name in _tops(members):
                 try:
-                    _move(source, name, self.fd, name)
+                    writer.move_new(source, name, self.fd, name)
                 except FileExistsError:
                     for done in reversed(moved):
                         with contextlib.suppress(OSError):
-                            _move(self.fd, done, source, done)
+                            writer.move_new(self.fd, done, source, done)
                     raise _taken(name) from None
                 moved.append(name)
         finally:
@@ -478,7 +423,8 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
             target.free(members)
         else:
             writer._absent(target)
-        fresh = f".{target.name[:200]}.extract-{secrets.token_hex(6)}"
+        fresh = writer.work_name()
+        writer.remove_stale_work(target.fd, target.area)
         try:
             os.mkdir(fresh, 0o700, dir_fd=target.fd)
             root = os.open(fresh, writer._DIRECTORY, dir_fd=target.fd)
@@ -502,9 +448,9 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
             if isinstance(target, _Into):
                 target.move_in(fresh, members)
             else:
-                _move(target.fd, fresh, target.fd, target.name)
+                writer.move_new(target.fd, fresh, target.fd, target.name)
         except BaseException as error:
-            _discard(target.fd, fresh, target.area)
+            writer.discard(target.fd, fresh, target.area)
             if isinstance(error, (tarfile.TarError, EOFError)):
                 raise Refused("not_archive", f"is damaged ({error})", "path") from None
             if isinstance(error, OSError):

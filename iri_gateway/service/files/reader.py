@@ -31,9 +31,11 @@ from __future__ import annotations
 import base64
 import errno
 import grp
+import hashlib
 import json
 import os
 import pwd
+import secrets
 import stat
 import sys
 from collections.abc import Callable
@@ -507,6 +509,62 @@ def _dereferenced(area: Area, parts: list[str]) -> os.stat_result | None:
         return None
     finally:
         os.close(fd)
+
+
+# ---- who writes (for the writers built on this module) ----------------------------------
+
+
+def writer_host() -> str | None:
+    """This boot of this machine and its process-id namespace, as 12 hex digits (None where
+    the kernel does not say: then no temporary name is ever judged stale)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            boot_id = boot.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return hashlib.sha256(f"{boot_id} {namespace}".encode()).hexdigest()[:12]
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another account's
+    return True
+
+
+def temporary_name(prefix: str) -> str:
+    """A new hidden name that says who writes under it: `<prefix><host>-<pid>-<random>`
+    (`writer_host`, this process), or `<prefix><random>` where the host is unknown."""
+    host = writer_host()
+    token = secrets.token_hex(8)
+    return f"{prefix}{host}-{os.getpid()}-{token}" if host else prefix + token
+
+
+def stale_names(folder: int, prefix: str) -> list[str]:
+    """The `temporary_name`s of `prefix` in the open `folder` whose writer was of this host
+    and is gone (killed before it could clean up): never another machine's or boot's, nor
+    one whose process lives."""
+    host = writer_host()
+    if host is None:
+        return []
+    try:
+        with os.scandir(folder) as listing:
+            names = [entry.name for entry in listing if entry.name.startswith(prefix)]
+    except OSError:
+        return []  # a folder the account may write but not list: nothing judged
+    stale = []
+    for name in names:
+        owner = name[len(prefix):].split("-")
+        if (len(owner) == 3 and owner[0] == host and owner[1].isdigit()
+                and not _alive(int(owner[1]))):
+            stale.append(name)
+    return stale
 
 
 # ---- requests ------------------------------------------------------------------------------

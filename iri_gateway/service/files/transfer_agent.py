@@ -44,10 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
-import secrets
 import stat
 import sys
 from typing import Any, BinaryIO
@@ -82,12 +80,9 @@ class Upload:
         if folder is None:
             raise reader.Refused("not_found")  # what should hold the file is not a folder
         self.folder, self.name, self.size, self.fd = folder, name, 0, -1
-        host = writer_host()
-        self.temp = (f"{TEMP_PREFIX}{host}-{os.getpid()}-{secrets.token_hex(8)}" if host
-                     else TEMP_PREFIX + secrets.token_hex(8))
+        self.temp = reader.temporary_name(TEMP_PREFIX)
         try:
-            if host:
-                remove_stale(folder, host)
+            remove_stale(folder)
             if _taken(folder, name):
                 raise reader.Refused("exists")
             try:
@@ -138,44 +133,10 @@ class Upload:
             self.folder = -1
 
 
-def writer_host() -> str | None:
-    """This boot of this machine and its process-id namespace, as 12 hex digits (None where
-    the kernel does not say: then no temporary file is ever judged stale)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
-            boot_id = boot.read().strip()
-        namespace = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-    return hashlib.sha256(f"{boot_id} {namespace}".encode()).hexdigest()[:12]
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # alive, another account's
-    return True
-
-
-def remove_stale(folder: int, host: str) -> None:
-    """Remove the temporary files in the open `folder` that a writer of `host` left when it
-    was killed (its process is gone); see the module docstring."""
-    try:
-        with os.scandir(folder) as listing:
-            names = [entry.name for entry in listing if entry.name.startswith(TEMP_PREFIX)]
-    except OSError:
-        return  # a folder the account may write but not list: nothing judged
-    for name in names:
-        owner = name[len(TEMP_PREFIX):].split("-")
-        if len(owner) != 3 or owner[0] != host or not owner[1].isdigit():
-            continue
-        if _alive(int(owner[1])):
-            continue
+def remove_stale(folder: int) -> None:
+    """Remove the temporary files in the open `folder` that a writer of this host left when
+    it was killed (its process is gone); see the module docstring."""
+    for name in reader.stale_names(folder, TEMP_PREFIX):
         with contextlib.suppress(OSError):
             if stat.S_ISREG(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
                 os.unlink(name, dir_fd=folder)

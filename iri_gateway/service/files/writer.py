@@ -19,14 +19,19 @@ A place that is its area itself (a granted root, or the job folder) is never rem
 or copied onto (`root`). `rm` of a folder needs `recursive`, and deletes the tree through
 descriptors, unlinking links, never following them. `cp` copies a tree after counting it
 (`max_files`, `max_bytes`: `too_large` beyond), copies links as links when their target stays
-inside the target's area (`link_outside` otherwise), and never overwrites; a copy that fails
-or is stopped (its progress callback, `reporter`, raised) removes what it made. Errors are answers:
+inside the target's area (`link_outside` otherwise), and never overwrites. It writes under a
+hidden `work_name` beside the target, renamed to the target only when complete
+(`move_new`), so a killed writer leaves nothing at the target's name, and what killed
+writers of this host left is removed by the next such operation into the folder
+(`remove_stale_work`); a copy that fails or is stopped (its progress callback, `reporter`,
+raised) removes what it made. Errors are answers:
 `{"ok": false, "error": KIND, "detail", "field"}`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import grp
 import hashlib
@@ -36,6 +41,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+from functools import cache
 from typing import Any
 
 from iri_gateway.service.files import reader
@@ -408,12 +414,99 @@ def reporter(request: dict[str, Any]) -> Any:
     return report if callable(report) else (lambda _counts: None)
 
 
+# ---- results written under a hidden name, then moved into place -----------------------
+
+
+def discard(parent: int, name: str, area: Area) -> None:
+    """Remove the half-made `name` of `parent`: a file or link unlinked, a folder with what
+    it holds (links unlinked, never followed)."""
+    if not stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+        os.unlink(name, dir_fd=parent)
+        return
+    fd = os.open(name, _DIRECTORY, dir_fd=parent)
+    try:
+        _remove_tree(area, fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
+
+
+_RENAME_NOREPLACE = 1
+"""renameat2's flag: fail with EEXIST rather than replace what has the new name."""
+
+
+@cache
+def _renameat2() -> Any:
+    """The C library's `renameat2`, or None where there is none (not Linux, old glibc)."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+def move_new(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    """Rename `src` (in folder `src_fd`) to `dst` (in `dst_fd`), never replacing anything
+    (FileExistsError when `dst` exists, even an empty folder, which plain `rename` would
+    replace): `renameat2` with RENAME_NOREPLACE; where the system or the filesystem lacks
+    it, a file or link is linked to its new name (which fails on any existing name) and
+    unlinked from the old one, a folder made anew (`mkdir` fails the same way) and what it
+    holds moved into it the same way."""
+    function = _renameat2()
+    if function is not None:
+        if function(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(code, os.strerror(code), dst)
+    info = os.stat(src, dir_fd=src_fd, follow_symlinks=False)
+    if not stat.S_ISDIR(info.st_mode):
+        os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+        os.unlink(src, dir_fd=src_fd)
+        return
+    os.mkdir(dst, 0o700, dir_fd=dst_fd)
+    inner, made = (os.open(src, _DIRECTORY, dir_fd=src_fd),
+                   os.open(dst, _DIRECTORY, dir_fd=dst_fd))
+    try:
+        for name in os.listdir(inner):
+            move_new(inner, name, made, name)
+        os.fchmod(made, stat.S_IMODE(info.st_mode))
+    finally:
+        os.close(inner)
+        os.close(made)
+    os.rmdir(src, dir_fd=src_fd)
+
+
+WORK_PREFIX = ".iri-work-"
+"""Start of the hidden name a `cp`, `compress` or `extract` writes under, beside its target,
+until it is complete (then moved to the target's name, never replacing anything)."""
+
+
+def work_name() -> str:
+    """A new hidden name to write a result under (`reader.temporary_name`: it says which
+    process writes, so that what a killed one left can be told from work going on)."""
+    return reader.temporary_name(WORK_PREFIX)
+
+
+def remove_stale_work(folder: int, area: Area) -> None:
+    """Remove, in the open `folder`, the half-made results of writers of this host that were
+    killed before they could (their process is gone; `reader.stale_names`)."""
+    for name in reader.stale_names(folder, WORK_PREFIX):
+        with contextlib.suppress(OSError, Refused):
+            discard(folder, name, area)
+
+
 class _Copy:
-    """One `cp`: source descriptors in, target descriptors out, links checked; what it made
-    at the target (`made`) removed again if it does not finish."""
+    """One `cp`: source descriptors in, target descriptors out, links checked (as from the
+    target's place); written under the hidden `fresh` name beside the target, and what it
+    made there (`made`) removed again if it does not finish."""
 
     def __init__(self, target: Place, budget: _Budget, report: Any) -> None:
         self.target, self.budget, self.report = target, budget, report
+        self.fresh = work_name()
         self.made = False
         self.counts = {"entries_done": 0, "entries_total": 1, "bytes_done": 0,
                        "bytes_total": 0}
@@ -424,19 +517,14 @@ class _Copy:
         self.report(self.counts)
 
     def discard(self) -> None:
-        """Remove what this copy made at the target (links unlinked, never followed)."""
-        if not self.made:
-            return
-        info = os.stat(self.target.name, dir_fd=self.target.fd, follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            fd = os.open(self.target.name, _DIRECTORY, dir_fd=self.target.fd)
-            try:
-                _remove_tree(self.target.area, fd)
-            finally:
-                os.close(fd)
-            os.rmdir(self.target.name, dir_fd=self.target.fd)
-        else:
-            os.unlink(self.target.name, dir_fd=self.target.fd)
+        """Remove what this copy made (links unlinked, never followed)."""
+        if self.made:
+            discard(self.target.fd, self.fresh, self.target.area)
+
+    def finish(self) -> None:
+        """Give the complete copy the target's name (never replacing anything there)."""
+        move_new(self.target.fd, self.fresh, self.target.fd, self.target.name)
+        self.made = False
 
     def file(self, src: int, name: str, dst: int, new: str) -> None:
         """Copy the regular file `name` in folder `src` to the new `new` in folder `dst`."""
@@ -515,6 +603,7 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
                                                            + len(source.parts)]):
             raise Refused("invalid", "lies inside `path`: a folder is not copied into "
                           "itself", "target_path")
+        remove_stale_work(target.fd, target.area)
         copy = _Copy(target, budget, reporter(request))
         try:
             budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
@@ -530,14 +619,15 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
                 counted = _Budget(budget.max_files, budget.max_bytes)
                 copy.budget = counted
                 counted.take(0)
-                copy.folder(source.fd, source.name, target.fd, target.name, target.parts)
+                copy.folder(source.fd, source.name, target.fd, copy.fresh, target.parts)
             elif stat.S_ISLNK(info.st_mode):
-                copy.link(source.fd, source.name, target.fd, target.name, target.parts)
+                copy.link(source.fd, source.name, target.fd, copy.fresh, target.parts)
             elif stat.S_ISREG(info.st_mode):
                 copy.counts["bytes_total"] = info.st_size
-                copy.file(source.fd, source.name, target.fd, target.name)
+                copy.file(source.fd, source.name, target.fd, copy.fresh)
             else:
                 raise Refused("not_regular", "is not a regular file, folder or link", "path")
+            copy.finish()
         except BaseException as error:
             with contextlib.suppress(OSError):  # the error that stopped it is the one to tell
                 copy.discard()
