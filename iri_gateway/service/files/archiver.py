@@ -39,6 +39,7 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import IO, Any
 
 from iri_gateway.service.files import reader, writer
@@ -73,13 +74,16 @@ def _mode(request: dict[str, Any]) -> str:
 
 class _Packer:
     """One `compress`: what to store (`pattern` over paths relative to the source), the
-    budget, and the archive's own file (never stored in itself)."""
+    budget, and the archive's own file (never stored in itself). The tree is walked twice
+    the same way: counted (`count`: totals, and `too_large` before a byte is written), then
+    stored (`entry`), reporting progress against those totals."""
 
-    def __init__(self, tar: tarfile.TarFile, budget: writer._Budget, pattern: str | None,
-                 skip: tuple[int, int], report: Any) -> None:
+    def __init__(self, tar: tarfile.TarFile | None, budget: writer._Budget,
+                 pattern: str | None, skip: tuple[int, int], report: Any) -> None:
         self.tar, self.budget, self.skip, self.report = tar, budget, skip, report
         self.pattern = re.compile(pattern) if pattern else None
-        self.counts = {"entries_done": 0, "bytes_done": 0}
+        self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0,
+                       "bytes_total": 0}
 
     def stored(self, nbytes: int) -> None:
         self.counts["entries_done"] += 1
@@ -89,8 +93,39 @@ class _Packer:
     def wanted(self, relative: str) -> bool:
         return self.pattern is None or self.pattern.search(relative) is not None
 
+    def count(self, folder: int, name: str, relative: str) -> None:
+        """Count what `entry` would store (sizes as they are now) into the totals,
+        against the budget."""
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        if (info.st_dev, info.st_ino) == self.skip:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            self.budget.take(0)
+            self.counts["entries_total"] += 1
+            for inner, child in self._children(folder, name):
+                self.count(inner, child, f"{relative}/{child}" if relative else child)
+        elif self.wanted(relative) and (stat.S_ISLNK(info.st_mode)
+                                        or stat.S_ISREG(info.st_mode)):
+            size = info.st_size if stat.S_ISREG(info.st_mode) else 0
+            self.budget.take(size)
+            self.counts["entries_total"] += 1
+            self.counts["bytes_total"] += size
+
+    @staticmethod
+    def _children(folder: int, name: str) -> Iterator[tuple[int, str]]:
+        """The open folder `name` of `folder` (never a link) and each name it holds, sorted."""
+        inner = os.open(name, writer._DIRECTORY, dir_fd=folder)
+        try:
+            with os.scandir(inner) as listing:
+                names = sorted(entry.name for entry in listing)
+            for child in names:
+                yield inner, child
+        finally:
+            os.close(inner)
+
     def entry(self, folder: int, name: str, arcname: str, relative: str) -> None:
         """Store `name` of the open `folder` as `arcname` (a folder with what it holds)."""
+        assert self.tar is not None
         info = os.stat(name, dir_fd=folder, follow_symlinks=False)
         if (info.st_dev, info.st_ino) == self.skip:
             return
@@ -101,15 +136,9 @@ class _Packer:
             member.type = tarfile.DIRTYPE
             self.tar.addfile(member)
             self.stored(0)
-            inner = os.open(name, writer._DIRECTORY, dir_fd=folder)
-            try:
-                with os.scandir(inner) as listing:
-                    names = sorted(entry.name for entry in listing)
-                for child in names:
-                    self.entry(inner, child, f"{arcname}/{child}",
-                               f"{relative}/{child}" if relative else child)
-            finally:
-                os.close(inner)
+            for inner, child in self._children(folder, name):
+                self.entry(inner, child, f"{arcname}/{child}",
+                           f"{relative}/{child}" if relative else child)
         elif not self.wanted(relative):
             return
         elif stat.S_ISLNK(info.st_mode):
@@ -139,6 +168,9 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             Place(request["target"], "target_path") as target:
         writer._existing(source)
         writer._absent(target)
+        counting = _Packer(None, budget, request.get("match_pattern"), (-1, -1),
+                           writer.reporter(request))
+        counting.count(source.fd, source.name, "")
         writer.remove_stale_work(target.fd, target.area)
         fresh = writer.work_name()
         try:
@@ -149,8 +181,11 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             made = os.fstat(out)
             with os.fdopen(out, "wb") as stream, \
                     _open_tar(stream, f"w:{mode}" if mode else "w") as tar:
-                packer = _Packer(tar, budget, request.get("match_pattern"),
-                                 (made.st_dev, made.st_ino), writer.reporter(request))
+                packer = _Packer(tar, writer._Budget(budget.max_files, budget.max_bytes),
+                                 request.get("match_pattern"), (made.st_dev, made.st_ino),
+                                 writer.reporter(request))
+                packer.counts.update(entries_total=counting.counts["entries_total"],
+                                     bytes_total=counting.counts["bytes_total"])
                 packer.entry(source.fd, source.name, source.name, "")
         except BaseException as error:
             os.unlink(fresh, dir_fd=target.fd)
