@@ -76,12 +76,12 @@ class _Packer:
     """One `compress`: what to store (`pattern` over paths relative to the source), the
     budget, and the archive's own file (never stored in itself). The tree is walked twice
     the same way: counted (`count`: totals, and `too_large` before a byte is written), then
-    stored (`entry`), reporting progress against those totals."""
+    stored into the open archive (`pack`), reporting progress against those totals."""
 
-    def __init__(self, tar: tarfile.TarFile | None, budget: writer._Budget,
-                 pattern: str | None, skip: tuple[int, int], report: Any) -> None:
-        self.tar, self.budget, self.skip, self.report = tar, budget, skip, report
+    def __init__(self, budget: writer._Budget, pattern: str | None, report: Any) -> None:
+        self.budget, self.report = budget, report
         self.pattern = re.compile(pattern) if pattern else None
+        self.skip = (-1, -1)
         self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0,
                        "bytes_total": 0}
 
@@ -123,9 +123,17 @@ class _Packer:
         finally:
             os.close(inner)
 
-    def entry(self, folder: int, name: str, arcname: str, relative: str) -> None:
+    def pack(self, tar: tarfile.TarFile, skip: tuple[int, int], folder: int,
+             name: str) -> None:
+        """Store the counted tree (`name` of the open `folder`) into `tar`, the archive file
+        `skip` (device, inode) left out, against the budget again (files may have grown)."""
+        self.skip = skip
+        self.budget = writer._Budget(self.budget.max_files, self.budget.max_bytes)
+        self.entry(tar, folder, name, name, "")
+
+    def entry(self, tar: tarfile.TarFile, folder: int, name: str, arcname: str,
+              relative: str) -> None:
         """Store `name` of the open `folder` as `arcname` (a folder with what it holds)."""
-        assert self.tar is not None
         info = os.stat(name, dir_fd=folder, follow_symlinks=False)
         if (info.st_dev, info.st_ino) == self.skip:
             return
@@ -134,17 +142,17 @@ class _Packer:
         if stat.S_ISDIR(info.st_mode):
             self.budget.take(0)
             member.type = tarfile.DIRTYPE
-            self.tar.addfile(member)
+            tar.addfile(member)
             self.stored(0)
             for inner, child in self._children(folder, name):
-                self.entry(inner, child, f"{arcname}/{child}",
+                self.entry(tar, inner, child, f"{arcname}/{child}",
                            f"{relative}/{child}" if relative else child)
         elif not self.wanted(relative):
             return
         elif stat.S_ISLNK(info.st_mode):
             self.budget.take(0)
             member.type, member.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=folder)
-            self.tar.addfile(member)
+            tar.addfile(member)
             self.stored(0)
         elif stat.S_ISREG(info.st_mode):
             fd = os.open(name, _READ, dir_fd=folder)
@@ -154,7 +162,7 @@ class _Packer:
                     return  # swapped for something else meanwhile
                 self.budget.take(opened.st_size)
                 member.size = opened.st_size
-                self.tar.addfile(member, content)
+                tar.addfile(member, content)
                 self.stored(opened.st_size)
 
 
@@ -168,9 +176,8 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             Place(request["target"], "target_path") as target:
         writer._existing(source)
         writer._absent(target)
-        counting = _Packer(None, budget, request.get("match_pattern"), (-1, -1),
-                           writer.reporter(request))
-        counting.count(source.fd, source.name, "")
+        packer = _Packer(budget, request.get("match_pattern"), writer.reporter(request))
+        packer.count(source.fd, source.name, "")
         writer.remove_stale_work(target.fd, target.area)
         fresh = writer.work_name()
         try:
@@ -181,12 +188,7 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             made = os.fstat(out)
             with os.fdopen(out, "wb") as stream, \
                     _open_tar(stream, f"w:{mode}" if mode else "w") as tar:
-                packer = _Packer(tar, writer._Budget(budget.max_files, budget.max_bytes),
-                                 request.get("match_pattern"), (made.st_dev, made.st_ino),
-                                 writer.reporter(request))
-                packer.counts.update(entries_total=counting.counts["entries_total"],
-                                     bytes_total=counting.counts["bytes_total"])
-                packer.entry(source.fd, source.name, source.name, "")
+                packer.pack(tar, (made.st_dev, made.st_ino), source.fd, source.name)
         except BaseException as error:
             os.unlink(fresh, dir_fd=target.fd)
             if isinstance(error, OSError):
@@ -352,9 +354,9 @@ def _taken(name: str) -> Refused:
 class _Into:
     """An existing folder that `target_path` names (links inside followed), extracted into:
     the members land in it beside what is there, never replacing or merging into any of it.
-    They are unpacked into a fresh hidden folder inside it first (`writer.work_name`)
-    and moved in, each top-level name by `writer.move_new`, only when all is unpacked; a name taken
-    meanwhile undoes the moves already made."""
+    They are unpacked into a fresh hidden folder inside it first (`writer.work_name`) and
+    moved in, each top-level name by `writer.move_new`, only when all is unpacked; a name
+    taken meanwhile undoes the moves already made."""
 
     name = "iri"
 
