@@ -485,7 +485,8 @@ def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> N
 @token_app.command("revoke")
 def token_revoke(
     token_or_id: Annotated[
-        str | None, typer.Argument(help="The token itself, or its id from `token list`.")
+        str | None, typer.Argument(help="The token itself, or its id from `token list` (a "
+                                   "token beginning with '-' goes after `--`).")
     ] = None,
     user: Annotated[
         str | None, typer.Option("--user", help="Revoke every token of this user.")

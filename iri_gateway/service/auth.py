@@ -107,6 +107,16 @@ Signature = tuple[int, int, int]
 new inode) changes it."""
 
 
+def _new_token() -> str:
+    """A new random token (256 bits, URL-safe), never beginning with '-': tokens are pasted
+    as command-line arguments (`iri-gateway token revoke TOKEN`), where one beginning with
+    '-' is taken for an option (1 token in 64 would be)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
+
+
 class TokenFile:
     """Tokens by digest: `{"tokens": {sha256: {"user", "projects", "created", "admin"}}}`
     (`admin` is absent from older files: such a token is not an admin token).
@@ -217,7 +227,7 @@ class TokenFile:
               admin: bool = False) -> str:
         """Create a token for `user` (an admin token with `admin`), store its digest, and
         return the token (shown once)."""
-        token = secrets.token_urlsafe(32)
+        token = _new_token()
         with self._locked() as document:
             document["tokens"][_digest(token)] = {
                 "user": user, "projects": list(dict.fromkeys(projects or [])),

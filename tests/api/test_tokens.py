@@ -21,6 +21,7 @@ import pytest
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
+from iri_gateway.service import auth
 from iri_gateway.service.auth import TokenFile
 from iri_gateway.service.settings import Settings
 from tests.api.real_serve import running_serve
@@ -180,3 +181,23 @@ def test_concurrent_writers_lose_no_token(tmp_path: Path) -> None:
     assert failures == []
     reader = TokenFile(path)
     assert len(reader) == 200 and all(reader.authenticate(t) for t in issued)
+
+
+def test_no_new_token_begins_with_a_dash() -> None:
+    """A token is pasted as a command-line argument; one beginning with '-' (1 in 64 of
+    `token_urlsafe`'s) made `iri-gateway token revoke TOKEN` fail ("No such option")."""
+    made = [auth._new_token() for _ in range(2000)]
+    assert not [t for t in made if t.startswith("-")]
+    assert len(set(made)) == 2000 and {len(t) for t in made} == {43}
+
+
+def test_an_older_token_beginning_with_a_dash_is_revoked_after_double_dash(
+        tmp_path: Path) -> None:
+    older = "-" + "a" * 42  # as tokens issued before the rule could begin
+    (tmp_path / "tokens.json").write_text(json.dumps({"tokens": {
+        auth._digest(older): {"user": "old", "projects": []}}}), encoding="utf-8")
+    refused = cli("token", "revoke", older, "--data-dir", str(tmp_path))
+    assert refused.returncode == 2 and "No such option" in refused.stderr
+    revoked = cli("token", "revoke", "--data-dir", str(tmp_path), "--", older)
+    assert revoked.returncode == 0, revoked.stderr
+    assert TokenFile(tmp_path / "tokens.json").entries() == []
