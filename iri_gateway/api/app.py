@@ -40,7 +40,7 @@ from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.service.auth import Authenticator, JwtVerifier, TokenFile
-from iri_gateway.service.backends import Backends
+from iri_gateway.service.backends import Backends, gateway_files
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.poller import Poller
 from iri_gateway.service.replicas import Replica
@@ -73,7 +73,11 @@ def build_engine(settings: Settings) -> Engine:
     return Engine(
         registry=registry,
         store=store,
-        backends=Backends(settings.data_dir),
+        backends=Backends(settings.data_dir, gateway_files(
+            store_url=settings.store_url, tokens=settings.tokens_path,
+            ssh_files=[path for loaded in registry if loaded.resource.connection.ssh
+                       for path in (loaded.resource.connection.ssh.known_hosts,
+                                    loaded.resource.connection.ssh.key_file) if path])),
         submitter=Submitter(concurrency=settings.submit_concurrency,
                             longest_pause=settings.submit_retry_longest),
         settle_time=settings.settle_time,

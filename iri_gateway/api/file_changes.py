@@ -4,9 +4,12 @@ writer (`iri_gateway.service.files.writes`) and its refusals as HTTP problems.
 Statuses: 404 for a path outside what the caller may use or missing (the same answer, as
 for reads); 422 for a path that cannot name a file (NUL, control characters, too long) or a
 missing required `path`; 403 for a root or job folder itself as what `rm`, `mv` or `cp`
-removes or replaces, a tree holding the gateway's folders, a link that would point outside,
-or what the operating system refuses the account (its reason given); 409 for an existing
-target, a non-empty folder, or a move across filesystems; 413 for a `cp`, `compress` or
+removes or replaces, a tree holding the gateway's own files or folders at any depth (or, for
+`chmod`, `chown`, `rm` and `mv`, a folder holding them), a link that would point outside, a
+`chown` to another account or a group it is not in, or what the operating system refuses
+the account (its reason given); 422 for a setuid, setgid or sticky `mode` the profile does
+not allow; 409 for an existing target, a non-empty folder, a move across filesystems, or a
+folder moved while it was walked; 413 for a `cp`, `compress` or
 `extract` beyond the limits; 400 for an archive that is not one or has a member that would
 not stay inside (named).
 """
@@ -42,6 +45,8 @@ _STATUS = {
     "not_regular": (400, "Bad Request"), "invalid": (400, "Bad Request"),
     "bad_member": (400, "Bad Request"), "not_archive": (400, "Bad Request"),
     "too_large": (413, "Content Too Large"),
+    "special_mode": (422, "Unprocessable Entity"), "not_allowed": (403, "Forbidden"),
+    "changed": (409, "Conflict"),
     "no_file_command": (501, "Not Implemented"),
 }
 _REASONS = {

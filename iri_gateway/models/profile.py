@@ -148,6 +148,14 @@ class FileAccess(_Strict):
         "directory) are never reachable through a root. Empty (the default): users may use "
         "only the gateway's job folders.",
     )
+    allow_special_modes: bool = Field(
+        default=False,
+        description="True to let `chmod` set the setuid, setgid and sticky bits. Off by "
+        "default: where the gateway's file operations run as root (a local resource served "
+        "by root), a setuid file would run as its owner for anyone; with it off such a mode "
+        "is refused (422 naming `mode`) and users give permissions only (at most 3 octal "
+        "digits' worth).",
+    )
 
     @field_validator("roots")
     @classmethod

@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
+from collections.abc import Iterable
 from pathlib import Path
+
+from sqlalchemy.engine import make_url
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.loaded_resource import LoadedResource
@@ -85,15 +88,34 @@ class Backend:
 
     @property
     def reserved(self) -> tuple[str, ...]:
-        """The gateway's own folders: its job root and, locally, its data directory."""
+        """The gateway's own files and folders where this backend's files are: its job root
+        and, locally, its data directory and `gateway_files` (store, tokens, SSH keys)."""
         return (self.work_root, *self._private)
 
 
-class Backends:
-    """A cache of backends: one SSH connection per (resource, account), reused."""
+def gateway_files(*, store_url: str, tokens: Path, ssh_files: Iterable[str]
+                  ) -> tuple[str, ...]:
+    """The files the gateway keeps on its own machine, wherever they are configured: the
+    tokens file and its lock, the SQLite store with its `-wal`, `-shm` and `-journal` (when
+    the store is SQLite), and the SSH keys and known_hosts files the profiles name. Absolute;
+    those that do not exist yet are refused by name (and by identity once they do)."""
+    found = [str(tokens), f"{tokens}.lock"]
+    url = make_url(store_url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        database = str(url.database)
+        found += [database, f"{database}-wal", f"{database}-shm", f"{database}-journal"]
+    found += [os.path.expanduser(path) for path in ssh_files]
+    return tuple(dict.fromkeys(os.path.abspath(path) for path in found))
 
-    def __init__(self, data_dir: Path) -> None:
+
+class Backends:
+    """A cache of backends: one SSH connection per (resource, account), reused.
+    `gateway_files` (see `gateway_files`) are reserved on local resources beside the data
+    directory."""
+
+    def __init__(self, data_dir: Path, gateway_files: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
+        self.gateway_files = gateway_files
         self._cache: dict[tuple[str, str], Backend] = {}
         self._lock = threading.Lock()
 
@@ -136,7 +158,7 @@ class Backends:
         else:
             transport = LocalTransport()
             default_root = str(self.data_dir / "work" / resource.id)
-            private = (os.path.abspath(self.data_dir),)
+            private = (os.path.abspath(self.data_dir), *self.gateway_files)
             where = f"{loaded.id} (this machine)"
         work_root = connection.work_root or default_root
         scheduler = SCHEDULERS[resource.scheduler.kind]

@@ -993,7 +993,8 @@ class Engine:
 
         scope = policy.Scope(roots=self._roots(owner, loaded, backend),
                              work_root=backend.work_root, reserved=backend.reserved,
-                             owns_folder=owns_folder)
+                             owns_folder=owns_folder,
+                             special_modes=loaded.resource.files.allow_special_modes)
         reader = FileReader(backend.transport, in_process=backend.in_process,
                             where=backend.where)
         return UserFiles(scope, reader)

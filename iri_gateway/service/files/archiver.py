@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import lzma
 import os
 import re
 import stat
@@ -39,10 +40,11 @@ import sys
 import tarfile
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
-from iri_gateway.service.files import reader, writer
+from iri_gateway.service.files import reader, tarheaders, writer
 from iri_gateway.service.files.reader import Area, Refused
 from iri_gateway.service.files.writer import Place
 
@@ -78,8 +80,9 @@ class _Packer:
     the same way: counted (`count`: totals, and `too_large` before a byte is written), then
     stored into the open archive (`pack`), reporting progress against those totals."""
 
-    def __init__(self, budget: writer._Budget, pattern: str | None, report: Any) -> None:
-        self.budget, self.report = budget, report
+    def __init__(self, budget: writer._Budget, pattern: str | None, report: Any,
+                 source: Place) -> None:
+        self.budget, self.report, self.source = budget, report, source
         self.pattern = re.compile(pattern) if pattern else None
         self.skip = (-1, -1)
         self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0,
@@ -93,35 +96,48 @@ class _Packer:
     def wanted(self, relative: str) -> bool:
         return self.pattern is None or self.pattern.search(relative) is not None
 
-    def count(self, folder: int, name: str, relative: str) -> None:
-        """Count what `entry` would store (sizes as they are now) into the totals,
-        against the budget."""
+    def count(self, folder: int, name: str) -> None:
+        """Count what `pack` would store (sizes as they are now) into the totals, against
+        the budget; refused when the tree holds one of the gateway's own files or folders
+        (`Area.refuse_reserved`), before anything is written."""
+        for _, _, relative, info in self._tree(folder, name):
+            if stat.S_ISDIR(info.st_mode):
+                self.budget.take(0)
+                self.counts["entries_total"] += 1
+            elif self.wanted(relative) and (stat.S_ISLNK(info.st_mode)
+                                            or stat.S_ISREG(info.st_mode)):
+                size = info.st_size if stat.S_ISREG(info.st_mode) else 0
+                self.budget.take(size)
+                self.counts["entries_total"] += 1
+                self.counts["bytes_total"] += size
+
+    def _tree(self, folder: int, name: str) -> Iterator[tuple[int, str, str,
+                                                              os.stat_result]]:
+        """(open folder, name, path relative to the top, lstat) of `name` of `folder` and,
+        when it is a folder, of everything below it (depth first, sorted, iteratively:
+        `reader.Walker`); the archive's own file (`skip`) left out."""
         info = os.stat(name, dir_fd=folder, follow_symlinks=False)
         if (info.st_dev, info.st_ino) == self.skip:
             return
-        if stat.S_ISDIR(info.st_mode):
-            self.budget.take(0)
-            self.counts["entries_total"] += 1
-            for inner, child in self._children(folder, name):
-                self.count(inner, child, f"{relative}/{child}" if relative else child)
-        elif self.wanted(relative) and (stat.S_ISLNK(info.st_mode)
-                                        or stat.S_ISREG(info.st_mode)):
-            size = info.st_size if stat.S_ISREG(info.st_mode) else 0
-            self.budget.take(size)
-            self.counts["entries_total"] += 1
-            self.counts["bytes_total"] += size
-
-    @staticmethod
-    def _children(folder: int, name: str) -> Iterator[tuple[int, str]]:
-        """The open folder `name` of `folder` (never a link) and each name it holds, sorted."""
+        yield folder, name, "", info
+        if not stat.S_ISDIR(info.st_mode):
+            return
         inner = os.open(name, writer._DIRECTORY, dir_fd=folder)
         try:
-            with os.scandir(inner) as listing:
-                names = sorted(entry.name for entry in listing)
-            for child in names:
-                yield inner, child
+            if writer._identity(os.fstat(inner)) != writer._identity(info):
+                raise Refused("not_found", "", "path")  # swapped meanwhile
+            walker = reader.Walker(inner, sort=True)
         finally:
             os.close(inner)
+        with walker:
+            for kind, child, entry in walker:
+                if kind != "entry" or (entry.st_dev, entry.st_ino) == self.skip:
+                    continue
+                relative = walker.relative(child)
+                self.source.area.refuse_reserved(entry, f"{self.source.absolute()}/{relative}")
+                yield walker.fd, child, relative, entry
+                if stat.S_ISDIR(entry.st_mode):
+                    walker.enter(child, entry)
 
     def pack(self, tar: tarfile.TarFile, skip: tuple[int, int], folder: int,
              name: str) -> None:
@@ -129,14 +145,14 @@ class _Packer:
         `skip` (device, inode) left out, against the budget again (files may have grown)."""
         self.skip = skip
         self.budget = writer._Budget(self.budget.max_files, self.budget.max_bytes)
-        self.entry(tar, folder, name, name, "")
+        for inner, child, relative, info in self._tree(folder, name):
+            self.entry(tar, inner, child, f"{name}/{relative}" if relative else name,
+                       relative, info)
 
     def entry(self, tar: tarfile.TarFile, folder: int, name: str, arcname: str,
-              relative: str) -> None:
-        """Store `name` of the open `folder` as `arcname` (a folder with what it holds)."""
-        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        if (info.st_dev, info.st_ino) == self.skip:
-            return
+              relative: str, info: os.stat_result) -> None:
+        """Store `name` of the open `folder` (`info`) as `arcname` (a folder alone: `pack`
+        stores what it holds after it)."""
         member = tarfile.TarInfo(arcname)
         member.mode, member.mtime = stat.S_IMODE(info.st_mode) & 0o777, int(info.st_mtime)
         if stat.S_ISDIR(info.st_mode):
@@ -144,9 +160,6 @@ class _Packer:
             member.type = tarfile.DIRTYPE
             tar.addfile(member)
             self.stored(0)
-            for inner, child in self._children(folder, name):
-                self.entry(tar, inner, child, f"{arcname}/{child}",
-                           f"{relative}/{child}" if relative else child)
         elif not self.wanted(relative):
             return
         elif stat.S_ISLNK(info.st_mode):
@@ -176,8 +189,9 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             Place(request["target"], "target_path") as target:
         writer._existing(source)
         writer._absent(target)
-        packer = _Packer(budget, request.get("match_pattern"), writer.reporter(request))
-        packer.count(source.fd, source.name, "")
+        packer = _Packer(budget, request.get("match_pattern"), writer.reporter(request),
+                         source)
+        packer.count(source.fd, source.name)
         writer.remove_stale_work(target.fd, target.area)
         fresh = writer.work_name()
         try:
@@ -228,7 +242,12 @@ def _member_parts(name: str, what: str = "") -> list[str]:
 
 
 def _check(member: tarfile.TarInfo, files: set[str]) -> list[str]:
-    """`member`'s components, or the refusal naming it."""
+    """`member`'s components, or the refusal naming it; none for the folder `.` (or `./`)
+    itself, which an archive made with `tar -C folder -c .` begins with: it stands for the
+    target folder, which extract makes (its mode is not taken)."""
+    if member.isdir() and not [part for part in member.name.split("/")
+                               if part not in ("", ".")] and not member.name.startswith("/"):
+        return []
     parts = _member_parts(member.name)
     if member.issym():
         _member_parts(member.name, member.linkname)
@@ -328,16 +347,28 @@ class _Unpacker:
 
 def _members(tar: tarfile.TarFile, budget: writer._Budget) -> list[tuple[tarfile.TarInfo,
                                                                         list[str]]]:
-    """Every member, checked and counted, before anything is written."""
+    """Every member, checked and counted, before anything is written. The folders a member's
+    name implies (`d` and `d/e` for `d/e/f`) count as entries too, each once: they are made."""
     found, files = [], set[str]()
+    folders: dict[str, Any] = {}
     while (member := tar.next()) is not None:
         try:
             budget.take(member.size if member.isfile() else 0)
-        except Refused:
-            raise Refused("too_large", f"has more than {budget.max_files} members or declares "
-                          f"more than {budget.max_bytes} bytes (at {member.name[:200]!r}); "
-                          "nothing was extracted", "path") from None
-        found.append((member, _check(member, files)))
+            parts = _check(member, files)
+            node = folders
+            for part in parts[:-1] if not member.isdir() else parts:
+                if part not in node:
+                    node[part] = {}
+                    budget.take(0)
+                node = node[part]
+        except Refused as refused:
+            if refused.kind != "too_large":
+                raise
+            raise Refused("too_large", f"has more than {budget.max_files} members and folders "
+                          f"they imply, or declares more than {budget.max_bytes} bytes (at "
+                          f"{member.name[:200]!r}); nothing was extracted", "path") from None
+        if parts:
+            found.append((member, parts))
     return found
 
 
@@ -437,6 +468,22 @@ class _Into:
         os.rmdir(fresh, dir_fd=self.fd)
 
 
+def _scan_headers(stream: IO[bytes], mode: str, budget: writer._Budget,
+                  compression: str) -> None:
+    """Every header of the archive bounded before `tarfile` parses one (`tarheaders`: it is
+    quadratic or unbounded on some), the stream then rewound."""
+    try:
+        tarheaders.scan(tarheaders.decompressed(stream, mode), max_members=budget.max_files,
+                        max_bytes=budget.max_bytes)
+    except tarheaders.HeaderRefused as refused:
+        raise Refused("bad_member" if refused.kind == "bad_header" else "too_large",
+                      refused.message, "path") from None
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:
+        raise Refused("not_archive", f"is not a tar archive with {compression} compression "
+                      f"({error})", "path") from None
+    stream.seek(0)
+
+
 def do_extract(request: dict[str, Any]) -> dict[str, Any]:
     mode = _mode(request)
     spec = request["path"]
@@ -449,6 +496,7 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
     with os.fdopen(archive, "rb") as stream, \
             into if into is not None else Place(request["target"], "target_path") as target:
         budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
+        _scan_headers(stream, mode, budget, str(request.get("compression", "gzip")))
         try:
             tar = _open_tar(stream, f"r:{mode}" if mode else "r:")
             members = _members(tar, budget)

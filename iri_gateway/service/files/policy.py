@@ -153,6 +153,15 @@ class Scope:
     reserved: tuple[str, ...]
     owns_folder: Callable[[str], bool]
     """True when `<work_root>/<name>` is a job folder the gateway made for this user."""
+    special_modes: bool = False
+    """True when `chmod` may set setuid, setgid and sticky bits (the profile's
+    `files.allow_special_modes`)."""
+
+    def _inside_job_root(self, base: str) -> tuple[str, ...]:
+        """The gateway's own files and folders as a job folder's walks see them: all of them
+        but the job root `base` itself (the folder the job folder is reached from); a job's
+        hard link to the store or tokens is then refused like any other."""
+        return tuple(path for path in self.reserved if normal(path) != normal(base))
 
     def absolute(self, path: str) -> str:
         """`path` normalised; a relative path is taken relative to the job root."""
@@ -172,12 +181,12 @@ class Scope:
             parent, name = posixpath.split(folder)
             if within(target, folder) and safe_component(name):
                 rest = tuple(part for part in target[len(folder):].split("/") if part)
-                return Anchor(parent, (name,), rest, ())
+                return Anchor(parent, (name,), rest, self._inside_job_root(parent))
         root = normal(self.work_root)
         if within(target, root):
             below = [part for part in target[len(root):].split("/") if part]
             if below and self.owns_folder(below[0]):
-                return Anchor(root, (below[0],), tuple(below[1:]), ())
+                return Anchor(root, (below[0],), tuple(below[1:]), self._inside_job_root(root))
             return None
         if any(within(target, folder) for folder in self.reserved):
             return None

@@ -29,6 +29,7 @@ Operations: `stat`, `ls`, `head`, `tail`, `view` (the IRI filesystem operations)
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import grp
 import hashlib
@@ -86,13 +87,7 @@ class Area:
             raise Refused("not_found")
         self.base_parts = _components(base)
         self.top = [_component(name) for name in top]
-        self.reserved = set()
-        for path in reserved:
-            try:
-                info = os.stat(path)
-            except OSError:
-                continue
-            self.reserved.add((info.st_dev, info.st_ino))
+        self.reserved, self.holders = _identities(reserved)
         try:
             self.base_fd = os.open(base, _BASE)
         except OSError:
@@ -107,6 +102,25 @@ class Area:
             if fd is not None:
                 os.close(fd)
             raise Refused("not_found")
+
+    def refuse_reserved(self, info: os.stat_result, where: str, field: str = "path") -> None:
+        """Refused (`reserved`, naming `where`) when `info` is one of the gateway's own files
+        or folders: the one rule every walk over a tree applies to every entry it meets (a
+        path named directly is refused earlier, as not found)."""
+        if (info.st_dev, info.st_ino) in self.reserved:
+            raise Refused("reserved", f"{where[:300]} is one of the gateway's own files or "
+                          "folders (its data, store, tokens, job folders or keys): nothing "
+                          "below a path you name may reach them, so nothing was done", field)
+
+    def refuse_holder(self, info: os.stat_result, where: str, field: str = "path") -> None:
+        """Refused (`reserved`) when `info` is a folder holding one of the gateway's own files
+        or folders at any depth (its mode, owner or name would cut the gateway off), or one
+        of them itself."""
+        self.refuse_reserved(info, where, field)
+        if (info.st_dev, info.st_ino) in self.holders:
+            raise Refused("reserved", f"{where[:300]} holds the gateway's own files or folders "
+                          "(its data, store, tokens, job folders or keys): it cannot be "
+                          "removed, moved, or have its mode or owner changed", field)
 
     # ---- resolution --------------------------------------------------------------------------
 
@@ -216,6 +230,29 @@ class Area:
             return inner, os.fstat(inner), None
         finally:
             os.close(fd)
+
+
+def _identities(paths: list[str]) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """(device, inode) of each of `paths` that exists (files and folders, links followed: the
+    thing itself is reserved, whatever name leads to it), and of every folder that holds one
+    of them (its real path's ancestors, up to '/')."""
+    reserved: set[tuple[int, int]] = set()
+    holders: set[tuple[int, int]] = set()
+    for path in paths:
+        try:
+            info = os.stat(path)
+            real = os.path.realpath(path)
+        except (OSError, ValueError):
+            continue
+        reserved.add((info.st_dev, info.st_ino))
+        while real != "/":
+            real = os.path.dirname(real)
+            try:
+                above = os.stat(real)
+            except OSError:
+                break
+            holders.add((above.st_dev, above.st_ino))
+    return reserved, holders
 
 
 def _normal(parts: list[str], floor: int, top: list[str] | None = None) -> list[str]:
@@ -457,44 +494,139 @@ def do_ls(area: Area, request: dict[str, Any]) -> dict[str, Any]:
 
 def _scan(area: Area, fd: int, prefix: str, recursive: bool, hidden: bool,
           found: list[tuple[str, os.stat_result, str | None]]) -> bool:
-    """Entries below the open folder `fd` (depth first); False when MAX_SCAN stopped it."""
+    """Entries below the open folder `fd` (depth first, `Walker`); False when MAX_SCAN
+    stopped it. The gateway's own files and folders are left out of a listing (not refused:
+    a listing of the folder holding them shows the rest)."""
+    walker = Walker(fd, unreadable_empty=True)
     try:
-        with os.scandir(fd) as listing:
-            names = [entry.name for entry in listing]
-    except OSError:
-        return True  # an unreadable folder: list what could be read, as `find` does
-    for name in names:
-        if not hidden and name.startswith("."):
-            continue
-        if len(found) >= MAX_SCAN:
-            return False
-        try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            continue
-        if (info.st_dev, info.st_ino) in area.reserved:
-            continue
-        link = None
-        if stat.S_ISLNK(info.st_mode):
-            try:
-                link = os.readlink(name, dir_fd=fd)
-            except OSError:
-                link = ""
-        found.append((prefix + name, info, link))
-        if recursive and stat.S_ISDIR(info.st_mode):
-            try:
-                inner = os.open(name, _DIRECTORY, dir_fd=fd)
-            except OSError:
+        for kind, name, info in walker:
+            if kind != "entry" or (not hidden and name.startswith(".")):
                 continue
-            try:
-                opened = os.fstat(inner)
-                if (opened.st_dev, opened.st_ino) in area.reserved:
-                    continue
-                if not _scan(area, inner, prefix + name + "/", recursive, hidden, found):
-                    return False
-            finally:
-                os.close(inner)
+            if len(found) >= MAX_SCAN:
+                return False
+            if (info.st_dev, info.st_ino) in area.reserved:
+                continue
+            link = None
+            if stat.S_ISLNK(info.st_mode):
+                try:
+                    link = os.readlink(name, dir_fd=walker.fd)
+                except OSError:
+                    link = ""
+            found.append((prefix + walker.relative(name), info, link))
+            if recursive and stat.S_ISDIR(info.st_mode):
+                with contextlib.suppress(OSError, Refused):
+                    walker.enter(name, info)
+    finally:
+        walker.close()
     return True
+
+
+class Walker:
+    """A depth-first walk below an open folder, iterative (an explicit stack: no recursion
+    limit, however deep the tree) and holding one descriptor however deep it goes.
+
+    Iterating gives `("entry", name, lstat)` for each name of the current folder (never
+    following a link), and `("leave", name, lstat)` when a folder entered is done (the walk
+    is then back in the folder holding it). After an entry that is a folder, `enter(name,
+    info)` goes into it: the next entries are its own. `fd` is the current folder's
+    descriptor (valid until the next step), `parts` the names from the walk's top to it.
+
+    Why one descriptor: holding one per level would run out of descriptors in a tree 10,000
+    folders deep. A folder is entered with `O_NOFOLLOW` relative to the one above, and left
+    by opening its `..`; both are checked to be the very folder (device and inode) seen on
+    the way down, so a folder moved or swapped for a link meanwhile stops the walk
+    (`Refused("changed")`) instead of leading it elsewhere.
+    """
+
+    def __init__(self, fd: int, *, sort: bool = False, unreadable_empty: bool = False) -> None:
+        self.fd = os.dup(fd)
+        self.sort, self.unreadable_empty = sort, unreadable_empty
+        self.parts: list[str] = []
+        self._levels: list[tuple[list[str], int, tuple[int, int], os.stat_result | None]] = []
+        try:
+            self._push(os.fstat(self.fd), None)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Walker:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Walker:
+        return self
+
+    def relative(self, name: str) -> str:
+        """`name` of the current folder as a path from the walk's top."""
+        return "/".join([*self.parts, name])
+
+    def _names(self, fd: int) -> list[str]:
+        try:
+            with os.scandir(fd) as listing:
+                names = [entry.name for entry in listing]
+        except OSError:
+            if not self.unreadable_empty:
+                raise
+            names = []
+        return sorted(names) if self.sort else names
+
+    def _push(self, info: os.stat_result, entered: os.stat_result | None) -> None:
+        self._levels.append((self._names(self.fd), 0, (info.st_dev, info.st_ino), entered))
+
+    def __next__(self) -> tuple[str, str, os.stat_result]:
+        while self._levels:
+            names, index, identity, entered = self._levels[-1]
+            if index < len(names):
+                self._levels[-1] = (names, index + 1, identity, entered)
+                name = names[index]
+                try:
+                    info = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone meanwhile
+                return "entry", name, info
+            self._levels.pop()
+            if not self._levels:
+                break
+            left = self.parts.pop()
+            self._up(self._levels[-1][2])
+            assert entered is not None
+            return "leave", left, entered
+        raise StopIteration
+
+    def enter(self, name: str, info: os.stat_result) -> None:
+        """Go into the folder `name` of the current folder, which `info` described (OSError
+        when it is no longer a folder, `Refused("changed")` when it is another one)."""
+        inner = os.open(name, _DIRECTORY, dir_fd=self.fd)
+        opened = os.fstat(inner)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            os.close(inner)
+            raise Refused("changed", f"{self.relative(name)[:300]} was replaced while it was "
+                          "being walked; nothing more was done", "path")
+        try:
+            names = self._names(inner)
+        except BaseException:
+            os.close(inner)
+            raise
+        os.close(self.fd)
+        self.fd = inner
+        self.parts.append(name)
+        self._levels.append((names, 0, (opened.st_dev, opened.st_ino), info))
+
+    def _up(self, identity: tuple[int, int]) -> None:
+        outer = os.open("..", _DIRECTORY, dir_fd=self.fd)
+        opened = os.fstat(outer)
+        os.close(self.fd)
+        self.fd = outer
+        if (opened.st_dev, opened.st_ino) != identity:
+            raise Refused("changed", f"{'/'.join(self.parts)[:300] or 'the folder'} was moved "
+                          "while it was being walked; nothing more was done", "path")
 
 
 def _dereferenced(area: Area, parts: list[str]) -> os.stat_result | None:

@@ -45,7 +45,7 @@ from functools import cache
 from typing import Any
 
 from iri_gateway.service.files import reader
-from iri_gateway.service.files.reader import Area, Refused
+from iri_gateway.service.files.reader import Area, Refused, Walker
 
 CHUNK = 1024 * 1024
 """Bytes copied or hashed per read."""
@@ -294,39 +294,34 @@ def _link_text(area: Area, rest: list[str]) -> str | None:
 # ---- rm ------------------------------------------------------------------------------------
 
 
-def _remove_tree(area: Area, fd: int) -> None:
-    """Everything inside the open folder `fd`, depth first; links unlinked, never followed."""
-    with os.scandir(fd) as listing:
-        names = [entry.name for entry in listing]
-    for name in names:
-        try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISDIR(info.st_mode):
+def _remove_tree(area: Area, fd: int, where: str = "") -> None:
+    """Everything inside the open folder `fd` (`where`, for messages), depth first and
+    iteratively (`reader.Walker`); links unlinked, never followed. One of the gateway's own
+    files or folders met on the way stops it (`Area.refuse_reserved`): the callers refuse a
+    folder that holds one before anything is removed (`Area.refuse_holder`), so this is met
+    only through a hard link or a change made meanwhile."""
+    with Walker(fd) as walker:
+        for kind, name, info in walker:
+            if kind == "leave":
+                os.rmdir(name, dir_fd=walker.fd)
+                continue
+            area.refuse_reserved(info, f"{where}/{walker.relative(name)}")
+            if not stat.S_ISDIR(info.st_mode):
+                os.unlink(name, dir_fd=walker.fd)
+                continue
             try:
-                inner = os.open(name, _DIRECTORY, dir_fd=fd)
+                walker.enter(name, info)
             except OSError as error:
                 if error.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise
-                os.unlink(name, dir_fd=fd)  # swapped for a link or file meanwhile
-                continue
-            try:
-                opened = os.fstat(inner)
-                if (opened.st_dev, opened.st_ino) in area.reserved:
-                    raise Refused("reserved", "contains the gateway's own folders", "path")
-                _remove_tree(area, inner)
-            finally:
-                os.close(inner)
-            os.rmdir(name, dir_fd=fd)
-        else:
-            os.unlink(name, dir_fd=fd)
+                os.unlink(name, dir_fd=walker.fd)  # swapped for a link or file meanwhile
 
 
 def do_rm(request: dict[str, Any]) -> dict[str, Any]:
     with Place(request["path"], "path") as place:
         info = _existing(place)
         removed = place.absolute()
+        place.area.refuse_holder(info, removed)
         try:
             if not stat.S_ISDIR(info.st_mode):
                 os.unlink(place.name, dir_fd=place.fd)
@@ -343,7 +338,7 @@ def do_rm(request: dict[str, Any]) -> dict[str, Any]:
                 return {"output": removed}
             try:
                 place.area._guard(os.fstat(inner))
-                _remove_tree(place.area, inner)
+                _remove_tree(place.area, inner, removed)
             finally:
                 os.close(inner)
             os.rmdir(place.name, dir_fd=place.fd)
@@ -359,17 +354,61 @@ def do_mv(request: dict[str, Any]) -> dict[str, Any]:
     with Place(request["path"], "path") as source, \
             Place(request["target"], "target_path") as target:
         info = _existing(source)
+        source.area.refuse_holder(info, source.absolute())
         if stat.S_ISLNK(info.st_mode):
             text = os.readlink(source.name, dir_fd=source.fd)
             if not target.stays_inside(target.parts, text):
                 raise Refused("link_outside", "is a symbolic link that would point outside "
                               "the folders you may use from its new place", "target_path")
+        elif stat.S_ISDIR(info.st_mode):
+            _links_stay(source, info, target)
         _absent(target)
         try:
             os.rename(source.name, target.name, src_dir_fd=source.fd, dst_dir_fd=target.fd)
         except OSError as error:
             raise _os_error(error, "target_path") from None
         return {"output": target.entry()}
+
+
+MAX_MOVED = reader.MAX_SCAN
+"""Most entries of a folder `mv` moves (each link in it is checked from its new place)."""
+
+
+def _links_stay(source: Place, info: os.stat_result, target: Place) -> None:
+    """Refused (`link_outside`, naming the link) when a symbolic link in the folder `source`
+    would point outside the folders the user may use once the folder is at `target` (a
+    relative link that stayed inside may leave from the new place), as `cp` checks each link
+    it copies; `reserved` for the gateway's own files inside; `too_large` beyond MAX_MOVED
+    entries. Checked before anything moves."""
+    try:
+        inner = source.area._open_folder(source.fd, source.name, len(source.parts) - 1)
+    except reader._Link:
+        raise Refused("not_found", "", "path") from None
+    try:
+        if (os.fstat(inner).st_dev, os.fstat(inner).st_ino) != (info.st_dev, info.st_ino):
+            raise Refused("not_found", "", "path")  # swapped meanwhile
+        walker = Walker(inner)
+    finally:
+        os.close(inner)
+    seen = 0
+    with walker:
+        for kind, name, entry in walker:
+            if kind != "entry":
+                continue
+            seen += 1
+            if seen > MAX_MOVED:
+                raise Refused("too_large", f"moves at most {MAX_MOVED} files and folders at "
+                              "once (each link in them is checked); move its parts", "path")
+            where = f"{source.absolute()}/{walker.relative(name)}"
+            source.area.refuse_reserved(entry, where)
+            if stat.S_ISLNK(entry.st_mode):
+                text = os.readlink(name, dir_fd=walker.fd)
+                if not target.stays_inside([*target.parts, *walker.parts, name], text):
+                    raise Refused("link_outside", f"{where[:300]} is a symbolic link to "
+                                  f"{text[:300]!r}, which would point outside the folders you "
+                                  "may use from its new place; nothing was moved", "path")
+            elif stat.S_ISDIR(entry.st_mode):
+                walker.enter(name, entry)
 
 
 # ---- cp ------------------------------------------------------------------------------------
@@ -390,19 +429,17 @@ class _Budget:
                           f"and {self.max_bytes} bytes at once", "path")
 
 
-def _scan(fd: int, budget: _Budget) -> None:
-    """Count the tree in the open folder `fd` against `budget` (links not followed)."""
-    with os.scandir(fd) as listing:
-        names = [entry.name for entry in listing]
-    for name in names:
-        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
-        if stat.S_ISDIR(info.st_mode):
-            inner = os.open(name, _DIRECTORY, dir_fd=fd)
-            try:
-                _scan(inner, budget)
-            finally:
-                os.close(inner)
+def _scan(fd: int, budget: _Budget, area: Area, where: str) -> None:
+    """Count the tree in the open folder `fd` (`where`) against `budget` (links not
+    followed), refusing it when it holds one of the gateway's own files or folders."""
+    with Walker(fd) as walker:
+        for kind, name, info in walker:
+            if kind != "entry":
+                continue
+            area.refuse_reserved(info, f"{where}/{walker.relative(name)}")
+            budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
+            if stat.S_ISDIR(info.st_mode):
+                walker.enter(name, info)
 
 
 def reporter(request: dict[str, Any]) -> Any:
@@ -425,7 +462,7 @@ def discard(parent: int, name: str, area: Area) -> None:
         return
     fd = os.open(name, _DIRECTORY, dir_fd=parent)
     try:
-        _remove_tree(area, fd)
+        _remove_tree(area, fd, name)
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=parent)
@@ -504,8 +541,8 @@ class _Copy:
     target's place); written under the hidden `fresh` name beside the target, and what it
     made there (`made`) removed again if it does not finish."""
 
-    def __init__(self, target: Place, budget: _Budget, report: Any) -> None:
-        self.target, self.budget, self.report = target, budget, report
+    def __init__(self, source: Place, target: Place, budget: _Budget, report: Any) -> None:
+        self.source, self.target, self.budget, self.report = source, target, budget, report
         self.fresh = work_name()
         self.made = False
         self.counts = {"entries_done": 0, "entries_total": 1, "bytes_done": 0,
@@ -560,35 +597,65 @@ class _Copy:
         os.symlink(text, new, dir_fd=dst)
         self.made = True
 
-    def tree(self, src: int, dst: int, parts: list[str]) -> None:
-        """Copy what is in the open folder `src` into the open, new folder `dst`."""
-        with os.scandir(src) as listing:
-            names = [entry.name for entry in listing]
-        for name in names:
-            info = os.stat(name, dir_fd=src, follow_symlinks=False)
-            self.budget.take(0)  # bytes are counted as they are copied
-            if stat.S_ISREG(info.st_mode):
-                self.file(src, name, dst, name)
-            elif stat.S_ISLNK(info.st_mode):
-                self.link(src, name, dst, name, [*parts, name])
-            elif stat.S_ISDIR(info.st_mode):
-                self.folder(src, name, dst, name, [*parts, name])
-            self.tick(entries=1)
-
     def folder(self, src: int, name: str, dst: int, new: str, parts: list[str]) -> None:
+        """Copy the folder `name` of the open `src` to the new `new` in the open `dst`,
+        iteratively (`reader.Walker` on the source; the copy is walked alongside, down by the
+        names it made, up by `..`, each checked to be the folder made), each folder given its
+        mode when done (made 0700 so that what it holds can be written)."""
         inner = os.open(name, _DIRECTORY, dir_fd=src)
         try:
             mode = stat.S_IMODE(os.fstat(inner).st_mode) & 0o777
-            os.mkdir(new, 0o700, dir_fd=dst)
-            self.made = True
-            made = os.open(new, _DIRECTORY, dir_fd=dst)
-            try:
-                self.tree(inner, made, parts)
-                os.chmod(made, mode)
-            finally:
-                os.close(made)
+            walker = Walker(inner)
         finally:
             os.close(inner)
+        with walker:
+            os.mkdir(new, 0o700, dir_fd=dst)
+            self.made = True
+            out = os.open(new, _DIRECTORY, dir_fd=dst)
+            made = [(_identity(os.fstat(out)), mode)]
+            try:
+                for kind, child, info in walker:
+                    if kind == "leave":
+                        os.fchmod(out, made.pop()[1])
+                        out = _up(out, made[-1][0])
+                        self.tick(entries=1)
+                        continue
+                    where = [*parts, *walker.parts, child]
+                    self.source.area.refuse_reserved(
+                        info, f"{self.source.absolute()}/{walker.relative(child)}")
+                    self.budget.take(0)  # bytes are counted as they are copied
+                    if stat.S_ISREG(info.st_mode):
+                        self.file(walker.fd, child, out, child)
+                    elif stat.S_ISLNK(info.st_mode):
+                        self.link(walker.fd, child, out, child, where)
+                    elif stat.S_ISDIR(info.st_mode):
+                        walker.enter(child, info)
+                        os.mkdir(child, 0o700, dir_fd=out)
+                        inner_out = os.open(child, _DIRECTORY, dir_fd=out)
+                        os.close(out)
+                        out = inner_out
+                        made.append((_identity(os.fstat(out)),
+                                     stat.S_IMODE(info.st_mode) & 0o777))
+                        continue
+                    self.tick(entries=1)
+                os.fchmod(out, made.pop()[1])
+            finally:
+                os.close(out)
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def _up(fd: int, expected: tuple[int, int]) -> int:
+    """The folder holding the open folder `fd` (which is closed), checked to be `expected`."""
+    outer = os.open("..", _DIRECTORY, dir_fd=fd)
+    if _identity(os.fstat(outer)) != expected:
+        os.close(outer)
+        raise Refused("changed", "a folder being written was moved meanwhile; nothing was "
+                      "kept", "target_path")
+    os.close(fd)
+    return outer
 
 
 def do_cp(request: dict[str, Any]) -> dict[str, Any]:
@@ -604,14 +671,14 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
             raise Refused("invalid", "lies inside `path`: a folder is not copied into "
                           "itself", "target_path")
         remove_stale_work(target.fd, target.area)
-        copy = _Copy(target, budget, reporter(request))
+        copy = _Copy(source, target, budget, reporter(request))
         try:
             budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
             if stat.S_ISDIR(info.st_mode):
                 inner = os.open(source.name, _DIRECTORY, dir_fd=source.fd)
                 try:
                     source.area._guard(os.fstat(inner))
-                    _scan(inner, budget)
+                    _scan(inner, budget, source.area, source.absolute())
                 finally:
                     os.close(inner)
                 copy.counts["entries_total"] = budget.max_files - budget.files
@@ -640,10 +707,13 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
 # ---- chmod, chown --------------------------------------------------------------------------
 
 
-def _change(request: dict[str, Any], field: str, change: Any) -> dict[str, Any]:
+def _change(request: dict[str, Any], field: str, change: Any,
+            allowed: Any = lambda: None) -> dict[str, Any]:
     """Apply `change(path)` to the file the place names (links inside followed), through a
-    descriptor opened `O_PATH | O_NOFOLLOW` (so never to what a link swapped in points to)."""
+    descriptor opened `O_PATH | O_NOFOLLOW` (so never to what a link swapped in points to);
+    `allowed()` (which raises when the change is not) once the place is found."""
     with Place(request["path"], "path", follow_final=True) as place:
+        allowed()
         try:
             fd = os.open(place.name, _PATH, dir_fd=place.fd)
         except OSError as error:
@@ -653,6 +723,7 @@ def _change(request: dict[str, Any], field: str, change: Any) -> dict[str, Any]:
             if stat.S_ISLNK(info.st_mode):
                 raise Refused("not_found", "", "path")  # swapped for a link meanwhile
             place.area._guard(info)
+            place.area.refuse_holder(info, place.absolute())
             try:
                 change(f"/proc/self/fd/{fd}")
             except OSError as error:
@@ -662,9 +733,26 @@ def _change(request: dict[str, Any], field: str, change: Any) -> dict[str, Any]:
         return {"output": place.entry()}
 
 
+SPECIAL_MODES = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+"""setuid, setgid and sticky: refused unless the resource's profile allows them."""
+
+
 def do_chmod(request: dict[str, Any]) -> dict[str, Any]:
     mode = int(str(request["mode"]), 8)
-    return _change(request, "mode", lambda path: os.chmod(path, mode))
+
+    def allowed() -> None:
+        if mode & SPECIAL_MODES and not request.get("allow_special_modes"):
+            raise _special_mode(str(request["mode"]))
+
+    return _change(request, "mode", lambda path: os.chmod(path, mode), allowed)
+
+
+def _special_mode(mode: str) -> Refused:
+    return Refused("special_mode", f"{mode[:20]} sets the setuid, setgid or sticky bit, which "
+                   "would let a program run with its owner's or group's rights (or change who "
+                   "may delete in a folder); give permissions only (at most 3 octal digits). "
+                   "A facility admin may allow these bits on the resource "
+                   "(`files.allow_special_modes: true` in its profile)", "mode")
 
 
 def _user_id(name: str) -> int:
@@ -685,10 +773,33 @@ def _group_id(name: str) -> int:
         raise Refused("unknown_name", f"there is no group {name!r}", "group") from None
 
 
+def _allowed_owners() -> tuple[str, list[str]]:
+    """The account this runs as and the groups it is in (names where known): all that
+    `chown` may give a file to."""
+    me = reader._Names()
+    groups = sorted({os.getgid(), *os.getgroups()})
+    return me.user(os.getuid()), [me.group(gid) for gid in groups]
+
+
 def do_chown(request: dict[str, Any]) -> dict[str, Any]:
-    uid, gid = _user_id(str(request["owner"])), _group_id(str(request["group"]))
+    """Give a file to the account this runs as (the one that runs the caller's jobs) and a
+    group it is in; never to another user or group, which would hand them the file (and,
+    where this runs as root, make files that act as another account)."""
+    owner, group = str(request["owner"]), str(request["group"])
+    uid, gid = _user_id(owner), _group_id(group)
+
+    def allowed() -> None:
+        user, groups = _allowed_owners()
+        if uid not in (-1, os.getuid()):
+            raise Refused("not_allowed", f"owner {owner[:100]!r} is not the account that runs "
+                          f"your jobs here: a file may only be given to {user!r}", "owner")
+        if gid != -1 and gid not in {os.getgid(), *os.getgroups()}:
+            raise Refused("not_allowed", f"group {group[:100]!r} is not a group of the "
+                          f"account that runs your jobs here ({user!r}); offered: "
+                          f"{', '.join(groups)}", "group")
+
     field = "owner" if uid != -1 else "group"
-    return _change(request, field, lambda path: os.chown(path, uid, gid))
+    return _change(request, field, lambda path: os.chown(path, uid, gid), allowed)
 
 
 # ---- reads: checksum, file -----------------------------------------------------------------

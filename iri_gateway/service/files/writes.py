@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from iri_gateway.errors import GatewayError
-from iri_gateway.service.files import archiver, writer
+from iri_gateway.service.files import archiver, tarheaders, writer
 from iri_gateway.service.files.access import FileReader, reader_source
 from iri_gateway.service.files.policy import Scope, path_problem, within
 from iri_gateway.transport.base import TransportError
@@ -49,6 +49,7 @@ for name in ("iri_gateway", "iri_gateway.service", "iri_gateway.service.files"):
 files = sys.modules["iri_gateway.service.files"]
 files.reader = install("iri_gateway.service.files.reader", READER)
 files.writer = install("iri_gateway.service.files.writer", WRITER)
+files.tarheaders = install("iri_gateway.service.files.tarheaders", TARHEADERS)
 install("iri_gateway.service.files.archiver", ARCHIVER).main()
 '''
 
@@ -60,8 +61,9 @@ def program() -> str:
     `main` (which answers the writer's requests too, with progress lines when asked)."""
     source = Path(writer.__file__).read_text(encoding="utf-8")
     archiving = Path(archiver.__file__).read_text(encoding="utf-8")
+    headers = Path(tarheaders.__file__).read_text(encoding="utf-8")
     return (f"READER = {reader_source()!r}\nWRITER = {source!r}\nARCHIVER = {archiving!r}\n"
-            + _BOOTSTRAP)
+            f"TARHEADERS = {headers!r}\n" + _BOOTSTRAP)
 
 
 class FileWriter(FileReader):
@@ -198,7 +200,10 @@ class UserWrites:
             "dereference": dereference, "max_files": max_files, "max_bytes": max_bytes})
 
     def chmod(self, path: str, mode: str) -> dict[str, Any]:
-        return self.run("chmod", path=self.place(path, "path"), mode=mode)
+        """The mode changed; setuid, setgid and sticky only where the resource's profile
+        allows them (`files.allow_special_modes`; the writer refuses them otherwise)."""
+        return self.run("chmod", path=self.place(path, "path"), mode=mode,
+                        allow_special_modes=self.scope.special_modes)
 
     def chown(self, path: str, owner: str, group: str) -> dict[str, Any]:
         return self.run("chown", path=self.place(path, "path"), owner=owner, group=group)
