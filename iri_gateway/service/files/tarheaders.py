@@ -122,10 +122,14 @@ class _Scan:
         self.declared = 0
         self.chained = 0
         self.name = b""
+        self.header_name = b""
         self.size: int | None = None
 
     def bad(self, where: int, reason: str) -> HeaderRefused:
-        member = f"member {_shown(self.name)}" if self.name else "a member"
+        if self.name:
+            member = f"member {_shown(self.name)}"
+        else:  # the member's name comes after: the extended header's own is shown
+            member = f"the header {_shown(self.header_name)}" if self.header_name else "a member"
         return HeaderRefused(
             "bad_header",
             f"{member} (header at byte {where} of the "
@@ -156,6 +160,7 @@ class _Scan:
             self.header(where, block)
 
     def header(self, where: int, block: bytes) -> None:
+        self.header_name = _ustar_name(block)  # an extended header's own names its member
         numbers = {
             name: self.number(where, name, block[start:end]) for name, start, end in _NUMBER_FIELDS
         }
