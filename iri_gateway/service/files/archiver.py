@@ -11,14 +11,18 @@ archive is written under a hidden `writer.work_name` beside the target, removed 
 anything fails, and given the target's name only when complete (`writer.move_new`: an
 existing target is never replaced).
 
-`extract` reads the archive's headers first and refuses the whole archive, naming the member,
+`extract` first bounds every header before `tarfile` parses one (`tarheaders`: extended
+headers, PAX records, numbers, names; refused naming the header, its offset and the bound),
+then reads the archive's headers and refuses the whole archive, naming the member,
 when one is absolute, has a `..` component, a control character in its name or link, is a
 device or fifo, is a symbolic link that is absolute or has a `..` component (so that no chain
 of links can climb out of the extracted folder, a link may only point down), or is a hard
 link to anything but an earlier file member; when there are more than `max_files` members or
-they declare more than `max_bytes` (`too_large`). It then unpacks into a fresh
-hidden folder next to the target, walking every member's folders `O_NOFOLLOW` from that
-folder (so a link member is never gone through), counting the bytes actually written, and
+they declare more than `max_bytes` (`too_large`; the folders member names imply count as
+entries). A `.` folder member (`tar -C d -c .`) stands for the target itself, `./x` for
+`x`. It then unpacks into a fresh hidden folder next to the target, walking every member's
+folders `O_NOFOLLOW` from that folder (so a link member is never gone through), counting the
+bytes actually written, and
 renames the folder to the target only when all is done: a failed extract leaves nothing.
 When the target is an existing folder, the members land inside it (`_Into`): every name they
 add at its top is checked free first (`exists`, naming it), the fresh folder is made inside

@@ -4,9 +4,9 @@ A user may name as a job's `directory`, and read through the filesystem operatio
 (a) the job folders the gateway itself made for that user's jobs (jobs that named no
 `directory`: `<job root>/<job id>`) and (b) the roots the resource's profile grants
 (`files.roots`, with `{user}`, `{account}`, `{account_initial}` and `~` filled in for that
-user). The gateway's own folders (its job root, and locally its data directory: the store,
-the tokens file, the local scheduler's scripts) are never reachable through a root, even a
-root that contains them.
+user). The gateway's own files and folders (its job root, and locally its data directory,
+store files, tokens file and SSH keys) are never reachable through a root, even a root
+that contains them: refused here by name, and by the agent by identity at any depth.
 
 Paths are compared component-wise after lexical normalisation (`a/../b` is `b`); what is on
 disk is then read by `reader`, which opens every component the user or a job could have made

@@ -15,10 +15,14 @@ relative to the descriptor of the folder above it, and everything is then read, 
 stat-ed from the descriptors so opened; nothing is looked up by path a second time. A
 symbolic link met on the way is read (`readlinkat`) and followed only when its target,
 taken lexically, stays inside `base/top`; the walk then starts again from `base` with the
-link replaced by its target (at most `MAX_LINKS` times). A folder whose identity (device and
-inode) is one of the `reserved` folders (the gateway's own, such as its data directory) is
-never entered. A job that swaps a folder for a link between two reads therefore gets one of
-two answers: the folder's content, or "not found"; never what the link points to outside.
+link replaced by its target (at most `MAX_LINKS` times). A file or folder whose identity
+(device and inode) is one of the `reserved` ones (the gateway's own: its data directory,
+store files, tokens file, job root, keys) is never entered, read or listed, whatever name
+leads to it; every walk over a tree (`Walker`: iterative, one descriptor held however deep)
+applies the same rule to each entry (`Area.refuse_reserved`), and a folder holding one of
+them is never changed (`Area.refuse_holder`). A job that swaps a folder for a link between
+two reads therefore gets one of two answers: the folder's content, or "not found"; never
+what the link points to outside.
 
 Operations: `stat`, `ls`, `head`, `tail`, `view` (the IRI filesystem operations) and
 `range` (a job's output for the CLI and SDK). Errors are answers, not exceptions:

@@ -16,8 +16,15 @@ then made by name relative to that folder's descriptor (`mkdir`, `unlink`, `rmdi
 a link swapped in at any moment cannot redirect it: the change lands inside, or fails.
 
 A place that is its area itself (a granted root, or the job folder) is never removed, moved
-or copied onto (`root`). `rm` of a folder needs `recursive`, and deletes the tree through
-descriptors, unlinking links, never following them. `cp` copies a tree after counting it
+or copied onto (`root`). The gateway's own files and folders are refused inside any tree
+(`reserved`, naming the one found: `cp` as it counts, before writing), and a folder holding
+one is never removed, moved, or given another mode or owner (`Area.refuse_holder`). `chmod`
+refuses setuid, setgid and sticky bits unless the request allows them (the profile's
+`files.allow_special_modes`), `chown` any owner but the account this runs as and any group
+it is not in (`not_allowed`). `mv` of a folder checks every link in it from its new place,
+as `cp` does (`_links_stay`). Every walk is iterative with one descriptor (`reader.Walker`).
+`rm` of a folder needs `recursive`, and deletes the tree through descriptors, unlinking
+links, never following them. `cp` copies a tree after counting it
 (`max_files`, `max_bytes`: `too_large` beyond), copies links as links when their target stays
 inside the target's area (`link_outside` otherwise), and never overwrites. It writes under a
 hidden `work_name` beside the target, renamed to the target only when complete
@@ -504,17 +511,67 @@ def move_new(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
         os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
         os.unlink(src, dir_fd=src_fd)
         return
+    _move_tree(src_fd, src, info, dst_fd, dst)
+
+
+def _move_tree(src_fd: int, src: str, info: os.stat_result, dst_fd: int, dst: str) -> None:
+    """`move_new` of the folder `src` without `renameat2`: made anew at `dst` (`mkdir` fails
+    on any existing name), what it holds moved in (files and links linked and unlinked,
+    folders made anew the same way, iteratively: `reader.Walker`), each folder given its mode
+    and the old one removed when done."""
     os.mkdir(dst, 0o700, dir_fd=dst_fd)
-    inner, made = (os.open(src, _DIRECTORY, dir_fd=src_fd),
-                   os.open(dst, _DIRECTORY, dir_fd=dst_fd))
+    inner = os.open(src, _DIRECTORY, dir_fd=src_fd)
     try:
-        for name in os.listdir(inner):
-            move_new(inner, name, made, name)
-        os.fchmod(made, stat.S_IMODE(info.st_mode))
+        walker = Walker(inner)
     finally:
         os.close(inner)
-        os.close(made)
+    with walker, _Made(dst_fd, dst, stat.S_IMODE(info.st_mode), made=True) as out:
+        for kind, name, entry in walker:
+            if kind == "leave":
+                out.up()
+                os.rmdir(name, dir_fd=walker.fd)
+            elif stat.S_ISDIR(entry.st_mode):
+                walker.enter(name, entry)
+                out.down(name, stat.S_IMODE(entry.st_mode))
+            else:
+                os.link(name, name, src_dir_fd=walker.fd, dst_dir_fd=out.fd,
+                        follow_symlinks=False)
+                os.unlink(name, dir_fd=walker.fd)
+        out.finish()
     os.rmdir(src, dir_fd=src_fd)
+
+
+class _Made:
+    """A folder tree being written alongside a walk (`reader.Walker`) with one descriptor:
+    `down` makes a folder (0700, so that what it holds can be written) and enters it, `up`
+    gives the current one its mode and goes back up by `..` (checked to be the folder made
+    above), `finish` gives the top its mode. `made`: the top is already there."""
+
+    def __init__(self, parent: int, name: str, mode: int, *, made: bool = False) -> None:
+        if not made:
+            os.mkdir(name, 0o700, dir_fd=parent)
+        self.fd = os.open(name, _DIRECTORY, dir_fd=parent)
+        self.stack = [(_identity(os.fstat(self.fd)), mode)]
+
+    def __enter__(self) -> _Made:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        os.close(self.fd)
+
+    def down(self, name: str, mode: int) -> None:
+        os.mkdir(name, 0o700, dir_fd=self.fd)
+        inner = os.open(name, _DIRECTORY, dir_fd=self.fd)
+        os.close(self.fd)
+        self.fd = inner
+        self.stack.append((_identity(os.fstat(inner)), mode))
+
+    def up(self) -> None:
+        os.fchmod(self.fd, self.stack.pop()[1])
+        self.fd = _up(self.fd, self.stack[-1][0])
+
+    def finish(self) -> None:
+        os.fchmod(self.fd, self.stack.pop()[1])
 
 
 WORK_PREFIX = ".iri-work-"
@@ -608,39 +665,27 @@ class _Copy:
             walker = Walker(inner)
         finally:
             os.close(inner)
-        with walker:
-            os.mkdir(new, 0o700, dir_fd=dst)
-            self.made = True
-            out = os.open(new, _DIRECTORY, dir_fd=dst)
-            made = [(_identity(os.fstat(out)), mode)]
-            try:
-                for kind, child, info in walker:
-                    if kind == "leave":
-                        os.fchmod(out, made.pop()[1])
-                        out = _up(out, made[-1][0])
-                        self.tick(entries=1)
-                        continue
-                    where = [*parts, *walker.parts, child]
-                    self.source.area.refuse_reserved(
-                        info, f"{self.source.absolute()}/{walker.relative(child)}")
-                    self.budget.take(0)  # bytes are counted as they are copied
-                    if stat.S_ISREG(info.st_mode):
-                        self.file(walker.fd, child, out, child)
-                    elif stat.S_ISLNK(info.st_mode):
-                        self.link(walker.fd, child, out, child, where)
-                    elif stat.S_ISDIR(info.st_mode):
-                        walker.enter(child, info)
-                        os.mkdir(child, 0o700, dir_fd=out)
-                        inner_out = os.open(child, _DIRECTORY, dir_fd=out)
-                        os.close(out)
-                        out = inner_out
-                        made.append((_identity(os.fstat(out)),
-                                     stat.S_IMODE(info.st_mode) & 0o777))
-                        continue
+        self.made = True
+        with walker, _Made(dst, new, mode) as out:
+            for kind, child, info in walker:
+                if kind == "leave":
+                    out.up()
                     self.tick(entries=1)
-                os.fchmod(out, made.pop()[1])
-            finally:
-                os.close(out)
+                    continue
+                where = [*parts, *walker.parts, child]
+                self.source.area.refuse_reserved(
+                    info, f"{self.source.absolute()}/{walker.relative(child)}")
+                self.budget.take(0)  # bytes are counted as they are copied
+                if stat.S_ISREG(info.st_mode):
+                    self.file(walker.fd, child, out.fd, child)
+                elif stat.S_ISLNK(info.st_mode):
+                    self.link(walker.fd, child, out.fd, child, where)
+                elif stat.S_ISDIR(info.st_mode):
+                    walker.enter(child, info)
+                    out.down(child, stat.S_IMODE(info.st_mode) & 0o777)
+                    continue
+                self.tick(entries=1)
+            out.finish()
 
 
 def _identity(info: os.stat_result) -> tuple[int, int]:
