@@ -1,5 +1,6 @@
-"""The agent's tree walks are iterative with one descriptor held (issue 23 item 5), and the tar
-header scanner (item 1) refuses each kind of header it bounds and passes ordinary archives.
+"""The agent's tree walks are iterative with one descriptor held (issue 23 item 5), the tar
+header scanner (item 1) refuses each kind of header it bounds and passes ordinary archives,
+and setuid bits are set only when the profile allows them (item 3).
 
 Run in-process against the real filesystem (the agent's modules are what runs on the login
 node too); the trees are deeper than Python's recursion limit, and the descriptor limit is
@@ -191,3 +192,14 @@ def test_ordinary_archives_pass(tmp_path: Path) -> None:
         with archive.open("rb") as stream:
             tarheaders.scan(tarheaders.decompressed(stream, "gz"), max_members=10,
                             max_bytes=1000)
+
+
+def test_special_modes_only_where_the_profile_allows_them(tmp_path: Path) -> None:
+    """The writer's side of `files.allow_special_modes` (the HTTP side, refused by default,
+    is in test_hostile_files)."""
+    (tmp_path / "program").write_bytes(b"#!/bin/sh\n")
+    request = {"op": "chmod", "path": place(tmp_path, "program"), "mode": "4755"}
+    refused = writer.serve(request)
+    assert refused["error"] == "special_mode" and refused["field"] == "mode"
+    assert writer.serve({**request, "allow_special_modes": True})["ok"]
+    assert (tmp_path / "program").stat().st_mode & 0o7777 == 0o4755

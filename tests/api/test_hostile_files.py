@@ -82,7 +82,10 @@ def served() -> Iterator[Served]:
                 pass
             assert time.monotonic() < deadline, "serve did not answer within 60 s"
             time.sleep(0.1)
-        yield Served(url, tokens["alice"], tokens["bob"], top, process.pid)
+        try:
+            yield Served(url, tokens["alice"], tokens["bob"], top, process.pid)
+        finally:  # `rm` removes deep trees too (shutil.rmtree recurses)
+            subprocess.run(["rm", "-rf", str(top)], check=False, timeout=300)
 
 
 @pytest.fixture
