@@ -3,7 +3,8 @@ serve (the set-up of `test_filesystem_ssh`: alice and bob both mapped to the log
 the profile granting its home `~`).
 
 The writer runs on the login node as that account: what it may not do there, the operating
-system refuses too (`chown` to root is its EPERM, a 403 with the reason). The outside folder
+system refuses too (`chown` to another account is refused before it tries: a 403 naming the
+account allowed). The outside folder
 here belongs to the login account, so only the gateway's confinement keeps it unchanged.
 """
 
@@ -133,7 +134,7 @@ def test_each_operation_works_as_the_mapped_account(
     assert (work / "d/data.txt").stat().st_mode & 0o777 == 0o600
     problem = refused(http, served.alice, "chown", {"path": f"{work}/d/data.txt",
                                                      "owner": "root"}, 403, "owner")
-    assert "operating system" in problem["detail"]
+    assert f"may only be given to {cluster.ssh_user!r}" in problem["detail"], "refused first"
     assert (work / "d/data.txt").stat().st_uid == account.pw_uid
     output(http, served.alice, "rm", {"path": f"{work}/d", "recursive": True})
     assert not (work / "d").exists() and (work / "a/data.txt").exists()
