@@ -88,8 +88,9 @@ class Backend:
 
     @property
     def reserved(self) -> tuple[str, ...]:
-        """The gateway's own files and folders where this backend's files are: its job root
-        and, locally, its data directory and `gateway_files` (store, tokens, SSH keys)."""
+        """The gateway's own files and folders where this backend's files are: its job root,
+        `gateway_files` (store, tokens, SSH keys: over SSH too, as the login node may share
+        the gateway's filesystem) and, locally, its data directory."""
         return (self.work_root, *self._private)
 
 
@@ -153,7 +154,10 @@ class Backends:
                 max_connections=ssh.max_connections,
             )
             default_root = "~/iri-gateway-jobs"
-            private: tuple[str, ...] = ()
+            # The gateway's own files (store, tokens, keys), should the login node share its
+            # filesystem: looked for there by the same paths (where they are not, nothing is
+            # reserved). Not its data directory: jobs there may name folders beside it.
+            private: tuple[str, ...] = self.gateway_files
             where = f"{loaded.id} ({account}@{ssh.host})"
         else:
             transport = LocalTransport()
