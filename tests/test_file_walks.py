@@ -66,17 +66,23 @@ def place(tmp_path: Path, *rest: str) -> dict[str, Any]:
     return {"base": str(tmp_path), "top": [], "rest": list(rest), "reserved": []}
 
 
-def test_deep_trees_are_copied_archived_and_removed(tmp_path: Path,
-                                                    few_descriptors: None) -> None:
+def test_deep_trees_are_copied_archived_and_removed(tmp_path: Path, few_descriptors: None) -> None:
     nested(tmp_path / "t", DEPTH)
     limits = {"max_files": 100_000, "max_bytes": 1 << 20}
-    done = writer.serve({"op": "cp", "path": place(tmp_path, "t"),
-                         "target": place(tmp_path, "c"), **limits})
+    done = writer.serve(
+        {"op": "cp", "path": place(tmp_path, "t"), "target": place(tmp_path, "c"), **limits}
+    )
     assert done["ok"], done
     assert depth_of(tmp_path / "c") == DEPTH
-    done = archiver.serve({"op": "compress", "path": place(tmp_path, "c"),
-                           "target": place(tmp_path, "c.tar"), "compression": "none",
-                           **limits})
+    done = archiver.serve(
+        {
+            "op": "compress",
+            "path": place(tmp_path, "c"),
+            "target": place(tmp_path, "c.tar"),
+            "compression": "none",
+            **limits,
+        }
+    )
     assert done["ok"], done
     with tarfile.open(tmp_path / "c.tar") as tar:
         assert len(tar.getmembers()) == 2 * DEPTH + 2
@@ -86,8 +92,9 @@ def test_deep_trees_are_copied_archived_and_removed(tmp_path: Path,
     assert sorted(os.listdir(tmp_path)) == ["c.tar"]
 
 
-def test_a_deep_move_without_renameat2(tmp_path: Path, few_descriptors: None,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deep_move_without_renameat2(
+    tmp_path: Path, few_descriptors: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     nested(tmp_path / "t", DEPTH)
     monkeypatch.setattr(writer, "_renameat2", lambda: None)
     folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
@@ -105,11 +112,17 @@ def test_a_deep_move_without_renameat2(tmp_path: Path, few_descriptors: None,
 # ---- tar headers -----------------------------------------------------------------------------
 
 
-def block(name: bytes = b"f", *, size: bytes = b"00000000001\0", kind: bytes = b"0",
-          mode: bytes = b"0000644\0", checksum: bool = True) -> bytes:
+def block(
+    name: bytes = b"f",
+    *,
+    size: bytes = b"00000000001\0",
+    kind: bytes = b"0",
+    mode: bytes = b"0000644\0",
+    checksum: bool = True,
+) -> bytes:
     """One ustar header with these fields (checksum right unless told)."""
     raw = bytearray(512)
-    raw[0:len(name)] = name
+    raw[0 : len(name)] = name
     raw[100:108], raw[108:116], raw[116:124] = mode, b"0000000\0", b"0000000\0"
     raw[124:136], raw[136:148], raw[156:157] = size, b"00000000000\0", kind
     raw[257:263], raw[263:265] = b"ustar\0", b"00"
@@ -140,23 +153,35 @@ def scan(data: bytes) -> None:
     tarheaders.scan(io.BytesIO(data), max_members=10, max_bytes=1000)
 
 
-@pytest.mark.parametrize(("archive", "said"), [
-    (pax(record(b"mtime", b"9" * 40_569)) + MEMBER, "at most 30 digits"),
-    (pax(b"9" * 40 + b" mtime=1\n") + MEMBER, "without a length of at most 30 digits"),
-    (pax(b"99 mtime=1\n") + MEMBER, "does not match"),
-    (pax(record(b"path", b"a/" * 2100)) + MEMBER, "PATH_MAX"),
-    (pax(record(b"GNU.sparse.size", b"1")) + MEMBER, "sparse"),
-    (block(b"././@LongLink", size=b"%011o\0" % 5000, kind=b"L") + b"n" * 5000
-     + bytes(-5000 % 512) + MEMBER, "GNU long name of 5000 bytes"),
-    (block(b"PaxHeader", size=b"%011o\0" % 70_000, kind=b"x"), "at most 65536 are read"),
-    (block(size=b"0000000001x\0") + END, "neither octal digits nor base-256"),
-    (block(checksum=False) + END, "wrong checksum"),
-    (block(kind=b"S") + END, "sparse"),
-    (block(b"PaxHeader", size=b"%011o\0" % len(record(b"size", b"1")), kind=b"g")
-     + record(b"size", b"1") + bytes(512 - len(record(b"size", b"1"))) + MEMBER,
-     "global PAX size"),
-    (b"".join(pax(record(b"comment", b"x")) for _ in range(9)) + MEMBER, "more than 8"),
-])
+@pytest.mark.parametrize(
+    ("archive", "said"),
+    [
+        (pax(record(b"mtime", b"9" * 40_569)) + MEMBER, "at most 30 digits"),
+        (pax(b"9" * 40 + b" mtime=1\n") + MEMBER, "without a length of at most 30 digits"),
+        (pax(b"99 mtime=1\n") + MEMBER, "does not match"),
+        (pax(record(b"path", b"a/" * 2100)) + MEMBER, "PATH_MAX"),
+        (pax(record(b"GNU.sparse.size", b"1")) + MEMBER, "sparse"),
+        (
+            block(b"././@LongLink", size=b"%011o\0" % 5000, kind=b"L")
+            + b"n" * 5000
+            + bytes(-5000 % 512)
+            + MEMBER,
+            "GNU long name of 5000 bytes",
+        ),
+        (block(b"PaxHeader", size=b"%011o\0" % 70_000, kind=b"x"), "at most 65536 are read"),
+        (block(size=b"0000000001x\0") + END, "neither octal digits nor base-256"),
+        (block(checksum=False) + END, "wrong checksum"),
+        (block(kind=b"S") + END, "sparse"),
+        (
+            block(b"PaxHeader", size=b"%011o\0" % len(record(b"size", b"1")), kind=b"g")
+            + record(b"size", b"1")
+            + bytes(512 - len(record(b"size", b"1")))
+            + MEMBER,
+            "global PAX size",
+        ),
+        (b"".join(pax(record(b"comment", b"x")) for _ in range(9)) + MEMBER, "more than 8"),
+    ],
+)
 def test_each_bound_is_named(archive: bytes, said: str) -> None:
     with pytest.raises(tarheaders.HeaderRefused) as refused:
         scan(archive + END)
@@ -187,11 +212,11 @@ def test_ordinary_archives_pass(tmp_path: Path) -> None:
             with tarfile.open(archive, "w:gz", format=tarfile.USTAR_FORMAT) as tar:
                 tar.add(deep / "f", "a" * 150 + "/" + "b" * 99)  # prefix and name
         else:
-            subprocess.run(["tar", f"--format={fmt}", "-C", str(folder), "-czf",
-                            str(archive), "."], check=True)
+            subprocess.run(
+                ["tar", f"--format={fmt}", "-C", str(folder), "-czf", str(archive), "."], check=True
+            )
         with archive.open("rb") as stream:
-            tarheaders.scan(tarheaders.decompressed(stream, "gz"), max_members=10,
-                            max_bytes=1000)
+            tarheaders.scan(tarheaders.decompressed(stream, "gz"), max_members=10, max_bytes=1000)
 
 
 def test_special_modes_only_where_the_profile_allows_them(tmp_path: Path) -> None:

@@ -59,18 +59,44 @@ def served() -> Iterator[Served]:
     data, db, keys = top / "srv" / "data", top / "srv" / "db", top / "srv" / "keys"
     for folder in (data, db, keys):
         folder.mkdir(parents=True)
-    env = {**clean_env(), "IRI_GATEWAY_DATABASE_URL": f"sqlite:///{db}/jobs.db",
-           "IRI_GATEWAY_TOKENS_FILE": str(keys / "tokens.json")}
+    env = {
+        **clean_env(),
+        "IRI_GATEWAY_DATABASE_URL": f"sqlite:///{db}/jobs.db",
+        "IRI_GATEWAY_TOKENS_FILE": str(keys / "tokens.json"),
+    }
     tokens = {}
     for user in ("alice", "bob"):
         tokens[user] = subprocess.run(
-            [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
-             "--data-dir", str(data)],
-            capture_output=True, text=True, timeout=60, env=env, check=True,
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                user,
+                "--project",
+                "proj1",
+                "--data-dir",
+                str(data),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=True,
         ).stdout.strip()
     port = free_port()
-    argv = [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-            str(port), "--data-dir", str(data)]
+    argv = [
+        sys.executable,
+        "-m",
+        "iri_gateway",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+    ]
     with serve_process(argv, top / "serve.log", env) as process:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -107,12 +133,10 @@ def headers(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1"}
 
 
-def call(http: httpx.Client, token: str, operation: str, body: dict[str, Any]
-         ) -> dict[str, Any]:
+def call(http: httpx.Client, token: str, operation: str, body: dict[str, Any]) -> dict[str, Any]:
     """The operation's outcome as `{"status": HTTP status, "problem" or "output": ...}`;
     a long operation's task is followed to its end (its failure carries the problem)."""
-    answer = http.post(f"{V2}/filesystem/{operation}/local", json=body,
-                       headers=headers(token))
+    answer = http.post(f"{V2}/filesystem/{operation}/local", json=body, headers=headers(token))
     if answer.status_code >= 400:
         return {"status": answer.status_code, "problem": answer.json()}
     task_id = answer.json()["task_id"]
@@ -200,21 +224,29 @@ class HealthWatch:
         self.thread.join(timeout=120)
 
 
-@pytest.mark.parametrize(("make", "bound"), [
-    (lambda path: pax_archive(path, {"mtime": "1" * 40_569}), "at most 30 digits"),
-    (lambda path: pax_archive(path, {"comment": os.urandom(520_000).hex()}),
-     "at most 65536 are read"),
-    (lambda path: declared_pax_archive(path, 256 << 20), "at most 65536 are read"),
-], ids=["40569-digit-number", "1MiB-pax-header", "256MiB-declared-pax-header"])
+@pytest.mark.parametrize(
+    ("make", "bound"),
+    [
+        (lambda path: pax_archive(path, {"mtime": "1" * 40_569}), "at most 30 digits"),
+        (
+            lambda path: pax_archive(path, {"comment": os.urandom(520_000).hex()}),
+            "at most 65536 are read",
+        ),
+        (lambda path: declared_pax_archive(path, 256 << 20), "at most 65536 are read"),
+    ],
+    ids=["40569-digit-number", "1MiB-pax-header", "256MiB-declared-pax-header"],
+)
 def test_tar_headers_are_bounded_before_they_are_parsed(
-        http: httpx.Client, served: Served, home: Path, make: Any, bound: str) -> None:
+    http: httpx.Client, served: Served, home: Path, make: Any, bound: str
+) -> None:
     archive = home / "bomb.tgz"
     make(archive)
     assert archive.stat().st_size < 1536 * 1024, "a small upload"
     before = rss_kib(served.pid)
     with HealthWatch(served.url) as watch:
-        outcome = call(http, served.alice, "extract", {"path": str(archive),
-                                                       "target_path": f"{home}/out"})
+        outcome = call(
+            http, served.alice, "extract", {"path": str(archive), "target_path": f"{home}/out"}
+        )
         time.sleep(0.3)
     assert watch.count >= 3 and watch.slowest < 0.2, f"/health took {watch.slowest:.3f} s"
     grown = rss_kib(served.pid) - before
@@ -227,12 +259,16 @@ def test_tar_headers_are_bounded_before_they_are_parsed(
 
 
 def test_the_gateway_folders_are_refused_inside_any_tree(
-        http: httpx.Client, served: Served, home: Path) -> None:
+    http: httpx.Client, served: Served, home: Path
+) -> None:
     srv = served.top / "srv"
     for operation, target in (("cp", f"{home}/copy"), ("compress", f"{home}/srv.tgz")):
-        reason = refused_naming(call(http, served.alice, operation,
-                                     {"path": str(srv), "target_path": target}),
-                                403, "path", "gateway's own")
+        reason = refused_naming(
+            call(http, served.alice, operation, {"path": str(srv), "target_path": target}),
+            403,
+            "path",
+            "gateway's own",
+        )
         assert str(srv) in reason, reason
         assert not Path(target).exists() and os.listdir(home) == [], "nothing written"
     # A hard link to the store's write-ahead log (as a job of the gateway's account could
@@ -252,14 +288,22 @@ def test_the_gateway_folders_are_refused_inside_any_tree(
     assert tokens.exists()
     for folder in (srv, srv / "db", served.top):
         mode = folder.stat().st_mode
-        refused_naming(call(http, served.alice, "chmod", {"path": str(folder), "mode": "000"}),
-                       403, "path", "holds the gateway's own")
-        refused_naming(call(http, served.alice, "chown", {"path": str(folder),
-                                                           "owner": "root"}),
-                       403, "path", "holds the gateway's own")
+        refused_naming(
+            call(http, served.alice, "chmod", {"path": str(folder), "mode": "000"}),
+            403,
+            "path",
+            "holds the gateway's own",
+        )
+        refused_naming(
+            call(http, served.alice, "chown", {"path": str(folder), "owner": "root"}),
+            403,
+            "path",
+            "holds the gateway's own",
+        )
         assert folder.stat().st_mode == mode
-    refused_naming(call(http, served.alice, "rm", {"path": str(srv), "recursive": True}),
-                   403, "path")
+    refused_naming(
+        call(http, served.alice, "rm", {"path": str(srv), "recursive": True}), 403, "path"
+    )
     assert tokens.exists() and (srv / "db" / "jobs.db").exists()
     assert http.get(f"{V2}/account/projects", headers=headers(served.bob)).status_code == 200
 
@@ -268,27 +312,41 @@ def test_the_gateway_folders_are_refused_inside_any_tree(
 
 
 def test_no_setuid_and_no_chown_to_another_account(
-        http: httpx.Client, served: Served, home: Path) -> None:
+    http: httpx.Client, served: Served, home: Path
+) -> None:
     assert os.getuid() == 0, "the gateway runs as root here: the case that matters"
     program = home / "program"
     program.write_bytes(b"#!/bin/sh\n")
     for mode in ("4755", "2755", "6777", "1777", "7000"):
-        reason = refused_naming(call(http, served.alice, "chmod", {"path": str(program),
-                                                                    "mode": mode}),
-                                422, "mode", "setuid", "allow_special_modes")
+        reason = refused_naming(
+            call(http, served.alice, "chmod", {"path": str(program), "mode": mode}),
+            422,
+            "mode",
+            "setuid",
+            "allow_special_modes",
+        )
         assert mode in reason
         assert program.stat().st_mode & 0o7000 == 0
-    assert call(http, served.alice, "chmod", {"path": str(program), "mode": "755"}
-                )["status"] == 200
-    for owner, group, field in (("nobody", None, "owner"), ("daemon", "daemon", "owner"),
-                                (None, "daemon", "group")):
-        body = {"path": str(program), **({"owner": owner} if owner else {}),
-                **({"group": group} if group else {})}
+    assert call(http, served.alice, "chmod", {"path": str(program), "mode": "755"})["status"] == 200
+    for owner, group, field in (
+        ("nobody", None, "owner"),
+        ("daemon", "daemon", "owner"),
+        (None, "daemon", "group"),
+    ):
+        body = {
+            "path": str(program),
+            **({"owner": owner} if owner else {}),
+            **({"group": group} if group else {}),
+        }
         reason = refused_naming(call(http, served.alice, "chown", body), 403, field)
         assert repr(owner or group) in reason and "root" in reason, reason
         assert (program.stat().st_uid, program.stat().st_gid) == (0, 0)
-    assert call(http, served.alice, "chown", {"path": str(program), "owner": "root",
-                                              "group": "root"})["status"] == 200
+    assert (
+        call(http, served.alice, "chown", {"path": str(program), "owner": "root", "group": "root"})[
+            "status"
+        ]
+        == 200
+    )
 
 
 # ---- item 5: deep trees ---------------------------------------------------------------------
@@ -322,31 +380,46 @@ def test_deep_trees_are_answered(http: httpx.Client, served: Served, home: Path)
     member = tarfile.TarInfo("d/" * 10_500 + "f")
     with tarfile.open(home / "deep.tgz", "w:gz", format=tarfile.PAX_FORMAT) as tar:
         tar.addfile(member, io.BytesIO(b""))
-    refused_naming(call(http, served.alice, "extract", {"path": f"{home}/deep.tgz",
-                                                        "target_path": f"{home}/out"}),
-                   400, "path", "PATH_MAX")
+    refused_naming(
+        call(
+            http,
+            served.alice,
+            "extract",
+            {"path": f"{home}/deep.tgz", "target_path": f"{home}/out"},
+        ),
+        400,
+        "path",
+        "PATH_MAX",
+    )
     # Six members 2,000 folders deep each imply 12,000 folders: beyond the 10,000 entries.
     with tarfile.open(home / "wide.tgz", "w:gz", format=tarfile.PAX_FORMAT) as tar:
         for index in range(6):
             tar.addfile(tarfile.TarInfo(f"t{index}/" + "d/" * 2000 + "f"), io.BytesIO(b""))
-    refused_naming(call(http, served.alice, "extract", {"path": f"{home}/wide.tgz",
-                                                        "target_path": f"{home}/out"}),
-                   413, "path", "folders they imply")
+    refused_naming(
+        call(
+            http,
+            served.alice,
+            "extract",
+            {"path": f"{home}/wide.tgz", "target_path": f"{home}/out"},
+        ),
+        413,
+        "path",
+        "folders they imply",
+    )
     assert not (home / "out").exists()
 
 
 # ---- item 6: archives made the ordinary way ------------------------------------------------
 
 
-def test_a_dot_rooted_archive_is_extracted(http: httpx.Client, served: Served,
-                                           home: Path) -> None:
+def test_a_dot_rooted_archive_is_extracted(http: httpx.Client, served: Served, home: Path) -> None:
     (home / "d" / "sub").mkdir(parents=True)
     (home / "d" / "a.txt").write_text("alpha\n")
     (home / "d" / "sub" / "b.txt").write_text("beta\n")
-    subprocess.run(["tar", "-C", str(home / "d"), "-czf", str(home / "x.tgz"), "."],
-                   check=True)
-    outcome = call(http, served.alice, "extract", {"path": f"{home}/x.tgz",
-                                                   "target_path": f"{home}/out"})
+    subprocess.run(["tar", "-C", str(home / "d"), "-czf", str(home / "x.tgz"), "."], check=True)
+    outcome = call(
+        http, served.alice, "extract", {"path": f"{home}/x.tgz", "target_path": f"{home}/out"}
+    )
     assert outcome["status"] == 201, outcome
     assert (home / "out" / "a.txt").read_text() == "alpha\n"
     assert (home / "out" / "sub" / "b.txt").read_text() == "beta\n"
@@ -354,8 +427,15 @@ def test_a_dot_rooted_archive_is_extracted(http: httpx.Client, served: Served,
     for name in ("./../x", "/x"):
         with tarfile.open(home / "bad.tgz", "w:gz") as tar:
             tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
-        refused_naming(call(http, served.alice, "extract", {"path": f"{home}/bad.tgz",
-                                                            "target_path": f"{home}/bad"}),
-                       400, "path")
+        refused_naming(
+            call(
+                http,
+                served.alice,
+                "extract",
+                {"path": f"{home}/bad.tgz", "target_path": f"{home}/bad"},
+            ),
+            400,
+            "path",
+        )
         assert not (home / "bad").exists() and not (home / "x").exists()
         (home / "bad.tgz").unlink()

@@ -35,8 +35,9 @@ def top() -> str:
 
 
 @pytest.fixture(scope="module")
-def served(cluster: ClusterInfo, cluster_profile: Path, top: str,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(
+    cluster: ClusterInfo, cluster_profile: Path, top: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     """A real serve whose `cluster-ssh` keeps its job folders in `~/<top>/jobs`."""
     folder = tmp_path_factory.mktemp("reserved-ssh")
     text = cluster_profile.read_text()
@@ -46,14 +47,40 @@ def served(cluster: ClusterInfo, cluster_profile: Path, top: str,
     profile = folder / "cluster.yaml"
     profile.write_text(text)
     data = folder / "data"
-    tokens = {user: subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
-         "--data-dir", str(data)],
-        capture_output=True, text=True, check=True, timeout=60, env=clean_env(),
-    ).stdout.strip() for user in ("alice", "bob")}
+    tokens = {
+        user: subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                user,
+                "--project",
+                "proj1",
+                "--data-dir",
+                str(data),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+            env=clean_env(),
+        ).stdout.strip()
+        for user in ("alice", "bob")
+    }
     port = free_port()
-    argv = [sys.executable, "-m", "iri_gateway", "serve", "--port", str(port), "--data-dir",
-            str(data), "--profiles", str(profile)]
+    argv = [
+        sys.executable,
+        "-m",
+        "iri_gateway",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+        "--profiles",
+        str(profile),
+    ]
     home = pwd.getpwnam(cluster.ssh_user).pw_dir
     with serve_process(argv, folder / "serve.log", clean_env()):
         url = f"http://127.0.0.1:{port}"
@@ -81,11 +108,9 @@ def http(served: Served) -> Iterator[httpx.Client]:
         yield client
 
 
-def outcome(http: httpx.Client, token: str, operation: str, body: dict[str, Any]
-            ) -> dict[str, Any]:
+def outcome(http: httpx.Client, token: str, operation: str, body: dict[str, Any]) -> dict[str, Any]:
     """The problem of the operation (its answer's, or its failed task's), or its output."""
-    answer = http.post(f"{V2}/filesystem/{operation}/{RESOURCE}", json=body,
-                       headers=headers(token))
+    answer = http.post(f"{V2}/filesystem/{operation}/{RESOURCE}", json=body, headers=headers(token))
     if answer.status_code >= 400:
         return {"status": answer.status_code, **answer.json()}
     deadline = time.monotonic() + 300
@@ -101,26 +126,38 @@ def outcome(http: httpx.Client, token: str, operation: str, body: dict[str, Any]
 
 
 def test_one_users_job_output_is_never_copied_to_another(
-        http: httpx.Client, served: Served, top: str) -> None:
+    http: httpx.Client, served: Served, top: str
+) -> None:
     job = run(http, served.alice, "echo alice-secret > secret.txt")
     folder = f"{served.home}/{top}/jobs/{job['id']}"
     assert Path(folder, "secret.txt").read_text() == "alice-secret\n"
     Path(served.home, top, "notes.txt").write_text("shared\n")
-    for operation, target in (("cp", f"{served.home}/{top}-copy"),
-                              ("compress", f"{served.home}/{top}.tgz")):
+    for operation, target in (
+        ("cp", f"{served.home}/{top}-copy"),
+        ("compress", f"{served.home}/{top}.tgz"),
+    ):
         for token in (served.bob, served.alice):
-            found = outcome(http, token, operation, {"path": f"{served.home}/{top}",
-                                                     "target_path": target})
+            found = outcome(
+                http, token, operation, {"path": f"{served.home}/{top}", "target_path": target}
+            )
             assert found["status"] == 403, found
             reasons = {p["name"]: p["reason"] for p in found["invalid_params"]}
             assert f"{served.home}/{top}/jobs" in reasons["path"], reasons
             assert not Path(target).exists(), "nothing written"
     # alice's own job output stays hers, through its own path; bob's answer is 404.
-    mine = outcome(http, served.alice, "cp", {"path": f"{folder}/secret.txt",
-                                              "target_path": f"{served.home}/{top}-mine"})
+    mine = outcome(
+        http,
+        served.alice,
+        "cp",
+        {"path": f"{folder}/secret.txt", "target_path": f"{served.home}/{top}-mine"},
+    )
     assert mine["status"] == 201, mine
     assert Path(served.home, f"{top}-mine").read_text() == "alice-secret\n"
     Path(served.home, f"{top}-mine").unlink()
-    theirs = outcome(http, served.bob, "cp", {"path": f"{folder}/secret.txt",
-                                              "target_path": f"{served.home}/{top}-theirs"})
+    theirs = outcome(
+        http,
+        served.bob,
+        "cp",
+        {"path": f"{folder}/secret.txt", "target_path": f"{served.home}/{top}-theirs"},
+    )
     assert theirs["status"] == 404, theirs
