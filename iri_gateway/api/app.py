@@ -17,9 +17,10 @@ from fastapi import Depends, FastAPI
 from iri_gateway import __version__, console
 from iri_gateway.api import deps, problems
 from iri_gateway.api.body_limit import BodyLimit
+from iri_gateway.api.caller_first import require_caller_first
 from iri_gateway.api.head import HeadAsGet
 from iri_gateway.api.openapi_errors import document_errors
-from iri_gateway.api.openapi_parameters import without_null_parameters
+from iri_gateway.api.openapi_parameters import refusing_unknown_query, without_null_parameters
 from iri_gateway.api.routers import (
     account,
     compute,
@@ -135,7 +136,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         description="HPC job-spec gateway implementing the DOE IRI Facility API v2, with "
         "capability, plan and placement extensions (tag `extensions`).",
         lifespan=lifespan,
-        dependencies=[Depends(deps.single_valued_query)],
+        dependencies=[Depends(deps.single_valued_query), Depends(deps.known_query)],
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -153,18 +154,21 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
                                             storage)]
     routers += [compute.extensions, overview.router]
     for router in routers:
+        require_caller_first(router.routes)
         app.include_router(router)
     # The web console (docs/console.md): `/` and `/console/`, a client of the routes above.
     app.include_router(console.router)
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document, with every status the server can send (`openapi_errors`)
-        and parameters as a client can send them (`openapi_parameters`)."""
+        """FastAPI's document, with every status the server can send (`openapi_errors`),
+        parameters as a client can send them and unknown ones refused
+        (`openapi_parameters`)."""
         fresh = app.openapi_schema is None
         document = FastAPI.openapi(app)
         if not fresh:
             return document
         without_null_parameters(document)
+        refusing_unknown_query(document)
         return document_errors(document, [r for router in routers for r in router.routes])
 
     app.openapi = openapi  # type: ignore[method-assign]

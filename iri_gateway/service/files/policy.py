@@ -30,12 +30,17 @@ PATH_MAX = 4096
 
 
 def path_problem(path: str) -> str | None:
-    """Why `path` cannot name a file at all (empty, NUL, lone surrogates, longer than
-    PATH_MAX bytes), or None when it can."""
+    """Why `path` cannot name a file at all (empty, NUL or another control character, lone
+    surrogates, longer than PATH_MAX bytes), or None when it can. The one rule of every
+    operation that takes a path (reads, writes, upload, download, job paths): a newline or
+    tab in a name is refused alike everywhere, not written by one operation and refused by
+    the next."""
     if not path:
         return "must be a non-empty path"
     if "\0" in path:
         return "must not contain NUL"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "must not contain newlines, tabs or other control characters"
     try:
         size = len(path.encode("utf-8"))
     except UnicodeEncodeError:
