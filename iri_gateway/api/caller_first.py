@@ -47,9 +47,13 @@ class CallerFirstRoute(APIRoute):
 def require_caller_first(routes: Iterable[Any]) -> None:
     """Refuse to build an app with an API route that would read its body before its caller
     (a router made without `route_class=CallerFirstRoute`)."""
-    plain = sorted(f"{sorted(route.methods or ())} {route.path}" for route in routes
-                   if isinstance(route, APIRoute) and not isinstance(route, CallerFirstRoute))
+    plain = sorted(
+        f"{sorted(route.methods or ())} {route.path}"
+        for route in routes
+        if isinstance(route, APIRoute) and not isinstance(route, CallerFirstRoute)
+    )
     if plain:
-        raise TypeError("these routes would validate a request before checking its caller; "
-                        "make their router with route_class=CallerFirstRoute: "
-                        + ", ".join(plain))
+        raise TypeError(
+            "these routes would validate a request before checking its caller; "
+            "make their router with route_class=CallerFirstRoute: " + ", ".join(plain)
+        )
