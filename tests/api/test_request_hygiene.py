@@ -27,8 +27,10 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import APIRouter
 
-from iri_gateway.api.deps import ADMIN_ONLY
+from iri_gateway.api.caller_first import CallerFirstRoute, require_caller_first
+from iri_gateway.api.deps import ADMIN_ONLY, PrincipalDep
 from tests.api.real_serve import RunningServe, running_serve
 from tests.api.transfer_helpers import V2, headers, tokens
 from tests.conftest import clean_env
@@ -303,3 +305,19 @@ def test_a_control_character_in_a_path_is_refused_alike(
     assert field in params, params
     assert "control character" in params[field], params
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_a_router_made_without_the_caller_first_route_is_refused_at_start_up() -> None:
+    """A new router that forgot `route_class=CallerFirstRoute` would read bodies before
+    callers: building the app fails, naming its routes."""
+    plain = APIRouter(prefix="/api/v2/new")
+
+    @plain.post("/thing")
+    async def thing(principal: PrincipalDep) -> None:
+        """A route like any other."""
+
+    with pytest.raises(TypeError, match=r"\['POST'\] /api/v2/new/thing"):
+        require_caller_first(plain.routes)
+    fixed = APIRouter(prefix="/api/v2/new", route_class=CallerFirstRoute)
+    fixed.add_api_route("/thing", thing, methods=["POST"])
+    require_caller_first(fixed.routes)
