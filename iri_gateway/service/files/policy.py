@@ -23,6 +23,7 @@ from typing import Any
 
 from iri_gateway.errors import Problem
 from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.shell import has_control_characters
 
 PLACEHOLDER_FIELDS = ("{user}", "{account}", "{account_initial}")
 PATH_MAX = 4096
@@ -39,7 +40,7 @@ def path_problem(path: str) -> str | None:
         return "must be a non-empty path"
     if "\0" in path:
         return "must not contain NUL"
-    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+    if has_control_characters(path):  # as a job's paths are checked (`shell`)
         return "must not contain newlines, tabs or other control characters"
     try:
         size = len(path.encode("utf-8"))
