@@ -15,11 +15,12 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__, console
-from iri_gateway.api import deps, problems
+from iri_gateway.api import deps, docs_pages, problems
 from iri_gateway.api.body_limit import BodyLimit
+from iri_gateway.api.caller_first import require_caller_first
 from iri_gateway.api.head import HeadAsGet
 from iri_gateway.api.openapi_errors import document_errors
-from iri_gateway.api.openapi_parameters import without_null_parameters
+from iri_gateway.api.openapi_parameters import refusing_unknown_query, without_null_parameters
 from iri_gateway.api.routers import (
     account,
     compute,
@@ -36,6 +37,7 @@ from iri_gateway.api.routers import (
     storage,
     templates,
 )
+from iri_gateway.api.security_headers import SecurityHeaders
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
@@ -139,7 +141,9 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         description="HPC job-spec gateway implementing the DOE IRI Facility API v2, with "
         "capability, plan and placement extensions (tag `extensions`).",
         lifespan=lifespan,
-        dependencies=[Depends(deps.single_valued_query)],
+        docs_url=None,  # `docs_pages`: off unless the setting `api_docs` turns them on
+        redoc_url=None,
+        dependencies=[Depends(deps.single_valued_query), Depends(deps.known_query)],
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -149,6 +153,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes,
                        exempt=(filesystem_transfer.UPLOAD_PREFIX,))
     app.add_middleware(HeadAsGet)
+    app.add_middleware(SecurityHeaders)  # outermost: on every answer the routes make
     app.state.started = False
     app.state.poller = None
     routers = [module.router for module in (facility, status, account, me, compute,
@@ -157,18 +162,22 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
                                             storage)]
     routers += [compute.extensions, overview.router]
     for router in routers:
+        require_caller_first(router.routes)
         app.include_router(router)
     # The web console (docs/console.md): `/` and `/console/`, a client of the routes above.
     app.include_router(console.router)
+    docs_pages.install(app, serve=settings.api_docs)
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document, with every status the server can send (`openapi_errors`)
-        and parameters as a client can send them (`openapi_parameters`)."""
+        """FastAPI's document, with every status the server can send (`openapi_errors`),
+        parameters as a client can send them and unknown ones refused
+        (`openapi_parameters`)."""
         fresh = app.openapi_schema is None
         document = FastAPI.openapi(app)
         if not fresh:
             return document
         without_null_parameters(document)
+        refusing_unknown_query(document)
         return document_errors(document, [r for router in routers for r in router.routes])
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import types
 import typing
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -32,10 +32,17 @@ async def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
+_CALLER = "iri_gateway.caller"
+"""The scope key under which `check_caller` keeps the caller for the route's dependencies."""
+
+
 async def get_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
+    known: Principal | None = request.scope.get(_CALLER)
+    if known is not None:
+        return known  # checked by `check_caller` before the body was read
     authenticator: Authenticator = request.app.state.authenticator
     return authenticator.authenticate(credentials.credentials if credentials else None)
 
@@ -48,6 +55,16 @@ async def get_admin(request: Request,
         raise ApiProblem(403, "Forbidden", f"user {principal.user!r} is not a facility admin, "
                          f"and only facility admins may call {request.method} "
                          f"{request.url.path}; {principal.admin_hint}")
+    return principal
+
+
+async def check_caller(request: Request, *, admin: bool) -> Principal:
+    """The caller of `request` (401 without a valid token; 403 if `admin` and not an admin),
+    found before FastAPI reads the body (`caller_first`) and kept for `get_principal`."""
+    principal = await get_principal(request, await _bearer(request))
+    if admin:
+        await get_admin(request, principal)
+    request.scope[_CALLER] = principal
     return principal
 
 
@@ -65,6 +82,14 @@ def _takes_many(annotation: Any) -> bool:
     if origin in (typing.Union, types.UnionType):
         return any(_takes_many(arg) for arg in typing.get_args(annotation))
     return (origin or annotation) in (list, set, frozenset, tuple)
+
+
+def dependency_calls(dependant: Any) -> Iterator[Callable[..., Any]]:
+    """Every dependency function of a route, sub-dependencies included."""
+    for sub in getattr(dependant, "dependencies", []):
+        if sub.call is not None:
+            yield sub.call
+        yield from dependency_calls(sub)
 
 
 def _query_fields(dependant: Any) -> Iterator[tuple[str, Any]]:
@@ -89,6 +114,30 @@ async def single_valued_query(request: Request) -> None:
     ]
     if errors:
         raise RequestValidationError(errors)
+
+
+UNKNOWN_QUERY = "x-iri-gateway-unknown-query-parameters"
+"""The OpenAPI extension saying that a query parameter the operation does not define is
+refused (`known_query`); OpenAPI itself has no word for it."""
+
+
+async def known_query(request: Request) -> None:
+    """Every query parameter must be one the operation defines: a misspelt `offest` or `limt`
+    would otherwise be ignored and the request answered as if it were absent (a 422 naming
+    each unknown one and the accepted ones instead). The console's pages (not in the
+    OpenAPI) read their own query in the browser and are left alone."""
+    route = request.scope.get("route")
+    if route is None or not getattr(route, "include_in_schema", True):
+        return
+    accepted = sorted(dict(_query_fields(getattr(route, "dependant", None))))
+    offered = ", ".join(accepted) if accepted else "no query parameters"
+    unknown = sorted({name for name, _ in request.query_params.multi_items()} - set(accepted))
+    if unknown:
+        raise RequestValidationError([
+            {"type": "unknown", "loc": ("query", name), "input": request.query_params[name],
+             "msg": f"unknown query parameter; this operation takes {offered}"}
+            for name in unknown
+        ])
 
 
 async def known_resource(resource_id: str, engine: Annotated[Engine, Depends(get_engine)],

@@ -4,15 +4,16 @@ FastAPI documents only what a route declares (and a 422 `HTTPValidationError` th
 sends: `problems.py` answers a refused request with a Problem). `document_errors` decorates
 the generated document in one place: which operation can send what is derived from the
 route itself (a bearer token dependency can send 401, the admin dependency 403, the engine
-503 when the database or the login node is unavailable, a path parameter 404, parameters or a
-body 422, a body 400 and 413), plus a table of what some routes' bodies send beyond that
-(`_SENT_BY`). Every error is documented as `application/problem+json` with the `Problem`
-schema, as `problems.py` sends it.
+503 when the database or the login node is unavailable, a path parameter 404, any operation
+422 (a query parameter it does not define, `deps.known_query`; its parameters or body), a body
+400 and 413), plus a table of what some routes' bodies send beyond that (`_SENT_BY`). Every
+error is documented as `application/problem+json` with the `Problem` schema, as `problems.py`
+sends it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -61,8 +62,9 @@ _DESCRIPTIONS: dict[int, str] = {
     404: "Not Found: nothing of that name the caller may see",
     409: "Conflict: the object's state does not allow this now",
     413: "Content Too Large: the body passes the server's `max_request_bytes`",
-    422: "Unprocessable Entity: parameters or body refused; `invalid_params` names each field "
-    "at fault and why",
+    422: "Unprocessable Entity: parameters or body refused, or a query parameter the "
+    "operation does not define (`x-iri-gateway-unknown-query-parameters: refused`); "
+    "`invalid_params` names each field at fault and why",
     429: "Too Many Requests: try again after `Retry-After` seconds",
     500: "Internal Server Error: a fault of the gateway, not of the request (its log has "
     "the details)",
@@ -89,17 +91,9 @@ _SENT_BY: dict[int, tuple[str, ...]] = {
 """What route bodies send beyond what their dependencies and parameters say."""
 
 
-def _calls(dependant: Any) -> Iterator[Callable[..., Any]]:
-    """Every dependency function of a route, sub-dependencies included."""
-    for sub in getattr(dependant, "dependencies", []):
-        if sub.call is not None:
-            yield sub.call
-        yield from _calls(sub)
-
-
 def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     """The error statuses the server can send for one operation."""
-    calls = set(_calls(route.dependant))
+    calls = set(deps.dependency_calls(route.dependant))
     operation_id = operation.get("operationId", "")
     sent = {500}
     if deps.get_principal in calls:
@@ -111,8 +105,7 @@ def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     parameters = operation.get("parameters", [])
     if any(p.get("in") == "path" for p in parameters):
         sent.add(404)
-    if parameters or "requestBody" in operation:
-        sent.add(422)
+    sent.add(422)  # any operation: a query parameter it does not define (deps.known_query)
     if "requestBody" in operation:
         sent.update((400, 413))  # 400: a body that cannot be parsed at all
     sent.update(status for status, ids in _SENT_BY.items() if operation_id in ids)

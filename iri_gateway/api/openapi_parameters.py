@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from iri_gateway.api.deps import UNKNOWN_QUERY
+
 _NULL = {"type": "null"}
 
 
@@ -33,4 +35,26 @@ def without_null_parameters(document: dict[str, Any]) -> dict[str, Any]:
                     schema.update({k: v for k, v in kept[0].items() if k not in schema})
                 else:
                     schema["anyOf"] = kept
+    return document
+
+
+UNKNOWN_QUERY_DESCRIPTION = (
+    "A query parameter the operation does not define is refused with 422, the problem's "
+    "`invalid_params` naming it and the parameters the operation takes: a misspelt `offest` "
+    "or `limt` is never silently ignored. OpenAPI cannot say this of a parameter list, hence "
+    "the extension `x-iri-gateway-unknown-query-parameters: refused` on the document and on "
+    "each operation."
+)
+
+
+def refusing_unknown_query(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` (changed in place and returned) saying on itself and on every operation that
+    an unknown query parameter is refused (`deps.known_query`, `deps.UNKNOWN_QUERY`)."""
+    document[UNKNOWN_QUERY] = "refused"
+    info = document.setdefault("info", {})
+    info["description"] = f"{info.get('description', '')}\n\n{UNKNOWN_QUERY_DESCRIPTION}".strip()
+    for item in document.get("paths", {}).values():
+        for operation in item.values():
+            if isinstance(operation, dict) and "operationId" in operation:
+                operation[UNKNOWN_QUERY] = "refused"
     return document

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from iri_gateway.api.body_limit import BodyTooLarge
+from iri_gateway.api.security_headers import HEADERS as PROTECTION
 from iri_gateway.errors import (
     CancelError,
     GatewayError,
@@ -154,9 +155,12 @@ def install(app: FastAPI) -> None:
     async def unexpected(request: Request, error: Exception) -> JSONResponse:
         # A bug: still a problem document, so clients parse one kind of error. The server
         # logs the traceback (Starlette raises the error on after this answer is sent).
+        # Sent from outside every middleware (Starlette's last resort), so with the
+        # protection headers `SecurityHeaders` gives every other answer.
         return problem(request, 500, "Internal Server Error",
                        f"the gateway failed on this request ({type(error).__name__}); its log "
-                       "has the details. This is a fault of the gateway, not of the request")
+                       "has the details. This is a fault of the gateway, not of the request",
+                       headers=PROTECTION)
 
     @app.exception_handler(ApiProblem)
     async def api_problem(request: Request, error: ApiProblem) -> JSONResponse:

@@ -131,6 +131,12 @@ class Settings(BaseSettings):
         description="Seconds between two progress writes of a running task (its "
         "`result.progress`); a cancel made through another replica is seen as often",
     )
+    api_docs: bool = Field(
+        default=False,
+        description="Serve the interactive API docs pages `/docs` (Swagger UI) and `/redoc` "
+        "(ReDoc). Off: they load their code from a CDN onto the console's origin, where a "
+        "signed-in tab keeps its token; `/openapi.json` is served either way",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -120,13 +120,6 @@ EXCUSES: tuple[Excuse, ...] = (
            "not count as one",
            lambda f: (f.check == "AcceptedNegativeData" and f.status == 413
                       and f.media_type == PROBLEM_JSON)),
-    Excuse("unknown query parameters are ignored",
-           "4.17.0 makes a request \"invalid\" by adding a query parameter the operation "
-           "does not define and expects a refusal, but OpenAPI does not forbid extra query "
-           "parameters (the official spec neither), and the gateway ignores them as HTTP APIs "
-           "do; the defined parameters are still checked",
-           lambda f: (f.check == "AcceptedNegativeData"
-                      and "in query - violates `additionalProperties`" in f.message)),
 )
 
 

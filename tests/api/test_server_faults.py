@@ -54,3 +54,7 @@ async def test_a_bug_is_a_500_problem_document_not_plain_text(app: FastAPI) -> N
     assert answer.headers["content-type"].startswith("application/problem+json")
     assert "RuntimeError" in answer.json()["detail"]
     assert "not of the request" in answer.json()["detail"]
+    # Sent from outside the middleware, still with the headers of every answer (console.md)
+    assert answer.headers["X-Frame-Options"] == "DENY"
+    assert answer.headers["X-Content-Type-Options"] == "nosniff"
+    assert "frame-ancestors 'none'" in answer.headers["Content-Security-Policy"]

@@ -23,6 +23,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import PrincipalDep
 from iri_gateway.api.iri_models import (
     NODE_HOURS,
@@ -38,7 +39,7 @@ from iri_gateway.api.routers.facility import Catalog, CatalogDep, ModifiedSince,
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.auth import Principal, TokenFile
 
-router = APIRouter(prefix="/api/v2/account", tags=["account"])
+router = APIRouter(prefix="/api/v2/account", tags=["account"], route_class=CallerFirstRoute)
 
 
 def _resources(catalog: Catalog) -> list[LoadedResource]:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 from starlette.concurrency import run_in_threadpool
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, KnownResource, PrincipalDep, SettingsDep
 from iri_gateway.api.iri_models import StrictBool
 from iri_gateway.api.models import Job, job_view
@@ -24,8 +25,8 @@ from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine, JobNotFoundError
 from iri_gateway.service.store import JobRecord
 
-router = APIRouter(prefix="/api/v2/compute", tags=["compute"])
-extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"])
+router = APIRouter(prefix="/api/v2/compute", tags=["compute"], route_class=CallerFirstRoute)
+extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"], route_class=CallerFirstRoute)
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 ProjectHeader = Annotated[

@@ -17,6 +17,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import SettingsDep
 from iri_gateway.api.iri_models import Facility, Site, StrictDateTime, link, utc_timestamp
 from iri_gateway.api.problems import ApiProblem
@@ -25,7 +26,7 @@ from iri_gateway.models.profile import FacilityInfo
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.settings import Settings
 
-router = APIRouter(prefix="/api/v2", tags=["facility"])
+router = APIRouter(prefix="/api/v2", tags=["facility"], route_class=CallerFirstRoute)
 
 _T = TypeVar("_T")
 _lock = threading.Lock()

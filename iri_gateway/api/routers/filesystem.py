@@ -18,6 +18,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, KnownResource, PrincipalDep
 from iri_gateway.api.file_operations import (
     head_result,
@@ -42,7 +43,7 @@ from iri_gateway.api.tasks import (
     read_tasks,
 )
 
-router = APIRouter(prefix="/api/v2")
+router = APIRouter(prefix="/api/v2", route_class=CallerFirstRoute)
 
 _FILESYSTEM: list[str | Enum] = ["filesystem"]
 _TASK: list[str | Enum] = ["task"]

@@ -33,6 +33,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.multipart import FilePart, MultipartError, boundary_of
 from iri_gateway.api.problems import ApiProblem
@@ -42,7 +43,7 @@ from iri_gateway.service.files.access import FileRefusedError
 from iri_gateway.service.files.policy import PATH_MAX
 from iri_gateway.service.files.transfer import Download, Upload, UserTransfers
 
-router = APIRouter(prefix="/api/v2")
+router = APIRouter(prefix="/api/v2", route_class=CallerFirstRoute)
 
 UPLOAD_PREFIX = "/api/v2/filesystem/upload/"
 """Where uploads are served: the app-wide body limit leaves these to their own."""

@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.api.file_changes import (
     account_name,
@@ -52,7 +53,7 @@ from iri_gateway.service.auth import Principal
 from iri_gateway.service.files.writes import Prepared
 from iri_gateway.service.settings import Settings
 
-router = APIRouter(prefix="/api/v2/filesystem")
+router = APIRouter(prefix="/api/v2/filesystem", route_class=CallerFirstRoute)
 
 _FILESYSTEM: list[str | Enum] = ["filesystem"]
 

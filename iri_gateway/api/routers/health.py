@@ -10,10 +10,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep
 from iri_gateway.service.health import readiness
 
-router = APIRouter(tags=["operations", "extensions"])
+router = APIRouter(tags=["operations", "extensions"], route_class=CallerFirstRoute)
 
 
 class Liveness(BaseModel):

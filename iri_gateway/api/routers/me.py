@@ -11,9 +11,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import PrincipalDep
 
-router = APIRouter(prefix="/api/v2/account", tags=["extensions"])
+router = APIRouter(prefix="/api/v2/account", tags=["extensions"], route_class=CallerFirstRoute)
 
 
 class Me(BaseModel):

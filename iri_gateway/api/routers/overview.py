@@ -15,13 +15,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.iri_models import StrictBool
 from iri_gateway.api.models import Job, job_view
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.capabilities import Capabilities, capabilities
 
-router = APIRouter(prefix="/api/v2/compute", tags=["extensions"])
+router = APIRouter(prefix="/api/v2/compute", tags=["extensions"], route_class=CallerFirstRoute)
 
 MAX_PAGE = 200
 """The most jobs one page holds: enough for any screen, small enough to answer quickly."""

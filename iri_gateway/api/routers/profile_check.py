@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import ADMIN_ONLY, AdminDep
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.api.routers.facility import per_app
@@ -28,7 +29,7 @@ from iri_gateway.errors import ProfileError
 from iri_gateway.profiles.check import find_shellcheck
 from iri_gateway.profiles.text_check import MAX_CELLS, check_text
 
-router = APIRouter(prefix="/api/v2/facility", tags=["extensions"])
+router = APIRouter(prefix="/api/v2/facility", tags=["extensions"], route_class=CallerFirstRoute)
 
 MAX_PROFILE_CHARS = 64 * 1024
 """Longest profile text checked: the largest shipped profile is under 5,000 characters."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import SettingsDep
 from iri_gateway.api.iri_models import Endpoint, Resource
 from iri_gateway.api.routers.facility import Catalog, CatalogDep
 from iri_gateway.api.routers.status import resource_view
 from iri_gateway.service.settings import Settings
 
-router = APIRouter(prefix="/api/v2")
+router = APIRouter(prefix="/api/v2", route_class=CallerFirstRoute)
 
 
 def _usable_with(request: Request, settings: Settings, catalog: Catalog,

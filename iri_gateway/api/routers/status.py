@@ -21,6 +21,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, SettingsDep
 from iri_gateway.api.iri_models import (
     CAP_ACCELERATORS,
@@ -46,7 +47,7 @@ from iri_gateway.api.routers.facility import Catalog, CatalogDep, not_modified
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.settings import Settings
 
-router = APIRouter(prefix="/api/v2", tags=["status"])
+router = APIRouter(prefix="/api/v2", tags=["status"], route_class=CallerFirstRoute)
 
 Text = Annotated[str | None, Query(min_length=1)]
 Offset = Annotated[int, Query(ge=0)]

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.api.problems import ApiProblem
 from iri_gateway.api.storage_models import AccessEndpoint, StorageInstance
@@ -23,7 +24,7 @@ from iri_gateway.service import storage
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
 
-router = APIRouter(prefix="/api/v2/storage", tags=["storage"])
+router = APIRouter(prefix="/api/v2/storage", tags=["storage"], route_class=CallerFirstRoute)
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No token, or one the gateway does not know"},

@@ -12,11 +12,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Path, Response
 
+from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, PrincipalDep
 from iri_gateway.models.template_names import TEMPLATE_NAME
 from iri_gateway.models.templates import StoredTemplate, Template
 
-router = APIRouter(prefix="/api/v2/compute", tags=["compute", "extensions"])
+router = APIRouter(prefix="/api/v2/compute", tags=["compute", "extensions"],
+                   route_class=CallerFirstRoute)
 
 NamePath = Annotated[str, Path(description="The template's name", pattern=TEMPLATE_NAME)]
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from iri_gateway.errors import Problem
 from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.shell import has_control_characters
 
 PLACEHOLDER_FIELDS = ("{user}", "{account}", "{account_initial}")
 PATH_MAX = 4096
@@ -30,12 +31,17 @@ PATH_MAX = 4096
 
 
 def path_problem(path: str) -> str | None:
-    """Why `path` cannot name a file at all (empty, NUL, lone surrogates, longer than
-    PATH_MAX bytes), or None when it can."""
+    """Why `path` cannot name a file at all (empty, NUL or another control character, lone
+    surrogates, longer than PATH_MAX bytes), or None when it can. The one rule of every
+    operation that takes a path (reads, writes, upload, download, job paths): a newline or
+    tab in a name is refused alike everywhere, not written by one operation and refused by
+    the next."""
     if not path:
         return "must be a non-empty path"
     if "\0" in path:
         return "must not contain NUL"
+    if has_control_characters(path):  # as a job's paths are checked (`shell`)
+        return "must not contain newlines, tabs or other control characters"
     try:
         size = len(path.encode("utf-8"))
     except UnicodeEncodeError:

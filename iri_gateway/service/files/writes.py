@@ -131,11 +131,8 @@ class WriteRefusedError(GatewayError):
 
 
 def name_problem(path: str) -> str | None:
-    """Why `path` cannot be written to (`policy.path_problem`, or control characters)."""
-    problem = path_problem(path)
-    if problem is None and any(ord(c) < 32 or ord(c) == 127 for c in path):
-        return "must not contain newlines or other control characters"
-    return problem
+    """Why `path` cannot be written to: `policy.path_problem`, the rule of every path."""
+    return path_problem(path)
 
 
 @dataclass(frozen=True)
