@@ -80,6 +80,8 @@ def build_engine(settings: Settings) -> Engine:
         replica=replica,
         task_workers=settings.task_workers,
         task_progress_interval=settings.task_progress_interval,
+        task_running_per_user=settings.task_running_per_user,
+        tasks_per_user=settings.tasks_per_user,
     )
 
 
