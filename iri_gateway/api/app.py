@@ -20,6 +20,7 @@ from iri_gateway.api.body_limit import BodyLimit
 from iri_gateway.api.head import HeadAsGet
 from iri_gateway.api.openapi_errors import document_errors
 from iri_gateway.api.openapi_parameters import without_null_parameters
+from iri_gateway.api.rate_limit import rate_limiter
 from iri_gateway.api.routers import (
     account,
     compute,
@@ -28,6 +29,7 @@ from iri_gateway.api.routers import (
     filesystem_transfer,
     filesystem_write,
     health,
+    limits,
     me,
     overview,
     profile_check,
@@ -113,6 +115,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         engine.replica.start()
         engine.tasks.sweep(force=True)  # tasks a killed process left unfinished: failed
         engine.reconcile(settle=engine.settle_time)
+        app.state.rate_limiter.start()
         stop = threading.Event()
         thread = None
         if run_poller:
@@ -129,6 +132,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
             stop.set()
             if thread is not None:
                 thread.join(timeout=10)
+            app.state.rate_limiter.stop()
             engine.close()
 
     app = FastAPI(
@@ -143,13 +147,14 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.engine = engine
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
+    app.state.rate_limiter = rate_limiter(settings, engine)
     problems.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes,
                        exempt=(filesystem_transfer.UPLOAD_PREFIX,))
     app.add_middleware(HeadAsGet)
     app.state.started = False
     app.state.poller = None
-    routers = [module.router for module in (facility, status, account, me, compute,
+    routers = [module.router for module in (facility, status, account, me, limits, compute,
                                             templates, filesystem, health, profile_check,
                                             filesystem_transfer, filesystem_write, resources,
                                             storage)]

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from iri_gateway.api.problems import ApiProblem
+from iri_gateway.api.rate_limit import charge_request
 from iri_gateway.service.auth import Authenticator, Principal
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.settings import Settings
@@ -37,7 +38,9 @@ async def get_principal(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     authenticator: Authenticator = request.app.state.authenticator
-    return authenticator.authenticate(credentials.credentials if credentials else None)
+    principal = authenticator.authenticate(credentials.credentials if credentials else None)
+    charge_request(request, principal)
+    return principal
 
 
 async def get_admin(request: Request,

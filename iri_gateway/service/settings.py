@@ -193,6 +193,15 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _a_request_fits_the_window(self) -> Settings:
+        for name in ("read_rate", "write_rate"):
+            if getattr(self, name) * self.rate_window < 1:
+                raise ValueError(f"{name} x rate_window must be at least 1 request, not "
+                                 f"{getattr(self, name) * self.rate_window:g}: no request "
+                                 "would ever be let through")
+        return self
+
+    @model_validator(mode="after")
     def _share_within_workers(self) -> Settings:
         if (self.task_running_per_user is not None
                 and self.task_running_per_user > self.task_workers):

@@ -117,9 +117,11 @@ class TaskRunner:
         return self.store.create(owner, command, replica_id=self.replica.id,
                                  status=COMPLETED, result=result)
 
-    def submit(self, owner: str, command: dict[str, Any], work: Work) -> TaskRecord:
-        """`work` as `owner`'s new pending task, run by the pool."""
-        task = self.store.create(owner, command, replica_id=self.replica.id)
+    def submit(self, owner: str, command: dict[str, Any], work: Work, *,
+               limit: int | None = None) -> TaskRecord:
+        """`work` as `owner`'s new pending task, run by the pool (TaskLimitError when
+        `owner` has `limit` unfinished ones; default: the store's bound)."""
+        task = self.store.create(owner, command, replica_id=self.replica.id, limit=limit)
         stop, done = threading.Event(), threading.Event()
         with self._lock:
             if self._stopping:
