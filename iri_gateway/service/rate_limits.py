@@ -47,6 +47,9 @@ READ, WRITE = "read", "write"
 KINDS = (READ, WRITE)
 SETTING = {READ: "read_rate", WRITE: "write_rate"}
 """The setting that gives each kind's rate (named in the refusal)."""
+EPSILON = 1e-9
+"""Slack for the floating-point arithmetic of window fractions (1011 s is 0.1 into its
+window, not 0.09999999)."""
 
 
 class RateLimitError(GatewayError):
@@ -105,9 +108,8 @@ class RateLimiter:
         budget = self.rates[kind] * self.window
         with self._lock:
             current, previous = self._counts(user, kind, slot)
-            fraction = now / self.window - slot
-            used = previous * (1.0 - fraction) + current
-            if used + 1 > budget:
+            used = previous * (1.0 - self._fraction(now, slot)) + current
+            if used + 1 > budget + EPSILON:
                 raise RateLimitError(
                     user=user, kind=kind, rate=self.rates[kind], window=self.window,
                     used=used, retry_after=self._retry_after(now, slot, current, previous,
@@ -115,6 +117,10 @@ class RateLimiter:
             key = (user, kind, slot)
             self._mine[key] = self._mine.get(key, 0) + 1
             self._dirty = True
+
+    def _fraction(self, now: float, slot: int) -> float:
+        """How far into window `slot` `now` is (0 to 1)."""
+        return (now - slot * self.window) / self.window
 
     def _counts(self, user: str, kind: str, slot: int) -> tuple[int, int]:
         """(this window's, the previous window's) requests over every replica."""
@@ -131,13 +137,13 @@ class RateLimiter:
             ready = start + self.window * (1 - (room - current) / previous)
         else:  # only when this window becomes the previous one, and slides out enough
             ready = start + self.window * (2 - room / current if current else 1)
-        return max(1, math.ceil(ready - now))
+        return max(1, math.ceil(ready - now - EPSILON))
 
     def usage(self, user: str) -> list[Usage]:
         """`user`'s use of each budget now (as this replica knows it)."""
         now = self._clock()
         slot = int(now // self.window)
-        fraction = now / self.window - slot
+        fraction = self._fraction(now, slot)
         with self._lock:
             counts = {kind: self._counts(user, kind, slot) for kind in KINDS}
         return [Usage(kind, SETTING[kind], self.rates[kind], self.window,
