@@ -36,8 +36,10 @@ def test_the_sdk_waits_retry_after_then_is_served(tmp_path: Path) -> None:
                 pause = int(answer.headers["Retry-After"])
                 break
         assert pause is not None, "no 429 after 20 reads"
-        with GatewayClient(served.url, alice, retries=0) as impatient, \
-                pytest.raises(TooManyRequests) as refused:
+        with (
+            GatewayClient(served.url, alice, retries=0) as impatient,
+            pytest.raises(TooManyRequests) as refused,
+        ):
             impatient.capabilities("local")
         assert refused.value.status == 429 and "try again in" in refused.value.detail
         slept: list[float] = []
@@ -56,16 +58,28 @@ def test_the_cli_prints_the_problem_when_it_gives_up() -> None:
 
     from iri_gateway.cli.app import app
 
-    problem = {"type": "about:blank", "status": 429, "title": "Too Many Requests",
-               "detail": "alice made 100 read requests in the last 10 s, the most allowed "
-               "(read_rate: 10 per second, 100 per 10 s, shared by every gateway process): "
-               "try again in 1 s", "instance": f"{BASE}/api/v2/compute/status/local/j1",
-               "limit": "read_rate", "limit_value": 10.0, "window_seconds": 10.0,
-               "used": 100.0, "retry_after": 1}
+    problem = {
+        "type": "about:blank",
+        "status": 429,
+        "title": "Too Many Requests",
+        "detail": "alice made 100 read requests in the last 10 s, the most allowed "
+        "(read_rate: 10 per second, 100 per 10 s, shared by every gateway process): "
+        "try again in 1 s",
+        "instance": f"{BASE}/api/v2/compute/status/local/j1",
+        "limit": "read_rate",
+        "limit_value": 10.0,
+        "window_seconds": 10.0,
+        "used": 100.0,
+        "retry_after": 1,
+    }
     with respx.mock(base_url=BASE) as mock:
-        route = mock.get("/api/v2/compute/status/local/j1").mock(return_value=httpx.Response(
-            429, json=problem, headers={"Retry-After": "1",
-                                        "Content-Type": "application/problem+json"}))
+        route = mock.get("/api/v2/compute/status/local/j1").mock(
+            return_value=httpx.Response(
+                429,
+                json=problem,
+                headers={"Retry-After": "1", "Content-Type": "application/problem+json"},
+            )
+        )
         shown = CliRunner().invoke(app, ["status", "j1", "-r", "local", "--server", BASE])
     assert shown.exit_code == 1, shown.output
     assert route.call_count == 4  # the first request and three retries, a second apart

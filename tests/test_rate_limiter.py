@@ -22,8 +22,15 @@ class Clock:
 
 def test_the_budget_the_pause_and_the_slide(tmp_path: Path) -> None:
     clock = Clock(1000.0)  # the start of window 100 (10 s windows)
-    limiter = RateLimiter(JobStore(f"sqlite:///{tmp_path}/jobs.db"), "r1", read_rate=1,
-                          write_rate=2, window=10, sync_interval=1, clock=clock)
+    limiter = RateLimiter(
+        JobStore(f"sqlite:///{tmp_path}/jobs.db"),
+        "r1",
+        read_rate=1,
+        write_rate=2,
+        window=10,
+        sync_interval=1,
+        clock=clock,
+    )
     for _ in range(10):
         limiter.charge("alice", READ)
     with pytest.raises(RateLimitError) as refused:

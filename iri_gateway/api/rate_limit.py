@@ -30,18 +30,34 @@ def charge_request(request: Request, principal: Principal) -> None:
 
 def rate_limiter(settings: Settings, engine: Engine) -> RateLimiter:
     """The limiter of the settings' rates, sharing counts through the engine's store."""
-    return RateLimiter(engine.store, engine.replica.id, read_rate=settings.read_rate,
-                       write_rate=settings.write_rate, window=settings.rate_window,
-                       sync_interval=settings.rate_sync_interval)
+    return RateLimiter(
+        engine.store,
+        engine.replica.id,
+        read_rate=settings.read_rate,
+        write_rate=settings.write_rate,
+        window=settings.rate_window,
+        sync_interval=settings.rate_sync_interval,
+    )
 
 
-def check_launch_quota(engine: Engine, settings: Settings, principal: Principal,
-                       resource_id: str, idempotency_key: str | None) -> None:
+def check_launch_quota(
+    engine: Engine,
+    settings: Settings,
+    principal: Principal,
+    resource_id: str,
+    idempotency_key: str | None,
+) -> None:
     """QuotaError (409) when the caller has their quota of unfinished jobs on the resource
     already; a retry of a launch (its idempotency key known) is a read, never refused."""
-    if (idempotency_key is not None
-            and engine.store.by_idempotency_key(principal.user, idempotency_key) is not None):
+    if (
+        idempotency_key is not None
+        and engine.store.by_idempotency_key(principal.user, idempotency_key) is not None
+    ):
         return
     own = engine.resource(resource_id=resource_id).resource.limits.active_jobs_per_user
-    check_active_jobs(engine.store, owner=principal.user, resource_id=resource_id,
-                      limit=own or settings.active_jobs_per_user)
+    check_active_jobs(
+        engine.store,
+        owner=principal.user,
+        resource_id=resource_id,
+        limit=own or settings.active_jobs_per_user,
+    )

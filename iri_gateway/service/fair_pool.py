@@ -40,16 +40,17 @@ class FairPool:
 
     def __init__(self, *, workers: int, per_user: int, name: str = "task") -> None:
         if not 1 <= per_user <= workers:
-            raise ValueError(f"per_user must be between 1 and workers ({workers}), "
-                             f"not {per_user}")
+            raise ValueError(f"per_user must be between 1 and workers ({workers}), not {per_user}")
         self.workers, self.per_user = workers, per_user
         self._ready = threading.Condition()
         self._waiting: dict[str, deque[_Waiting]] = {}
         self._running: Counter[str] = Counter()
         self._order = itertools.count()
         self._closed = False
-        self._threads = [threading.Thread(target=self._work, name=f"{name}-{index}",
-                                          daemon=True) for index in range(workers)]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True)
+            for index in range(workers)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -58,8 +59,7 @@ class FairPool:
         with self._ready:
             if self._closed:
                 raise PoolClosedError("the pool is closed")
-            self._waiting.setdefault(owner, deque()).append(
-                _Waiting(next(self._order), key, run))
+            self._waiting.setdefault(owner, deque()).append(_Waiting(next(self._order), key, run))
             self._ready.notify()
 
     def withdraw(self, key: str) -> bool:
@@ -79,8 +79,9 @@ class FairPool:
         """Per owner: (running, waiting), for owners with either."""
         with self._ready:
             owners = set(self._running) | set(self._waiting)
-            return {owner: (self._running[owner], len(self._waiting.get(owner, ())))
-                    for owner in owners}
+            return {
+                owner: (self._running[owner], len(self._waiting.get(owner, ()))) for owner in owners
+            }
 
     def close(self) -> list[str]:
         """Take nothing more; the keys of the callables that were still waiting (they will

@@ -38,4 +38,7 @@ def check_active_jobs(store: JobStore, *, owner: str, resource_id: str, limit: i
             f"{owner} has {used} unfinished jobs on {resource_id} (not completed, failed or "
             f"canceled), the most a user may have there (active_jobs_per_user: {limit}): "
             "wait for one to end, or cancel one (cancelJob), then launch again",
-            limit="active_jobs_per_user", limit_value=limit, used=used)
+            limit="active_jobs_per_user",
+            limit_value=limit,
+            used=used,
+        )

@@ -57,8 +57,9 @@ class RateLimitError(GatewayError):
 
     code = "rate_limited"
 
-    def __init__(self, *, user: str, kind: str, rate: float, window: float, used: float,
-                 retry_after: int) -> None:
+    def __init__(
+        self, *, user: str, kind: str, rate: float, window: float, used: float, retry_after: int
+    ) -> None:
         self.user, self.kind, self.rate, self.window = user, kind, rate, window
         self.used, self.retry_after = used, retry_after
         self.limit = SETTING[kind]
@@ -66,7 +67,8 @@ class RateLimitError(GatewayError):
         super().__init__(
             f"{user} made {used:.0f} {kind} requests in the last {window:g} s, the most "
             f"allowed ({self.limit}: {rate:g} per second, {budget:.0f} per {window:g} s, "
-            f"shared by every gateway process): try again in {retry_after} s")
+            f"shared by every gateway process): try again in {retry_after} s"
+        )
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,17 @@ class Usage:
 class RateLimiter:
     """Counts each user's requests and refuses those past their rate (see the module)."""
 
-    def __init__(self, store: JobStore, replica_id: str, *, read_rate: float,
-                 write_rate: float, window: float, sync_interval: float,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        replica_id: str,
+        *,
+        read_rate: float,
+        write_rate: float,
+        window: float,
+        sync_interval: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.replica_id = replica_id
         self.rates = {READ: read_rate, WRITE: write_rate}
         self.window, self.sync_interval = window, sync_interval
@@ -111,9 +121,13 @@ class RateLimiter:
             used = previous * (1.0 - self._fraction(now, slot)) + current
             if used + 1 > budget + EPSILON:
                 raise RateLimitError(
-                    user=user, kind=kind, rate=self.rates[kind], window=self.window,
-                    used=used, retry_after=self._retry_after(now, slot, current, previous,
-                                                             budget))
+                    user=user,
+                    kind=kind,
+                    rate=self.rates[kind],
+                    window=self.window,
+                    used=used,
+                    retry_after=self._retry_after(now, slot, current, previous, budget),
+                )
             key = (user, kind, slot)
             self._mine[key] = self._mine.get(key, 0) + 1
             self._dirty = True
@@ -125,11 +139,14 @@ class RateLimiter:
     def _counts(self, user: str, kind: str, slot: int) -> tuple[int, int]:
         """(this window's, the previous window's) requests over every replica."""
         now_key, before_key = (user, kind, slot), (user, kind, slot - 1)
-        return (self._mine.get(now_key, 0) + self._others.get(now_key, 0),
-                self._mine.get(before_key, 0) + self._others.get(before_key, 0))
+        return (
+            self._mine.get(now_key, 0) + self._others.get(now_key, 0),
+            self._mine.get(before_key, 0) + self._others.get(before_key, 0),
+        )
 
-    def _retry_after(self, now: float, slot: int, current: int, previous: int,
-                     budget: float) -> int:
+    def _retry_after(
+        self, now: float, slot: int, current: int, previous: int, budget: float
+    ) -> int:
         """Whole seconds until one more request fits, if no other comes meanwhile."""
         room = budget - 1
         start = slot * self.window
@@ -146,9 +163,16 @@ class RateLimiter:
         fraction = self._fraction(now, slot)
         with self._lock:
             counts = {kind: self._counts(user, kind, slot) for kind in KINDS}
-        return [Usage(kind, SETTING[kind], self.rates[kind], self.window,
-                      counts[kind][1] * (1.0 - fraction) + counts[kind][0])
-                for kind in KINDS]
+        return [
+            Usage(
+                kind,
+                SETTING[kind],
+                self.rates[kind],
+                self.window,
+                counts[kind][1] * (1.0 - fraction) + counts[kind][0],
+            )
+            for kind in KINDS
+        ]
 
     # ---- sharing through the store -------------------------------------------------------
 
@@ -163,28 +187,44 @@ class RateLimiter:
         try:
             if dirty:
                 with self._writing() as session:
-                    session.execute(delete(RateCountRow).where(
-                        (RateCountRow.replica_id == self.replica_id)
-                        | (RateCountRow.slot < slot - 1)))
-                    session.add_all(RateCountRow(replica_id=self.replica_id, owner=user,
-                                                 kind=kind, slot=at, count=count)
-                                    for (user, kind, at), count in mine.items())
+                    session.execute(
+                        delete(RateCountRow).where(
+                            (RateCountRow.replica_id == self.replica_id)
+                            | (RateCountRow.slot < slot - 1)
+                        )
+                    )
+                    session.add_all(
+                        RateCountRow(
+                            replica_id=self.replica_id, owner=user, kind=kind, slot=at, count=count
+                        )
+                        for (user, kind, at), count in mine.items()
+                    )
             with self._sessions() as session:
                 rows = session.execute(
-                    select(RateCountRow.owner, RateCountRow.kind, RateCountRow.slot,
-                           func.sum(RateCountRow.count))
-                    .where(RateCountRow.replica_id != self.replica_id,
-                           RateCountRow.slot >= slot - 1)
-                    .group_by(RateCountRow.owner, RateCountRow.kind, RateCountRow.slot)).all()
+                    select(
+                        RateCountRow.owner,
+                        RateCountRow.kind,
+                        RateCountRow.slot,
+                        func.sum(RateCountRow.count),
+                    )
+                    .where(
+                        RateCountRow.replica_id != self.replica_id, RateCountRow.slot >= slot - 1
+                    )
+                    .group_by(RateCountRow.owner, RateCountRow.kind, RateCountRow.slot)
+                ).all()
         except SQLAlchemyError as error:
             with self._lock:
                 self._dirty = self._dirty or dirty
-            log.warning("request counts not shared with the other replicas (each counts "
-                        "its own until the database answers): %s", error)
+            log.warning(
+                "request counts not shared with the other replicas (each counts "
+                "its own until the database answers): %s",
+                error,
+            )
             return
         with self._lock:
-            self._others = {(user, kind, int(at)): int(count or 0)
-                            for user, kind, at, count in rows}
+            self._others = {
+                (user, kind, int(at)): int(count or 0) for user, kind, at, count in rows
+            }
 
     def start(self) -> None:
         """Sync every `sync_interval` seconds in a thread of its own, until `stop`."""

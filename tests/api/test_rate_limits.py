@@ -52,19 +52,24 @@ def assert_rate_problem(answer: httpx.Response, limit: str, value: float) -> int
     return int(retry_after)
 
 
-def test_a_user_past_the_read_rate_waits_retry_after_and_others_are_served(
-        tmp_path: Path) -> None:
+def test_a_user_past_the_read_rate_waits_retry_after_and_others_are_served(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     alice, bob = (issue_token(data, user, "proj1") for user in ("alice", "bob"))
-    env = {"IRI_GATEWAY_READ_RATE": "1", "IRI_GATEWAY_WRITE_RATE": "1",
-           "IRI_GATEWAY_RATE_WINDOW": "5"}
-    with running_serve(data, extra_env=env) as served, \
-            httpx.Client(base_url=served.url, timeout=30) as http:
+    env = {
+        "IRI_GATEWAY_READ_RATE": "1",
+        "IRI_GATEWAY_WRITE_RATE": "1",
+        "IRI_GATEWAY_RATE_WINDOW": "5",
+    }
+    with (
+        running_serve(data, extra_env=env) as served,
+        httpx.Client(base_url=served.url, timeout=30) as http,
+    ):
         for _ in range(10):  # not counted: nobody's
             assert http.get(f"{V2}/account/me").status_code == 401
         served_before, refused = until_refused(
-            lambda: http.get(f"{V2}/account/me", headers=auth(alice)))
+            lambda: http.get(f"{V2}/account/me", headers=auth(alice))
+        )
         assert 5 <= served_before <= 7, served_before
         pause = assert_rate_problem(refused, "read_rate", 1)
         assert pause <= 7, pause
@@ -73,8 +78,9 @@ def test_a_user_past_the_read_rate_waits_retry_after_and_others_are_served(
         for _ in range(20):
             assert http.get("/health").status_code == 200
             assert http.get("/ready").status_code == 200
-        plan = http.post(f"{V2}/compute/plan/local", headers=auth(alice),
-                         json={"executable": "/bin/true"})
+        plan = http.post(
+            f"{V2}/compute/plan/local", headers=auth(alice), json={"executable": "/bin/true"}
+        )
         assert plan.status_code == 200, plan.text
         assert http.get(f"{V2}/account/me", headers=auth(alice)).status_code == 429
         time.sleep(pause)
@@ -82,19 +88,24 @@ def test_a_user_past_the_read_rate_waits_retry_after_and_others_are_served(
         assert again.status_code == 200, again.text
 
 
-def test_two_replicas_share_one_limit_per_user(tmp_path: Path,
-                                               postgres_url: str) -> None:  # noqa: F811
+def test_two_replicas_share_one_limit_per_user(tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
     """30 reads per 30 s: alice's requests alternate between two serves on one database,
     about 10 a second; she is refused at about 30 in all (each serve alone would let 30
     through: 60), and then by both."""
     data = tmp_path / "data"
     data.mkdir()
     alice = issue_token(data, "alice", "proj1")
-    env = {"IRI_GATEWAY_DATABASE_URL": postgres_url, "IRI_GATEWAY_READ_RATE": "1",
-           "IRI_GATEWAY_RATE_WINDOW": "30", "IRI_GATEWAY_RATE_SYNC_INTERVAL": "0.2",
-           "IRI_GATEWAY_TOKENS_FILE": str(data / "tokens.json")}
-    with running_serve(tmp_path / "one", extra_env=env) as one, \
-            running_serve(tmp_path / "two", extra_env=env) as two:
+    env = {
+        "IRI_GATEWAY_DATABASE_URL": postgres_url,
+        "IRI_GATEWAY_READ_RATE": "1",
+        "IRI_GATEWAY_RATE_WINDOW": "30",
+        "IRI_GATEWAY_RATE_SYNC_INTERVAL": "0.2",
+        "IRI_GATEWAY_TOKENS_FILE": str(data / "tokens.json"),
+    }
+    with (
+        running_serve(tmp_path / "one", extra_env=env) as one,
+        running_serve(tmp_path / "two", extra_env=env) as two,
+    ):
         urls = (one.url, two.url)
         served: list[str] = []
 
@@ -112,15 +123,20 @@ def test_two_replicas_share_one_limit_per_user(tmp_path: Path,
         # read of about 10 requests a second), and a window boundary's slide: well under 60.
         assert 28 <= before <= 40, before
         assert served.count(one.url) >= 10 and served.count(two.url) >= 10, served
-        after = [httpx.get(f"{urls[n % 2]}{V2}/account/me", headers=auth(alice),
-                           timeout=30).status_code for n in range(10)]
+        after = [
+            httpx.get(f"{urls[n % 2]}{V2}/account/me", headers=auth(alice), timeout=30).status_code
+            for n in range(10)
+        ]
         assert after.count(429) >= 9, after
 
 
 def launch(http: httpx.Client, user: str, key: str | None = None) -> httpx.Response:
     headers = {**auth(user), **({"Idempotency-Key": key} if key else {})}
-    return http.post(f"{V2}/compute/job/local", headers=headers,
-                     json={"executable": "/bin/sleep", "arguments": ["60"]})
+    return http.post(
+        f"{V2}/compute/job/local",
+        headers=headers,
+        json={"executable": "/bin/sleep", "arguments": ["60"]},
+    )
 
 
 def cancel_all(http: httpx.Client, user: str) -> None:
@@ -143,8 +159,10 @@ def test_active_jobs_quota_at_launch_and_a_retry_is_never_refused(tmp_path: Path
     data = tmp_path / "data"
     data.mkdir()
     alice, bob = (issue_token(data, user, "proj1") for user in ("alice", "bob"))
-    with running_serve(data, extra_env={"IRI_GATEWAY_ACTIVE_JOBS_PER_USER": "2"}) as served, \
-            httpx.Client(base_url=served.url, timeout=30) as http:
+    with (
+        running_serve(data, extra_env={"IRI_GATEWAY_ACTIVE_JOBS_PER_USER": "2"}) as served,
+        httpx.Client(base_url=served.url, timeout=30) as http,
+    ):
         first = launch(http, alice, key="first")
         assert first.status_code == 200, first.text
         assert launch(http, alice).status_code == 200
@@ -153,10 +171,13 @@ def test_active_jobs_quota_at_launch_and_a_retry_is_never_refused(tmp_path: Path
         assert replay.status_code == 200 and replay.json()["id"] == first.json()["id"]
         assert launch(http, bob).status_code == 200
         limits = http.get(f"{V2}/account/limits", headers=auth(alice)).json()
-        assert {"limit": "active_jobs_per_user", "resource_id": "local", "limit_value": 2,
-                "used": 2} in limits["quotas"], limits
-        cancel = http.delete(f"{V2}/compute/cancel/local/{first.json()['id']}",
-                             headers=auth(alice))
+        assert {
+            "limit": "active_jobs_per_user",
+            "resource_id": "local",
+            "limit_value": 2,
+            "used": 2,
+        } in limits["quotas"], limits
+        cancel = http.delete(f"{V2}/compute/cancel/local/{first.json()['id']}", headers=auth(alice))
         assert cancel.status_code in (200, 204), cancel.text
         deadline = time.monotonic() + 30
         while (answer := launch(http, alice)).status_code == 409:
@@ -171,28 +192,48 @@ def test_a_resources_profile_limits_override_the_settings(tmp_path: Path) -> Non
     job, one unfinished task, though the settings allow 1000 and 32."""
     profile = local_profile(tmp_path, f'["{tmp_path}/granted/{{user}}"]')
     text = profile.read_text()
-    profile.write_text(text.replace("    files:\n", "    limits:\n      active_jobs_per_user: 1"
-                                    "\n      tasks_per_user: 1\n    files:\n", 1))
+    profile.write_text(
+        text.replace(
+            "    files:\n",
+            "    limits:\n      active_jobs_per_user: 1\n      tasks_per_user: 1\n    files:\n",
+            1,
+        )
+    )
     home = tmp_path / "granted" / "alice"
     home.mkdir(parents=True)
     (home / "noise").write_bytes(os.urandom(8 * 1024 * 1024))
     tokens = tmp_path / "data" / "tokens.json"
     tokens.parent.mkdir()
     alice = token(tokens, "alice")
-    with running_serve(tmp_path / "data", args=("--profiles", str(profile)),
-                       extra_env={"IRI_GATEWAY_TOKENS_FILE": str(tokens)}) as served, \
-            httpx.Client(base_url=served.url, timeout=30) as http:
+    with (
+        running_serve(
+            tmp_path / "data",
+            args=("--profiles", str(profile)),
+            extra_env={"IRI_GATEWAY_TOKENS_FILE": str(tokens)},
+        ) as served,
+        httpx.Client(base_url=served.url, timeout=30) as http,
+    ):
         assert launch(http, alice).status_code == 200
         assert_quota(launch(http, alice), "active_jobs_per_user", 1, 1)
         body = {"path": str(home / "noise"), "compression": "urn:doe-iri:compression:xz"}
-        first = http.post(f"{V2}/filesystem/compress/local", headers=auth(alice),
-                          json={**body, "target_path": str(home / "a.tar.xz")})
+        first = http.post(
+            f"{V2}/filesystem/compress/local",
+            headers=auth(alice),
+            json={**body, "target_path": str(home / "a.tar.xz")},
+        )
         assert first.status_code == 201, first.text
-        second = http.post(f"{V2}/filesystem/compress/local", headers=auth(alice),
-                           json={**body, "target_path": str(home / "b.tar.xz")})
+        second = http.post(
+            f"{V2}/filesystem/compress/local",
+            headers=auth(alice),
+            json={**body, "target_path": str(home / "b.tar.xz")},
+        )
         assert_quota(second, "tasks_per_user", 1, 1)
         limits = http.get(f"{V2}/account/limits", headers=auth(alice)).json()
-        assert {"limit": "tasks_per_user", "resource_id": "local", "limit_value": 1,
-                "used": 1} in limits["quotas"], limits
+        assert {
+            "limit": "tasks_per_user",
+            "resource_id": "local",
+            "limit_value": 1,
+            "used": 1,
+        } in limits["quotas"], limits
         http.delete(f"{V2}/task/{first.json()['task_id']}", headers=auth(alice))
         cancel_all(http, alice)

@@ -18,7 +18,7 @@ import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.api.real_serve import RunningServe, running_serve
-from tests.console.conftest import browser, token_of, wait_for  # noqa: F401
+from tests.console.conftest import token_of, wait_for
 
 V2 = "/api/v2"
 TOKEN_KEY = "iri-gateway.token"
@@ -42,22 +42,33 @@ def signed_in(driver: WebDriver, served: RunningServe, token: str, page: str) ->
 def exhaust_reads(served: RunningServe, token: str) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     for _ in range(40):
-        if httpx.get(f"{served.url}{V2}/account/me", headers=headers,
-                     timeout=30).status_code == 429:
+        if (
+            httpx.get(f"{served.url}{V2}/account/me", headers=headers, timeout=30).status_code
+            == 429
+        ):
             return
     raise AssertionError("no 429 after 40 reads")
 
 
-def test_a_429_shows_its_message_and_when_to_retry(browser: WebDriver,  # noqa: F811
-                                                   served: RunningServe) -> None:
+def test_a_429_shows_its_message_and_when_to_retry(
+    browser: WebDriver,
+    served: RunningServe,
+) -> None:
     data = Path(served.log).parent / "data"
     alice = token_of(data, "alice", "proj1")
     exhaust_reads(served, alice)
     signed_in(browser, served, alice, "jobs")
-    shown = str(wait_for(browser, "(() => { const e = document.getElementById('error'); "
-                                  "return e && !e.hidden && e.textContent; })()"))
-    assert shown.startswith("The gateway refused the request: Too many requests (limit "
-                            "read_rate: 1 per second): alice made"), shown
+    shown = str(
+        wait_for(
+            browser,
+            "(() => { const e = document.getElementById('error'); "
+            "return e && !e.hidden && e.textContent; })()",
+        )
+    )
+    assert shown.startswith(
+        "The gateway refused the request: Too many requests (limit "
+        "read_rate: 1 per second): alice made"
+    ), shown
     assert re.search(r"You may try again after \S+.* \(in \d+ s\)\.$", shown), shown
     assert "try again in" in shown  # the problem's own detail, kept whole
     who = str(wait_for(browser, "document.getElementById('who').textContent"))
@@ -67,22 +78,31 @@ def test_a_429_shows_its_message_and_when_to_retry(browser: WebDriver,  # noqa: 
     browser.execute_script("sessionStorage.clear()")
     browser.find_element("id", "token").send_keys(alice)
     browser.find_element("css selector", "#sign-in button[type=submit]").click()
-    refusal = str(wait_for(browser, "(() => { const e = document.getElementById("
-                                    "'sign-in-error'); return !e.hidden && e.textContent; })()"))
+    refusal = str(
+        wait_for(
+            browser,
+            "(() => { const e = document.getElementById("
+            "'sign-in-error'); return !e.hidden && e.textContent; })()",
+        )
+    )
     assert refusal.startswith("Too many requests (limit read_rate"), refusal
     assert "refused this token" not in refusal
 
 
 def test_your_limits_lists_the_rates_and_quotas_with_their_use(
-        browser: WebDriver, served: RunningServe) -> None:  # noqa: F811
+    browser: WebDriver, served: RunningServe
+) -> None:
     data = Path(served.log).parent / "data"
     carol = token_of(data, "carol", "proj1")
     signed_in(browser, served, carol, "sites")
     wait_for(browser, "!document.getElementById('limits').hidden")
     browser.find_element("css selector", "#limits summary").click()
-    items = wait_for(browser, "(() => { const items = [...document.querySelectorAll("
-                              "'#limits-list li')].map((li) => li.textContent); "
-                              "return items.length >= 4 && items; })()")
+    items = wait_for(
+        browser,
+        "(() => { const items = [...document.querySelectorAll("
+        "'#limits-list li')].map((li) => li.textContent); "
+        "return items.length >= 4 && items; })()",
+    )
     assert isinstance(items, list)
     reads = next(item for item in items if item.startswith("Reads: "))
     assert re.fullmatch(r"Reads: \d+ of 20 per 20 s \(1 per second\)", reads), items
