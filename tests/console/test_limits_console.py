@@ -1,5 +1,5 @@
 """The console and the per-user limits, in a real headless Chromium against a real serve
-whose read rate is small (20 reads per 20 s).
+whose read rate is small (20 reads per 2000 s).
 
 Past the rate, the Jobs page and the header show the 429's own message (the limit, the
 user's use) and when to try again, not a generic error; the sign-in page does too, instead
@@ -27,7 +27,9 @@ TOKEN_KEY = "iri-gateway.token"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServe]:
     data = tmp_path_factory.mktemp("limits-console") / "data"
-    env = {"IRI_GATEWAY_READ_RATE": "1", "IRI_GATEWAY_RATE_WINDOW": "20"}
+    # 20 reads per 2000 s: a refused user stays refused through the test (a window boundary
+    # passing meanwhile frees 20 x 10 / 2000 of a request in ten seconds, less than one).
+    env = {"IRI_GATEWAY_READ_RATE": "0.01", "IRI_GATEWAY_RATE_WINDOW": "2000"}
     with running_serve(data, extra_env=env) as running:
         yield running
 
@@ -67,7 +69,7 @@ def test_a_429_shows_its_message_and_when_to_retry(
     )
     assert shown.startswith(
         "The gateway refused the request: Too many requests (limit "
-        "read_rate: 1 per second): alice made"
+        "read_rate: 0.01 per second): alice made"
     ), shown
     assert re.search(r"You may try again after \S+.* \(in \d+ s\)\.$", shown), shown
     assert "try again in" in shown  # the problem's own detail, kept whole
@@ -105,7 +107,7 @@ def test_your_limits_lists_the_rates_and_quotas_with_their_use(
     )
     assert isinstance(items, list)
     reads = next(item for item in items if item.startswith("Reads: "))
-    assert re.fullmatch(r"Reads: \d+ of 20 per 20 s \(1 per second\)", reads), items
-    assert "Changes: 0 of 400 per 20 s (20 per second)" in items, items
+    assert re.fullmatch(r"Reads: \d+ of 20 per 2000 s \(0.01 per second\)", reads), items
+    assert "Changes: 0 of 40000 per 2000 s (20 per second)" in items, items
     assert "Unfinished file tasks: 0 of 32" in items, items
     assert "Unfinished jobs on local: 0 of 1000" in items, items
