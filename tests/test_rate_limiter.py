@@ -4,12 +4,14 @@ window sliding out), a refused request is not counted, and users and kinds are a
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from iri_gateway.service.rate_limits import READ, WRITE, RateLimiter, RateLimitError
 from iri_gateway.service.store import JobStore
+from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 
 class Clock:
@@ -57,3 +59,62 @@ def test_the_budget_the_pause_and_the_slide(tmp_path: Path) -> None:
         limiter.charge("alice", READ)
     usage = {use.kind: use.used for use in limiter.usage("alice")}
     assert usage == {READ: 10, WRITE: 0}
+
+
+def test_racing_requests_get_exactly_the_budget(tmp_path: Path) -> None:
+    """16 threads asking 10 times each at the same moment: 50 admitted, never more."""
+    clock = Clock(2000.0)
+    limiter = RateLimiter(
+        JobStore(f"sqlite:///{tmp_path}/jobs.db"),
+        "r1",
+        read_rate=5,
+        write_rate=5,
+        window=10,
+        sync_interval=1,
+        clock=clock,
+    )
+    start = threading.Barrier(16)
+    admitted: list[int] = []
+
+    def ask() -> None:
+        start.wait()
+        served = 0
+        for _ in range(10):
+            try:
+                limiter.charge("alice", WRITE)
+                served += 1
+            except RateLimitError:
+                pass
+        admitted.append(served)
+
+    threads = [threading.Thread(target=ask) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sum(admitted) == 50 and len(admitted) == 16
+
+
+def test_a_name_too_long_for_the_table_is_shared_by_its_digest(
+    database_url: str,  # noqa: F811
+) -> None:
+    """A 10,000-character user name (a JWT `sub` is unbounded) is counted and shared like
+    any other, and does not keep the other users' counts from being shared (PostgreSQL
+    refuses a value wider than the column: the whole write would fail)."""
+    store = JobStore(database_url)
+    clock = Clock(3000.0)
+    one, other = (
+        RateLimiter(
+            store, replica, read_rate=0.2, write_rate=1, window=10, sync_interval=1, clock=clock
+        )
+        for replica in ("r1", "r2")
+    )
+    long_name = "x" * 10_000
+    for user in (long_name, "bob"):
+        for _ in range(2):
+            one.charge(user, READ)
+    one.sync()
+    other.sync()
+    for user in (long_name, "bob"):
+        with pytest.raises(RateLimitError):
+            other.charge(user, READ)

@@ -26,6 +26,7 @@ replicas are assumed to share (NTP), as their heartbeats already do.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
@@ -50,6 +51,19 @@ SETTING = {READ: "read_rate", WRITE: "write_rate"}
 EPSILON = 1e-9
 """Slack for the floating-point arithmetic of window fractions (1011 s is 0.1 into its
 window, not 0.09999999)."""
+
+
+OWNER_CHARS = 255
+"""The width of `rate_counts.owner`."""
+
+
+def counted_as(user: str) -> str:
+    """The name `user`'s requests are counted under: the name itself, or a digest of a name
+    too long for the table (an identity provider's `sub` is not bounded), so that one long
+    name cannot make the shared write fail for every user."""
+    if len(user) <= OWNER_CHARS // 2:
+        return user
+    return "sha256:" + hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RateLimitError(GatewayError):
@@ -117,7 +131,7 @@ class RateLimiter:
         slot = int(now // self.window)
         budget = self.rates[kind] * self.window
         with self._lock:
-            current, previous = self._counts(user, kind, slot)
+            current, previous = self._counts(counted_as(user), kind, slot)
             used = previous * (1.0 - self._fraction(now, slot)) + current
             if used + 1 > budget + EPSILON:
                 raise RateLimitError(
@@ -128,7 +142,7 @@ class RateLimiter:
                     used=used,
                     retry_after=self._retry_after(now, slot, current, previous, budget),
                 )
-            key = (user, kind, slot)
+            key = (counted_as(user), kind, slot)
             self._mine[key] = self._mine.get(key, 0) + 1
             self._dirty = True
 
@@ -162,7 +176,7 @@ class RateLimiter:
         slot = int(now // self.window)
         fraction = self._fraction(now, slot)
         with self._lock:
-            counts = {kind: self._counts(user, kind, slot) for kind in KINDS}
+            counts = {kind: self._counts(counted_as(user), kind, slot) for kind in KINDS}
         return [
             Usage(
                 kind,
