@@ -22,17 +22,22 @@ class Clock:
         return self.now
 
 
-def test_the_budget_the_pause_and_the_slide(tmp_path: Path) -> None:
-    clock = Clock(1000.0)  # the start of window 100 (10 s windows)
-    limiter = RateLimiter(
-        JobStore(f"sqlite:///{tmp_path}/jobs.db"),
+def limiter_at(url: str, clock: Clock, *, read: float, write: float) -> RateLimiter:
+    """A limiter of replica r1 with 10 s windows on the store at `url`, on `clock`."""
+    return RateLimiter(
+        JobStore(url),
         "r1",
-        read_rate=1,
-        write_rate=2,
+        read_rate=read,
+        write_rate=write,
         window=10,
         sync_interval=1,
         clock=clock,
     )
+
+
+def test_the_budget_the_pause_and_the_slide(tmp_path: Path) -> None:
+    clock = Clock(1000.0)  # the start of window 100 (10 s windows)
+    limiter = limiter_at(f"sqlite:///{tmp_path}/jobs.db", clock, read=1, write=2)
     for _ in range(10):
         limiter.charge("alice", READ)
     with pytest.raises(RateLimitError) as refused:
@@ -64,15 +69,7 @@ def test_the_budget_the_pause_and_the_slide(tmp_path: Path) -> None:
 def test_racing_requests_get_exactly_the_budget(tmp_path: Path) -> None:
     """16 threads asking 10 times each at the same moment: 50 admitted, never more."""
     clock = Clock(2000.0)
-    limiter = RateLimiter(
-        JobStore(f"sqlite:///{tmp_path}/jobs.db"),
-        "r1",
-        read_rate=5,
-        write_rate=5,
-        window=10,
-        sync_interval=1,
-        clock=clock,
-    )
+    limiter = limiter_at(f"sqlite:///{tmp_path}/jobs.db", clock, read=5, write=5)
     start = threading.Barrier(16)
     admitted: list[int] = []
 
