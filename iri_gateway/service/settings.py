@@ -153,13 +153,13 @@ class Settings(BaseSettings):
         "with 409 naming the limit (a resource's `limits.active_jobs_per_user` overrides it)",
     )
     read_rate: float = Field(
-        default=100.0, gt=0, le=1_000_000,
+        default=200.0, gt=0, le=1_000_000,
         description="Requests per second one user may make that only read (GET, HEAD), "
         "averaged over `rate_window`, shared by every replica; more are answered 429 with "
         "Retry-After",
     )
     write_rate: float = Field(
-        default=20.0, gt=0, le=1_000_000,
+        default=50.0, gt=0, le=1_000_000,
         description="Requests per second one user may make that change something (POST, "
         "PUT, DELETE: launches, cancels, filesystem writes, uploads), averaged over "
         "`rate_window`, shared by every replica; more are answered 429 with Retry-After",

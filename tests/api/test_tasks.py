@@ -131,7 +131,7 @@ def watch(http: httpx.Client, user: str, task_id: str, until: Any = None,
           deadline: float = 300) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The progress seen while the task was active, and the task when `until(task)` (by
     default: no longer pending or active). Read every 20 ms, within the user's read rate
-    (100 a second by default: a loop without a pause is refused with 429 within seconds)."""
+    (200 a second by default: a loop without a pause is refused with 429 within seconds)."""
     until = until or (lambda task: task["status"] not in ("pending", "active"))
     seen: list[dict[str, Any]] = []
     end = time.monotonic() + deadline

@@ -108,6 +108,6 @@ def test_your_limits_lists_the_rates_and_quotas_with_their_use(
     assert isinstance(items, list)
     reads = next(item for item in items if item.startswith("Reads: "))
     assert re.fullmatch(r"Reads: \d+ of 20 per 2000 s \(0.01 per second\)", reads), items
-    assert "Changes: 0 of 40000 per 2000 s (20 per second)" in items, items
+    assert "Changes: 0 of 100000 per 2000 s (50 per second)" in items, items
     assert "Unfinished file tasks: 0 of 32" in items, items
     assert "Unfinished jobs on local: 0 of 1000" in items, items
