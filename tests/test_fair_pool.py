@@ -46,3 +46,21 @@ def test_the_user_with_fewest_running_goes_next_and_nobody_passes_the_cap() -> N
 def test_a_cap_above_the_workers_is_refused() -> None:
     with pytest.raises(ValueError, match="per_user must be between 1 and workers"):
         FairPool(workers=2, per_user=3)
+
+
+def test_with_one_worker_the_users_take_turns() -> None:
+    """alice's three queued before bob's one: bob's runs second, not fourth."""
+    pool = FairPool(workers=1, per_user=1)
+    gate = threading.Event()
+    order: list[str] = []
+    pool.submit("alice", "a0", gate.wait)
+    for name in ("a1", "a2"):
+        pool.submit("alice", name, lambda name=name: order.append(name))
+    pool.submit("bob", "b0", lambda: order.append("b0"))
+    gate.set()
+    for _ in range(500):
+        if len(order) == 3:
+            break
+        threading.Event().wait(0.01)
+    pool.close()
+    assert order == ["b0", "a1", "a2"]

@@ -3,8 +3,9 @@
 Why not a `ThreadPoolExecutor`: its queue is first come, first served, so one user who queues
 32 long compressions holds every worker until they are done, and another user's 12-byte copy
 waits behind all of them. Here each user has a queue of their own; a free worker takes the
-oldest task of the user who has the fewest tasks running (ties: the user whose oldest waiting
-task is oldest), and no user ever has more than `per_user` tasks running at once.
+oldest task of the user who has the fewest tasks running (ties: the user whose last task
+started longest ago, a user who has started none first; so with equal shares the users take
+turns), and no user ever has more than `per_user` tasks running at once.
 
 The bound this gives (with `per_user` below `workers`): a user whose first task arrives
 while other users' tasks fill the pool waits at most until one running task ends, since they
@@ -46,6 +47,9 @@ class FairPool:
         self._waiting: dict[str, deque[_Waiting]] = {}
         self._running: Counter[str] = Counter()
         self._order = itertools.count()
+        self._turns = itertools.count()
+        self._last_turn: dict[str, int] = {}
+        """Per owner with waiting or running work: when their last task started."""
         self._closed = False
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True)
@@ -72,6 +76,8 @@ class FairPool:
                         queue.remove(item)
                         if not queue:
                             del self._waiting[owner]
+                            if not self._running[owner]:
+                                self._last_turn.pop(owner, None)
                         return True
         return False
 
@@ -94,19 +100,20 @@ class FairPool:
         return dropped
 
     def _next(self) -> tuple[str, _Waiting] | None:
-        """The owner with the fewest running (below `per_user`), ties by their oldest
-        waiting item; called holding the lock."""
-        best: tuple[int, int, str] | None = None
+        """The owner with the fewest running (below `per_user`), ties by whose last task
+        started longest ago; called holding the lock."""
+        best: tuple[int, int, int, str] | None = None
         for owner, queue in self._waiting.items():
             running = self._running[owner]
             if running >= self.per_user:
                 continue
-            rank = (running, queue[0].order, owner)
+            rank = (running, self._last_turn.get(owner, -1), queue[0].order, owner)
             if best is None or rank < best:
                 best = rank
         if best is None:
             return None
-        owner = best[2]
+        owner = best[3]
+        self._last_turn[owner] = next(self._turns)
         queue = self._waiting[owner]
         item = queue.popleft()
         if not queue:
@@ -133,4 +140,6 @@ class FairPool:
                     self._running[owner] -= 1
                     if self._running[owner] <= 0:
                         del self._running[owner]
+                        if owner not in self._waiting:
+                            self._last_turn.pop(owner, None)
                     self._ready.notify_all()
