@@ -102,6 +102,12 @@ class Server:
     data_dir: Path
 
 
+UNHURRIED = {"IRI_GATEWAY_READ_RATE": "1000000", "IRI_GATEWAY_WRITE_RATE": "1000000"}
+"""Rates no test client reaches, for servers that one token drives as fast as it can
+(the suite's shared server, the conformance and fuzzing sandboxes): what they test is not
+the rate limits, which tests/api/test_rate_limits.py tests with small ones."""
+
+
 def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")}
 
@@ -127,7 +133,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     process = subprocess.Popen(
         [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
          str(port), "--data-dir", str(data_dir)],
-        stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
+        stdout=log, stderr=subprocess.STDOUT, env={**clean_env(), **UNHURRIED},
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -94,7 +94,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0006"
+    assert revision_of(database_url) == head_revision() == "0007"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
@@ -297,13 +297,35 @@ def test_a_revision_0005_database_gains_the_tasks_table_and_keeps_its_jobs(
     at_revision_with_a_kept_job(database_url, "0005")
     assert "tasks" not in set(inspect(plain_engine(database_url)).get_table_names())
     store = JobStore(database_url)
-    assert revision_of(database_url) == "0006" == head_revision()
+    assert revision_of(database_url) == head_revision()
     assert store.get("kept") is not None
     tasks = TaskStore(store)
     made = tasks.create("alice", {"router": "filesystem", "command": "cp", "args": {}},
                         replica_id="r1")
     assert tasks.get("alice", made.id) is not None
     assert tasks.get("bob", made.id) is None
+
+
+def test_a_revision_0006_database_gains_the_rate_counts_and_keeps_its_jobs(
+        database_url: str) -> None:
+    """A store of the release before shared rate limits (revision 0006) upgrades to 0007:
+    its jobs are kept, and two limiters on it share their counts."""
+    from iri_gateway.service.rate_limits import RateLimiter, RateLimitError
+
+    at_revision_with_a_kept_job(database_url, "0006")
+    assert "rate_counts" not in set(inspect(plain_engine(database_url)).get_table_names())
+    store = JobStore(database_url)
+    assert revision_of(database_url) == "0007" == head_revision()
+    assert store.get("kept") is not None
+    one, other = (RateLimiter(store, replica, read_rate=0.3, write_rate=1, window=10,
+                              sync_interval=1) for replica in ("r1", "r2"))
+    for _ in range(3):
+        one.charge("alice", "read")
+    one.sync()
+    other.sync()
+    with pytest.raises(RateLimitError, match="alice made 3 read requests"):
+        other.charge("alice", "read")
+    other.charge("bob", "read")
 
 
 def at_revision_with_a_kept_job(url: str, revision: str) -> None:

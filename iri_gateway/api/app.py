@@ -21,6 +21,7 @@ from iri_gateway.api.caller_first import require_caller_first
 from iri_gateway.api.head import HeadAsGet
 from iri_gateway.api.openapi_errors import document_errors
 from iri_gateway.api.openapi_parameters import refusing_unknown_query, without_null_parameters
+from iri_gateway.api.rate_limit import rate_limiter
 from iri_gateway.api.routers import (
     account,
     compute,
@@ -29,6 +30,7 @@ from iri_gateway.api.routers import (
     filesystem_transfer,
     filesystem_write,
     health,
+    limits,
     me,
     overview,
     profile_check,
@@ -86,6 +88,8 @@ def build_engine(settings: Settings) -> Engine:
         replica=replica,
         task_workers=settings.task_workers,
         task_progress_interval=settings.task_progress_interval,
+        task_running_per_user=settings.task_running_per_user,
+        tasks_per_user=settings.tasks_per_user,
     )
 
 
@@ -117,6 +121,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         engine.replica.start()
         engine.tasks.sweep(force=True)  # tasks a killed process left unfinished: failed
         engine.reconcile(settle=engine.settle_time)
+        app.state.rate_limiter.start()
         stop = threading.Event()
         thread = None
         if run_poller:
@@ -133,6 +138,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
             stop.set()
             if thread is not None:
                 thread.join(timeout=10)
+            app.state.rate_limiter.stop()
             engine.close()
 
     app = FastAPI(
@@ -149,6 +155,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.engine = engine
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
+    app.state.rate_limiter = rate_limiter(settings, engine)
     problems.install(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes,
                        exempt=(filesystem_transfer.UPLOAD_PREFIX,))
@@ -156,7 +163,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.add_middleware(SecurityHeaders)  # outermost: on every answer the routes make
     app.state.started = False
     app.state.poller = None
-    routers = [module.router for module in (facility, status, account, me, compute,
+    routers = [module.router for module in (facility, status, account, me, limits, compute,
                                             templates, filesystem, health, profile_check,
                                             filesystem_transfer, filesystem_write, resources,
                                             storage)]

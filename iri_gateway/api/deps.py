@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from iri_gateway.api.problems import ApiProblem
+from iri_gateway.api.rate_limit import charge_request
 from iri_gateway.service.auth import Authenticator, Principal
 from iri_gateway.service.engine import Engine
 from iri_gateway.service.settings import Settings
@@ -44,7 +45,9 @@ async def get_principal(
     if known is not None:
         return known  # checked by `check_caller` before the body was read
     authenticator: Authenticator = request.app.state.authenticator
-    return authenticator.authenticate(credentials.credentials if credentials else None)
+    principal = authenticator.authenticate(credentials.credentials if credentials else None)
+    charge_request(request, principal)
+    return principal
 
 
 async def get_admin(request: Request,

@@ -50,6 +50,23 @@ PROBLEM_SCHEMA: dict[str, Any] = {
     },
 }
 
+LIMIT_MEMBERS: dict[str, Any] = {
+    "type": "object",
+    "description": "Which limit refused the request, and the caller's use of it",
+    "properties": {
+        "limit": {"type": "string", "description": "The limit's setting: `read_rate`, "
+                  "`write_rate`, `tasks_per_user` or `active_jobs_per_user`"},
+        "limit_value": {"type": "number", "description": "Its value (requests per second "
+                        "for a rate; a count for a quota)"},
+        "window_seconds": {"type": "number", "description": "A rate's sliding window"},
+        "used": {"type": "number", "description": "The caller's use now (requests in the "
+                 "window, or what they hold)"},
+        "retry_after": {"type": "integer", "description": "Seconds until one more request "
+                        "fits (as the Retry-After header)"},
+    },
+}
+"""The extension members of a refusal by a limit (`problems.py`)."""
+
 _HEADER = {"schema": {"type": "string"}}
 RETRY_AFTER = {**_HEADER, "description": "Seconds to wait before sending the request again"}
 
@@ -60,12 +77,17 @@ _DESCRIPTIONS: dict[int, str] = {
     403: "Forbidden: the caller may not do this (a project the token does not grant, no "
     "account on the resource, or a role the caller lacks); `detail` says how it is granted",
     404: "Not Found: nothing of that name the caller may see",
-    409: "Conflict: the object's state does not allow this now",
+    409: "Conflict: the object's state does not allow this now, or the caller holds their "
+    "quota already (`limit` names it, with `limit_value` and `used`: wait for one to end, or "
+    "cancel one)",
     413: "Content Too Large: the body passes the server's `max_request_bytes`",
     422: "Unprocessable Entity: parameters or body refused, or a query parameter the "
     "operation does not define (`x-iri-gateway-unknown-query-parameters: refused`); "
     "`invalid_params` names each field at fault and why",
-    429: "Too Many Requests: try again after `Retry-After` seconds",
+    429: "Too Many Requests: the caller's request rate is used up (`limit` names it: "
+    "`read_rate` for GET and HEAD, `write_rate` for the other methods, per user over every "
+    "replica; `used` requests in the last `window_seconds`); try again after `Retry-After` "
+    "seconds (also `retry_after`). GET /account/limits shows the limits and their use",
     500: "Internal Server Error: a fault of the gateway, not of the request (its log has "
     "the details)",
     502: "Bad Gateway: the scheduler failed on the command (its own words in `detail`)",
@@ -82,7 +104,8 @@ _SENT_BY: dict[int, tuple[str, ...]] = {
     400: ("launchJob", "updateJob", "ls", "head", "view", "tail", "stat"),
     403: _RESOURCE_ACTIONS,
     404: ("ls", "head", "view", "tail", "stat"),
-    409: ("updateJob", "cancelJob", "restartJob", "putJobTemplate", "deleteJobTemplate"),
+    409: ("launchJob", "updateJob", "cancelJob", "restartJob", "putJobTemplate",
+          "deleteJobTemplate"),
     413: ("checkProfile",),
     429: ("checkProfile",),
     502: ("launchJob", "updateJob", "cancelJob", "restartJob"),
@@ -97,7 +120,7 @@ def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     operation_id = operation.get("operationId", "")
     sent = {500}
     if deps.get_principal in calls:
-        sent.add(401)
+        sent.update((401, 429))  # 429: the caller's request rate (`api.rate_limit`)
     if deps.get_admin in calls:
         sent.add(403)
     if deps.get_engine in calls:
@@ -118,6 +141,8 @@ def _problem_response(status: int, declared: dict[str, Any] | None) -> dict[str,
     declared = dict(declared or {})
     schema: dict[str, Any] = {"$ref": PROBLEM_REF}
     own = declared.get("content", {}).get(PROBLEM, {}).get("schema")
+    if own is None and status in (409, 429):
+        own = LIMIT_MEMBERS
     if own:
         schema = {"allOf": [schema, own]}
     answer: dict[str, Any] = {

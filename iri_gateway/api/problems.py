@@ -42,6 +42,8 @@ from iri_gateway.service.engine import (
     JobNotFoundError,
     OutputUnavailableError,
 )
+from iri_gateway.service.quotas import QuotaError
+from iri_gateway.service.rate_limits import RateLimitError
 from iri_gateway.service.templates import (
     TemplateLimitError,
     TemplateNotFoundError,
@@ -141,6 +143,18 @@ def install(app: FastAPI) -> None:
                 return problem(request, status, title, str(error), _params(error), headers)
         return problem(request, 500, "Internal Server Error", str(error))
 
+    @app.exception_handler(RateLimitError)
+    async def rate_limited(request: Request, error: RateLimitError) -> JSONResponse:
+        return problem(request, 429, "Too Many Requests", str(error),
+                       headers={"Retry-After": str(error.retry_after)}, members={
+                           "limit": error.limit, "limit_value": error.rate,
+                           "window_seconds": error.window, "used": round(error.used, 1),
+                           "retry_after": error.retry_after})
+
+    @app.exception_handler(QuotaError)
+    async def over_quota(request: Request, error: QuotaError) -> JSONResponse:
+        return problem(request, 409, "Conflict", str(error), members=quota_members(error))
+
     @app.exception_handler(OperationalError)
     @app.exception_handler(InterfaceError)
     @app.exception_handler(PoolTimeoutError)
@@ -195,6 +209,11 @@ def install(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(allowed_methods(request))
         return problem(request, error.status_code, str(error.detail), str(error.detail),
                        headers=headers or None)
+
+
+def quota_members(error: QuotaError) -> dict[str, Any]:
+    """The extension members of a quota's 409: which limit, its value, the user's use."""
+    return {"limit": error.limit, "limit_value": error.limit_value, "used": error.used}
 
 
 def allowed_methods(request: Request) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import Request
 from pydantic import BaseModel, Field
 
-from iri_gateway.api.problems import ApiProblem
+from iri_gateway.api.problems import ApiProblem, quota_members
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
@@ -125,12 +125,22 @@ def background_task(request: Request, principal: Principal, command: str,
             raise TaskFailedError(problem_body(problem)) from None
 
     try:
-        record = _runner(request).submit(principal.user, _command(command, args), run)
+        record = _runner(request).submit(principal.user, _command(command, args), run,
+                                         limit=_task_limit(request))
     except TaskLimitError as error:
-        raise ApiProblem(409, "Conflict", str(error)) from None
+        raise ApiProblem(409, "Conflict", str(error), members=quota_members(error)) from None
     except GatewayError as error:
         raise ApiProblem(503, "Service Unavailable", str(error)) from None
     return _submitted(request, record)
+
+
+def _task_limit(request: Request) -> int | None:
+    """The resource's own `limits.tasks_per_user` (None: the gateway's setting)."""
+    resource_id = request.path_params.get("resource_id")
+    if resource_id is None:
+        return None
+    engine: Engine = request.app.state.engine
+    return engine.resource(resource_id=resource_id).resource.limits.tasks_per_user
 
 
 def task_not_found(task_id: str) -> ApiProblem:

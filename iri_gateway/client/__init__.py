@@ -14,9 +14,10 @@ bearer token from the argument, else `$IRI_GATEWAY_TOKEN`. Every error answer be
 `GatewayClientError` (`InvalidRequest`, `NotFound`, ...) carrying the problem+json fields;
 no answer at all is `ConnectionFailed`. Calls that change nothing, and submissions (always
 sent with an `Idempotency-Key`), are sent again after a connection failure or a 502/503/504
-(503 also when the scheduler behind the gateway is down for a moment), `retries` times, after
-the pause the answer's `Retry-After` asks for (at most a minute) or growing pauses, so a retry
-never submits twice.
+(503 also when the scheduler behind the gateway is down for a moment) or a 429 (the caller's
+request rate used up for now; `TooManyRequests` once the retries are spent), `retries`
+times, after the pause the answer's `Retry-After` asks for (at most a minute) or growing
+pauses, so a retry never submits twice.
 
 Job output is read through the official filesystem operations (`tail`, `view`) on the job's
 output file, whose path follows the gateway's rule: a job that names no `directory` runs in
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         InvalidRequest,
         NotFound,
         ServerError,
+        TooManyRequests,
         Unauthorized,
     )
     from iri_gateway.client.models import (
@@ -64,7 +66,8 @@ _HOMES = {
     "AsyncGatewayClient": "async_client",
     "SpecLike": "calls",
     **dict.fromkeys(("Conflict", "ConnectionFailed", "Forbidden", "GatewayClientError",
-                     "InvalidRequest", "NotFound", "ServerError", "Unauthorized"), "errors"),
+                     "InvalidRequest", "NotFound", "ServerError", "TooManyRequests",
+                     "Unauthorized"), "errors"),
     **dict.fromkeys(("DEFAULT_URL", "READ_LIMIT", "TOKEN_ENV", "URL_ENV", "FileContent",
                      "JobInfo", "Stream", "WaitTimeout", "output_path"), "models"),
     "GatewayClient": "sync_client",
@@ -75,7 +78,7 @@ __all__ = [
     "DEFAULT_URL", "READ_LIMIT", "TOKEN_ENV", "URL_ENV", "AsyncGatewayClient", "Conflict",
     "ConnectionFailed", "FileContent", "Forbidden", "GatewayClient", "GatewayClientError",
     "InvalidRequest", "JobInfo", "NotFound", "ServerError", "SpecLike", "Stream",
-    "Unauthorized", "WaitTimeout", "output_path",
+    "TooManyRequests", "Unauthorized", "WaitTimeout", "output_path",
 ]
 
 

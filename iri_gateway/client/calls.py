@@ -32,9 +32,10 @@ from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
 SpecLike = JobSpec | Mapping[str, Any]
-RETRY_STATUSES = frozenset({502, 503, 504})
-"""Answers from a proxy, a restarting gateway, or a gateway whose scheduler or login node is
-unavailable for now (503 with Retry-After): a safe call retries."""
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+"""Answers from a proxy, a restarting gateway, a gateway whose scheduler or login node is
+unavailable for now (503 with Retry-After), or one refusing the caller's request rate for
+now (429 with Retry-After: the request was not acted on): a safe call retries."""
 RETRY_AFTER_LIMIT = 60.0
 """The longest pause taken on a server's `Retry-After`, in seconds: a bound, so that a wrong
 or hostile header cannot stall a program for hours."""

@@ -85,13 +85,18 @@ class Conflict(GatewayClientError):
     """409: e.g. the same Idempotency-Key is being used for another request right now."""
 
 
+class TooManyRequests(GatewayClientError):
+    """429: the caller's request rate is used up for now (the detail names the limit and
+    when to try again); the client retried after `Retry-After` before giving up."""
+
+
 class ServerError(GatewayClientError):
     """5xx: the gateway or the scheduler behind it failed; the detail keeps its words."""
 
 
 _BY_STATUS: dict[int, type[GatewayClientError]] = {
     400: InvalidRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-    422: InvalidRequest,
+    422: InvalidRequest, 429: TooManyRequests,
 }
 
 

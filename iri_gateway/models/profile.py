@@ -569,6 +569,25 @@ class SchedulerConfig(_Strict):
         return "ngpus" if self.kind == "pbs" else "gpus-per-task"
 
 
+class ResourceLimits(_Strict):
+    """Per-user quotas on one resource, overriding the gateway's settings of the same name
+    there (absent: the setting holds). Request rates are the gateway's, per user, not a
+    resource's: most requests name no resource."""
+
+    active_jobs_per_user: int | None = Field(
+        default=None, ge=1, le=10_000_000,
+        description="Unfinished jobs (not completed, failed or canceled) one user may have "
+        "on this resource; a launch beyond it is refused with 409 naming the limit and the "
+        "user's count. Absent: the gateway's `active_jobs_per_user` (default 1000)",
+    )
+    tasks_per_user: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Unfinished background filesystem tasks (cp, compress, extract) one user "
+        "may have when starting another on this resource (counted over every resource); "
+        "beyond it: 409 naming the limit. Absent: the gateway's `tasks_per_user` (default 32)",
+    )
+
+
 class Resource(_Strict):
     """One compute resource (a machine, or a partition of one) that runs jobs."""
 
@@ -598,6 +617,11 @@ class Resource(_Strict):
         default_factory=Storage,
         description="Storage tiers and data access endpoints users of this resource have "
         "(the storage operations); default: none",
+    )
+    limits: ResourceLimits = Field(
+        default_factory=ResourceLimits,
+        description="Per-user quotas on this resource (active jobs, unfinished tasks), "
+        "overriding the gateway's settings; default: the settings",
     )
 
     @field_validator("labels")

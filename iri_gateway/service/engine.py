@@ -54,7 +54,7 @@ from iri_gateway.service.store import (
 )
 from iri_gateway.service.submitter import Submitter
 from iri_gateway.service.task_runner import TaskRunner
-from iri_gateway.service.tasks import TaskStore
+from iri_gateway.service.tasks import TASKS_PER_USER, TaskStore
 from iri_gateway.service.templates import TemplateBook, TemplateStore
 from iri_gateway.transport.base import NotSentError, TransportError
 
@@ -119,6 +119,8 @@ class Engine:
         replica: Replica | None = None,
         task_workers: int = 4,
         task_progress_interval: float = 0.5,
+        task_running_per_user: int | None = None,
+        tasks_per_user: int = TASKS_PER_USER,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -143,8 +145,10 @@ class Engine:
         self.templates = TemplateBook(TemplateStore(store, clock=clock),
                                       facility_templates(registry))
         """The job templates: each user's own and the facility's (see `templates`)."""
-        self.tasks = TaskRunner(TaskStore(store, clock=clock), self.replica,
-                                workers=task_workers, interval=task_progress_interval)
+        self.tasks = TaskRunner(TaskStore(store, clock=clock, per_user=tasks_per_user),
+                                self.replica, workers=task_workers,
+                                interval=task_progress_interval,
+                                per_user=task_running_per_user)
         """The filesystem operations' tasks, and the pool running the long ones (see
         `task_runner`)."""
 

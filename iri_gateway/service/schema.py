@@ -123,3 +123,18 @@ class TaskRow(Base):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class RateCountRow(Base):
+    """A row of `rate_counts`: how many requests of one kind (`read`, `write`) one user made
+    through one replica in one window of the rate limits (`slot`: the window's start time
+    divided by its length). Each replica rewrites its own rows at every sync and reads the
+    others' sums, so that the replicas share one limit per user (see `rate_limits`)."""
+
+    __tablename__ = "rate_counts"
+
+    replica_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)

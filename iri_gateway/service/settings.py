@@ -138,6 +138,50 @@ class Settings(BaseSettings):
         "signed-in tab keeps its token; `/openapi.json` is served either way",
     )
 
+    # ---- fairness, rate limits and quotas (docs/operations.md "Limits") -----------------
+    task_running_per_user: int | None = Field(
+        default=None, ge=1,
+        description="Background tasks one user runs at once per gateway process; the rest "
+        "wait `pending` while other users' tasks take the free workers (fewest running "
+        "first). Default: task_workers - 1 (at least 1), so one user never holds every "
+        "worker; at most task_workers",
+    )
+    tasks_per_user: int = Field(
+        default=32, ge=1, le=100_000,
+        description="Unfinished (pending or active) background tasks a user may have at "
+        "once, over every replica; one more is refused with 409 naming the limit (a "
+        "resource's `limits.tasks_per_user` overrides it there)",
+    )
+    active_jobs_per_user: int = Field(
+        default=1000, ge=1, le=10_000_000,
+        description="Jobs a user may have unfinished (not completed, failed or canceled) "
+        "on one resource when launching another, over every replica; one more is refused "
+        "with 409 naming the limit (a resource's `limits.active_jobs_per_user` overrides it)",
+    )
+    read_rate: float = Field(
+        default=200.0, gt=0, le=1_000_000,
+        description="Requests per second one user may make that only read (GET, HEAD), "
+        "averaged over `rate_window`, shared by every replica; more are answered 429 with "
+        "Retry-After",
+    )
+    write_rate: float = Field(
+        default=50.0, gt=0, le=1_000_000,
+        description="Requests per second one user may make that change something (POST, "
+        "PUT, DELETE: launches, cancels, filesystem writes, uploads), averaged over "
+        "`rate_window`, shared by every replica; more are answered 429 with Retry-After",
+    )
+    rate_window: float = Field(
+        default=10.0, ge=1, le=3600,
+        description="Seconds over which request rates are counted (a sliding window): a "
+        "user may send up to rate x window requests in a burst, then rate per second",
+    )
+    rate_sync_interval: float = Field(
+        default=0.5, ge=0.05, le=60,
+        description="Seconds between two exchanges of each replica's request counts "
+        "through the database (what one replica lets through before it sees another's "
+        "counts)",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _psycopg(cls, url: str | None) -> str | None:
@@ -152,6 +196,23 @@ class Settings(BaseSettings):
                        if getattr(self, name) is None]
             if missing:
                 raise ValueError(f"auth 'jwt' needs {', '.join(missing)}")
+        return self
+
+    @model_validator(mode="after")
+    def _a_request_fits_the_window(self) -> Settings:
+        for name in ("read_rate", "write_rate"):
+            if getattr(self, name) * self.rate_window < 1:
+                raise ValueError(f"{name} x rate_window must be at least 1 request, not "
+                                 f"{getattr(self, name) * self.rate_window:g}: no request "
+                                 "would ever be let through")
+        return self
+
+    @model_validator(mode="after")
+    def _share_within_workers(self) -> Settings:
+        if (self.task_running_per_user is not None
+                and self.task_running_per_user > self.task_workers):
+            raise ValueError(f"task_running_per_user ({self.task_running_per_user}) cannot "
+                             f"pass task_workers ({self.task_workers})")
         return self
 
     @property

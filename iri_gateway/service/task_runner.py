@@ -9,21 +9,26 @@ then answered with the task `pending`, and one of `workers` threads runs it. The
 through any replica, or dropped from the bounds); then `TaskCanceled` is raised inside the
 work, which removes what it had written and stops.
 
+Workers are shared fairly between users (`fair_pool`): a free worker takes the oldest task
+of the user with the fewest running, and one user runs at most `per_user` tasks at once
+(default: one fewer than the workers), so one user's long queue delays another user's first
+task by at most the time until one running task ends. Fairness is per replica: a task runs
+on the replica that accepted it (its work is that request's), while any replica reads it.
+
 A task whose replica is gone (killed, or its heartbeat stale) is marked failed by the
 `sweep` of any live replica, and at every start: never `active` forever.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.service.fair_pool import FairPool, PoolClosedError
 from iri_gateway.service.replicas import Replica
 from iri_gateway.service.tasks import (
     ACTIVE,
@@ -94,12 +99,15 @@ class TaskRunner:
     """This replica's pool of task workers, and its tasks' records."""
 
     def __init__(self, store: TaskStore, replica: Replica, *, workers: int,
-                 interval: float = PROGRESS_INTERVAL) -> None:
+                 interval: float = PROGRESS_INTERVAL, per_user: int | None = None) -> None:
         self.store, self.replica, self.interval = store, replica, interval
         self._workers = workers
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task")
+        self.per_user = per_user or max(1, workers - 1)
+        """Tasks one user runs at once (the others wait as `pending`)."""
+        self._pool = FairPool(workers=workers, per_user=self.per_user)
         self._lock = threading.Lock()
-        self._running: dict[str, tuple[threading.Event, Future[None]]] = {}
+        self._running: dict[str, tuple[threading.Event, threading.Event]] = {}
+        """Each task this replica has queued or runs: (stop it, it is done)."""
         self._stopping = False
         self._last_sweep = 0.0
 
@@ -109,15 +117,21 @@ class TaskRunner:
         return self.store.create(owner, command, replica_id=self.replica.id,
                                  status=COMPLETED, result=result)
 
-    def submit(self, owner: str, command: dict[str, Any], work: Work) -> TaskRecord:
-        """`work` as `owner`'s new pending task, run by the pool."""
-        task = self.store.create(owner, command, replica_id=self.replica.id)
-        stop = threading.Event()
+    def submit(self, owner: str, command: dict[str, Any], work: Work, *,
+               limit: int | None = None) -> TaskRecord:
+        """`work` as `owner`'s new pending task, run by the pool (TaskLimitError when
+        `owner` has `limit` unfinished ones; default: the store's bound)."""
+        task = self.store.create(owner, command, replica_id=self.replica.id, limit=limit)
+        stop, done = threading.Event(), threading.Event()
         with self._lock:
             if self._stopping:
                 raise GatewayError("the gateway is stopping; ask again")
-            future = self._pool.submit(self._run, task.id, work, stop)
-            self._running[task.id] = (stop, future)
+            self._running[task.id] = (stop, done)
+            try:
+                self._pool.submit(owner, task.id, lambda: self._run(task.id, work, stop))
+            except PoolClosedError:
+                self._running.pop(task.id, None)
+                raise GatewayError("the gateway is stopping; ask again") from None
         return task
 
     def get(self, owner: str, task_id: str) -> TaskRecord | None:
@@ -140,6 +154,11 @@ class TaskRunner:
                 running = self._running.get(task_id)
             if running is not None:
                 running[0].set()
+                if self._pool.withdraw(task_id):  # still waiting: it never runs
+                    self.store.finish_canceled(task_id, {"stopped": True})
+                    with self._lock:
+                        self._running.pop(task_id, None)
+                    running[1].set()
         return done
 
     def _run(self, task_id: str, work: Work, stop: threading.Event) -> None:
@@ -176,7 +195,9 @@ class TaskRunner:
             log.exception("task %s could not be recorded", task_id)
         finally:
             with self._lock:
-                self._running.pop(task_id, None)
+                running = self._running.pop(task_id, None)
+            if running is not None:
+                running[1].set()
 
     def _stopped(self, task_id: str) -> None:
         """The work stopped early: a canceled task says it stopped; if the gateway is
@@ -206,21 +227,22 @@ class TaskRunner:
         with self._lock:
             self._stopping = True
             running = list(self._running.values())
-        for stop, _future in running:
+        for stop, _done in running:
             stop.set()
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for key in self._pool.close():  # never started: marked failed below
+            with self._lock:
+                dropped = self._running.pop(key, None)
+            if dropped is not None:
+                dropped[1].set()
         deadline = time.monotonic() + STOP_WAIT
-        for _stop, future in running:
-            if not future.cancelled():
-                with contextlib.suppress(Exception):  # a time-out: marked failed below
-                    future.result(timeout=max(0.0, deadline - time.monotonic()))
+        for _stop, done in running:
+            done.wait(timeout=max(0.0, deadline - time.monotonic()))
         try:
             self.store.fail_all_of(self.replica.id, "the gateway process running this task "
                                    "stopped before it finished: ask again")
         except Exception as error:
             log.warning("unfinished tasks not marked failed (the next start does): %s", error)
         with self._lock:
-            self._pool = ThreadPoolExecutor(max_workers=self._workers,
-                                            thread_name_prefix="task")
+            self._pool = FairPool(workers=self._workers, per_user=self.per_user)
             self._stopping = False
 

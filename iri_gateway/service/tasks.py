@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import sessionmaker
 
-from iri_gateway.errors import GatewayError
+from iri_gateway.service.quotas import QuotaError
 from iri_gateway.service.schema import TaskRow
 from iri_gateway.service.store import JobStore
 
@@ -40,7 +40,7 @@ PENDING, ACTIVE, COMPLETED, FAILED, CANCELED = (
 UNFINISHED = (PENDING, ACTIVE)
 
 
-class TaskLimitError(GatewayError):
+class TaskLimitError(QuotaError):
     """The user has `per_user` unfinished tasks already (409: wait for one, or cancel one)."""
 
     code = "task_limit"
@@ -83,9 +83,12 @@ class TaskStore:
         self.per_user, self.ttl = per_user, ttl
 
     def create(self, owner: str, command: dict[str, Any], *, replica_id: str | None,
-               status: str = PENDING, result: dict[str, Any] | None = None) -> TaskRecord:
+               status: str = PENDING, result: dict[str, Any] | None = None,
+               limit: int | None = None) -> TaskRecord:
         """A new task of `owner`'s; the oldest finished ones beyond the bound are dropped.
-        TaskLimitError when it would be unfinished and `owner` has `per_user` of those."""
+        TaskLimitError when it would be unfinished and `owner` has `limit` (default
+        `per_user`: a resource's profile may set its own) of those."""
+        limit = self.per_user if limit is None else limit
         now = self._clock()
         row = TaskRow(id=str(uuid.uuid4()), owner=owner, replica_id=replica_id,
                       status=status, command=command, result=result, created_at=now,
@@ -97,11 +100,12 @@ class TaskStore:
                                     {"key": _owner_lock(owner)})
                 unfinished = session.scalar(select(func.count()).select_from(TaskRow).where(
                     TaskRow.owner == owner, TaskRow.status.in_(UNFINISHED))) or 0
-                if unfinished >= self.per_user:
+                if unfinished >= limit:
                     raise TaskLimitError(
                         f"{owner} has {unfinished} unfinished file tasks (pending or active), "
-                        f"the most a user may have at once: wait for one to end, or cancel "
-                        "one (deleteTask), then ask again")
+                        f"the most a user may have at once (tasks_per_user: {limit}): wait "
+                        "for one to end, or cancel one (deleteTask), then ask again",
+                        limit="tasks_per_user", limit_value=limit, used=unfinished)
             session.execute(delete(TaskRow).where(
                 TaskRow.owner == owner, TaskRow.status.not_in(UNFINISHED),
                 TaskRow.updated_at < now - self.ttl))
@@ -130,6 +134,12 @@ class TaskStore:
             rows = session.scalars(select(TaskRow).where(TaskRow.owner == owner)
                                    .order_by(TaskRow.created_at, TaskRow.id)).all()
             return [_record(row) for row in rows if not self._expired(row)]
+
+    def unfinished(self, owner: str) -> int:
+        """How many of `owner`'s tasks are pending or active (what `per_user` bounds)."""
+        with self._sessions() as session:
+            return int(session.scalar(select(func.count()).select_from(TaskRow).where(
+                TaskRow.owner == owner, TaskRow.status.in_(UNFINISHED))) or 0)
 
     def _expired(self, row: TaskRow) -> bool:
         return row.status not in UNFINISHED and row.updated_at < self._clock() - self.ttl

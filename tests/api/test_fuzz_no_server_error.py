@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.api.test_official_conformance import PROFILE, _free_port, _standin_slurm_bin
+from tests.conftest import UNHURRIED
 
 RESOURCE, DOWN, USER, PROJECT = "sandbox", "sandbox-down", "fuzz", "proj1"
 EXAMPLES = int(os.environ.get("IRI_FUZZ_EXAMPLES", "200"))
@@ -57,6 +58,7 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
         "STANDIN_SLURM_STATE": str(sandbox / "slurm"),
         "HOME": str(sandbox),
         "XDG_DATA_HOME": str(sandbox),
+        **UNHURRIED,
     }
     cli = [sys.executable, "-m", "iri_gateway"]
     token = subprocess.run(

@@ -50,7 +50,7 @@ from tests.api.test_official_conformance import (
     _standin_slurm_bin,
 )
 from tests.api.test_operation_compliance import NOT_YET_SERVED, operation_ids
-from tests.conftest import free_port
+from tests.conftest import UNHURRIED, free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HARNESS = Path(__file__).with_name("harness_run.py")
@@ -111,6 +111,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         "HOME": str(folder),
         "XDG_DATA_HOME": str(folder),
         "IRI_GATEWAY_OUTAGES": json.dumps([DOWN]),
+        **UNHURRIED,
     }
     cli = [sys.executable, "-m", "iri_gateway"]
     token = subprocess.run(

@@ -69,6 +69,7 @@ from iri_gateway.api import filesystem_models
 from iri_gateway.api.problems import REQUEST_NOT_VALID
 from tests.api.conftest import OFFICIAL_SPEC, OfficialSchemas
 from tests.api.test_compliance import IMPLEMENTED
+from tests.conftest import UNHURRIED
 
 EXAMPLES = int(os.environ.get("IRI_CONFORMANCE_EXAMPLES", "15"))
 """Generated examples per operation and phase; raise it for a deeper run."""
@@ -160,6 +161,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "XDG_DATA_HOME": str(sandbox),
         "IRI_GATEWAY_OUTAGES": json.dumps([DOWN]),
         "IRI_GATEWAY_POLL_FAST": "0.2",
+        **UNHURRIED,
     }
     cli = [sys.executable, "-m", "iri_gateway"]
     token = subprocess.run(

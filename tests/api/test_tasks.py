@@ -130,7 +130,8 @@ def read(http: httpx.Client, user: str, task_id: str) -> dict[str, Any]:
 def watch(http: httpx.Client, user: str, task_id: str, until: Any = None,
           deadline: float = 300) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The progress seen while the task was active, and the task when `until(task)` (by
-    default: no longer pending or active)."""
+    default: no longer pending or active). Read every 20 ms, within the user's read rate
+    (200 a second by default: a loop without a pause is refused with 429 within seconds)."""
     until = until or (lambda task: task["status"] not in ("pending", "active"))
     seen: list[dict[str, Any]] = []
     end = time.monotonic() + deadline
@@ -142,6 +143,7 @@ def watch(http: httpx.Client, user: str, task_id: str, until: Any = None,
         if until(task):
             return seen, task
         assert time.monotonic() < end, f"task still {task['status']} after {deadline} s"
+        time.sleep(0.02)
 
 
 def assert_grows(seen: list[dict[str, Any]], entries: int, nbytes: int) -> None:

@@ -15,6 +15,7 @@ from iri_gateway.api.deps import EngineDep, KnownResource, PrincipalDep, Setting
 from iri_gateway.api.iri_models import StrictBool
 from iri_gateway.api.models import Job, job_view
 from iri_gateway.api.problems import ApiProblem
+from iri_gateway.api.rate_limit import check_launch_quota
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.placement import Placement
@@ -92,6 +93,7 @@ def launch_job(
     same job.
     """
     effective = _with_account(spec, project, principal)
+    check_launch_quota(engine, settings, principal, resource_id, idempotency_key)
     submission = engine.submit(owner=principal.user, resource_id=resource_id,
                                spec=effective, idempotency_key=idempotency_key,
                                wait=settings.response_wait)

@@ -73,7 +73,8 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
              "caller's jobs and the roots granted to the caller)",
         409: "Conflict: the target exists (nothing is overwritten), a folder is not empty, "
              "or a move would cross filesystems; for `cp`, `compress` and `extract`, also: "
-             "the caller has 32 unfinished tasks already (wait for one, or cancel one)",
+             "the caller has `tasks_per_user` (default 32) unfinished tasks already (the "
+             "problem's `limit`, `limit_value`, `used`; wait for one, or cancel one)",
         413: "Content Too Large (found as the operation runs: its task's `result.error`): the "
              "copy, the archive or what it holds is beyond the configured limits "
              "(`cp_max_files`, `cp_max_bytes`)",

@@ -15,18 +15,32 @@ export function forgetToken() {
   sessionStorage.removeItem(KEY);
 }
 
-/** An answer of the API that is not a success, with its problem+json when it sent one. */
+/** An answer of the API that is not a success, with its problem+json when it sent one.
+ * A 429 (a request rate used up) also says when to try again: `retryAfter` seconds (the
+ * Retry-After header), and the message names the limit and the time. */
 export class ApiError extends Error {
-  constructor(status, problem, text) {
+  constructor(status, problem, text, retryAfter = null) {
     const detail = problem && typeof problem === "object"
       ? [problem.detail || problem.title, ...(problem.invalid_params || [])
           .map((p) => `${p.name}: ${p.reason}`)].filter(Boolean).join("; ")
       : text;
-    super(`${status} ${(problem && problem.title) || ""}: ${detail || "no reason given"}`);
+    super(status === 429 ? tooMany(problem, detail, retryAfter)
+      : `${status} ${(problem && problem.title) || ""}: ${detail || "no reason given"}`);
     this.status = status;
     this.problem = problem;
     this.detail = detail || "";
+    this.retryAfter = retryAfter;
   }
+}
+
+/** The words of a 429: the problem's own message, then when to try again. */
+function tooMany(problem, detail, retryAfter) {
+  const limit = problem && problem.limit ? ` (limit ${problem.limit}: ${
+    problem.limit_value} per second)` : "";
+  const when = retryAfter === null ? "in a moment" : `after ${
+    new Date(Date.now() + retryAfter * 1000).toLocaleTimeString()} (in ${retryAfter} s)`;
+  return `Too many requests${limit}: ${detail || "the gateway is busy"}. You may try ` +
+    `again ${when}.`;
 }
 
 /** Call `/api/v2` + path (with `headers` added); resolves to the decoded JSON (null for 204), rejects with ApiError. */
@@ -47,7 +61,10 @@ export async function call(path, { method = "GET", body, token = storedToken(),
   } catch {
     data = null;
   }
-  if (!response.ok) throw new ApiError(response.status, data, text);
+  if (!response.ok) {
+    const pause = Number.parseInt(response.headers.get("Retry-After") || "", 10);
+    throw new ApiError(response.status, data, text, Number.isNaN(pause) ? null : pause);
+  }
   return data;
 }
 

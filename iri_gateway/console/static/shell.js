@@ -1,8 +1,10 @@
 // What every page behind the sign-in shares: no token sends you to sign in, the header shows
 // who you are (GET /account/me) and signs you out, the menu offers the admins' pages
 // (data-admin-only) to facility admins only, and a token the API stops accepting ends the
-// session.
+// session. "Your limits" lists the caller's request rates and quotas with their use
+// (GET /account/limits); a 429 anywhere shows its message and when to try again.
 import { call, forgetToken, signInAddress, storedToken } from "./api.js";
+import { el, fill } from "./dom.js";
 
 /** True when signed in; otherwise leaves for the sign-in page. */
 export function requireSignIn() {
@@ -38,7 +40,33 @@ async function showWho() {
       item.hidden = !caller.admin;
     }
   } catch (error) {
-    expired(error);
+    if (!expired(error) && error.status === 429) who.textContent = error.message;
+    return;
+  }
+  const limits = document.getElementById("limits");
+  limits.addEventListener("toggle", () => {
+    if (limits.open) showLimits();
+  });
+  limits.hidden = false;
+}
+
+/** The caller's rates and quotas, with their use, in the "Your limits" list. */
+async function showLimits() {
+  const list = document.getElementById("limits-list");
+  try {
+    const limits = await call("/account/limits");
+    fill(list,
+      limits.rates.map((rate) => el("li", { "data-limit": rate.limit },
+        `${rate.limit === "read_rate" ? "Reads" : "Changes"}: ${Math.round(rate.used)} of ${
+          rate.allowed} per ${rate.window_seconds} s (${rate.per_second} per second)`)),
+      limits.quotas.map((quota) => el("li", { "data-limit": quota.limit },
+        `${quota.limit === "tasks_per_user" ? "Unfinished file tasks" : "Unfinished jobs"}${
+          quota.resource_id ? ` on ${quota.resource_id}` : ""}: ${quota.used} of ${
+          quota.limit_value}`)),
+      el("li", {}, `File tasks run at once: ${limits.tasks_running_per_user} per gateway ` +
+        "process (more wait their turn)"));
+  } catch (error) {
+    if (!expired(error)) fill(list, el("li", { class: "error" }, error.message));
   }
 }
 

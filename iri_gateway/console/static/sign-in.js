@@ -31,7 +31,8 @@ form.addEventListener("submit", async (event) => {
     location.assign(destination());
   } catch (error) {
     const reason = error instanceof ApiError
-      ? `The gateway refused this token (${error.status}): ${error.detail}`
+      ? (error.status === 429 ? error.message
+        : `The gateway refused this token (${error.status}): ${error.detail}`)
       : `The gateway could not be reached: ${error.message}`;
     say("sign-in-error", reason);
     input.select();

@@ -1,0 +1,63 @@
+"""The per-user limits at the API.
+
+The request rate limit: every authenticated request is counted against its
+user's budget once the caller is known (`deps.get_principal` calls `charge_request`), so
+an unauthenticated request is never counted (it is a 401 anyway) and `/health` and
+`/ready`, which ask for no caller, are never limited. Reads (GET, HEAD) and writes (every
+other method) have budgets of their own (`service.rate_limits`).
+
+The active-jobs quota of a launch (`check_launch_quota`): the resource's
+`limits.active_jobs_per_user`, else the setting (`service.quotas`)."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from iri_gateway.service.auth import Principal
+from iri_gateway.service.engine import Engine
+from iri_gateway.service.quotas import check_active_jobs
+from iri_gateway.service.rate_limits import READ, WRITE, RateLimiter
+from iri_gateway.service.settings import Settings
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+def charge_request(request: Request, principal: Principal) -> None:
+    """Count this request of the caller's, or refuse it (`RateLimitError`: 429)."""
+    limiter: RateLimiter = request.app.state.rate_limiter
+    limiter.charge(principal.user, READ if request.method in READ_METHODS else WRITE)
+
+
+def rate_limiter(settings: Settings, engine: Engine) -> RateLimiter:
+    """The limiter of the settings' rates, sharing counts through the engine's store."""
+    return RateLimiter(
+        engine.store,
+        engine.replica.id,
+        read_rate=settings.read_rate,
+        write_rate=settings.write_rate,
+        window=settings.rate_window,
+        sync_interval=settings.rate_sync_interval,
+    )
+
+
+def check_launch_quota(
+    engine: Engine,
+    settings: Settings,
+    principal: Principal,
+    resource_id: str,
+    idempotency_key: str | None,
+) -> None:
+    """QuotaError (409) when the caller has their quota of unfinished jobs on the resource
+    already; a retry of a launch (its idempotency key known) is a read, never refused."""
+    if (
+        idempotency_key is not None
+        and engine.store.by_idempotency_key(principal.user, idempotency_key) is not None
+    ):
+        return
+    own = engine.resource(resource_id=resource_id).resource.limits.active_jobs_per_user
+    check_active_jobs(
+        engine.store,
+        owner=principal.user,
+        resource_id=resource_id,
+        limit=own or settings.active_jobs_per_user,
+    )
