@@ -73,7 +73,7 @@ def build_engine(settings: Settings) -> Engine:
     return Engine(
         registry=registry,
         store=store,
-        backends=Backends(settings.data_dir),
+        backends=Backends(settings.data_dir, settings.file_agent_limits()),
         submitter=Submitter(concurrency=settings.submit_concurrency,
                             longest_pause=settings.submit_retry_longest),
         settle_time=settings.settle_time,
