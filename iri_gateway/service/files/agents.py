@@ -181,12 +181,9 @@ class Agents:
             threading.Thread(
                 target=_pump, args=(lease.stream, lines), daemon=True, name="file-agent-lines"
             ).start()
-            counts: dict[str, Any] = {
-                "entries_done": 0,
-                "entries_total": 0,
-                "bytes_done": 0,
-                "bytes_total": 0,
-            }
+            # Before the work's first counts the callback still gets called (with none),
+            # so that a cancel is seen while the work is stuck before it counts anything.
+            counts: dict[str, Any] = {}
             stopped: BaseException | None = None
             while True:
                 try:
