@@ -31,8 +31,8 @@ from iri_gateway.service.files.access import (
     UserFiles,
     decode_part,
 )
-from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
 from iri_gateway.service.files.agents import AgentLimits, Agents
+from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
 from iri_gateway.transport.base import CommandResult, Transport
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.scripted import Call, ScriptedTransport

@@ -25,7 +25,6 @@ import httpx
 import pytest
 
 from iri_gateway.service.files import reader
-
 from tests.api.real_serve import running_serve
 from tests.api.transfer_helpers import (
     V2,
