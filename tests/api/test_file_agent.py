@@ -22,15 +22,14 @@ from pathlib import Path
 import httpx
 
 from tests.api.test_filesystem import auth
-from tests.api.test_tasks import V2, Site, gateway, read, start, watch
-from tests.api.test_tasks import site as site_fixture  # noqa: F401 - the `site` fixture
+from tests.api.test_tasks import V2, Site, gateway, read, site, start, watch  # noqa: F401
 
 PATTERN = "(a+)+$"
 HEALTH_WITHIN = 0.2
 """Seconds `/health` must answer in while a pathological task runs (a loaded machine)."""
 
 
-def pathological(site: Site) -> dict[str, str]:
+def pathological(site: Site) -> dict[str, str]:  # noqa: F811
     """A folder whose one name makes `PATTERN` backtrack for days, and a compress of it."""
     folder = site.home / "names"
     folder.mkdir()
@@ -102,7 +101,7 @@ def wait_for_worker(server_pid: int, deadline: float = 30) -> tuple[int, int]:
 
 
 def test_a_backtracking_pattern_stalls_nothing_and_its_cancel_is_at_once(
-        site: Site, tmp_path: Path) -> None:
+        site: Site, tmp_path: Path) -> None:  # noqa: F811
     body = pathological(site)
     before = sorted(p.name for p in site.home.iterdir())
     with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
@@ -130,7 +129,7 @@ def test_a_backtracking_pattern_stalls_nothing_and_its_cancel_is_at_once(
 
 
 def test_a_pattern_out_of_cpu_time_fails_its_task_naming_the_limit(
-        site: Site, tmp_path: Path) -> None:
+        site: Site, tmp_path: Path) -> None:  # noqa: F811
     body = pathological(site)
     before = sorted(p.name for p in site.home.iterdir())
     with gateway(site.profile, tmp_path / "data", site.tokens,
@@ -149,7 +148,7 @@ def test_a_pattern_out_of_cpu_time_fails_its_task_naming_the_limit(
 
 
 def test_a_compress_beyond_the_address_space_limit_is_refused_naming_it(
-        site: Site, tmp_path: Path) -> None:
+        site: Site, tmp_path: Path) -> None:  # noqa: F811
     """xz needs about 94 MiB to compress: with the agent's worker limited to 80 MiB the
     operation fails naming the limit, in the worker, while the server answers."""
     (site.home / "src").mkdir()
@@ -174,7 +173,7 @@ def test_a_compress_beyond_the_address_space_limit_is_refused_naming_it(
 
 
 def test_kill_9_of_the_agent_or_its_worker_fails_the_task_and_the_next_work_goes_on(
-        site: Site, tmp_path: Path) -> None:
+        site: Site, tmp_path: Path) -> None:  # noqa: F811
     body = pathological(site)
     with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
             httpx.Client(base_url=served.url, timeout=60) as http:
