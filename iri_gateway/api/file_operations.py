@@ -65,7 +65,7 @@ def _read(engine: Engine, principal: Principal, resource_id: str, asked: str, op
             raise ApiProblem(400, "Bad Request", f"{asked!r} is {kind}",
                              [{"name": "path", "reason": f"is {kind}"}]) from None
         if error.kind == "limit":
-            raise ApiProblem(422, "Unprocessable Entity", error.detail,
+            raise ApiProblem(413, "Content Too Large", error.detail,
                              [{"name": error.field or "path", "reason": error.detail}]
                              ) from None
         if error.kind == "window":

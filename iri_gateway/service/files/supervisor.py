@@ -31,6 +31,7 @@ import contextlib
 import json
 import math
 import os
+import resource
 import select
 import signal
 import sys
@@ -47,6 +48,8 @@ PROGRESS_EVERY = 0.25
 """Seconds between two progress lines of a request asked with `progress: true`."""
 
 Serve = Callable[[dict[str, Any]], dict[str, Any]]
+_PRCTL: list[Any] = []
+"""libc's `prctl`, once the watchdog started (`_prctl`)."""
 
 
 class _Lines:
@@ -86,6 +89,7 @@ def _write_all(data: bytes) -> None:
 def main(serve: Serve) -> None:
     """Answer requests, one JSON line each, until stdin ends (see the module docstring)."""
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    _PRCTL.append(_prctl())
     requests = _Lines(0)
     while True:
         line = requests.line()
@@ -301,23 +305,27 @@ def _send(fd: int, said: dict[str, Any]) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _die_with(parent: int) -> None:
-    """Be killed when the watchdog dies (Linux's PR_SET_PDEATHSIG), so that a watchdog
-    killed with -9 leaves no worker burning CPU."""
+def _prctl() -> Any:
+    """libc's `prctl`, looked up once by the watchdog (importing ctypes in every worker would
+    cost milliseconds per request); None where there is none."""
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
+def _die_with(parent: int, prctl: Any) -> None:
+    """Be killed when the watchdog dies (Linux's PR_SET_PDEATHSIG), so that a watchdog
+    killed with -9 leaves no worker burning CPU."""
+    if prctl is not None:
+        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         os._exit(1)
 
 
-def _limit(request: dict[str, Any], limits: dict[str, Any]) -> None:
-    import resource
-
+def _limit(limits: dict[str, Any]) -> None:
     cpu = max(1, math.ceil(float(limits["cpu"])))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -338,9 +346,9 @@ def _work(
     os.close(0)
     os.open(os.devnull, os.O_RDONLY)  # fd 0 again: nothing of the gateway's input is read here
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    _die_with(parent)
+    _die_with(parent, _PRCTL[0] if _PRCTL else None)
     report = _Report(fd, every)
-    _limit(request, limits)
+    _limit(limits)
     request["_progress"] = report
     try:
         answer = serve(request)
