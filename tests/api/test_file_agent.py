@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -89,6 +90,19 @@ def agent_processes(server_pid: int) -> dict[int, list[int]]:
             for agent in agents}
 
 
+def wait_until_dead(pid: int) -> None:
+    """Until `pid` has exited (gone, or a zombie its parent has not reaped yet)."""
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        try:
+            if "State:\tZ" in Path(f"/proc/{pid}/status").read_text():
+                return
+        except OSError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{pid} lives on after kill -9")
+
+
 def wait_for_worker(server_pid: int, deadline: float = 30) -> tuple[int, int]:
     """An agent of the server's with a worker: (agent, worker)."""
     end = time.monotonic() + deadline
@@ -98,6 +112,15 @@ def wait_for_worker(server_pid: int, deadline: float = 30) -> tuple[int, int]:
                 return agent, workers[0]
         time.sleep(0.05)
     raise AssertionError("no file agent worker seen")
+
+
+def failed_with_413(http: httpx.Client, user: str, body: dict[str, str]) -> dict[str, Any]:
+    """The problem of the compress of `body`, which must fail with a 413."""
+    task = watch(http, user, start(http, user, "compress", body), deadline=30)[1]
+    assert task["status"] == "failed", task
+    problem: dict[str, Any] = task["result"]["error"]
+    assert problem["status"] == 413, problem
+    return problem
 
 
 def test_a_backtracking_pattern_stalls_nothing_and_its_cancel_is_at_once(
@@ -136,11 +159,7 @@ def test_a_pattern_out_of_cpu_time_fails_its_task_naming_the_limit(
                  IRI_GATEWAY_FILE_AGENT_CPU_SECONDS="2") as served, \
             httpx.Client(base_url=served.url, timeout=60) as http, \
             health_watch(served.url) as times:
-        task_id = start(http, site.alice, "compress", body)
-        task = watch(http, site.alice, task_id, deadline=30)[1]
-    assert task["status"] == "failed", task
-    problem = task["result"]["error"]
-    assert problem["status"] == 413, problem
+        problem = failed_with_413(http, site.alice, body)
     assert "match_pattern took more than 2 s of CPU time" in problem["detail"], problem
     assert "simpler pattern" in problem["detail"], problem
     assert max(times) < HEALTH_WITHIN, f"/health took up to {max(times):.3f} s"
@@ -158,11 +177,7 @@ def test_a_compress_beyond_the_address_space_limit_is_refused_naming_it(
     with gateway(site.profile, tmp_path / "data", site.tokens,
                  IRI_GATEWAY_FILE_AGENT_MEMORY_BYTES=str(80 * 2**20)) as served, \
             httpx.Client(base_url=served.url, timeout=60) as http:
-        task_id = start(http, site.alice, "compress", body)
-        task = watch(http, site.alice, task_id, deadline=30)[1]
-        assert task["status"] == "failed", task
-        problem = task["result"]["error"]
-        assert problem["status"] == 413, problem
+        problem = failed_with_413(http, site.alice, body)
         assert "more than 80 MiB of memory" in problem["detail"], problem
         assert http.get("/health").status_code == 200
         listed = http.post(f"{V2}/filesystem/ls/local", json={"path": str(site.home)},
@@ -190,10 +205,18 @@ def test_kill_9_of_the_agent_or_its_worker_fails_the_task_and_the_next_work_goes
                              for w in ws}:
                 assert time.monotonic() < deadline, f"the {victim}'s worker lives on"
                 time.sleep(0.05)
-        listed = http.post(f"{V2}/filesystem/ls/local", json={"path": str(site.home)},
-                          headers=auth(site.alice))
-        assert listed.status_code == 200, listed.text
-        assert watch(http, site.alice, listed.json()["task_id"])[1]["status"] == "completed"
+        idle = list(agent_processes(served.process.pid))
+        assert idle, "no warm agent kept"
+        for agent in idle:  # kill -9 of idle agents: the next requests take fresh ones
+            os.kill(agent, signal.SIGKILL)
+        for agent in idle:
+            wait_until_dead(agent)
+        for _ in range(3):
+            listed = http.post(f"{V2}/filesystem/ls/local", json={"path": str(site.home)},
+                               headers=auth(site.alice))
+            assert listed.status_code == 200, listed.text
+            task = watch(http, site.alice, listed.json()["task_id"])[1]
+            assert task["status"] == "completed", task
         again = start(http, site.alice, "compress", {**body, "match_pattern": "a"})
         assert watch(http, site.alice, again, deadline=30)[1]["status"] == "completed"
     assert (site.home / "made.tgz").is_file()

@@ -44,6 +44,8 @@ READS = ("stat", "ls", "head", "tail", "view", "range")
 POLL = 0.2
 """Seconds between two looks at a long operation's progress callback while the agent says
 nothing (so that a cancel is seen even while the work is stuck in one step)."""
+LINE_LIMIT = 16 * 1024**2
+"""Longest line an agent may answer (a read's answer carries up to 1 MiB, in base64)."""
 _MARGIN = 30.0
 """Seconds the gateway waits beyond an agent's wall time for its answer (the agent answers
 its own wall time; this only bounds a lost one)."""
@@ -140,8 +142,7 @@ class Agents:
     def run(self, request: dict[str, Any], *, idempotent: bool) -> dict[str, Any]:
         """The agent's answer to `request` (`{"ok": ...}`)."""
         if self._pool.size:
-            with self._pool.lease() as lease:
-                lease.stream.send(self.request(request, watch=True))
+            with self._pool.lease(self.request(request, watch=True)) as lease:
                 answer = _answer(lease.stream, self.where)
                 lease.keep = True
                 return _checked(answer, self.where)
@@ -175,11 +176,13 @@ class Agents:
         that does not stop within a moment and removes what it left) and, once the agent
         answered, the error is raised here."""
         every = float(getattr(progress, "interval", supervisor.PROGRESS_EVERY))
-        with self._pool.lease() as lease:
-            lease.stream.send(self.request(request, watch=True, progress=every))
+        with self._pool.lease(self.request(request, watch=True, progress=every)) as lease:
             lines: queue.Queue[bytes | BaseException] = queue.Queue()
             threading.Thread(
-                target=_pump, args=(lease.stream, lines), daemon=True, name="file-agent-lines"
+                target=_pump,
+                args=(lease.stream, lines, self.where),
+                daemon=True,
+                name="file-agent-lines",
             ).start()
             # Before the work's first counts the callback still gets called (with none),
             # so that a cancel is seen while the work is stuck before it counts anything.
@@ -235,7 +238,7 @@ def _answer(stream: Stream, where: str) -> dict[str, Any]:
     """The agent's next answer line (other lines skipped); AgentError when the output ends
     first."""
     while True:
-        line = stream.readline()
+        line = _line(stream, where)
         if not line:
             raise AgentError(
                 f"the file agent on {where} ended without an answer: "
@@ -246,12 +249,22 @@ def _answer(stream: Stream, where: str) -> dict[str, Any]:
             return said
 
 
-def _pump(stream: Stream, lines: queue.Queue[bytes | BaseException]) -> None:
+def _line(stream: Stream, where: str) -> bytes:
+    """The agent's next whole line (b"" at the end of its output)."""
+    line = stream.readline(LINE_LIMIT)
+    if line and not line.endswith(b"\n") and len(line) >= LINE_LIMIT:
+        raise AgentError(
+            f"the file agent on {where} answered a line longer than {LINE_LIMIT} bytes"
+        )
+    return line
+
+
+def _pump(stream: Stream, lines: queue.Queue[bytes | BaseException], where: str) -> None:
     """Put `stream`'s lines into `lines` until its answer line; b"" at its end, or the
     error that stopped the reading."""
     try:
         while True:
-            line = stream.readline()
+            line = _line(stream, where)
             lines.put(line)
             if not line or "ok" in _parsed(line):
                 return
@@ -275,19 +288,12 @@ class _Pool:
         self._lock = threading.Lock()
 
     @contextmanager
-    def lease(self) -> Iterator[_Lease]:
-        with self._lock:
-            lease = self._idle.pop() if self._idle else None
-        if lease is None:
-            stack = ExitStack()
-            try:
-                stream = stack.enter_context(
-                    self.agents.transport.stream(self.agents.argv(), timeout=self.agents.timeout())
-                )
-            except BaseException:
-                stack.close()
-                raise
-            lease = _Lease(stack, stream)
+    def lease(self, request: bytes) -> Iterator[_Lease]:
+        """An agent that was sent `request` (its first line): an idle one, or a new one. An
+        idle agent that died meanwhile (killed, say) refuses the line at once, before it
+        could have been read: it is ended and the next is tried, so that this is never the
+        caller's failure."""
+        lease = self._sent(request)
         lease.keep = False
         try:
             yield lease
@@ -298,6 +304,29 @@ class _Pool:
                     self._idle.append(lease)
             if not kept:
                 lease.stack.close()
+
+    def _sent(self, request: bytes) -> _Lease:
+        while True:
+            with self._lock:
+                idle = self._idle.pop() if self._idle else None
+            if idle is None:
+                break
+            try:
+                idle.stream.send(request)
+            except TransportError:
+                idle.stack.close()
+                continue
+            return idle
+        stack = ExitStack()
+        try:
+            stream = stack.enter_context(
+                self.agents.transport.stream(self.agents.argv(), timeout=self.agents.timeout())
+            )
+            stream.send(request)
+        except BaseException:
+            stack.close()
+            raise
+        return _Lease(stack, stream)
 
     def close(self) -> None:
         with self._lock:
