@@ -326,13 +326,20 @@ def _die_with(parent: int, prctl: Any) -> None:
 
 
 def _limit(limits: dict[str, Any]) -> None:
+    """The worker's own limits (never above what the account may have: a hard limit the
+    system set lower is kept)."""
     cpu = max(1, math.ceil(float(limits["cpu"])))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    _lower(resource.RLIMIT_CPU, cpu, cpu + 1)
     memory = int(limits["memory"])
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard == resource.RLIM_INFINITY or memory < hard:
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    _lower(resource.RLIMIT_AS, memory, memory)
+
+
+def _lower(which: int, soft: int, hard: int) -> None:
+    _, allowed = resource.getrlimit(which)
+    if allowed != resource.RLIM_INFINITY:
+        soft, hard = min(soft, allowed), min(hard, allowed)
+    resource.setrlimit(which, (soft, hard))
 
 
 def _work(
@@ -343,8 +350,12 @@ def _work(
     fd: int,
     parent: int,
 ) -> None:
-    os.close(0)
-    os.open(os.devnull, os.O_RDONLY)  # fd 0 again: nothing of the gateway's input is read here
+    # Neither the gateway's input nor its output: the worker speaks only through `fd`, so
+    # that nothing it does can put half a line into the stream the watchdog relays.
+    quiet = os.open(os.devnull, os.O_RDWR)
+    os.dup2(quiet, 0)
+    os.dup2(quiet, 1)
+    os.close(quiet)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     _die_with(parent, _PRCTL[0] if _PRCTL else None)
     report = _Report(fd, every)
