@@ -31,9 +31,9 @@ from iri_gateway.service.files.access import (
     UserFiles,
     decode_part,
 )
+from iri_gateway.service.files.agents import AgentLimits, Agents
 from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
-from iri_gateway.service.files.writes import FileWriter
-from iri_gateway.transport.base import CommandResult, TransportError
+from iri_gateway.transport.base import CommandResult, Transport
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.scripted import Call, ScriptedTransport
 
@@ -177,10 +177,22 @@ def test_a_folder_swapped_for_a_link_never_yields_the_outside(tree: Path) -> Non
 # ---- the reader shipped as it is over SSH ------------------------------------------------
 
 
-def test_the_shipped_reader_answers_like_the_in_process_one(tree: Path) -> None:
-    """The reader's own source, run by a real `python3 -I -c` (stdlib only, self-contained)."""
-    shipped = FileReader(LocalTransport(), in_process=False, where="this machine")
-    local = FileReader(LocalTransport(), in_process=True, where="this machine")
+class LoginNodePython(LocalTransport):
+    """This machine with a login node's interpreter: `python3` from PATH, not ours."""
+
+    python = "python3"
+
+
+def agents(transport: Transport, warm: int = 0, where: str = "this machine") -> FileReader:
+    return FileReader(Agents(transport, where=where, limits=AgentLimits(), warm=warm))
+
+
+def test_the_shipped_agent_answers_like_the_reader_itself(tree: Path) -> None:
+    """The file agent as a login node runs it (a real `python3 -I -c`, stdlib only,
+    self-contained, one request per run) and as the warm local agents run it answer as the
+    reader module does."""
+    shipped = agents(LoginNodePython())
+    warm = agents(LocalTransport(), warm=1)
     for request in (
         {"op": "view", "rest": ["in-link"], "offset": 0, "size": 100},
         {"op": "ls", "rest": [], "recursive": True, "dereference": True, "hidden": True,
@@ -189,12 +201,15 @@ def test_the_shipped_reader_answers_like_the_in_process_one(tree: Path) -> None:
         {"op": "tail", "rest": ["f"], "lines": 1, "limit": 100},
     ):
         full = {"base": str(tree), "top": ["job"], "reserved": [], **request}
-        assert shipped.run(full) == local.run(full), request
+        assert shipped.run(full) == warm.run(full) == reader.serve(full), request
+    warm.agents.close()
 
 
 class ShellLoginNode(LocalTransport):
     """Stand-in for a login node without python3: the command goes through `sh -c`, as
     sshd runs it through the account's shell, with a PATH that has no python3."""
+
+    python = "python3"
 
     def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float = 60.0,
             idempotent: bool = False) -> CommandResult:
@@ -207,7 +222,7 @@ class ShellLoginNode(LocalTransport):
 def chatty_login_node() -> ScriptedTransport:
     """Stand-in for a login node whose login scripts print a banner before any command: each
     command runs on this machine, and its output comes after the banner."""
-    machine = LocalTransport()
+    machine = LoginNodePython()
 
     def after_the_banner(call: Call) -> CommandResult:
         done = call.run_on(machine)
@@ -218,29 +233,18 @@ def chatty_login_node() -> ScriptedTransport:
 
 
 def test_a_banner_before_the_answer_is_skipped(tree: Path) -> None:
-    chatty = FileReader(chatty_login_node(), in_process=False, where="login1")
+    chatty = agents(chatty_login_node(), where="login1")
     answer = chatty.run({"op": "view", "base": str(tree), "top": ["job"], "rest": ["f"],
                          "reserved": [], "offset": 0, "size": 3})
     assert base64.b64decode(answer["result"]["data"]) == b"top"
 
 
 def test_a_login_node_without_python3_is_named_as_the_cause(tree: Path) -> None:
-    missing = FileReader(ShellLoginNode(), in_process=False, where="site (alice@login1)")
+    missing = agents(ShellLoginNode(), where="site (alice@login1)")
     with pytest.raises(ReaderUnavailableError) as caught:
         missing.run({"op": "stat", "base": str(tree), "top": [], "rest": [], "reserved": []})
     assert "need python3" in str(caught.value) and "alice@login1" in str(caught.value)
     assert "not found" in str(caught.value), "the shell's own words are kept"
-
-
-def test_a_long_write_on_a_transport_without_streams_is_refused_not_run_blind(
-        tree: Path) -> None:
-    """Progress and cancel need the writer's streams: a transport that gives none (here the
-    scripted one) is a TransportError naming the place, and nothing runs."""
-    scripted = chatty_login_node()
-    writer = FileWriter(scripted, in_process=False, where="site (alice@login1)")
-    with pytest.raises(TransportError, match=r"site \(alice@login1\) need a local or SSH"):
-        writer.run_reporting({"op": "cp"}, lambda _counts: None)
-    assert scripted.calls == []
 
 
 # ---- the policy ------------------------------------------------------------------------------
@@ -304,7 +308,7 @@ def test_where_a_path_is_read_from() -> None:
 def test_refusals_and_decoding_through_user_files(tree: Path) -> None:
     scope = Scope(roots=(str(tree),), work_root=str(tree / "jobs"), reserved=(),
                   owns_folder=lambda name: False)
-    files = UserFiles(scope, FileReader(LocalTransport(), in_process=True, where="here"))
+    files = UserFiles(scope, agents(LocalTransport(), warm=1, where="here"))
     (tree / "text").write_bytes(b"\xc3\xa9\xffok")  # "é", a byte that is not UTF-8, "ok"
     part = decode_part(files.request(str(tree / "text"), "view", offset=1, size=10))
     assert (part.text, part.start, part.end) == ("\ufffdok", 2, 5), "cut character dropped"

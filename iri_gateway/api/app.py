@@ -81,7 +81,8 @@ def build_engine(settings: Settings) -> Engine:
             store_url=settings.store_url, tokens=settings.tokens_path,
             ssh_files=[path for loaded in registry if loaded.resource.connection.ssh
                        for path in (loaded.resource.connection.ssh.known_hosts,
-                                    loaded.resource.connection.ssh.key_file) if path])),
+                                    loaded.resource.connection.ssh.key_file) if path]),
+                          settings.file_agent_limits()),
         submitter=Submitter(concurrency=settings.submit_concurrency,
                             longest_pause=settings.submit_retry_longest),
         settle_time=settings.settle_time,

@@ -44,7 +44,7 @@ _STATUS = {
     "directory": (400, "Bad Request"), "not_directory": (400, "Bad Request"),
     "not_regular": (400, "Bad Request"), "invalid": (400, "Bad Request"),
     "bad_member": (400, "Bad Request"), "not_archive": (400, "Bad Request"),
-    "too_large": (413, "Content Too Large"),
+    "too_large": (413, "Content Too Large"), "limit": (413, "Content Too Large"),
     "special_mode": (422, "Unprocessable Entity"), "not_allowed": (403, "Forbidden"),
     "changed": (409, "Conflict"),
     "no_file_command": (501, "Not Implemented"),
@@ -61,9 +61,7 @@ _REASONS = {
 def user_writes(engine: Engine, principal: Principal, resource_id: str) -> UserWrites:
     """What the caller may change on the resource (the same scope as reads)."""
     files = engine.files(owner=principal.user, resource_id=resource_id)
-    runner = FileWriter(files.reader.transport, in_process=files.reader.in_process,
-                        where=files.reader.where)
-    return UserWrites(files.scope, runner)
+    return UserWrites(files.scope, FileWriter(files.reader.agents))
 
 
 def required(value: str | None, field: str = "path") -> str:
@@ -141,9 +139,7 @@ def ready_to_run(resource_id: str, asked: dict[str, str], prepared: Prepared) ->
     `extract` may unpack into an existing folder. The work checks again as it runs (a race
     is its task's failure)."""
     writer = prepared.writes.writer
-    files = UserFiles(prepared.writes.scope, FileReader(writer.transport,
-                                                        in_process=writer.in_process,
-                                                        where=writer.where))
+    files = UserFiles(prepared.writes.scope, FileReader(writer.agents))
 
     def found(field: str, follow: bool = False) -> dict[str, Any] | None:
         try:

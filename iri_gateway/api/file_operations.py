@@ -64,6 +64,10 @@ def _read(engine: Engine, principal: Principal, resource_id: str, asked: str, op
             kind = "a directory" if error.kind == "directory" else "not a regular file"
             raise ApiProblem(400, "Bad Request", f"{asked!r} is {kind}",
                              [{"name": "path", "reason": f"is {kind}"}]) from None
+        if error.kind == "limit":
+            raise ApiProblem(413, "Content Too Large", error.detail,
+                             [{"name": error.field or "path", "reason": error.detail}]
+                             ) from None
         if error.kind == "window":
             raise ApiProblem(422, "Unprocessable Entity", error.detail,
                              [{"name": error.field, "reason": "too many lines for one read"}]

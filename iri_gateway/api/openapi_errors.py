@@ -85,7 +85,8 @@ _DESCRIPTIONS: dict[int, str] = {
     "operation does not define (`x-iri-gateway-unknown-query-parameters: refused`); "
     "`invalid_params` names each field at fault and why",
     429: "Too Many Requests: the caller's request rate is used up (`limit` names it: "
-    "`read_rate` for GET and HEAD, `write_rate` for the other methods, per user over every "
+    "`read_rate` for requests that change nothing (GET, HEAD, and `ls`, `stat`, `head`, "
+    "`getJobs` and the other POSTs that only look), `write_rate` for the rest, per user over every "
     "replica; `used` requests in the last `window_seconds`); try again after `Retry-After` "
     "seconds (also `retry_after`). GET /account/limits shows the limits and their use",
     500: "Internal Server Error: a fault of the gateway, not of the request (its log has "

@@ -3,8 +3,10 @@
 The request rate limit: every authenticated request is counted against its
 user's budget once the caller is known (`deps.get_principal` calls `charge_request`), so
 an unauthenticated request is never counted (it is a 401 anyway) and `/health` and
-`/ready`, which ask for no caller, are never limited. Reads (GET, HEAD) and writes (every
-other method) have budgets of their own (`service.rate_limits`).
+`/ready`, which ask for no caller, are never limited. Reads and writes have budgets of their
+own (`service.rate_limits`): a read is a request that changes nothing, a GET or HEAD or one
+of the operations the IRI API sends as POST with its parameters in a body although they only
+look (`READ_OPERATIONS`: `ls`, `stat`, `getJobs`, ...); a write is every other request.
 
 The active-jobs quota of a launch (`check_launch_quota`): the resource's
 `limits.active_jobs_per_user`, else the setting (`service.quotas`)."""
@@ -12,6 +14,7 @@ The active-jobs quota of a launch (`check_launch_quota`): the resource's
 from __future__ import annotations
 
 from fastapi import Request
+from fastapi.routing import APIRoute
 
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
@@ -20,12 +23,26 @@ from iri_gateway.service.rate_limits import READ, WRITE, RateLimiter
 from iri_gateway.service.settings import Settings
 
 READ_METHODS = frozenset({"GET", "HEAD"})
+READ_OPERATIONS = frozenset({
+    "getJobs", "planJob", "placeJob", "getFilesystemResources", "ls", "head", "view", "tail",
+    "stat", "checksum", "file", "download"})
+"""The operations sent as POST that change nothing: counted as reads, so that a client
+browsing files (the official `ls`, `stat`, `head`, ... are all POST) is not held to the
+budget of launches and changes."""
+
+
+def is_read(request: Request) -> bool:
+    """True when `request` changes nothing (`READ_METHODS`, or a route in `READ_OPERATIONS`)."""
+    if request.method in READ_METHODS:
+        return True
+    route = request.scope.get("route")
+    return isinstance(route, APIRoute) and route.operation_id in READ_OPERATIONS
 
 
 def charge_request(request: Request, principal: Principal) -> None:
     """Count this request of the caller's, or refuse it (`RateLimitError`: 429)."""
     limiter: RateLimiter = request.app.state.rate_limiter
-    limiter.charge(principal.user, READ if request.method in READ_METHODS else WRITE)
+    limiter.charge(principal.user, READ if is_read(request) else WRITE)
 
 
 def rate_limiter(settings: Settings, engine: Engine) -> RateLimiter:

@@ -18,6 +18,7 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.schedulers import SCHEDULERS
 from iri_gateway.schedulers.batch import BatchSystem
+from iri_gateway.service.files.agents import AgentLimits, Agents
 from iri_gateway.transport.base import Transport, TransportError
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.ssh import SshTransport
@@ -40,13 +41,16 @@ class Backend:
     """
 
     def __init__(self, batch: BatchSystem, transport: Transport, *, work_root: str,
-                 in_process: bool, private: tuple[str, ...] = (), where: str = "") -> None:
+                 in_process: bool, private: tuple[str, ...] = (), where: str = "",
+                 agents: Agents | None = None) -> None:
         self.batch = batch
         self.transport = transport
         self.in_process = in_process
-        """True when commands run as the gateway's own account on this machine: files are
-        then read in-process."""
+        """True when commands run as the gateway's own account on this machine (its home
+        and relative job roots are then this process's)."""
         self.where = where
+        self.agents = agents or Agents(transport, where=where, limits=AgentLimits())
+        """Where file work runs: always a separate agent process with limits (`agents`)."""
         self._work_root_setting = work_root
         self._private = private
         self._home: str | None = None
@@ -112,11 +116,13 @@ def gateway_files(*, store_url: str, tokens: Path, ssh_files: Iterable[str]
 class Backends:
     """A cache of backends: one SSH connection per (resource, account), reused.
     `gateway_files` (see `gateway_files`) are reserved on local resources beside the data
-    directory."""
+    directory; `agent_limits` are the file agents' limits (`files.agents`)."""
 
-    def __init__(self, data_dir: Path, gateway_files: tuple[str, ...] = ()) -> None:
+    def __init__(self, data_dir: Path, gateway_files: tuple[str, ...] = (),
+                 agent_limits: AgentLimits | None = None) -> None:
         self.data_dir = data_dir
         self.gateway_files = gateway_files
+        self.agent_limits = agent_limits or AgentLimits()
         self._cache: dict[tuple[str, str], Backend] = {}
         self._lock = threading.Lock()
 
@@ -168,12 +174,15 @@ class Backends:
         scheduler = SCHEDULERS[resource.scheduler.kind]
         batch = scheduler.batch_factory(transport=transport, config=resource.scheduler,
                                         data_dir=self.data_dir)
-        return Backend(batch, transport, work_root=work_root,
-                       in_process=isinstance(transport, LocalTransport), private=private,
-                       where=where)
+        local = isinstance(transport, LocalTransport)
+        agents = Agents(transport, where=where, limits=self.agent_limits,
+                        warm=self.agent_limits.warm if local else 0)
+        return Backend(batch, transport, work_root=work_root, in_process=local,
+                       private=private, where=where, agents=agents)
 
     def close(self) -> None:
         with self._lock:
             for backend in self._cache.values():
+                backend.agents.close()
                 backend.transport.close()
             self._cache.clear()

@@ -999,9 +999,7 @@ class Engine:
                              work_root=backend.work_root, reserved=backend.reserved,
                              owns_folder=owns_folder,
                              special_modes=loaded.resource.files.allow_special_modes)
-        reader = FileReader(backend.transport, in_process=backend.in_process,
-                            where=backend.where)
-        return UserFiles(scope, reader)
+        return UserFiles(scope, FileReader(backend.agents))
 
     def _roots(self, owner: str, loaded: LoadedResource, backend: Backend) -> tuple[str, ...]:
         """The roots the resource's profile grants `owner` (placeholders filled in)."""

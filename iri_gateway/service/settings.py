@@ -7,10 +7,13 @@ tests pass their own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from iri_gateway.service.files.agents import AgentLimits
 
 
 def default_data_dir() -> Path:
@@ -160,14 +163,15 @@ class Settings(BaseSettings):
     )
     read_rate: float = Field(
         default=200.0, gt=0, le=1_000_000,
-        description="Requests per second one user may make that only read (GET, HEAD), "
+        description="Requests per second one user may make that change nothing (GET, HEAD, and the "
+        "POSTs that only look: `ls`, `stat`, `head`, `getJobs`, `planJob`, ...), "
         "averaged over `rate_window`, shared by every replica; more are answered 429 with "
         "Retry-After",
     )
     write_rate: float = Field(
         default=50.0, gt=0, le=1_000_000,
-        description="Requests per second one user may make that change something (POST, "
-        "PUT, DELETE: launches, cancels, filesystem writes, uploads), averaged over "
+        description="Requests per second one user may make that change something "
+        "(launches, cancels, filesystem writes, uploads, ...), averaged over "
         "`rate_window`, shared by every replica; more are answered 429 with Retry-After",
     )
     rate_window: float = Field(
@@ -180,6 +184,37 @@ class Settings(BaseSettings):
         description="Seconds between two exchanges of each replica's request counts "
         "through the database (what one replica lets through before it sees another's "
         "counts)",
+    )
+
+    file_agent_cpu_seconds: float = Field(
+        default=600.0, gt=0,
+        description="CPU seconds one filesystem operation other than a read (`cp`, "
+        "`compress` with its `match_pattern`, `extract`, `rm`, `checksum`, ...) may use in the "
+        "file agent's worker (RLIMIT_CPU, locally and on login nodes); past it the worker is "
+        "killed and the operation refused, naming the limit",
+    )
+    file_agent_read_cpu_seconds: float = Field(
+        default=60.0, gt=0,
+        description="CPU seconds one read (`ls`, `stat`, `head`, `tail`, `view`) may use in "
+        "the file agent's worker",
+    )
+    file_agent_wall_seconds: float = Field(
+        default=600.0, gt=0,
+        description="Seconds one filesystem operation other than a read may take in the file "
+        "agent before its worker is killed (what it wrote is removed)",
+    )
+    file_agent_read_wall_seconds: float = Field(
+        default=120.0, gt=0, description="Seconds one read may take in the file agent")
+    file_agent_memory_bytes: int = Field(
+        default=2 * 1024**3, ge=64 * 1024**2,
+        description="Address space (RLIMIT_AS), in bytes, of the file agent's worker for one "
+        "filesystem operation; more is refused (or the worker dies), naming the limit",
+    )
+    file_agents_warm: int = Field(
+        default=4, ge=0, le=64,
+        description="File agent processes kept started per local resource, so that an `ls` "
+        "does not start an interpreter (each serves one request at a time; 0: a new one per "
+        "request)",
     )
 
     @field_validator("database_url")
@@ -218,6 +253,16 @@ class Settings(BaseSettings):
     @property
     def store_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'jobs.db'}"
+
+    def file_agent_limits(self) -> AgentLimits:
+        """The `file_agent_*` settings, as the file agents take them."""
+        from iri_gateway.service.files.agents import AgentLimits
+
+        return AgentLimits(read_cpu=self.file_agent_read_cpu_seconds,
+                           cpu=self.file_agent_cpu_seconds,
+                           read_wall=self.file_agent_read_wall_seconds,
+                           wall=self.file_agent_wall_seconds,
+                           memory=self.file_agent_memory_bytes, warm=self.file_agents_warm)
 
     @property
     def tokens_path(self) -> Path:

@@ -1,16 +1,18 @@
 """The thin seam between scheduler adapters and where commands run.
 
-A transport runs an argv (optionally feeding stdin) and returns what came back; it knows
-nothing about schedulers. Local runs a subprocess; SSH runs the same argv on a login node;
-`scripted.ScriptedTransport` answers from a script, for tests. Whatever runs the command,
-its output becomes text in one place, `decode_output`, so every transport gives the same
-text for the same bytes.
+A transport runs an argv (optionally feeding stdin) and returns what came back, or starts one
+with its input and output as byte streams (`stream`: the file agent's progress, cancel and
+transfers need them); it knows nothing about schedulers. Local runs a subprocess; SSH runs
+the same argv on a login node; `scripted.ScriptedTransport` answers from a script, for
+tests. Whatever runs the command, its output becomes text in one place, `decode_output`, so
+every transport gives the same text for the same bytes.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,10 +72,34 @@ class OutcomeUnknownError(TransportError):
     code = "transport_outcome_unknown"
 
 
+class Stream(Protocol):
+    """One running command's input and output as byte streams (`Transport.stream`); each
+    call waits at most the stream's time-out (TransportError then)."""
+
+    def send(self, data: bytes) -> None:
+        """Write `data` to the command's input (blocks while it is not reading)."""
+
+    def end_input(self) -> None:
+        """Tell the command its input is complete."""
+
+    def read(self, size: int) -> bytes:
+        """Up to `size` bytes of output; b"" at its end."""
+
+    def readline(self, limit: int = 65536) -> bytes:
+        """One line of output with its newline (without one: the output ended, or `limit`
+        bytes came without a newline)."""
+
+    def stderr(self) -> str:
+        """What the command wrote to its standard error so far (its tail)."""
+
+
 class Transport(Protocol):
     """Runs commands where the scheduler lives."""
 
     name: str
+    python: str
+    """The Python interpreter the gateway's own programs (the file agent) run with there:
+    locally the gateway's own (`sys.executable`), on a login node `python3`."""
 
     def run(
         self,
@@ -89,6 +115,12 @@ class Transport(Protocol):
         that surely never started raises NotSentError; one whose result was lost after it
         was sent raises OutcomeUnknownError (never a made-up exit code).
         """
+
+    def stream(self, argv: Sequence[str], *,
+               timeout: float = 120.0) -> AbstractContextManager[Stream]:
+        """`argv` started, its input and output streamed until the block ends, when the
+        command is ended (it sees the end of its input first; one still running is then
+        killed). Never sent twice: a stream is not retried once it started."""
 
     def make_directory(self, path: str) -> None:
         """Create `path` and its parents (like `mkdir -p`); TransportError if impossible."""

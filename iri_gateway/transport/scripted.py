@@ -22,9 +22,10 @@ from __future__ import annotations
 import shlex
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from iri_gateway.transport.base import CommandResult, Transport
+from iri_gateway.transport.base import CommandResult, Stream, Transport
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,21 @@ class ScriptedTransport:
         if isinstance(reply, BaseException):
             raise reply
         return reply(call)
+
+    @property
+    def python(self) -> str:
+        """`otherwise`'s interpreter (a login node's `python3` without one)."""
+        return self.otherwise.python if self.otherwise is not None else "python3"
+
+    def stream(self, argv: Sequence[str], *,
+               timeout: float = 120.0) -> AbstractContextManager[Stream]:
+        """`otherwise`'s stream, recorded as a call; a script has no streams of its own."""
+        with self._lock:
+            self.calls.append(Call(tuple(argv), None, timeout, False))
+        if self.otherwise is None:
+            raise UnscriptedCommandError(f"no streams without `otherwise`: "
+                                         f"`{shlex.join(argv)}`")
+        return self.otherwise.stream(argv, timeout=timeout)
 
     def make_directory(self, path: str) -> None:
         """Recorded in `directories`; made by `otherwise` when there is one."""

@@ -87,6 +87,8 @@ class SshTransport:
     """Commands on `user@host:port`; thread-safe, a pool of connections shared by all calls."""
 
     name = "ssh"
+    python = "python3"
+    """The login node's interpreter the file agent runs with."""
 
     def __init__(
         self,

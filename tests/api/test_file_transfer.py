@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
+from iri_gateway.service.files import reader
 from tests.api.real_serve import running_serve
 from tests.api.transfer_helpers import (
     V2,
@@ -290,9 +291,11 @@ def wait_for(condition: Any, what: str, timeout: float = 30) -> None:
 
 def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
         tmp_path_factory: pytest.TempPathFactory, folder: Path) -> None:
-    """kill -9 of the serve mid-upload leaves its temporary file, named for its process;
-    after a restart the next upload into that folder removes it, while a live upload of the
-    new serve into the same folder (and files of another machine, or unnamed) are kept."""
+    """kill -9 of the serve mid-upload: its transfer agent (a process of its own) sees its
+    input end and removes its temporary file. One left by an agent that could not (named
+    for a process that is gone) is removed by the next upload into that folder, while a
+    live upload's (named for its agent, a child of the new serve) and files of another
+    machine, or unnamed, are kept."""
     data_dir = tmp_path_factory.mktemp("killed") / "data"
     alice = tokens(data_dir, ("alice",))["alice"]
     with running_serve(data_dir) as serve:
@@ -301,8 +304,9 @@ def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
             serve.process.kill()
             serve.process.wait(timeout=30)
         killed = serve.process.pid
-    [stale] = leftovers(folder)
-    assert f"-{killed}-" in stale, stale
+    wait_for(lambda: not leftovers(folder), "the killed serve's agent left its file")
+    stale = f".iri-upload-{reader.writer_host()}-{killed}-0123456789abcdef"
+    (folder / stale).write_bytes(b"a killed agent's")
     foreign = [".iri-upload-000000000000-1-0123456789abcdef", ".iri-upload-0123456789abcdef"]
     for name in foreign:
         (folder / name).write_bytes(b"another machine's, or an old name")
@@ -315,7 +319,8 @@ def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
 
         wait_for(lambda: len(ours()) == 1 and stale not in ours(), "the stale file stayed")
         [mine] = ours()
-        assert f"-{serve.process.pid}-" in mine, mine
+        agent = mine.split("-")[3]
+        assert f"PPid:\t{serve.process.pid}\n" in Path(f"/proc/{agent}/status").read_text()
         done = upload(http, alice, f"{folder}/other.bin", b"other")
         assert task_output(http, alice, done)["size"] == 5
         assert mine in leftovers(folder), "a live upload's file was removed"

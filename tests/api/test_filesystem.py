@@ -24,7 +24,6 @@ from iri_gateway.api.file_operations import MAX_READ
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import builtin_profile
 from iri_gateway.service.engine import JobNotFoundError, OutputUnavailableError
-from iri_gateway.service.files import reader
 from iri_gateway.service.settings import Settings
 from iri_gateway.service.store import JobRecord
 from tests.api.conftest import OfficialSchemas
@@ -416,27 +415,34 @@ async def test_a_path_outside_touches_nothing(
     app: FastAPI, client: httpx.AsyncClient, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Outside what the caller may read, the answer comes before the reader is run (and no
-    command either): the path is placed lexically first."""
+    command either, not even the file agent): the path is placed lexically first."""
     record = await run_job(app, client, token, "true")
     backend = app.state.engine.backends.get(app.state.engine.registry.get("local"), "alice")
     ran: list[Any] = []
-    real_run, real_serve = backend.transport.run, reader.serve
+    real_run, real_stream, real_agent = (backend.transport.run, backend.transport.stream,
+                                         backend.agents.run)
 
     def spy_run(argv: list[str], **kwargs: Any) -> Any:
         ran.append(list(argv))
         return real_run(argv, **kwargs)
 
-    def spy_serve(request: dict[str, Any]) -> dict[str, Any]:
+    def spy_stream(argv: list[str], **kwargs: Any) -> Any:
+        ran.append(list(argv))
+        return real_stream(argv, **kwargs)
+
+    def spy_agent(request: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         ran.append(request)
-        return real_serve(request)
+        return real_agent(request, **kwargs)
 
     monkeypatch.setattr(backend.transport, "run", spy_run)
-    monkeypatch.setattr(reader, "serve", spy_serve)
+    monkeypatch.setattr(backend.transport, "stream", spy_stream)
+    monkeypatch.setattr(backend.agents, "run", spy_agent)
     for path in ("/etc/passwd", f"{record.id}/../../x", "../x", "/tmp/x"):
         await assert_not_found(client, token, "stat", {"path": path})
     assert ran == []
     await result(client, token, "stat", {"path": f"{record.id}/stdout.txt"})
-    assert len(ran) == 1 and ran[0]["top"] == [record.id], "the reader reads inside"
+    requests = [what for what in ran if isinstance(what, dict)]
+    assert len(requests) == 1 and requests[0]["top"] == [record.id], "the reader reads inside"
 
 
 async def test_job_output_is_read_only_where_the_user_may_read(

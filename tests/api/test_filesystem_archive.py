@@ -199,12 +199,13 @@ async def test_extract_into_an_existing_folder_adds_and_never_replaces(
 
 @pytest.mark.parametrize("racer", ["file", "empty-folder"])
 @pytest.mark.parametrize("renameat2", [True, False], ids=["renameat2", "link-unlink"])
-async def test_a_name_taken_while_extracting_is_never_replaced(
-        client: httpx.AsyncClient, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        racer: str, renameat2: bool) -> None:
+def test_a_name_taken_while_extracting_is_never_replaced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, racer: str, renameat2: bool) -> None:
     """A name made in the folder between the check and the move (here: by the unpacker's
-    last step) ends in a 409 naming it, the folder as it was apart from what the racer
-    made, which is untouched; without renameat2 the fallback moves refuse just the same."""
+    last step) ends in a refusal (`exists`, the 409) naming it, the folder as it was apart
+    from what the racer made, which is untouched; without renameat2 the fallback moves
+    refuse just the same. The archiver is called here directly (the serve runs it in its
+    file agent, a process a test cannot patch)."""
     home = granted(tmp_path)
     dest = home / "dest"
     dest.mkdir()
@@ -219,10 +220,15 @@ async def test_a_name_taken_while_extracting_is_never_replaced(
         finish(unpacker)
         (dest / "b").mkdir() if racer == "empty-folder" else (dest / "b").write_text("race\n")
 
+    def place(*rest: str) -> dict[str, Any]:
+        return {"base": str(home), "top": [], "reserved": [], "rest": list(rest)}
+
+    request = {"op": "extract", "path": place("race.tgz"), "target": place("dest"),
+               "compression": "gzip", "max_files": 100, "max_bytes": 2**20}
     monkeypatch.setattr(archiver._Unpacker, "finish", finish_then_race)
-    problem = await refused(client, token, "extract", {"path": f"{home}/race.tgz",
-                            "target_path": str(dest)}, 409, "target_path")
-    assert "'b'" in problem["detail"], problem
+    answer = archiver.serve(dict(request))
+    assert answer["ok"] is False and answer["error"] == "exists", answer
+    assert answer["field"] == "target_path" and "'b'" in answer["detail"], answer
     assert sorted(os.listdir(dest)) == ["b", "kept.txt"], "moved back, fresh folder removed"
     if racer == "file":
         assert (dest / "b").read_text() == "race\n"
@@ -231,8 +237,7 @@ async def test_a_name_taken_while_extracting_is_never_replaced(
     # Without a racer, the same archive goes in whole.
     monkeypatch.setattr(archiver._Unpacker, "finish", finish)
     (dest / "b").rmdir() if racer == "empty-folder" else (dest / "b").unlink()
-    await output(client, token, "extract", {"path": f"{home}/race.tgz",
-                 "target_path": str(dest)}, 201)
+    assert archiver.serve(dict(request))["ok"] is True
     assert tree(dest) == {"a": ("dir", 0o644), "a/in.txt": ("file", b"x", 0o644),
                           "b": ("dir", 0o644), "b/in.txt": ("file", b"x", 0o644),
                           "kept.txt": ("file", b"kept\n", 0o644), "m": ("file", b"x", 0o644)}

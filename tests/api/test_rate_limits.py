@@ -2,7 +2,8 @@
 
 One serve (SQLite): alice past her read rate is answered 429 with an integer `Retry-After`
 and a problem naming the limit, its value, her use and when to retry; bob is still served,
-her writes have a budget of their own, `/health` is never limited, an unauthenticated
+her writes have a budget of their own (the POSTs that only look, `ls` or `planJob`, are
+reads), `/health` is never limited, an unauthenticated
 request is a 401, and after `Retry-After` seconds alice is served again. Two serves on one
 fresh PostgreSQL: requests split over both hit 429 at about the one limit, not at twice it.
 Quotas: active jobs at launch and unfinished tasks are refused with 409 naming the limit,
@@ -78,10 +79,21 @@ def test_a_user_past_the_read_rate_waits_retry_after_and_others_are_served(tmp_p
         for _ in range(10):
             assert http.get("/health").status_code == 200
             assert http.get("/ready").status_code == 200
-        plan = http.post(
-            f"{V2}/compute/plan/local", headers=auth(alice), json={"executable": "/bin/true"}
+        # The POSTs that only look (ls, stat, planJob, ...) are reads: refused as well.
+        for looking in (
+            http.post(f"{V2}/filesystem/ls/local", headers=auth(alice), json={"path": "/tmp"}),
+            http.post(
+                f"{V2}/compute/plan/local", headers=auth(alice), json={"executable": "/bin/true"}
+            ),
+        ):
+            assert looking.status_code == 429, looking.text
+            assert looking.json()["limit"] == "read_rate"
+        made = tmp_path / "made-while-reads-are-refused"
+        mkdir = http.post(
+            f"{V2}/filesystem/mkdir/local", headers=auth(alice), json={"path": str(made)}
         )
-        assert plan.status_code == 200, plan.text
+        assert mkdir.status_code == 201, mkdir.text
+        assert made.is_dir()
         assert http.get(f"{V2}/account/me", headers=auth(alice)).status_code == 429
         time.sleep(pause)
         again = http.get(f"{V2}/account/me", headers=auth(alice))

@@ -327,8 +327,9 @@ def test_kill_9_during_a_task_leaves_it_failed_and_nothing_at_the_target(
         site: Site, tmp_path: Path, operation: str) -> None:
     """The half-made result of a serve killed with kill -9 is only ever under a hidden
     `.iri-work-` name, never at the target's name (a user never takes half a copy for a
-    copy); the task is failed at the restart, and the next such operation into the folder
-    removes the leftover (its process is gone) and does the work."""
+    copy), and usually not even that (the file agent sees its input end and removes what its
+    worker wrote); the task is failed at the restart, and the next such operation into the
+    folder removes any leftover (its process is gone) and does the work."""
     body = long_operation(site, operation)
     before = sorted(p.name for p in site.home.iterdir())
     data = tmp_path / "data"
@@ -341,7 +342,7 @@ def test_kill_9_during_a_task_leaves_it_failed_and_nothing_at_the_target(
         served.process.wait(timeout=30)
     left = sorted(set(p.name for p in site.home.iterdir()) - set(before))
     assert "made" not in left
-    assert len(left) == 1 and left[0].startswith(".iri-work-"), left
+    assert len(left) <= 1 and all(name.startswith(".iri-work-") for name in left), left
     with gateway(site.profile, data, site.tokens) as served, \
             httpx.Client(base_url=served.url, timeout=60) as http:
         task = read(http, site.alice, task_id)

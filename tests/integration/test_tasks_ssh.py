@@ -1,7 +1,8 @@
 """The long filesystem operations as background tasks through the test cluster's real SSH
-login node: the writer runs there as the mapped account and prints its progress as lines the
-gateway reads while it runs; a cancel is a line sent to it, and it removes what it wrote
-before its task reads `stopped`.
+login node: the file agent runs there as the mapped account, its worker prints progress as
+lines the gateway reads while it runs; a cancel is a line sent to it, and the worker removes
+what it wrote before its task reads `stopped` (or, stuck in one step such as a backtracking
+`match_pattern`, is killed by the agent's watchdog, which removes it), as on this machine.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,9 +105,9 @@ def test_a_cancel_over_ssh_stops_the_remote_work_and_leaves_nothing(
 
 def test_the_remote_writer_killed_mid_copy_leaves_nothing_at_the_target(
         gateway: Gateway, work: Path) -> None:
-    """kill -9 of the writer on the login node mid-`cp`: its task fails with a retryable 503,
-    nothing is at the target's name, only the hidden `.iri-work-<host>-<pid>-...` entry it
-    was writing; the next copy into the folder (another process) removes that and copies."""
+    """kill -9 of the agent's worker on the login node mid-`cp`: its task fails with a
+    retryable 503 and nothing is left (the agent's watchdog removed the hidden
+    `.iri-work-<host>-<pid>-...` entry the worker was writing); the next copy works."""
     before = sorted(p.name for p in work.iterdir())
     body = {"path": f"{work}/big", "target_path": f"{work}/made"}
     with httpx.Client(base_url=gateway.url, timeout=120) as http:
@@ -120,8 +122,45 @@ def test_the_remote_writer_killed_mid_copy_leaves_nothing_at_the_target(
         task = watch(http, gateway.token, task_id)[1]
         assert task["status"] == "failed", task
         assert task["result"]["error"]["status"] == 503, task
-        assert sorted(p.name for p in work.iterdir()) == sorted([*before, working])
+        assert sorted(p.name for p in work.iterdir()) == before
         again = start(http, gateway, "cp", body)
         assert watch(http, gateway.token, again)[1]["status"] == "completed"
     assert sorted(p.name for p in work.iterdir()) == sorted([*before, "made"])
     assert same_tree(work / "big", work / "made")
+
+
+def test_a_backtracking_pattern_over_ssh_is_canceled_at_once_and_leaves_nothing(
+        gateway: Gateway, work: Path, cluster: ClusterInfo) -> None:
+    """`match_pattern: (a+)+$` over a name of 30 a's and a '!' holds the login node's worker
+    in the regex engine for days: the cancel is answered at once, the watchdog kills the
+    worker within about a second, nothing is left; `/health` answered throughout."""
+    names = work / "names"
+    names.mkdir()
+    (names / ("a" * 30 + "!")).write_text("x")
+    account = pwd.getpwnam(cluster.ssh_user)
+    for path in (names, *names.iterdir()):
+        os.chown(path, account.pw_uid, account.pw_gid)
+    before = sorted(p.name for p in work.iterdir())
+    body = {"path": str(names), "target_path": f"{work}/made.tgz", "match_pattern": "(a+)+$"}
+    with httpx.Client(base_url=gateway.url, timeout=120) as http:
+        task_id = start(http, gateway, "compress", body)
+        watch(http, gateway.token, task_id, until=lambda task: task["status"] == "active")
+        time.sleep(2.0)  # deep in the regex by now
+        slowest = 0.0
+        for _ in range(10):
+            began = time.monotonic()
+            assert http.get("/health").status_code == 200
+            slowest = max(slowest, time.monotonic() - began)
+            time.sleep(0.05)
+        began = time.monotonic()
+        answer = http.delete(f"{V2}/task/{task_id}", headers=gateway.headers())
+        answered = time.monotonic() - began
+        assert answer.status_code == 200, answer.text
+        task = watch(http, gateway.token, task_id, deadline=10,
+                     until=lambda task: (task["result"] or {}).get("stopped") is True)[1]
+        stopped = time.monotonic() - began
+    assert task["status"] == "canceled", task
+    assert answered < 1.0, f"the cancel took {answered:.2f} s to be answered"
+    assert stopped < 2.5, f"the task ran {stopped:.2f} s past its cancel"
+    assert slowest < 0.2, f"/health took up to {slowest:.3f} s"
+    assert sorted(p.name for p in work.iterdir()) == before, "nothing partial left"

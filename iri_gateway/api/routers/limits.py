@@ -25,7 +25,8 @@ class RateUse(BaseModel):
     """One request rate of the caller's and its use."""
 
     limit: str = Field(
-        description="The setting: `read_rate` (GET, HEAD) or `write_rate` (every other method)"
+        description="The setting: `read_rate` (requests that change nothing: GET, HEAD and the "
+        "looking POSTs such as `ls`, `stat`, `getJobs`) or `write_rate` (every other request)"
     )
     per_second: float = Field(description="Requests per second allowed, averaged over the window")
     window_seconds: float = Field(description="Length of the sliding window")

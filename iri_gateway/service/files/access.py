@@ -1,16 +1,15 @@
-"""The gateway's side of reading files: place the path (`policy`), run the reader where the
-files are, turn its answer into results or errors.
+"""The gateway's side of reading files: place the path (`policy`), have the file agent read
+it where the files are, turn its answer into results or errors.
 
-The reader runs in-process when files are read as the gateway's own account (a local
-connection), and otherwise on the login node as the user's mapped account: this module sends
-the reader's source with `python3 -I -c` and the request as JSON on stdin, never a value in
-the command line, so nothing the user wrote reaches a shell.
+The reader never runs in the serving process: the file agent (`agents`) runs it in a worker
+with limits, on this machine with the gateway's own interpreter (as the gateway's account),
+or on the login node with `python3 -I -c` (as the user's mapped account); the request goes as
+JSON on stdin, never a value in the command line, so nothing the user wrote reaches a shell.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,11 +17,9 @@ from typing import Any
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.files import reader
+from iri_gateway.service.files.agents import AgentError, Agents
 from iri_gateway.service.files.policy import Anchor, Scope, normal, path_problem
-from iri_gateway.transport.base import Transport, TransportError
-
-READER_TIMEOUT = 120.0
-"""Seconds one remote read may take."""
+from iri_gateway.transport.base import Transport
 
 
 class FileRefusedError(GatewayError):
@@ -31,7 +28,9 @@ class FileRefusedError(GatewayError):
     `kind` is the reader's word: `not_found` (missing, outside what the user may read, or
     through a link that leaves it: all the same answer), `directory`, `not_regular`, or
     `window` (a line count the read limit cannot serve; `field` names the parameter); or
-    `invalid_path` for a path that cannot name a file at all (`policy.path_problem`).
+    `invalid_path` for a path that cannot name a file at all (`policy.path_problem`); or
+    `limit` (the agent's worker ran out of CPU time, memory or wall time: `detail` says
+    which, its value and what to do).
     """
 
     code = "file_refused"
@@ -41,63 +40,39 @@ class FileRefusedError(GatewayError):
         self.kind, self.detail, self.field = kind, detail, field
 
 
-class ReaderUnavailableError(TransportError):
-    """The login node cannot run the file reader (it needs `python3`)."""
-
-    code = "file_reader_unavailable"
+ReaderUnavailableError = AgentError
+"""The login node cannot run the file agent (it needs `python3`), or it failed."""
 
 
 @cache
 def reader_source() -> str:
-    """The reader's source, as sent to a login node."""
+    """The reader's source, as sent to a login node (the transfer agent builds on it)."""
     return Path(reader.__file__).read_text(encoding="utf-8")
 
 
 class FileReader:
-    """Runs reader requests as the account that owns the files.
+    """Runs reader requests in the file agent, as the account that owns the files.
 
-    Subclasses run another program the same way (`writes.FileWriter`): `program` is the
-    source sent to the login node, `serve_here` the in-process call, `idempotent` whether
-    a request may be sent again after a lost connection.
+    `idempotent`: whether a request may be sent again after a lost connection (a subclass,
+    `writes.FileWriter`, runs changes, which are not).
     """
 
     idempotent = True
-    timeout = READER_TIMEOUT
 
-    def program(self) -> str:
-        return reader_source()
+    def __init__(self, agents: Agents) -> None:
+        self.agents = agents
 
-    def serve_here(self, request: dict[str, Any]) -> dict[str, Any]:
-        return reader.serve(request)
+    @property
+    def transport(self) -> Transport:
+        return self.agents.transport
 
-    def __init__(self, transport: Transport, *, in_process: bool, where: str) -> None:
-        self.transport = transport
-        self.in_process = in_process
-        self.where = where
+    @property
+    def where(self) -> str:
+        return self.agents.where
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
-        if self.in_process:
-            return self.serve_here(request)
-        result = self.transport.run(["python3", "-I", "-c", self.program()],
-                                    stdin=json.dumps(request), timeout=self.timeout,
-                                    idempotent=self.idempotent)
-        if result.exit_code in (126, 127):
-            raise ReaderUnavailableError(
-                f"the filesystem operations on {self.where} need python3 (3.9 or later) on "
-                f"the login node, run as the user's account; it could not be run: "
-                f"{result.describe()}")
-        if not result.ok:
-            raise TransportError(f"the file reader failed on {self.where}: {result.describe()}")
-        # The answer is the last line: a login script may print before the reader runs.
-        lines = result.stdout.strip().splitlines()
-        try:
-            answer = json.loads(lines[-1] if lines else "")
-        except ValueError:
-            raise TransportError(f"the file reader on {self.where} answered no JSON: "
-                                 f"{result.stdout[:200]!r}") from None
-        if not isinstance(answer, dict) or "ok" not in answer:
-            raise TransportError(f"the file reader on {self.where} answered {answer!r:.200}")
-        return answer
+        """The agent's answer (`{"ok": ...}`); TransportError when it could not answer."""
+        return self.agents.run(request, idempotent=self.idempotent)
 
 
 @dataclass(frozen=True)

@@ -35,20 +35,16 @@ it was.
 from __future__ import annotations
 
 import contextlib
-import json
 import lzma
 import os
 import re
 import stat
-import sys
 import tarfile
-import threading
-import time
 import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
-from iri_gateway.service.files import reader, tarheaders, writer
+from iri_gateway.service.files import reader, supervisor, tarheaders, writer
 from iri_gateway.service.files.reader import Area, Refused
 from iri_gateway.service.files.writer import Place
 
@@ -558,47 +554,21 @@ def serve(request: dict[str, Any]) -> dict[str, Any]:
     return writer.serve(request, OPERATIONS)
 
 
-PROGRESS_EVERY = 0.25
-"""Seconds between two progress lines of a remote operation asked with `progress` (unless
-it gives its own: `progress` is then that number)."""
+READS = ("stat", "ls", "head", "tail", "view", "range")
+"""The reader's operations, which the agent answers too."""
 
 
-class _LineProgress:
-    """Progress as lines `{"progress": counts}` on stdout, at most every PROGRESS_EVERY
-    seconds; a `cancel` line on stdin, or its end (the gateway went away), stops the work
-    at its next step (`canceled`: what it wrote is removed)."""
-
-    def __init__(self, every: float) -> None:
-        self.stop = threading.Event()
-        self.last, self.every = 0.0, every
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def _watch(self) -> None:
-        while True:
-            line = sys.stdin.readline()
-            if not line or line.strip() == "cancel":
-                self.stop.set()
-                return
-
-    def __call__(self, counts: dict[str, Any]) -> None:
-        if self.stop.is_set():
-            raise Refused("canceled", "the task was canceled; what it wrote was removed")
-        now = time.monotonic()
-        if now - self.last >= self.every:
-            self.last = now
-            sys.stdout.write(json.dumps({"progress": counts}) + "\n")
-            sys.stdout.flush()
+def serve_any(request: dict[str, Any]) -> dict[str, Any]:
+    """Any request of the file agent's: the reader's, the writer's, or these two."""
+    if request.get("op") in READS:
+        return reader.serve(request)
+    return serve(request)
 
 
 def main() -> None:
-    """One JSON request on stdin's first line, one JSON answer on stdout; with
-    `progress` in the request, progress lines before the answer (and stdin kept open:
-    see `_LineProgress`)."""
-    request = json.loads(sys.stdin.readline())
-    every = request.pop("progress", None)
-    if every:
-        request["_progress"] = _LineProgress(PROGRESS_EVERY if every is True else float(every))
-    sys.stdout.write(json.dumps(serve(request)) + "\n")
+    """The file agent: `supervisor.main`, each request answered by `serve_any` in a worker
+    with limits (progress lines before the answer when asked with `progress`)."""
+    supervisor.main(serve_any)
 
 
 if __name__ == "__main__":

@@ -2,17 +2,17 @@
 stream the bytes through the agent (`transfer_agent`) where the files are, never holding a
 whole file.
 
-As the account the gateway runs as (a local connection) the agent runs in-process; over SSH
-it runs on the login node as the user's mapped account, its source sent with
-`python3 -I -c` (after the reader's, which it builds on) and the bytes streamed through the
-channel's input and output in frames, with the channel's window as backpressure. A refusal
+The agent never runs in the serving process: on this machine it runs as the gateway's account
+with the gateway's own interpreter, over SSH on the login node as the user's mapped account
+with `python3`, in both cases `-I -c` with its source (after the reader's, which it builds
+on), the bytes streamed through its input and output in frames, with the pipe's or the
+channel's window as backpressure. A refusal
 comes before any byte of the body is taken, so a refused upload reads nothing.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
@@ -20,14 +20,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from iri_gateway.service.files import reader, transfer_agent
+from iri_gateway.service.files import transfer_agent
 from iri_gateway.service.files.access import FileRefusedError, UserFiles, reader_source
 from iri_gateway.service.files.policy import path_problem
-from iri_gateway.transport.base import TransportError
-from iri_gateway.transport.ssh import CommandStream, SshTransport
+from iri_gateway.transport.base import Stream, TransportError
 
 STREAM_TIMEOUT = 120.0
-"""Seconds one step of a remote transfer (a frame sent, a chunk received) may take."""
+"""Seconds one step of a transfer (a frame sent, a chunk received) may take."""
 _IMPORT = "from iri_gateway.service.files import reader  # on a login node: defined before"
 
 
@@ -70,35 +69,10 @@ def _refused(answer: dict[str, Any]) -> FileRefusedError:
                             str(answer.get("field") or ""))
 
 
-class _LocalUpload:
-    """The agent's Upload in-process, refusals as FileRefusedError."""
-
-    def __init__(self, request: dict[str, Any]) -> None:
-        try:
-            self._upload = transfer_agent.Upload(request)
-        except reader.Refused as refused:
-            raise FileRefusedError(refused.kind, refused.detail) from None
-
-    def write(self, data: bytes) -> None:
-        try:
-            self._upload.write(data)
-        except reader.Refused as refused:
-            raise FileRefusedError(refused.kind, refused.detail) from None
-
-    def commit(self) -> int:
-        try:
-            return self._upload.commit()
-        except reader.Refused as refused:
-            raise FileRefusedError(refused.kind, refused.detail) from None
-
-    def abort(self) -> None:
-        self._upload.abort()
-
-
 class _RemoteUpload:
     """The agent on the login node, fed frames; closing the stream early aborts it."""
 
-    def __init__(self, opened: AbstractContextManager[CommandStream], request: dict[str, Any],
+    def __init__(self, opened: AbstractContextManager[Stream], request: dict[str, Any],
                  where: str) -> None:
         self._closer = ExitStack()
         self._stream = self._closer.enter_context(opened)
@@ -135,7 +109,7 @@ class _RemoteUpload:
         self._closer.close()
 
 
-def _answer(stream: CommandStream, where: str) -> dict[str, Any]:
+def _answer(stream: Stream, where: str) -> dict[str, Any]:
     """The agent's next JSON answer line (lines a login script may print before it are
     skipped); TransportError when the output ends first."""
     while True:
@@ -155,17 +129,7 @@ def _answer(stream: CommandStream, where: str) -> dict[str, Any]:
             return answer
 
 
-def _local_chunks(fd: int, size: int) -> Iterator[bytes]:
-    left = size
-    while left > 0:
-        data = os.read(fd, min(transfer_agent.CHUNK, left))
-        if not data:
-            raise TransportError("the file shrank while it was being downloaded")
-        left -= len(data)
-        yield data
-
-
-def _remote_chunks(stream: CommandStream, size: int) -> Iterator[bytes]:
+def _remote_chunks(stream: Stream, size: int) -> Iterator[bytes]:
     left = size
     while left > 0:
         data = stream.read(min(transfer_agent.CHUNK, left))
@@ -191,32 +155,20 @@ class UserTransfers:
             raise FileRefusedError("not_found")
         return {"op": operation, **anchor.spec()}
 
-    def _stream(self) -> AbstractContextManager[CommandStream]:
+    def _stream(self) -> AbstractContextManager[Stream]:
         transport = self.files.reader.transport
-        if not isinstance(transport, SshTransport):
-            raise TransportError(f"file transfers on {self.files.reader.where} need a local "
-                                 "or SSH connection")
-        return transport.stream(["python3", "-I", "-c", agent_program()],
+        return transport.stream([transport.python, "-I", "-c", agent_program()],
                                 timeout=STREAM_TIMEOUT)
 
     def upload(self, path: str) -> Upload:
         """A new file at `path`, ready for its bytes; FileRefusedError when it cannot be."""
         request = self._request("upload", path)
-        if self.files.reader.in_process:
-            return _LocalUpload(request)
         return _RemoteUpload(self._stream(), request, self.files.reader.where)
 
     def download(self, path: str) -> Download:
         """The file at `path`, opened; FileRefusedError when it may not be read."""
         request = self._request("download", path)
         closer = ExitStack()
-        if self.files.reader.in_process:
-            try:
-                fd, size = transfer_agent.open_download(request)
-            except reader.Refused as refused:
-                raise FileRefusedError(refused.kind, refused.detail) from None
-            closer.callback(os.close, fd)
-            return Download(size, _local_chunks(fd, size), closer)
         try:
             stream = closer.enter_context(self._stream())
             stream.send(json.dumps(request).encode() + b"\n")

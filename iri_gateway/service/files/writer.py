@@ -450,10 +450,11 @@ def _scan(fd: int, budget: _Budget, area: Area, where: str) -> None:
 
 
 def reporter(request: dict[str, Any]) -> Any:
-    """The request's progress callback (`_progress`: given in-process, or set by the
-    archiver's `main` when the gateway reads progress lines), called with the counts
-    `entries_done`, `entries_total`, `bytes_done`, `bytes_total`; it may raise to stop the
-    work, which then removes what it wrote. A no-op when there is none."""
+    """The request's progress callback (`_progress`: set by the file agent's worker,
+    `supervisor._Report`, which sends progress lines and stops the work on a cancel),
+    called with the counts `entries_done`, `entries_total`, `bytes_done`, `bytes_total`; it
+    may raise to stop the work, which then removes what it wrote. A no-op when there is
+    none."""
     report = request.get("_progress")
     return report if callable(report) else (lambda _counts: None)
 

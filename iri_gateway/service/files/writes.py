@@ -8,114 +8,32 @@ tree that holds the gateway's folders as what `rm` or `mv` takes away; names wit
 other control characters (a newline in a name breaks every line-based tool); a symbolic link
 whose target, taken lexically (a relative one from the link's folder), is not a path the user
 may read (the writer then follows it through the links on its way: `writer._leads_inside`).
-Locally the writer runs in-process as the gateway's account; over SSH it runs on
-the login node as the user's mapped account, sent with the reader it builds on (`program`),
-the request on stdin.
+The writer runs in the file agent (`agents`), never in the serving process: on this machine as
+the gateway's account, over SSH on the login node as the user's mapped account, each request
+in a worker with limits (CPU time, memory, wall time) that a cancel kills at once.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from iri_gateway.errors import GatewayError
-from iri_gateway.service.files import archiver, tarheaders, writer
-from iri_gateway.service.files.access import FileReader, reader_source
+from iri_gateway.service.files.access import FileReader
+from iri_gateway.service.files.agents import Progress
 from iri_gateway.service.files.policy import Scope, path_problem, within
-from iri_gateway.transport.base import TransportError
-from iri_gateway.transport.ssh import SshTransport
-
-Progress = Callable[[dict[str, Any]], None]
-"""Called with a long change's counts as it goes; what it raises stops the change."""
-
-WRITER_TIMEOUT = 600.0
-"""Seconds one remote change may take (a bounded `cp` included)."""
-
-_BOOTSTRAP = '''
-import sys, types
-def install(name, source):
-    module = types.ModuleType(name)
-    sys.modules[name] = module
-    exec(compile(source, name, "exec"), module.__dict__)
-    return module
-for name in ("iri_gateway", "iri_gateway.service", "iri_gateway.service.files"):
-    sys.modules[name] = types.ModuleType(name)
-    sys.modules[name].__path__ = []
-files = sys.modules["iri_gateway.service.files"]
-files.reader = install("iri_gateway.service.files.reader", READER)
-files.writer = install("iri_gateway.service.files.writer", WRITER)
-files.tarheaders = install("iri_gateway.service.files.tarheaders", TARHEADERS)
-install("iri_gateway.service.files.archiver", ARCHIVER).main()
-'''
-
-
-@cache
-def program() -> str:
-    """What the login node runs: the reader, the writer and the archiver installed under
-    their own module names (so their imports of each other work there), then the archiver's
-    `main` (which answers the writer's requests too, with progress lines when asked)."""
-    source = Path(writer.__file__).read_text(encoding="utf-8")
-    archiving = Path(archiver.__file__).read_text(encoding="utf-8")
-    headers = Path(tarheaders.__file__).read_text(encoding="utf-8")
-    return (f"READER = {reader_source()!r}\nWRITER = {source!r}\nARCHIVER = {archiving!r}\n"
-            f"TARHEADERS = {headers!r}\n" + _BOOTSTRAP)
 
 
 class FileWriter(FileReader):
-    """Runs writer requests as the account that owns the files; never sent twice."""
+    """Runs writer requests (and the archiver's) in the file agent; never sent twice."""
 
     idempotent = False
-    timeout = WRITER_TIMEOUT
-
-    def program(self) -> str:
-        return program()
-
-    def serve_here(self, request: dict[str, Any]) -> dict[str, Any]:
-        return archiver.serve(request)
 
     def run_reporting(self, request: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        """`run`, with `progress` called with the work's counts as it goes (in-process: by
-        the work itself; over SSH: from the progress lines the writer prints). Whatever
-        `progress` raises stops the work, which removes what it wrote, and is raised here
-        once it has (over SSH: a `cancel` line is sent and its answer awaited)."""
-        if self.in_process:
-            return self.serve_here({**request, "_progress": progress})
-        if not isinstance(self.transport, SshTransport):
-            # Progress and cancel need the writer's input and output as streams, which
-            # only the process itself and an SSH channel give.
-            raise TransportError(f"long file operations on {self.where} need a local or "
-                                 "SSH connection")
-        argv = ["python3", "-I", "-c", self.program()]
-        with self.transport.stream(argv, timeout=self.timeout) as stream:
-            every = float(getattr(progress, "interval", archiver.PROGRESS_EVERY))
-            stream.send(json.dumps({**request, "progress": every}).encode() + b"\n")
-            stopped: BaseException | None = None
-            while True:
-                line = stream.readline()
-                if not line:
-                    raise TransportError(f"the file writer on {self.where} ended without an "
-                                         f"answer: {stream.stderr().strip()[-300:]!r}")
-                try:
-                    said = json.loads(line)
-                except ValueError:
-                    continue  # a login script's words
-                if not isinstance(said, dict):
-                    continue
-                if "ok" in said:
-                    if stopped is not None:
-                        raise stopped
-                    return said
-                if "progress" in said and stopped is None:
-                    try:
-                        progress(dict(said["progress"]))
-                    except Exception as error:
-                        stopped = error
-                        stream.send(b"cancel\n")
+        """`run`, with `progress` called with the work's counts as it goes; whatever it
+        raises stops the work, which removes what it wrote (`Agents.run_reporting`)."""
+        return self.agents.run_reporting(request, progress)
 
 
 class WriteRefusedError(GatewayError):
