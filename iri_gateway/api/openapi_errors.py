@@ -62,7 +62,8 @@ LIMIT_MEMBERS: dict[str, Any] = {
         "used": {"type": "number", "description": "The caller's use now (requests in the "
                  "window, or what they hold)"},
         "retry_after": {"type": "integer", "description": "Seconds until one more request "
-                        "fits (as the Retry-After header)"},
+                        "fits a rate, or a suggestion of when to look again for a quota "
+                        "(as the Retry-After header)"},
     },
 }
 """The extension members of a refusal by a limit (`problems.py`)."""
@@ -77,18 +78,19 @@ _DESCRIPTIONS: dict[int, str] = {
     403: "Forbidden: the caller may not do this (a project the token does not grant, no "
     "account on the resource, or a role the caller lacks); `detail` says how it is granted",
     404: "Not Found: nothing of that name the caller may see",
-    409: "Conflict: the object's state does not allow this now, or the caller holds their "
-    "quota already (`limit` names it, with `limit_value` and `used`: wait for one to end, or "
-    "cancel one)",
+    409: "Conflict: the object's state does not allow this now",
     413: "Content Too Large: the body passes the server's `max_request_bytes`",
     422: "Unprocessable Entity: parameters or body refused, or a query parameter the "
     "operation does not define (`x-iri-gateway-unknown-query-parameters: refused`); "
     "`invalid_params` names each field at fault and why",
-    429: "Too Many Requests: the caller's request rate is used up (`limit` names it: "
-    "`read_rate` for requests that change nothing (GET, HEAD, and `ls`, `stat`, `head`, "
-    "`getJobs` and the other POSTs that only look), `write_rate` for the rest, per user over every "
-    "replica; `used` requests in the last `window_seconds`); try again after `Retry-After` "
-    "seconds (also `retry_after`). GET /account/limits shows the limits and their use",
+    429: "Too Many Requests: the caller's request rate is used up, or (`launchJob`, `cp`, "
+    "`compress`, `extract`) the caller holds their quota already. `limit` names which: "
+    "`read_rate` for requests that change nothing (GET, HEAD, and the POSTs that only look: "
+    "`ls`, `stat`, `head`, `getJobs`, ...), `write_rate` for the rest, per user over every "
+    "replica (`used` requests in the last `window_seconds`); `active_jobs_per_user` or "
+    "`tasks_per_user` for a quota (`used`: what the caller holds; it frees when one ends or "
+    "is canceled). Try again after `Retry-After` seconds (also `retry_after`; for a quota a "
+    "suggestion). GET /account/limits shows the limits and their use",
     500: "Internal Server Error: a fault of the gateway, not of the request (its log has "
     "the details)",
     502: "Bad Gateway: the scheduler failed on the command (its own words in `detail`)",
@@ -105,8 +107,7 @@ _SENT_BY: dict[int, tuple[str, ...]] = {
     400: ("launchJob", "updateJob", "ls", "head", "view", "tail", "stat"),
     403: _RESOURCE_ACTIONS,
     404: ("ls", "head", "view", "tail", "stat"),
-    409: ("launchJob", "updateJob", "cancelJob", "restartJob", "putJobTemplate",
-          "deleteJobTemplate"),
+    409: ("updateJob", "cancelJob", "restartJob", "putJobTemplate", "deleteJobTemplate"),
     413: ("checkProfile",),
     429: ("checkProfile",),
     502: ("launchJob", "updateJob", "cancelJob", "restartJob"),
@@ -142,7 +143,7 @@ def _problem_response(status: int, declared: dict[str, Any] | None) -> dict[str,
     declared = dict(declared or {})
     schema: dict[str, Any] = {"$ref": PROBLEM_REF}
     own = declared.get("content", {}).get(PROBLEM, {}).get("schema")
-    if own is None and status in (409, 429):
+    if own is None and status == 429:
         own = LIMIT_MEMBERS
     if own:
         schema = {"allOf": [schema, own]}

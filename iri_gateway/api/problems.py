@@ -153,7 +153,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(QuotaError)
     async def over_quota(request: Request, error: QuotaError) -> JSONResponse:
-        return problem(request, 409, "Conflict", str(error), members=quota_members(error))
+        return quota_problem(request, error)
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(InterfaceError)
@@ -211,9 +211,13 @@ def install(app: FastAPI) -> None:
                        headers=headers or None)
 
 
-def quota_members(error: QuotaError) -> dict[str, Any]:
-    """The extension members of a quota's 409: which limit, its value, the user's use."""
-    return {"limit": error.limit, "limit_value": error.limit_value, "used": error.used}
+def quota_problem(request: Request, error: QuotaError) -> JSONResponse:
+    """A quota's refusal: 429 with `Retry-After` (a suggestion: it frees when one of the
+    caller's jobs or tasks ends), naming the limit, its value and the caller's use."""
+    return problem(request, 429, "Too Many Requests", str(error),
+                   headers={"Retry-After": str(error.retry_after)},
+                   members={"limit": error.limit, "limit_value": error.limit_value,
+                            "used": error.used, "retry_after": error.retry_after})
 
 
 def allowed_methods(request: Request) -> list[str]:

@@ -64,7 +64,7 @@ def check_launch_quota(
     resource_id: str,
     idempotency_key: str | None,
 ) -> None:
-    """QuotaError (409) when the caller has their quota of unfinished jobs on the resource
+    """QuotaError (429) when the caller has their quota of unfinished jobs on the resource
     already; a retry of a launch (its idempotency key known) is a read, never refused."""
     if (
         idempotency_key is not None

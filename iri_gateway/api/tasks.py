@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import Request
 from pydantic import BaseModel, Field
 
-from iri_gateway.api.problems import ApiProblem, quota_members
+from iri_gateway.api.problems import ApiProblem
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
@@ -127,8 +127,8 @@ def background_task(request: Request, principal: Principal, command: str,
     try:
         record = _runner(request).submit(principal.user, _command(command, args), run,
                                          limit=_task_limit(request))
-    except TaskLimitError as error:
-        raise ApiProblem(409, "Conflict", str(error), members=quota_members(error)) from None
+    except TaskLimitError:
+        raise  # 429 with Retry-After (`problems.quota_problem`)
     except GatewayError as error:
         raise ApiProblem(503, "Service Unavailable", str(error)) from None
     return _submitted(request, record)

@@ -577,14 +577,14 @@ class ResourceLimits(_Strict):
     active_jobs_per_user: int | None = Field(
         default=None, ge=1, le=10_000_000,
         description="Unfinished jobs (not completed, failed or canceled) one user may have "
-        "on this resource; a launch beyond it is refused with 409 naming the limit and the "
+        "on this resource; a launch beyond it is refused with 429 naming the limit and the "
         "user's count. Absent: the gateway's `active_jobs_per_user` (default 1000)",
     )
     tasks_per_user: int | None = Field(
         default=None, ge=1, le=100_000,
         description="Unfinished background filesystem tasks (cp, compress, extract) one user "
         "may have when starting another on this resource (counted over every resource); "
-        "beyond it: 409 naming the limit. Absent: the gateway's `tasks_per_user` (default 32)",
+        "beyond it: 429 naming the limit. Absent: the gateway's `tasks_per_user` (default 32)",
     )
 
 

@@ -2,9 +2,10 @@
 background tasks), checked by counting rows the store already has, so every replica
 enforces the one quota without a counter of its own.
 
-Refused with `QuotaError` (409 Conflict at the API: the user's state does not allow this
-now; it frees when one of theirs ends or is canceled, which no clock can promise, so no
-`Retry-After`). The error names the limit, its value and the user's use.
+Refused with `QuotaError`: 429 Too Many Requests at the API, as a request rate (the user
+asked for more at once than they may hold), with a `Retry-After` that is a suggestion of
+when to look again: a quota frees when one of the user's jobs or tasks ends or is canceled,
+which no clock can promise. The error names the limit, its value and the user's use.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ ACTIVE_STATES = tuple(state for state in JobState if not state.final)
 """The states of a job that counts against `active_jobs_per_user`."""
 
 
+JOB_QUOTA_RETRY_AFTER = 30
+"""Seconds a launch refused by `active_jobs_per_user` is told to wait (`Retry-After`): about
+how soon the gateway learns from a scheduler that a job ended."""
+
+
 class QuotaError(GatewayError):
-    """A user holds `limit_value` of what `limit` bounds already (409)."""
+    """A user holds `limit_value` of what `limit` bounds already (429, with `retry_after`
+    seconds as a suggestion of when to ask again)."""
 
     code = "quota"
 
-    def __init__(self, message: str, *, limit: str, limit_value: int, used: int) -> None:
+    def __init__(self, message: str, *, limit: str, limit_value: int, used: int,
+                 retry_after: int) -> None:
         super().__init__(message)
         self.limit, self.limit_value, self.used = limit, limit_value, used
+        self.retry_after = retry_after
 
 
 def check_active_jobs(store: JobStore, *, owner: str, resource_id: str, limit: int) -> None:
@@ -41,4 +50,5 @@ def check_active_jobs(store: JobStore, *, owner: str, resource_id: str, limit: i
             limit="active_jobs_per_user",
             limit_value=limit,
             used=used,
+            retry_after=JOB_QUOTA_RETRY_AFTER,
         )

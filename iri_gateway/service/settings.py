@@ -159,7 +159,7 @@ class Settings(BaseSettings):
         default=1000, ge=1, le=10_000_000,
         description="Jobs a user may have unfinished (not completed, failed or canceled) "
         "on one resource when launching another, over every replica; one more is refused "
-        "with 409 naming the limit (a resource's `limits.active_jobs_per_user` overrides it)",
+        "with 429 naming the limit (a resource's `limits.active_jobs_per_user` overrides it)",
     )
     read_rate: float = Field(
         default=200.0, gt=0, le=1_000_000,

@@ -40,8 +40,13 @@ PENDING, ACTIVE, COMPLETED, FAILED, CANCELED = (
 UNFINISHED = (PENDING, ACTIVE)
 
 
+TASK_QUOTA_RETRY_AFTER = 5
+"""Seconds a task refused by `tasks_per_user` is told to wait (`Retry-After`): a suggestion,
+a task ends when its work does."""
+
+
 class TaskLimitError(QuotaError):
-    """The user has `per_user` unfinished tasks already (409: wait for one, or cancel one)."""
+    """The user has `per_user` unfinished tasks already (429: wait for one, or cancel one)."""
 
     code = "task_limit"
 
@@ -105,7 +110,8 @@ class TaskStore:
                         f"{owner} has {unfinished} unfinished file tasks (pending or active), "
                         f"the most a user may have at once (tasks_per_user: {limit}): wait "
                         "for one to end, or cancel one (deleteTask), then ask again",
-                        limit="tasks_per_user", limit_value=limit, used=unfinished)
+                        limit="tasks_per_user", limit_value=limit, used=unfinished,
+                        retry_after=TASK_QUOTA_RETRY_AFTER)
             session.execute(delete(TaskRow).where(
                 TaskRow.owner == owner, TaskRow.status.not_in(UNFINISHED),
                 TaskRow.updated_at < now - self.ttl))

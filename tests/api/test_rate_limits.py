@@ -6,7 +6,8 @@ her writes have a budget of their own (the POSTs that only look, `ls` or `planJo
 reads), `/health` is never limited, an unauthenticated
 request is a 401, and after `Retry-After` seconds alice is served again. Two serves on one
 fresh PostgreSQL: requests split over both hit 429 at about the one limit, not at twice it.
-Quotas: active jobs at launch and unfinished tasks are refused with 409 naming the limit,
+Quotas: active jobs at launch and unfinished tasks are refused with 429 naming the limit
+(with a `Retry-After`: a suggestion, 30 s for a launch, 5 s for a task),
 and a resource's profile `limits` overrides the gateway's setting.
 """
 
@@ -159,11 +160,17 @@ def cancel_all(http: httpx.Client, user: str) -> None:
         http.delete(f"{V2}/compute/cancel/local/{job['id']}", headers=auth(user))
 
 
+QUOTA_PAUSE = {"active_jobs_per_user": 30, "tasks_per_user": 5}
+"""The `Retry-After` of a quota's 429: a suggestion of when to look again."""
+
+
 def assert_quota(answer: httpx.Response, limit: str, value: int, used: int) -> None:
-    assert answer.status_code == 409, answer.text
+    assert answer.status_code == 429, answer.text
     assert answer.headers["content-type"].startswith(PROBLEM)
+    assert answer.headers["Retry-After"] == str(QUOTA_PAUSE[limit])
     body = answer.json()
     assert (body["limit"], body["limit_value"], body["used"]) == (limit, value, used), body
+    assert body["retry_after"] == QUOTA_PAUSE[limit], body
     assert f"({limit}: {value})" in body["detail"], body
 
 
@@ -192,7 +199,7 @@ def test_active_jobs_quota_at_launch_and_a_retry_is_never_refused(tmp_path: Path
         cancel = http.delete(f"{V2}/compute/cancel/local/{first.json()['id']}", headers=auth(alice))
         assert cancel.status_code in (200, 204), cancel.text
         deadline = time.monotonic() + 30
-        while (answer := launch(http, alice)).status_code == 409:
+        while (answer := launch(http, alice)).status_code == 429:
             assert time.monotonic() < deadline, answer.text
             time.sleep(0.2)
         assert answer.status_code == 200, answer.text

@@ -274,11 +274,12 @@ def test_deleting_a_running_task_cancels_it_and_leaves_no_partial_target(
         assert sorted(p.name for p in site.home.iterdir()) == before, "nothing partial left"
 
 
-def test_a_users_quick_operations_keep_their_unfinished_tasks_and_one_more_is_a_409(
+def test_a_users_quick_operations_keep_their_unfinished_tasks_and_one_more_is_a_429(
         site: Site, tmp_path: Path) -> None:
     """32 unfinished tasks of alice's (made pending in the serve's store, as a replica that
     runs them would): 40 quick operations of hers drop none of them; a 33rd long operation
-    is a 409 naming the bound; bob is not bound by alice's; a cancel makes room."""
+    is a 429 naming the bound (with Retry-After); bob is not bound by alice's; a cancel
+    makes room."""
     (site.home / "f").write_text("f")
     data = tmp_path / "data"
     with gateway(site.profile, data, site.tokens) as served, \
@@ -297,7 +298,8 @@ def test_a_users_quick_operations_keep_their_unfinished_tasks_and_one_more_is_a_
         assert [t["id"] for t in listed if t["status"] == "pending"] == waiting
         body = {"path": f"{site.home}/f", "target_path": f"{site.home}/g"}
         refused = http.post(f"{V2}/filesystem/cp/local", headers=auth(site.alice), json=body)
-        assert refused.status_code == 409, refused.text
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["Retry-After"] == "5"
         assert f"{TASKS_PER_USER} unfinished file tasks" in refused.json()["detail"]
         assert not (site.home / "g").exists()
         bob = site.home.parent / "bob"

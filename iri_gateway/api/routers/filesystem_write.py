@@ -72,9 +72,7 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "Not Found (also any path the caller may not use: outside the folders of the "
              "caller's jobs and the roots granted to the caller)",
         409: "Conflict: the target exists (nothing is overwritten), a folder is not empty, "
-             "or a move would cross filesystems; for `cp`, `compress` and `extract`, also: "
-             "the caller has `tasks_per_user` (default 32) unfinished tasks already (the "
-             "problem's `limit`, `limit_value`, `used`; wait for one, or cancel one)",
+             "or a move would cross filesystems",
         413: "Content Too Large (found as the operation runs: its task's `result.error`): the "
              "copy, the archive or what it holds is beyond the configured limits "
              "(`cp_max_files`, `cp_max_bytes`)",

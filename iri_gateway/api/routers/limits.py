@@ -1,6 +1,6 @@
 """Account extension: `GET /account/limits`, the caller's limits and their use now.
 
-A client that was refused (429 past a request rate, 409 past a quota) or wants to stay
+A client that was refused (429 past a request rate or a quota) or wants to stay
 clear of that asks here: each request rate with the requests counted in the sliding window,
 the unfinished-task quota, and each resource's active-jobs quota with the caller's count
 there. The console shows it on the Account page.
@@ -49,8 +49,8 @@ class QuotaUse(BaseModel):
 
 
 class Limits(BaseModel):
-    """The caller's limits and their use: past a rate the API answers 429 with Retry-After,
-    past a quota 409."""
+    """The caller's limits and their use: past a rate or a quota the API answers 429 with
+    Retry-After."""
 
     user: str = Field(description="The caller")
     rates: list[RateUse] = Field(description="Request rates, per user over every replica")
