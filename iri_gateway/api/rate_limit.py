@@ -18,7 +18,6 @@ from fastapi.routing import APIRoute
 
 from iri_gateway.service.auth import Principal
 from iri_gateway.service.engine import Engine
-from iri_gateway.service.quotas import check_active_jobs
 from iri_gateway.service.rate_limits import READ, WRITE, RateLimiter
 from iri_gateway.service.settings import Settings
 
@@ -47,14 +46,9 @@ def charge_request(request: Request, principal: Principal) -> None:
 
 def rate_limiter(settings: Settings, engine: Engine) -> RateLimiter:
     """The limiter of the settings' rates, sharing counts through the engine's store."""
-    return RateLimiter(
-        engine.store,
-        engine.replica.id,
-        read_rate=settings.read_rate,
-        write_rate=settings.write_rate,
-        window=settings.rate_window,
-        sync_interval=settings.rate_sync_interval,
-    )
+    return engine.rate_limiter(read_rate=settings.read_rate, write_rate=settings.write_rate,
+                               window=settings.rate_window,
+                               sync_interval=settings.rate_sync_interval)
 
 
 def check_launch_quota(
@@ -65,16 +59,9 @@ def check_launch_quota(
     idempotency_key: str | None,
 ) -> None:
     """QuotaError (429) when the caller has their quota of unfinished jobs on the resource
-    already; a retry of a launch (its idempotency key known) is a read, never refused."""
-    if (
-        idempotency_key is not None
-        and engine.store.by_idempotency_key(principal.user, idempotency_key) is not None
-    ):
-        return
+    (its profile's `limits.active_jobs_per_user`, else the setting) already; a retry of a
+    launch (its idempotency key known) is a read, never refused."""
     own = engine.resource(resource_id=resource_id).resource.limits.active_jobs_per_user
-    check_active_jobs(
-        engine.store,
-        owner=principal.user,
-        resource_id=resource_id,
-        limit=own or settings.active_jobs_per_user,
-    )
+    engine.check_launch_quota(owner=principal.user, resource_id=resource_id,
+                              limit=own or settings.active_jobs_per_user,
+                              idempotency_key=idempotency_key)

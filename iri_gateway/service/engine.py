@@ -44,6 +44,8 @@ from iri_gateway.service import cluster_members
 from iri_gateway.service.backends import Backend, Backends
 from iri_gateway.service.files import policy
 from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles, decode_part
+from iri_gateway.service.quotas import ACTIVE_STATES, check_active_jobs
+from iri_gateway.service.rate_limits import RateLimiter
 from iri_gateway.service.replicas import Replica
 from iri_gateway.service.store import (
     IdempotencyKeyTakenError,
@@ -525,6 +527,27 @@ class Engine:
     def resources(self) -> list[LoadedResource]:
         """Every resource of the loaded profiles, in the order they were loaded."""
         return list(self.registry)
+
+    def active_jobs(self, *, owner: str, resource_id: str) -> int:
+        """How many of `owner`'s jobs on `resource_id` are unfinished (the count the
+        `active_jobs_per_user` quota holds to)."""
+        return self.store.count(owner=owner, resource_id=resource_id, states=ACTIVE_STATES)
+
+    def check_launch_quota(self, *, owner: str, resource_id: str, limit: int,
+                           idempotency_key: str | None) -> None:
+        """QuotaError when `owner` has `limit` unfinished jobs on `resource_id` already; a
+        retry of a launch (its idempotency key known) is a read, never refused."""
+        if (idempotency_key is not None
+                and self.store.by_idempotency_key(owner, idempotency_key) is not None):
+            return
+        check_active_jobs(self.store, owner=owner, resource_id=resource_id, limit=limit)
+
+    def rate_limiter(self, *, read_rate: float, write_rate: float, window: float,
+                     sync_interval: float) -> RateLimiter:
+        """A per-user request rate limiter sharing its counts with the other replicas
+        through this engine's store (`rate_limits`)."""
+        return RateLimiter(self.store, self.replica.id, read_rate=read_rate,
+                           write_rate=write_rate, window=window, sync_interval=sync_interval)
 
     def place(self, *, spec: JobSpec, owner: str | None = None) -> list[Placement]:
         """Every resource's answer to "can this job run here, and how?", best first; a job

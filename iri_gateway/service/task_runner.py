@@ -134,6 +134,15 @@ class TaskRunner:
                 raise GatewayError("the gateway is stopping; ask again") from None
         return task
 
+    @property
+    def unfinished_limit(self) -> int:
+        """The unfinished tasks a user may have at once (the gateway's `tasks_per_user`)."""
+        return self.store.per_user
+
+    def unfinished(self, owner: str) -> int:
+        """How many of `owner`'s tasks are pending or active, over every replica."""
+        return self.store.unfinished(owner)
+
     def get(self, owner: str, task_id: str) -> TaskRecord | None:
         """`owner`'s task (those of replicas that are gone marked failed first)."""
         self.sweep()

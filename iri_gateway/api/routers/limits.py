@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 
 from iri_gateway.api.caller_first import CallerFirstRoute
 from iri_gateway.api.deps import EngineDep, PrincipalDep, SettingsDep
-from iri_gateway.service.quotas import ACTIVE_STATES
 from iri_gateway.service.rate_limits import RateLimiter
 
 router = APIRouter(
@@ -85,8 +84,8 @@ def get_limits(
     quotas = [
         QuotaUse(
             limit="tasks_per_user",
-            limit_value=engine.tasks.store.per_user,
-            used=engine.tasks.store.unfinished(principal.user),
+            limit_value=engine.tasks.unfinished_limit,
+            used=engine.tasks.unfinished(principal.user),
         )
     ]
     for loaded in engine.resources():
@@ -105,9 +104,7 @@ def get_limits(
                 limit="active_jobs_per_user",
                 resource_id=loaded.id,
                 limit_value=own.active_jobs_per_user or settings.active_jobs_per_user,
-                used=engine.store.count(
-                    owner=principal.user, resource_id=loaded.id, states=ACTIVE_STATES
-                ),
+                used=engine.active_jobs(owner=principal.user, resource_id=loaded.id),
             )
         )
     return Limits(
