@@ -1,8 +1,9 @@
 """Per-user request rate limits, shared by every replica through the store.
 
-Two budgets per user: `read` (GET, HEAD: cheap, answered from the store) and `write` (every
-other method: launches, cancels, filesystem writes, uploads, which cost scheduler commands,
-disk and workers), each a rate in requests per second averaged over a sliding window of
+Two budgets per user: `read` (requests that change nothing: cheap, mostly answered from the
+store; which requests those are is the API's to say, `api.rate_limit.is_read`) and `write`
+(the rest: launches, cancels, filesystem writes, uploads, which cost scheduler commands, disk
+and workers), each a rate in requests per second averaged over a sliding window of
 `window` seconds (a user may burst up to rate x window, then keeps to the rate). A request
 past its budget is refused with `RateLimitError`: which limit, its value, the user's use,
 and the seconds until one more request fits.
