@@ -39,6 +39,7 @@ import httpx
 import pytest
 
 from tests.api.real_serve import serve_process
+from tests.api.test_serve_postgres import issue_token
 from tests.conftest import clean_env, free_port
 
 V2 = "/api/v2"
@@ -64,26 +65,7 @@ def served() -> Iterator[Served]:
         "IRI_GATEWAY_DATABASE_URL": f"sqlite:///{db}/jobs.db",
         "IRI_GATEWAY_TOKENS_FILE": str(keys / "tokens.json"),
     }
-    tokens = {}
-    for user in ("alice", "bob"):
-        tokens[user] = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iri_gateway",
-                "token",
-                user,
-                "--project",
-                "proj1",
-                "--data-dir",
-                str(data),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            check=True,
-        ).stdout.strip()
+    tokens = {user: issue_token(data, user, "proj1", env) for user in ("alice", "bob")}
     port = free_port()
     argv = [
         sys.executable,

@@ -19,10 +19,14 @@ from tests.databases import postgres_server, postgres_url  # noqa: F401
 V2 = "/api/v2"
 
 
-def issue_token(data_dir: Path, user: str, project: str) -> str:
+def issue_token(data_dir: Path, user: str, project: str,
+                env: dict[str, str] | None = None) -> str:
+    """A token issued by `iri-gateway token` (with `env` added to its environment: another
+    tokens file, say)."""
     made = subprocess.run([sys.executable, "-m", "iri_gateway", "token", user,
                            f"--project={project}", "--data-dir", str(data_dir)],
-                          capture_output=True, text=True, timeout=60, env=clean_env())
+                          capture_output=True, text=True, timeout=60,
+                          env={**clean_env(), **(env or {})})
     assert made.returncode == 0, made.stderr
     return made.stdout.strip()
 

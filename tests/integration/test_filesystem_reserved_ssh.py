@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pwd
 import shutil
-import subprocess
 import sys
 import time
 import uuid
@@ -21,6 +20,7 @@ import pytest
 
 from tests.api.real_serve import serve_process
 from tests.api.test_file_confinement import headers
+from tests.api.test_serve_postgres import issue_token
 from tests.conftest import clean_env, free_port
 from tests.integration.conftest import ClusterInfo
 from tests.integration.test_filesystem_ssh import RESOURCE, Served, run
@@ -47,27 +47,7 @@ def served(
     profile = folder / "cluster.yaml"
     profile.write_text(text)
     data = folder / "data"
-    tokens = {
-        user: subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iri_gateway",
-                "token",
-                user,
-                "--project",
-                "proj1",
-                "--data-dir",
-                str(data),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-            env=clean_env(),
-        ).stdout.strip()
-        for user in ("alice", "bob")
-    }
+    tokens = {user: issue_token(data, user, "proj1") for user in ("alice", "bob")}
     port = free_port()
     argv = [
         sys.executable,
