@@ -40,12 +40,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data:
         port = free_port()
         token = subprocess.run(
-            [sys.executable, "-m", "iri_gateway", "token", "bench", "--project", "p",
-             "--data-dir", data], capture_output=True, text=True, check=True,
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                "bench",
+                "--project",
+                "p",
+                "--data-dir",
+                data,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         server = subprocess.Popen(
-            [sys.executable, "-m", "iri_gateway", "serve", "--port", str(port),
-             "--data-dir", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-m", "iri_gateway", "serve", "--port", str(port), "--data-dir", data],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(server.pid, {0})
@@ -58,18 +71,32 @@ def main() -> None:
                     break
                 except httpx.TransportError:
                     time.sleep(0.1)
-            job = httpx.post(f"{base}/compute/job/local", headers={**headers,
-                             "X-IRI-Facility-Project": "p"},
-                             json={"executable": "/bin/true"}).json()
+            job = httpx.post(
+                f"{base}/compute/job/local",
+                headers={**headers, "X-IRI-Facility-Project": "p"},
+                json={"executable": "/bin/true"},
+            ).json()
             url = f"{base}/compute/status/local/{job['id']}"
             wrk = shutil.which("wrk")
             if wrk is None:
                 raise SystemExit("wrk is not installed: apt-get install wrk")
             report = subprocess.run(
-                ["taskset", "-c", str(1 % (os.cpu_count() or 1)), wrk, "-t1",
-                 f"-c{args.clients}", f"-d{args.seconds:g}s", "--latency",
-                 "-H", f"Authorization: Bearer {token}", url],
-                capture_output=True, text=True, check=True,
+                [
+                    "taskset",
+                    "-c",
+                    str(1 % (os.cpu_count() or 1)),
+                    wrk,
+                    "-t1",
+                    f"-c{args.clients}",
+                    f"-d{args.seconds:g}s",
+                    "--latency",
+                    "-H",
+                    f"Authorization: Bearer {token}",
+                    url,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
         finally:
             server.terminate()

@@ -69,8 +69,14 @@ def run_once(case: Case, scratch: Path) -> tuple[float, float]:
         env = {**env, "XDG_CACHE_HOME": tempfile.mkdtemp(dir=scratch)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    result = subprocess.run(case.argv, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    result = subprocess.run(
+        case.argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
@@ -86,18 +92,30 @@ def command_line() -> list[str]:
 
 
 def cases(scratch: Path, compare: Path | None) -> list[Case]:
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
+    }
     env["XDG_CACHE_HOME"] = str(scratch / "warm-cache")
     gateway = command_line()
     found = [Case("python -c pass", [sys.executable, "-c", "pass"], env, target=False)]
     found += [Case(name, [*gateway, *args], env) for name, args in COMMANDS.items()]
-    found.append(Case("render, empty cache", [*gateway, *COMMANDS["render"]], env,
-                      fresh_cache=True, target=False))
+    found.append(
+        Case(
+            "render, empty cache",
+            [*gateway, *COMMANDS["render"]],
+            env,
+            fresh_cache=True,
+            target=False,
+        )
+    )
     if compare is not None:
         old = {**env, "PYTHONPATH": str(compare)}
-        found += [Case(f"{name} (before)", [*gateway, *args], old, target=False)
-                  for name, args in COMMANDS.items()]
+        found += [
+            Case(f"{name} (before)", [*gateway, *args], old, target=False)
+            for name, args in COMMANDS.items()
+        ]
     return found
 
 
@@ -129,8 +147,11 @@ def main() -> None:
     for case in measured:
         median = statistics.median(case.wall) * 1000
         table.add_row(
-            case.name, f"{median:.0f}", f"{min(case.wall) * 1000:.0f}",
-            f"{max(case.wall) * 1000:.0f}", f"{statistics.median(case.cpu) * 1000:.0f}",
+            case.name,
+            f"{median:.0f}",
+            f"{min(case.wall) * 1000:.0f}",
+            f"{max(case.wall) * 1000:.0f}",
+            f"{statistics.median(case.cpu) * 1000:.0f}",
             f"{statistics.median(case.ratio):.1f}",
             ("yes" if median < TARGET_MS else "NO") if case.target else "",
         )

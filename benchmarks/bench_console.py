@@ -74,10 +74,19 @@ def write_profile(folder: Path, resources: int) -> Path:
 def browser(profile_dir: Path) -> WebDriver:
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-                 "--window-size=1280,900", f"--user-data-dir={profile_dir}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        f"--user-data-dir={profile_dir}",
+    ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LOADED_AT})
@@ -153,9 +162,23 @@ def main() -> None:
         port = free_port()
         log = (folder / "serve.log").open("w")
         served = subprocess.Popen(
-            [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-             str(port), "--data-dir", str(data), "--profiles", str(profile)],
-            stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data),
+                "--profiles",
+                str(profile),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
         driver = None
         try:
@@ -166,12 +189,27 @@ def main() -> None:
                 except httpx.TransportError:
                     time.sleep(0.1)
             made = subprocess.run(
-                [sys.executable, "-m", "iri_gateway", "token", "create", "bench", "--project",
-                 "bench", "--data-dir", str(data)],
-                capture_output=True, text=True, check=True, timeout=60)
+                [
+                    sys.executable,
+                    "-m",
+                    "iri_gateway",
+                    "token",
+                    "create",
+                    "bench",
+                    "--project",
+                    "bench",
+                    "--data-dir",
+                    str(data),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            )
             token = made.stdout.strip()
-            client = httpx.Client(base_url=url, timeout=60,
-                                  headers={"Authorization": f"Bearer {token}"})
+            client = httpx.Client(
+                base_url=url, timeout=60, headers={"Authorization": f"Bearer {token}"}
+            )
             started = time.perf_counter()
             submit_jobs(client, args.jobs, "bench")
             print(f"{args.jobs} jobs submitted in {time.perf_counter() - started:.1f} s")
@@ -179,16 +217,20 @@ def main() -> None:
             # The requests the pages make: one each (the sign-in check of the header,
             # /account/projects, runs beside them and is not counted).
             sites_paths = [("GET", "/api/v2/compute/capabilities")]
-            jobs_paths = [("GET", "/api/v2/compute/jobs?offset=0&limit=50&state=all"
-                           "&include_spec=true")]
+            jobs_paths = [
+                ("GET", "/api/v2/compute/jobs?offset=0&limit=50&state=all&include_spec=true")
+            ]
 
             driver = browser(folder / "chromium")
             driver.get(f"{url}/console/sign-in")
-            driver.execute_script("sessionStorage.setItem(arguments[0], arguments[1])",
-                                  *_token_key(driver, token))
+            driver.execute_script(
+                "sessionStorage.setItem(arguments[0], arguments[1])", *_token_key(driver, token)
+            )
             results: dict[str, tuple[list[dict[str, float]], list[float]]] = {}
-            for name, path, paths in (("sites", "/console/sites", sites_paths),
-                                      ("jobs", "/console/jobs", jobs_paths)):
+            for name, path, paths in (
+                ("sites", "/console/sites", sites_paths),
+                ("jobs", "/console/jobs", jobs_paths),
+            ):
                 page_ms(driver, f"{url}{path}")  # warm: assets cached, server warmed
                 api_ms(client, paths)
                 pages = [page_ms(driver, f"{url}{path}") for _ in range(args.rounds)]
@@ -203,19 +245,25 @@ def main() -> None:
             served.wait(30)
             log.close()
 
-    print(f"{'page':<6} {'requests':>8} {'page ms (median)':>17} {'API alone ms':>13} "
-          f"{'ratio':>6}  target < 300 ms")
+    print(
+        f"{'page':<6} {'requests':>8} {'page ms (median)':>17} {'API alone ms':>13} "
+        f"{'ratio':>6}  target < 300 ms"
+    )
     for name, (pages, apis) in results.items():
         page, api = statistics.median(p["loaded"] for p in pages), statistics.median(apis)
         count = len(sites_paths) if name == "sites" else len(jobs_paths)
         verdict = "met" if page < 300 else "MISSED"
         print(f"{name:<6} {count:>8} {page:>17.0f} {api:>13.0f} {page / api:>6.2f}  {verdict}")
-    print("where the page's time goes, medians in ms (Chromium's navigation and resource "
-          "timing): HTML received; assets received; data request sent; its time; decode and draw "
-          "after it")
+    print(
+        "where the page's time goes, medians in ms (Chromium's navigation and resource "
+        "timing): HTML received; assets received; data request sent; its time; decode and draw "
+        "after it"
+    )
     for name, (pages, _) in results.items():
-        middle = {k: statistics.median(p[k] for p in pages)
-                  for k in ("document", "assets", "asked", "api", "after")}
+        middle = {
+            k: statistics.median(p[k] for p in pages)
+            for k in ("document", "assets", "asked", "api", "after")
+        }
         print(f"{name:<6} " + "  ".join(f"{k} {v:.0f}" for k, v in middle.items()))
 
 

@@ -52,9 +52,9 @@ sys.path.insert(0, str(ROOT))
 
 from iri_gateway.planning.jobspec_io import parse_jobspec  # noqa: E402
 from iri_gateway.profiles.loading import ProfileRegistry  # noqa: E402
-from iri_gateway.service.backends import Backends  # noqa: E402
-from iri_gateway.service.engine import Engine  # noqa: E402
-from iri_gateway.service.store import JobStore  # noqa: E402
+from iri_gateway.service.jobs.engine import Engine  # noqa: E402
+from iri_gateway.service.jobs.store import JobStore  # noqa: E402
+from iri_gateway.service.operations.backends import Backends  # noqa: E402
 from tests.integration.gateway_process import API, profile_allowing, serve  # noqa: E402
 
 RESOURCE = "cluster"
@@ -62,9 +62,12 @@ RESOURCE = "cluster"
 
 def job(name: str) -> dict[str, Any]:
     """A job that stays pending an hour (never uses the nodes)."""
-    return {"name": name, "executable": "/bin/true",
-            "attributes": {"duration": 60, "custom_attributes": {"begin": "now+1hour"}},
-            "resources": {"exclusive_node_use": False}}
+    return {
+        "name": name,
+        "executable": "/bin/true",
+        "attributes": {"duration": 60, "custom_attributes": {"begin": "now+1hour"}},
+        "resources": {"exclusive_node_use": False},
+    }
 
 
 def cluster_profile(folder: Path) -> Path:
@@ -99,9 +102,11 @@ class Side:
     def line(self) -> str:
         ms = [value * 1000 for value in self.latencies]
         extra = f", {self.answered_new} answered `new`" if self.answered_new else ""
-        return (f"{self.label:<22} {len(ms)} jobs in {self.seconds:.2f} s = {self.rate:6.1f} "
-                f"jobs/s; latency p50 {percentile(ms, 0.5):6.1f} ms, p99 "
-                f"{percentile(ms, 0.99):6.1f} ms, max {max(ms):6.1f} ms{extra}")
+        return (
+            f"{self.label:<22} {len(ms)} jobs in {self.seconds:.2f} s = {self.rate:6.1f} "
+            f"jobs/s; latency p50 {percentile(ms, 0.5):6.1f} ms, p99 "
+            f"{percentile(ms, 0.99):6.1f} ms, max {max(ms):6.1f} ms{extra}"
+        )
 
 
 def in_parallel(count: int, clients: int, work: Callable[[int], None]) -> float:
@@ -133,8 +138,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 def slurm_count(name: str, states: str = "all") -> int:
-    out = subprocess.run(["squeue", "-h", "-t", states, "-n", name, "-o", "%i"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-t", states, "-n", name, "-o", "%i"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return len(out.split())
 
 
@@ -163,8 +173,12 @@ def gateway(url: str, headers: dict[str, str], name: str, count: int, clients: i
         if not hasattr(local, "http"):
             local.http = http.client.HTTPConnection(host, int(port), timeout=120)
         start = time.perf_counter()
-        local.http.request("POST", f"{API}/compute/job/{RESOURCE}", body=body,
-                           headers={**headers, "Content-Type": "application/json"})
+        local.http.request(
+            "POST",
+            f"{API}/compute/job/{RESOURCE}",
+            body=body,
+            headers={**headers, "Content-Type": "application/json"},
+        )
         answer = local.http.getresponse()
         payload = answer.read()
         latencies.append(time.perf_counter() - start)
@@ -198,16 +212,21 @@ def concurrent(args: argparse.Namespace, profile: Path, data: Path, run: str) ->
         through = gateway(server.url, headers, names[1], args.jobs, args.clients)
         cpu = cpu_seconds(server.pid) - cpu
         print(through.line(), flush=True)
-        print(f"serve's own CPU time: {cpu:.2f} s in {through.seconds:.2f} s "
-              f"({cpu / args.jobs * 1000:.1f} ms per launch, sbatch children not counted)",
-              flush=True)
+        print(
+            f"serve's own CPU time: {cpu:.2f} s in {through.seconds:.2f} s "
+            f"({cpu / args.jobs * 1000:.1f} ms per launch, sbatch children not counted)",
+            flush=True,
+        )
         second = raw("raw sbatch (after)", script, names[0], args.jobs, args.clients)
         print(second.line(), flush=True)
     raw_rate = (first.rate + second.rate) / 2
     raw_p99 = (percentile(first.latencies, 0.99) + percentile(second.latencies, 0.99)) / 2
-    print(f"throughput gateway/raw: {through.rate / raw_rate:.2f} (target >= 0.9); "
-          f"gateway p99 {percentile(through.latencies, 0.99) * 1000:.1f} ms (target < 100 ms);"
-          f" raw p99 {raw_p99 * 1000:.1f} ms", flush=True)
+    print(
+        f"throughput gateway/raw: {through.rate / raw_rate:.2f} (target >= 0.9); "
+        f"gateway p99 {percentile(through.latencies, 0.99) * 1000:.1f} ms (target < 100 ms);"
+        f" raw p99 {raw_p99 * 1000:.1f} ms",
+        flush=True,
+    )
 
 
 def sequential(rounds: int, profile: Path, data: Path, run: str, psij_ids: list[str]) -> None:
@@ -217,8 +236,11 @@ def sequential(rounds: int, profile: Path, data: Path, run: str, psij_ids: list[
 
     names = [f"{run}-seq-raw", f"{run}-seq-engine", f"{run}-seq-psij"]
     registry = ProfileRegistry.from_files([profile])
-    engine = Engine(registry=registry, store=JobStore(f"sqlite:///{data}/engine.db"),
-                    backends=Backends(data / "engine"))
+    engine = Engine(
+        registry=registry,
+        store=JobStore(f"sqlite:///{data}/engine.db"),
+        backends=Backends(data / "engine"),
+    )
     spec = parse_jobspec(job(names[1]))
     script = engine.submit(owner="bench", resource_id=RESOURCE, spec=spec).record.script
     script = script.replace(names[1], names[0])
@@ -227,15 +249,17 @@ def sequential(rounds: int, profile: Path, data: Path, run: str, psij_ids: list[
     times: dict[str, list[float]] = {"raw sbatch": [], "Engine.submit": [], "PSI/J slurm": []}
 
     def psij_once() -> None:
-        attributes = JobAttributes(duration=timedelta(seconds=60),
-                                   custom_attributes={"slurm.begin": "now+1hour"})
+        attributes = JobAttributes(
+            duration=timedelta(seconds=60), custom_attributes={"slurm.begin": "now+1hour"}
+        )
         submitted = Job(JobSpec(executable="/bin/true", name=names[2], attributes=attributes))
         executor.submit(submitted)
         psij_ids.append(submitted.native_id or "")
 
     actions: dict[str, Callable[[], object]] = {
-        "raw sbatch": lambda: subprocess.run(argv, input=script, capture_output=True,
-                                             text=True, check=True),
+        "raw sbatch": lambda: subprocess.run(
+            argv, input=script, capture_output=True, text=True, check=True
+        ),
         "Engine.submit": lambda: engine.submit(owner="bench", resource_id=RESOURCE, spec=spec),
         "PSI/J slurm": psij_once,
     }
@@ -243,7 +267,7 @@ def sequential(rounds: int, profile: Path, data: Path, run: str, psij_ids: list[
     try:
         for index in range(rounds + 1):
             # Rotate who goes first, so no side always follows another's sbatch.
-            for label in order[index % 3:] + order[:index % 3]:
+            for label in order[index % 3 :] + order[: index % 3]:
                 start = time.perf_counter()
                 actions[label]()
                 if index:  # round 0 warms up
@@ -252,19 +276,29 @@ def sequential(rounds: int, profile: Path, data: Path, run: str, psij_ids: list[
         engine.close()
     medians = {label: statistics.median(values) for label, values in times.items()}
     for label, value in medians.items():
-        print(f"sequential {label:<14} median {value * 1000:6.1f} ms/job "
-              f"(p90 {percentile(times[label], 0.9) * 1000:.1f} ms)", flush=True)
+        print(
+            f"sequential {label:<14} median {value * 1000:6.1f} ms/job "
+            f"(p90 {percentile(times[label], 0.9) * 1000:.1f} ms)",
+            flush=True,
+        )
     base = medians["raw sbatch"]
-    print(f"sequential Engine.submit/raw: {medians['Engine.submit'] / base:.2f} (target <= "
-          f"1.15); PSI/J/raw: {medians['PSI/J slurm'] / base:.2f}", flush=True)
+    print(
+        f"sequential Engine.submit/raw: {medians['Engine.submit'] / base:.2f} (target <= "
+        f"1.15); PSI/J/raw: {medians['PSI/J slurm'] / base:.2f}",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--sequential", type=int, default=30,
-                        help="rounds of the sequential comparison (0: skip it)")
+    parser.add_argument(
+        "--sequential",
+        type=int,
+        default=30,
+        help="rounds of the sequential comparison (0: skip it)",
+    )
     args = parser.parse_args()
     run = f"bench-launch-{uuid.uuid4().hex[:8]}"
     names: list[str] = []
@@ -286,9 +320,14 @@ def main() -> None:
                 subprocess.run(["scancel", *ids], capture_output=True, check=False)
             left = sum(slurm_count(name, "PENDING,RUNNING") for name in names)
             if ids:
-                left += len(subprocess.run(
-                    ["squeue", "-h", "-t", "PENDING,RUNNING", "-j", ",".join(ids), "-o", "%i"],
-                    capture_output=True, text=True, check=False).stdout.split())
+                left += len(
+                    subprocess.run(
+                        ["squeue", "-h", "-t", "PENDING,RUNNING", "-j", ",".join(ids), "-o", "%i"],
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    ).stdout.split()
+                )
             print(f"cancelled the run's jobs; {left} still pending or running")
 
 

@@ -43,16 +43,36 @@ JOB: dict[str, Any] = {
     "attributes": {"duration": 600, "account": "m1"},
     "container": {
         "flavours": [
-            {"name": "cuda", "image": "docker.io/lab/app:1.0-cuda", "priority": 100,
-             "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}]},
-            {"name": "rocm", "image": "docker.io/lab/app:1.0-rocm", "priority": 90,
-             "requirements": {"gpu_vendor": "amd", "rocm": ">= 6"}},
-            {"name": "xpu", "image": "docker.io/lab/app:1.0-xpu", "priority": 80,
-             "requirements": {"gpu_vendor": "intel"}},
-            {"name": "avx512", "image": "docker.io/lab/app:1.0-avx512", "priority": 50,
-             "requirements": {"cpu_arch": "x86_64", "cpu_cores": ">= 64"}},
-            {"name": "cpu", "image": "docker.io/lab/app:1.0-cpu", "priority": 20,
-             "requirements": {"cpu_mhz": "> 1400"}},
+            {
+                "name": "cuda",
+                "image": "docker.io/lab/app:1.0-cuda",
+                "priority": 100,
+                "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}],
+            },
+            {
+                "name": "rocm",
+                "image": "docker.io/lab/app:1.0-rocm",
+                "priority": 90,
+                "requirements": {"gpu_vendor": "amd", "rocm": ">= 6"},
+            },
+            {
+                "name": "xpu",
+                "image": "docker.io/lab/app:1.0-xpu",
+                "priority": 80,
+                "requirements": {"gpu_vendor": "intel"},
+            },
+            {
+                "name": "avx512",
+                "image": "docker.io/lab/app:1.0-avx512",
+                "priority": 50,
+                "requirements": {"cpu_arch": "x86_64", "cpu_cores": ">= 64"},
+            },
+            {
+                "name": "cpu",
+                "image": "docker.io/lab/app:1.0-cpu",
+                "priority": 20,
+                "requirements": {"cpu_mhz": "> 1400"},
+            },
         ],
     },
 }
@@ -72,8 +92,12 @@ def variant(loaded: LoadedResource, index: int, kind: str) -> LoadedResource:
         cpu = nodes.cpu.model_copy(update={"cores": min(nodes.cpu.cores, 32)})
         nodes = nodes.model_copy(update={"gpus": None, "cpu": cpu})
     resource = loaded.resource.model_copy(update={"id": f"{loaded.id}-{index}", "nodes": nodes})
-    return LoadedResource(profile=loaded.profile, resource=resource, source=loaded.source,
-                          templates_dir=loaded.templates_dir)
+    return LoadedResource(
+        profile=loaded.profile,
+        resource=resource,
+        source=loaded.source,
+        templates_dir=loaded.templates_dir,
+    )
 
 
 def build_resources(count: int) -> list[LoadedResource]:
@@ -85,8 +109,9 @@ def build_resources(count: int) -> list[LoadedResource]:
     ]
 
 
-def measure(spec: JobSpec, resources: list[LoadedResource], repeat: int,
-            warmup: int) -> tuple[list[float], list[Placement]]:
+def measure(
+    spec: JobSpec, resources: list[LoadedResource], repeat: int, warmup: int
+) -> tuple[list[float], list[Placement]]:
     """Seconds of each of `repeat` placements (after `warmup` untimed ones), and the answer."""
     answer = place(spec, resources)
     for _ in range(warmup):
@@ -130,9 +155,11 @@ def main() -> None:
         table.add_row(flavour["name"], str(chosen.get(flavour["name"], 0)))
     table.add_row("(not runnable)", str(not_runnable))
     Console().print(table)
-    print(f"runnable on {len(answer) - not_runnable} of {len(answer)}; best: "
-          f"{answer[0].resource} ({answer[0].flavour}); {args.repeat} timed placements, "
-          f"min {min(times) * 1e3:.2f} ms, max {max(times) * 1e3:.2f} ms")
+    print(
+        f"runnable on {len(answer) - not_runnable} of {len(answer)}; best: "
+        f"{answer[0].resource} ({answer[0].flavour}); {args.repeat} timed placements, "
+        f"min {min(times) * 1e3:.2f} ms, max {max(times) * 1e3:.2f} ms"
+    )
 
     missing = [name for name in ("cuda", "cpu") if not chosen.get(name)]
     if missing or not not_runnable:
@@ -143,9 +170,11 @@ def main() -> None:
         sys.exit(2)
 
     verdict = "met" if median_ms < TARGET_MS else "MISSED"
-    print(f"placement of a {flavours}-flavour job over {len(resources)} resources: "
-          f"median {median_ms:.2f} ms, p95 {p95_ms:.2f} ms "
-          f"(target < {TARGET_MS:g} ms: {verdict})")
+    print(
+        f"placement of a {flavours}-flavour job over {len(resources)} resources: "
+        f"median {median_ms:.2f} ms, p95 {p95_ms:.2f} ms "
+        f"(target < {TARGET_MS:g} ms: {verdict})"
+    )
 
 
 if __name__ == "__main__":

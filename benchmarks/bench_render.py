@@ -43,8 +43,12 @@ def job(image: str, mount: str) -> dict[str, Any]:
         "environment": {"OMP_NUM_THREADS": "8", "APP_MODE": "production"},
         "stdout_path": "solver.out",
         "launcher": "mpiexec",
-        "resources": {"node_count": 2, "processes_per_node": 4, "gpu_cores_per_process": 1,
-                      "cpu_cores_per_process": 8},
+        "resources": {
+            "node_count": 2,
+            "processes_per_node": 4,
+            "gpu_cores_per_process": 1,
+            "cpu_cores_per_process": 8,
+        },
         "attributes": {"duration": 3600, "account": "proj123"},
         "container": {
             "image": image,

@@ -64,7 +64,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import NullPool
 
-from iri_gateway.service.database import normalise_url
+from iri_gateway.service.operations.database import normalise_url
 from tests.integration.gateway_process import API, Gateway, serve
 
 CLOCK = os.sysconf("SC_CLK_TCK")
@@ -102,6 +102,7 @@ end
 
 # --- CPU time, from /proc -------------------------------------------------------------------
 
+
 def proc_times(pid: int) -> tuple[float, float] | None:
     """(own, reaped children's) user + system CPU seconds of a process; None when it is gone."""
     try:
@@ -128,8 +129,10 @@ def all_processes() -> dict[int, tuple[str, float]]:
                 continue
             head, tail = text_.rsplit(")", 1)
             fields = tail.split()
-            found[int(entry.name)] = (head.split("(", 1)[1],
-                                      (int(fields[11]) + int(fields[12])) / CLOCK)
+            found[int(entry.name)] = (
+                head.split("(", 1)[1],
+                (int(fields[11]) + int(fields[12])) / CLOCK,
+            )
     return found
 
 
@@ -150,8 +153,10 @@ class Postgres:
         with admin.connect() as connection:
             own = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
         if proc_times(own) is None:
-            raise SystemExit("the PostgreSQL server is not on this machine: its CPU time "
-                             "cannot be read from /proc")
+            raise SystemExit(
+                "the PostgreSQL server is not on this machine: its CPU time "
+                "cannot be read from /proc"
+            )
         self.postmaster = parent_pid(own)
 
     def processes(self) -> tuple[list[int], list[int], list[int]]:
@@ -170,11 +175,14 @@ class Postgres:
         sessions opened on the other databases, as the server's statistics have them (a
         backend reports its counts within about a second)."""
         with self.admin.connect() as connection:
-            row = connection.execute(text(
-                "SELECT sum(sessions) FILTER (WHERE datname = :name), "
-                "sum(xact_commit + xact_rollback) FILTER (WHERE datname = :name), "
-                "sum(sessions) FILTER (WHERE datname <> :name) FROM pg_stat_database"),
-                {"name": self.database}).one()
+            row = connection.execute(
+                text(
+                    "SELECT sum(sessions) FILTER (WHERE datname = :name), "
+                    "sum(xact_commit + xact_rollback) FILTER (WHERE datname = :name), "
+                    "sum(sessions) FILTER (WHERE datname <> :name) FROM pg_stat_database"
+                ),
+                {"name": self.database},
+            ).one()
         return int(row[0]), int(row[1]), int(row[2] or 0)
 
     def session_cost(self, url: str, count: int = 40) -> float:
@@ -227,9 +235,11 @@ class Meter:
                 add(f"serve {label}", pid, times[0])
                 add("serve's commands", pid, times[1])  # sbatch, squeue, reaped
         ours, elsewhere, server = self.postgres.processes()
-        for category, pids in (("PostgreSQL, run's backends", ours),
-                               ("PostgreSQL, other databases", elsewhere),
-                               ("PostgreSQL, server", server)):
+        for category, pids in (
+            ("PostgreSQL, run's backends", ours),
+            ("PostgreSQL, other databases", elsewhere),
+            ("PostgreSQL, server", server),
+        ):
             for pid in pids:
                 times = proc_times(pid)
                 if times is not None:
@@ -245,8 +255,9 @@ class Meter:
                 add("slurmctld", pid, times[0])
         seen = {pid for pids in by_pid.values() for pid in pids} | {os.getpid()}
         others = {pid: value for pid, value in all_processes().items() if pid not in seen}
-        return Snapshot(time.perf_counter(), machine_busy(), by_pid, *self.postgres.counters(),
-                        others)
+        return Snapshot(
+            time.perf_counter(), machine_busy(), by_pid, *self.postgres.counters(), others
+        )
 
     @staticmethod
     def spent(before: Snapshot, after: Snapshot) -> dict[str, float]:
@@ -256,8 +267,7 @@ class Meter:
         spent: dict[str, float] = {}
         for category, pids in after.by_pid.items():
             earlier = before.by_pid.get(category, {})
-            spent[category] = sum(seconds - earlier.get(pid, 0.0)
-                                  for pid, seconds in pids.items())
+            spent[category] = sum(seconds - earlier.get(pid, 0.0) for pid, seconds in pids.items())
         spent["machine (all processes)"] = after.busy[0] - before.busy[0]
         spent["stolen by the hypervisor"] = after.busy[1] - before.busy[1]
         return spent
@@ -266,19 +276,25 @@ class Meter:
     def busiest(before: Snapshot, after: Snapshot, count: int = 4) -> list[tuple[float, str]]:
         """The other processes that spent the most CPU seconds between two snapshots (one
         that started meanwhile counts from zero), with their command names."""
-        spent = [(seconds - before.others.get(pid, ("", 0.0))[1], f"{command} ({pid})")
-                 for pid, (command, seconds) in after.others.items()]
+        spent = [
+            (seconds - before.others.get(pid, ("", 0.0))[1], f"{command} ({pid})")
+            for pid, (command, seconds) in after.others.items()
+        ]
         return sorted(spent, reverse=True)[:count]
 
     @staticmethod
     def database(before: Snapshot, after: Snapshot) -> tuple[int, int, int]:
         """(sessions opened, transactions) on the run's database between two snapshots, and
         the sessions opened on other databases (other users of the server)."""
-        return (after.sessions - before.sessions, after.transactions - before.transactions,
-                max(0, after.sessions_elsewhere - before.sessions_elsewhere))
+        return (
+            after.sessions - before.sessions,
+            after.transactions - before.transactions,
+            max(0, after.sessions_elsewhere - before.sessions_elsewhere),
+        )
 
 
 # --- the phases -----------------------------------------------------------------------------
+
 
 @dataclass
 class Phase:
@@ -302,43 +318,62 @@ class Phase:
         return self.requests / self.seconds
 
 
-def get_jobs(config: str, replicas: list[Gateway], ids_file: Path, clients: int,
-             seconds: float, meter: Meter) -> Phase:
+def get_jobs(
+    config: str, replicas: list[Gateway], ids_file: Path, clients: int, seconds: float, meter: Meter
+) -> Phase:
     """`wrk` driving getJob over the seeded jobs; connections split over the replicas."""
     script = ids_file.parent / "getjob.lua"
     script.write_text(WRK_SCRIPT)
     first = replicas[0]
-    env = {**os.environ,
-           "BENCH_TARGETS": ",".join(r.url.removeprefix("http://") for r in replicas),
-           "BENCH_IDS": str(ids_file), "BENCH_TOKEN": first.token,
-           "BENCH_PREFIX": f"{API}/compute/status/{RESOURCE}/"}
+    env = {
+        **os.environ,
+        "BENCH_TARGETS": ",".join(r.url.removeprefix("http://") for r in replicas),
+        "BENCH_IDS": str(ids_file),
+        "BENCH_TOKEN": first.token,
+        "BENCH_PREFIX": f"{API}/compute/status/{RESOURCE}/",
+    }
     argv = ["wrk", "-t2", f"-c{clients}", f"-d{seconds:g}s", "-s", str(script), first.url]
     before = meter.snapshot()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    finished = subprocess.run(argv, capture_output=True, text=True, env=env, check=False,
-                              timeout=seconds + 60)
+    finished = subprocess.run(
+        argv, capture_output=True, text=True, env=env, check=False, timeout=seconds + 60
+    )
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     after = meter.snapshot()
-    result = next((line for line in finished.stdout.splitlines()
-                   if line.startswith("RESULT ")), None)
+    result = next(
+        (line for line in finished.stdout.splitlines() if line.startswith("RESULT ")), None
+    )
     if finished.returncode != 0 or result is None:
-        raise SystemExit(f"wrk failed ({finished.returncode}):\n{finished.stdout}\n"
-                         f"{finished.stderr}")
+        raise SystemExit(
+            f"wrk failed ({finished.returncode}):\n{finished.stdout}\n{finished.stderr}"
+        )
     count, micros, socket_errors, status_errors, p50, p99, _, _ = (
-        int(float(value)) for value in result.split()[1:])
+        int(float(value)) for value in result.split()[1:]
+    )
     faults = []
     if socket_errors or status_errors:
-        faults.append(f"getJob: {socket_errors} socket errors, {status_errors} answers not "
-                      "2xx/3xx")
+        faults.append(f"getJob: {socket_errors} socket errors, {status_errors} answers not 2xx/3xx")
     cpu = Meter.spent(before, after)
-    cpu["load generator (wrk)"] = (usage.ru_utime + usage.ru_stime
-                                   - children.ru_utime - children.ru_stime)
-    return Phase(config, "getJob", count, micros / 1e6, p50 / 1000, p99 / 1000, faults, cpu,
-                 *Meter.database(before, after), Meter.busiest(before, after))
+    cpu["load generator (wrk)"] = (
+        usage.ru_utime + usage.ru_stime - children.ru_utime - children.ru_stime
+    )
+    return Phase(
+        config,
+        "getJob",
+        count,
+        micros / 1e6,
+        p50 / 1000,
+        p99 / 1000,
+        faults,
+        cpu,
+        *Meter.database(before, after),
+        Meter.busiest(before, after),
+    )
 
 
-def launch(config: str, replicas: list[Gateway], name: str, count: int, clients: int,
-           meter: Meter) -> tuple[Phase, list[str]]:
+def launch(
+    config: str, replicas: list[Gateway], name: str, count: int, clients: int, meter: Meter
+) -> tuple[Phase, list[str]]:
     """`clients` keep-alive HTTP clients (alternating over the replicas) launching `count`
     jobs named `name`; the time until every accepted job has a Slurm id. Also the job ids."""
     body = json.dumps(job(name))
@@ -361,8 +396,7 @@ def launch(config: str, replicas: list[Gateway], name: str, count: int, clients:
             local.http = connect()
         start = time.perf_counter()
         try:
-            local.http.request("POST", f"{API}/compute/job/{RESOURCE}", body=body,
-                               headers=headers)
+            local.http.request("POST", f"{API}/compute/job/{RESOURCE}", body=body, headers=headers)
             answer = local.http.getresponse()
             payload = answer.read()
         except (OSError, http.client.HTTPException) as error:
@@ -392,8 +426,9 @@ def launch(config: str, replicas: list[Gateway], name: str, count: int, clients:
     generator = time.process_time() - generator
     after = meter.snapshot()
     if seen < len(ids):
-        faults.append(f"launch: {len(ids) - seen} of {len(ids)} accepted jobs not in Slurm "
-                      "after 120 s")
+        faults.append(
+            f"launch: {len(ids) - seen} of {len(ids)} accepted jobs not in Slurm after 120 s"
+        )
     time.sleep(1)  # a duplicate submission would show a moment later
     seen = slurm_count(name)
     if seen > len(ids):
@@ -403,20 +438,34 @@ def launch(config: str, replicas: list[Gateway], name: str, count: int, clients:
     if not latencies:
         raise SystemExit(f"no launch answered: {faults[:3]}")
     ms = [value * 1000 for value in latencies]
-    return (Phase(config, "launchJob", len(ids), seconds, percentile(ms, 0.5),
-                  percentile(ms, 0.99), faults, cpu, *Meter.database(before, after),
-                  Meter.busiest(before, after)), ids)
+    return (
+        Phase(
+            config,
+            "launchJob",
+            len(ids),
+            seconds,
+            percentile(ms, 0.5),
+            percentile(ms, 0.99),
+            faults,
+            cpu,
+            *Meter.database(before, after),
+            Meter.busiest(before, after),
+        ),
+        ids,
+    )
 
 
 # --- set-up ---------------------------------------------------------------------------------
+
 
 def postgres_url(given: str | None) -> str:
     if given:
         return normalise_url(given)
     script = ROOT / "scripts" / "postgres"
     subprocess.run([str(script), "start"], check=True, capture_output=True, timeout=600)
-    line = subprocess.run([str(script), "env"], check=True, capture_output=True, text=True,
-                          timeout=60).stdout.strip()
+    line = subprocess.run(
+        [str(script), "env"], check=True, capture_output=True, text=True, timeout=60
+    ).stdout.strip()
     return normalise_url(line.split("=", 1)[1])
 
 
@@ -448,8 +497,9 @@ def wait_ready(replica: Gateway) -> None:
 
 
 def slurmctld_pids() -> list[int]:
-    found = subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True, text=True,
-                           check=False).stdout.split()
+    found = subprocess.run(
+        ["pgrep", "-x", "slurmctld"], capture_output=True, text=True, check=False
+    ).stdout.split()
     return [int(pid) for pid in found]
 
 
@@ -458,8 +508,9 @@ def store_check(url: str) -> list[str]:
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
-            rows = connection.execute(text(
-                "SELECT native_id, state, count(*) FROM jobs GROUP BY native_id, state")).all()
+            rows = connection.execute(
+                text("SELECT native_id, state, count(*) FROM jobs GROUP BY native_id, state")
+            ).all()
     finally:
         engine.dispose()
     faults = []
@@ -477,12 +528,19 @@ def store_check(url: str) -> list[str]:
 
 # --- report ---------------------------------------------------------------------------------
 
-COLUMNS = {"serve A": "A", "serve B": "B", "serve's commands": "cmds",
-           "PostgreSQL, run's backends": "PG run", "PostgreSQL, exited": "PG exited",
-           "PostgreSQL, server": "PG server",
-           "slurmctld": "slurmctld", "load generator": "load gen",
-           "machine (all processes)": "machine", "PostgreSQL, other databases": "PG other",
-           "stolen by the hypervisor": "stolen"}
+COLUMNS = {
+    "serve A": "A",
+    "serve B": "B",
+    "serve's commands": "cmds",
+    "PostgreSQL, run's backends": "PG run",
+    "PostgreSQL, exited": "PG exited",
+    "PostgreSQL, server": "PG server",
+    "slurmctld": "slurmctld",
+    "load generator": "load gen",
+    "machine (all processes)": "machine",
+    "PostgreSQL, other databases": "PG other",
+    "stolen by the hypervisor": "stolen",
+}
 """The CPU table's columns: A and B are the serve processes, cmds the commands they ran
 (sbatch, squeue), PG run the live backends of the run's database, PG exited every backend
 that exited (the postmaster's reaped children: the run's pool overflow connections, and any
@@ -493,42 +551,56 @@ the time the hypervisor ran other guests on this machine's virtual cores."""
 
 def report(phases: list[Phase], clients: int) -> None:
     print()
-    print(f"{'config':<10} {'call':<9} {'n':>6} {'s':>6} {'per s':>7} {'p50 ms':>7} "
-          f"{'p99 ms':>7} {'PG sessions':>11} {'PG xacts/req':>12} {'sessions elsewhere':>18}")
+    print(
+        f"{'config':<10} {'call':<9} {'n':>6} {'s':>6} {'per s':>7} {'p50 ms':>7} "
+        f"{'p99 ms':>7} {'PG sessions':>11} {'PG xacts/req':>12} {'sessions elsewhere':>18}"
+    )
     for phase in phases:
-        print(f"{phase.config:<10} {phase.kind:<9} {phase.requests:>6} {phase.seconds:>6.2f} "
-              f"{phase.rate:>7.1f} {phase.p50_ms:>7.1f} {phase.p99_ms:>7.1f} "
-              f"{phase.sessions:>11} {phase.transactions / phase.requests:>12.1f} "
-              f"{phase.sessions_elsewhere:>18}")
+        print(
+            f"{phase.config:<10} {phase.kind:<9} {phase.requests:>6} {phase.seconds:>6.2f} "
+            f"{phase.rate:>7.1f} {phase.p50_ms:>7.1f} {phase.p99_ms:>7.1f} "
+            f"{phase.sessions:>11} {phase.transactions / phase.requests:>12.1f} "
+            f"{phase.sessions_elsewhere:>18}"
+        )
     print()
     print(f"CPU ms per request{'':<2} " + " ".join(f"{short:>9}" for short in COLUMNS.values()))
     for phase in phases:
         per = {key: value / phase.requests * 1000 for key, value in phase.cpu.items()}
         per["load generator"] = next(v for k, v in per.items() if k.startswith("load gen"))
-        print(f"{phase.config:<10} {phase.kind:<9} "
-              + " ".join(f"{per.get(column, 0.0):9.2f}" for column in COLUMNS))
+        print(
+            f"{phase.config:<10} {phase.kind:<9} "
+            + " ".join(f"{per.get(column, 0.0):9.2f}" for column in COLUMNS)
+        )
     print()
     print("CPU in % of one core during each phase (the machine has 2 cores: 200 %)")
     for phase in phases:
         share = {key: value / phase.seconds * 100 for key, value in phase.cpu.items()}
         share["load generator"] = next(v for k, v in share.items() if k.startswith("load gen"))
-        print(f"{phase.config:<10} {phase.kind:<9} "
-              + " ".join(f"{share.get(column, 0.0):8.0f}%" for column in COLUMNS))
+        print(
+            f"{phase.config:<10} {phase.kind:<9} "
+            + " ".join(f"{share.get(column, 0.0):8.0f}%" for column in COLUMNS)
+        )
     print()
     print("busiest processes outside the run during each phase (% of one core)")
     for phase in phases:
-        print(f"{phase.config:<10} {phase.kind:<9} " + ", ".join(
-            f"{command} {value / phase.seconds * 100:.0f}%"
-            for value, command in phase.busiest_others))
+        print(
+            f"{phase.config:<10} {phase.kind:<9} "
+            + ", ".join(
+                f"{command} {value / phase.seconds * 100:.0f}%"
+                for value, command in phase.busiest_others
+            )
+        )
     print()
     for kind in ("getJob", "launchJob"):
         one = [p.rate for p in phases if p.kind == kind and p.config.startswith("one")]
         two = [p.rate for p in phases if p.kind == kind and p.config == "two"]
         if one and two:
             base = statistics.mean(one)
-            print(f"{kind}: two replicas / one = {two[0]:.1f} / {base:.1f} per s "
-                  f"(one: {' and '.join(f'{r:.1f}' for r in one)}) = {two[0] / base:.2f} "
-                  f"({clients} clients)")
+            print(
+                f"{kind}: two replicas / one = {two[0]:.1f} / {base:.1f} per s "
+                f"(one: {' and '.join(f'{r:.1f}' for r in one)}) = {two[0] / base:.2f} "
+                f"({clients} clients)"
+            )
     faults = [fault for phase in phases for fault in phase.faults]
     print("faults: " + ("; ".join(faults) if faults else "none"))
 
@@ -547,23 +619,31 @@ def main() -> None:
     run = f"bench-replicas-{uuid.uuid4().hex[:8]}"
     names: list[str] = []
     phases: list[Phase] = []
-    with tempfile.TemporaryDirectory(dir="/tmp") as tmp, \
-            fresh_database(postgres_url(args.postgres)) as (url, admin, database):
+    with (
+        tempfile.TemporaryDirectory(dir="/tmp") as tmp,
+        fresh_database(postgres_url(args.postgres)) as (url, admin, database),
+    ):
         folder = Path(tmp)
         profile = cluster_profile(folder)
         env = {"IRI_GATEWAY_DATABASE_URL": url}
         meter = Meter(Postgres(admin, database))
         cost = meter.postgres.session_cost(url)
-        print(f"one new PostgreSQL session costs the server {cost * 1000:.1f} ms of CPU "
-              "(40 sessions opened and closed, the postmaster's reaped children)", flush=True)
+        print(
+            f"one new PostgreSQL session costs the server {cost * 1000:.1f} ms of CPU "
+            "(40 sessions opened and closed, the postmaster's reaped children)",
+            flush=True,
+        )
         if not slurmctld_pids():
             print("slurmctld not found: its CPU time is not measured")
+
         def measure(config: str, group: list[Gateway]) -> None:
             phases.append(get_jobs(config, group, ids_file, args.clients, args.seconds, meter))
             names.append(f"{run}-{config.replace(' ', '-')}")
             phases.append(launch(config, group, names[-1], args.jobs, args.clients, meter)[0])
-            print(f"{config}: getJob {phases[-2].rate:.0f}/s, launchJob "
-                  f"{phases[-1].rate:.1f} jobs/s", flush=True)
+            print(
+                f"{config}: getJob {phases[-2].rate:.0f}/s, launchJob {phases[-1].rate:.1f} jobs/s",
+                flush=True,
+            )
 
         ids_file = folder / "ids.txt"
         try:

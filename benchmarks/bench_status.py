@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_submit import profile
 
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.store import JobStore
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.backends import Backends
 
 
 class TimedTransport:
@@ -59,18 +59,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     held = subprocess.run(
-        ["bash", "-c", f"for i in $(seq {args.jobs}); do sbatch --parsable --hold -p all "
-         "-o /dev/null --wrap true; done"], capture_output=True, text=True, check=True,
+        [
+            "bash",
+            "-c",
+            f"for i in $(seq {args.jobs}); do sbatch --parsable --hold -p all "
+            "-o /dev/null --wrap true; done",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp)
             registry = ProfileRegistry.from_files([profile(data)])
-            engine = Engine(registry=registry, store=JobStore(f"sqlite:///{data}/jobs.db"),
-                            backends=Backends(data))
+            engine = Engine(
+                registry=registry,
+                store=JobStore(f"sqlite:///{data}/jobs.db"),
+                backends=Backends(data),
+            )
             for native_id in held:
-                record = engine.store.create(owner="bench", resource_id="cluster", spec={},
-                                             effective_spec={}, plan={}, script="")
+                record = engine.store.create(
+                    owner="bench",
+                    resource_id="cluster",
+                    spec={},
+                    effective_spec={},
+                    plan={},
+                    script="",
+                )
                 engine.store.set_native_id(record.id, native_id, "submitted")
             batch = engine.backends.get(registry.get("cluster"), "bench").batch
             timed = TimedTransport(batch.transport)  # type: ignore[attr-defined]
@@ -82,9 +98,11 @@ def main() -> None:
                 start = time.perf_counter()
                 changed = engine.refresh("cluster")
                 total = time.perf_counter() - start
-                print(f"round {round_ + 1}: calls {timed.calls}, total {total:.3f} s, "
-                      f"squeue {timed.seconds:.3f} s, gateway {total - timed.seconds:.3f} s, "
-                      f"records changed {changed}")
+                print(
+                    f"round {round_ + 1}: calls {timed.calls}, total {total:.3f} s, "
+                    f"squeue {timed.seconds:.3f} s, gateway {total - timed.seconds:.3f} s, "
+                    f"records changed {changed}"
+                )
     finally:
         subprocess.run(["scancel", *held], capture_output=True, check=False)
 

@@ -23,13 +23,16 @@ from pathlib import Path
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.slurm import sbatch
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.store import JobStore
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.backends import Backends
 
 ROOT = Path(__file__).parent.parent
-JOB = {"executable": "/bin/true", "attributes": {"duration": 60},
-       "resources": {"exclusive_node_use": False}}
+JOB = {
+    "executable": "/bin/true",
+    "attributes": {"duration": 60},
+    "resources": {"exclusive_node_use": False},
+}
 
 
 def profile(folder: Path) -> Path:
@@ -48,8 +51,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         registry = ProfileRegistry.from_files([profile(data)])
-        engine = Engine(registry=registry, store=JobStore(f"sqlite:///{data}/jobs.db"),
-                        backends=Backends(data))
+        engine = Engine(
+            registry=registry, store=JobStore(f"sqlite:///{data}/jobs.db"), backends=Backends(data)
+        )
         loaded = registry.get("cluster")
         held = "#!/bin/bash\n#SBATCH --hold\n"
         native: list[str] = []
@@ -71,8 +75,13 @@ def main() -> None:
             # Alternate who goes first, so neither side always follows the other's sbatch.
             if index % 2 and previous is not None:
                 start = time.perf_counter()
-                done = subprocess.run(sbatch.argv(f"plain:{index}"), input=previous,
-                                      capture_output=True, text=True, check=True)
+                done = subprocess.run(
+                    sbatch.argv(f"plain:{index}"),
+                    input=previous,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 plain += time.perf_counter() - start
                 native.append(done.stdout.strip())
             start = time.perf_counter()
@@ -82,8 +91,13 @@ def main() -> None:
             previous = record.script.replace("#!/bin/bash\n", held, 1)
             if not index % 2:
                 start = time.perf_counter()
-                done = subprocess.run(sbatch.argv(f"plain:{index}"), input=previous,
-                                      capture_output=True, text=True, check=True)
+                done = subprocess.run(
+                    sbatch.argv(f"plain:{index}"),
+                    input=previous,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 plain += time.perf_counter() - start
                 native.append(done.stdout.strip())
         # The gateway's own share, without sbatch: the same path with a scheduler that

@@ -233,10 +233,21 @@ class SchedulerUnavailableError(SchedulerError):
     retry_after = 5
 
     def __init__(
-        self, argv: Sequence[str], exit_code: int, stdout: str, stderr: str, *,
-        action: str, reached: bool = False,
+        self,
+        argv: Sequence[str],
+        exit_code: int,
+        stdout: str,
+        stderr: str,
+        *,
+        action: str,
+        reached: bool = False,
     ) -> None:
         self.action = action
         self.reached = reached
-        super().__init__(argv, exit_code, stdout, stderr,
-                         hint="the scheduler is unavailable right now; try again shortly")
+        super().__init__(
+            argv,
+            exit_code,
+            stdout,
+            stderr,
+            hint="the scheduler is unavailable right now; try again shortly",
+        )

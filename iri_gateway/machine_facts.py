@@ -39,8 +39,9 @@ Which = Callable[[str], str | None]
 
 def run_program(argv: list[str]) -> str:
     """The program's stdout; CalledProcessError when it fails, TimeoutExpired when it hangs."""
-    return subprocess.run(argv, capture_output=True, text=True, check=True,
-                          timeout=_COMMAND_TIMEOUT).stdout
+    return subprocess.run(
+        argv, capture_output=True, text=True, check=True, timeout=_COMMAND_TIMEOUT
+    ).stdout
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,9 @@ def detect_machine(
         cores=_cores(cpuinfo, warnings),
         mhz=_mhz(sys_dir, cpuinfo, proc / "cpuinfo", warnings),
         memory_gib=_memory(proc / "meminfo", warnings),
-        gpus=(_nvidia(dev, which, run, warnings)
-              or _amd(dev, which, run, rocm_version_file, warnings)),
+        gpus=(
+            _nvidia(dev, which, run, warnings) or _amd(dev, which, run, rocm_version_file, warnings)
+        ),
         cdi_devices=tuple(cdi_devices(cdi_dirs, warnings)),
         warnings=tuple(warnings),
     )
@@ -128,18 +130,20 @@ def _cores(cpuinfo: str | None, warnings: list[str]) -> int | None:
     """Physical cores: distinct (physical id, core id) pairs of /proc/cpuinfo; where it lists
     none (ARM, which has no SMT), every processor is a core, as os.cpu_count() says."""
     if cpuinfo is not None:
-        pairs = {(b.get("physical id"), b["core id"])
-                 for b in _cpuinfo_blocks(cpuinfo) if "core id" in b}
+        pairs = {
+            (b.get("physical id"), b["core id"]) for b in _cpuinfo_blocks(cpuinfo) if "core id" in b
+        }
         if pairs:
             return len(pairs)
     else:
-        warnings.append("cpu_cores counted as os.cpu_count() (logical CPUs, hyper-threads "
-                        "included), since the CPU list could not be read")
+        warnings.append(
+            "cpu_cores counted as os.cpu_count() (logical CPUs, hyper-threads "
+            "included), since the CPU list could not be read"
+        )
     return os.cpu_count()
 
 
-def _mhz(sys_dir: Path, cpuinfo: str | None, cpuinfo_path: Path,
-         warnings: list[str]) -> int | None:
+def _mhz(sys_dir: Path, cpuinfo: str | None, cpuinfo_path: Path, warnings: list[str]) -> int | None:
     """The base clock (cpufreq `base_frequency`, else `cpuinfo_max_freq`, in kHz), else the
     highest `cpu MHz` of /proc/cpuinfo."""
     cpufreq = sys_dir / "devices" / "system" / "cpu" / "cpu0" / "cpufreq"
@@ -161,8 +165,10 @@ def _mhz(sys_dir: Path, cpuinfo: str | None, cpuinfo_path: Path,
         except (KeyError, ValueError):
             continue
     if not speeds:
-        warnings.append(f"no CPU clock found: neither {cpufreq}/base_frequency nor "
-                        f"cpuinfo_max_freq, nor 'cpu MHz' in {cpuinfo_path}")
+        warnings.append(
+            f"no CPU clock found: neither {cpufreq}/base_frequency nor "
+            f"cpuinfo_max_freq, nor 'cpu MHz' in {cpuinfo_path}"
+        )
         return None
     return round(max(speeds))
 
@@ -187,13 +193,14 @@ def _nvidia(dev: Path, which: Which, run: Runner, warnings: list[str]) -> Detect
     nodes = len([p for p in dev.glob("nvidia*") if p.name[6:].isdigit()]) if dev.is_dir() else 0
     if program is None:
         if nodes:
-            warnings.append(f"{nodes} NVIDIA GPU device(s) in {dev} but no nvidia-smi on PATH: "
-                            "their model, memory and CUDA version are not known")
+            warnings.append(
+                f"{nodes} NVIDIA GPU device(s) in {dev} but no nvidia-smi on PATH: "
+                "their model, memory and CUDA version are not known"
+            )
             return DetectedGpus(count=nodes, vendor="nvidia", model="unknown")
         return None
     try:
-        listing = run([program, "--query-gpu=name,memory.total",
-                       "--format=csv,noheader,nounits"])
+        listing = run([program, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])
         summary = run([program])
     except (OSError, subprocess.SubprocessError) as error:
         warnings.append(f"{program} failed: {_failure(error)}; NVIDIA GPUs not detected")
@@ -209,18 +216,26 @@ def _nvidia(dev: Path, which: Which, run: Runner, warnings: list[str]) -> Detect
     cuda = _CUDA.search(summary)
     if cuda is None:
         warnings.append(f"{program} shows no 'CUDA Version': nvidia_cuda not detected")
-    return DetectedGpus(count=len(rows), vendor="nvidia", model=rows[0][0].strip(),
-                        memory_gib=memory, cuda=cuda.group(1) if cuda else None)
+    return DetectedGpus(
+        count=len(rows),
+        vendor="nvidia",
+        model=rows[0][0].strip(),
+        memory_gib=memory,
+        cuda=cuda.group(1) if cuda else None,
+    )
 
 
-def _amd(dev: Path, which: Which, run: Runner, version_file: Path,
-         warnings: list[str]) -> DetectedGpus | None:
+def _amd(
+    dev: Path, which: Which, run: Runner, version_file: Path, warnings: list[str]
+) -> DetectedGpus | None:
     program = which("rocm-smi")
     if program is None:
         if (dev / "kfd").exists():
             count = _device_count(dev / "dri", "renderD*")
-            warnings.append(f"{dev / 'kfd'} exists but no rocm-smi on PATH: {count} AMD GPU(s) "
-                            f"counted by their render nodes, model and ROCm version not known")
+            warnings.append(
+                f"{dev / 'kfd'} exists but no rocm-smi on PATH: {count} AMD GPU(s) "
+                f"counted by their render nodes, model and ROCm version not known"
+            )
             return DetectedGpus(count=count, vendor="amd", model="unknown") if count else None
         return None
     try:
@@ -228,8 +243,11 @@ def _amd(dev: Path, which: Which, run: Runner, version_file: Path,
     except (OSError, subprocess.SubprocessError, ValueError) as error:
         warnings.append(f"{program} failed: {_failure(error)}; AMD GPUs not detected")
         return None
-    names = [value for key, value in cards.items() if key.startswith("card")] \
-        if isinstance(cards, dict) else []
+    names = (
+        [value for key, value in cards.items() if key.startswith("card")]
+        if isinstance(cards, dict)
+        else []
+    )
     if not names:
         return None
     first = names[0] if isinstance(names[0], dict) else {}

@@ -79,6 +79,8 @@ def slurm_filename(path: str) -> str:
 
 def pbs_directive_safe(value: str) -> bool:
     """True when `value` can stand unquoted in a `#PBS` line (no blanks, quotes or controls)."""
-    return bool(value) and re.search(r"[\s\"'\\#]", value) is None and not has_control_characters(
-        value
+    return (
+        bool(value)
+        and re.search(r"[\s\"'\\#]", value) is None
+        and not has_control_characters(value)
     )

@@ -13,7 +13,15 @@ from psij.descriptor import Descriptor
 
 _BESIDE = (Path(__file__).resolve().parent.parent / "iri_gateway" / "psij_executor.py").is_file()
 
-__PSI_J_EXECUTORS__ = [
-    Descriptor(name="iri", nice_name="IRI gateway", version=Version("0.1.0"),
-               cls="iri_gateway.psij_executor.IriJobExecutor"),
-] if _BESIDE else []
+__PSI_J_EXECUTORS__ = (
+    [
+        Descriptor(
+            name="iri",
+            nice_name="IRI gateway",
+            version=Version("0.1.0"),
+            cls="iri_gateway.psij_executor.IriJobExecutor",
+        ),
+    ]
+    if _BESIDE
+    else []
+)

@@ -20,8 +20,8 @@ from iri_gateway.models.plan import ClusterView, Plan
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobRecord
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 TESTS = Path(__file__).parent
@@ -31,9 +31,7 @@ TEST_PROFILE = TESTS / "profiles" / "testsite.yaml"
 @pytest.fixture(scope="session")
 def registry() -> ProfileRegistry:
     """The shipped profiles plus the test site."""
-    return ProfileRegistry.from_paths(
-        [*sorted(ProfileRegistry.builtin_files()), TEST_PROFILE]
-    )
+    return ProfileRegistry.from_paths([*sorted(ProfileRegistry.builtin_files()), TEST_PROFILE])
 
 
 def plan_for(registry: ProfileRegistry, resource: str, document: dict[str, Any]) -> Plan:
@@ -49,8 +47,13 @@ def stored_plan(*, cluster_size: int | None = None) -> dict[str, Any]:
     plan = make_plan(parse_jobspec({"executable": "/bin/true"}), loaded)
     if cluster_size is not None:
         names = [f"worker{index}" for index in range(1, cluster_size + 1)]
-        plan = plan.model_copy(update={"cluster": ClusterView(
-            size=cluster_size, hosts=",".join(names), primary=names[0], roles=[])})
+        plan = plan.model_copy(
+            update={
+                "cluster": ClusterView(
+                    size=cluster_size, hosts=",".join(names), primary=names[0], roles=[]
+                )
+            }
+        )
     return plan.model_dump(mode="json", exclude={"script"})
 
 
@@ -74,16 +77,16 @@ def site_with_templates(folder: Path, templates: dict[str, str], dirname: str = 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     profile = folder / "site.yaml"
-    profile.write_text(TEST_PROFILE.read_text().replace(
-        "    name: Test GPU cluster\n",
-        f"    name: Test GPU cluster\n    templates_dir: {dirname}\n",
-    ))
+    profile.write_text(
+        TEST_PROFILE.read_text().replace(
+            "    name: Test GPU cluster\n",
+            f"    name: Test GPU cluster\n    templates_dir: {dirname}\n",
+        )
+    )
     return profile
 
 
-LAUNCH_LINE = (
-    "{{ [launcher, [rt.executable] + rt.options, [rt.image], rt.command] | shlines }}\n"
-)
+LAUNCH_LINE = "{{ [launcher, [rt.executable] + rt.options, [rt.image], rt.command] | shlines }}\n"
 
 
 def fields(problems: list[Problem]) -> list[str]:
@@ -123,17 +126,42 @@ def free_port() -> int:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data_dir = tmp_path_factory.mktemp("gateway-data")
     made = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", "alice", "--project", "proj1",
-         "--data-dir", str(data_dir)],
-        capture_output=True, text=True, timeout=60, env=clean_env(), check=True,
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "token",
+            "alice",
+            "--project",
+            "proj1",
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        check=True,
     )
     token = made.stdout.strip()
     port = free_port()
     log = (data_dir / "server.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-         str(port), "--data-dir", str(data_dir)],
-        stdout=log, stderr=subprocess.STDOUT, env={**clean_env(), **UNHURRIED},
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**clean_env(), **UNHURRIED},
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -142,8 +170,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             if process.poll() is not None:
                 raise AssertionError(f"serve exited: {(data_dir / 'server.log').read_text()}")
             try:
-                answer = httpx.get(f"{url}/api/v2/compute/capabilities/local",
-                                   headers={"Authorization": f"Bearer {token}"}, timeout=2)
+                answer = httpx.get(
+                    f"{url}/api/v2/compute/capabilities/local",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=2,
+                )
                 if answer.status_code == 200:
                     break
             except httpx.TransportError:
@@ -162,9 +193,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         log.close()
 
 
-def refresh_until(engine: Engine, resource_id: str, job_id: str,
-                  done: Callable[[JobRecord], bool], *, timeout: float = 20,
-                  pause: float = 0.05) -> JobRecord:
+def refresh_until(
+    engine: Engine,
+    resource_id: str,
+    job_id: str,
+    done: Callable[[JobRecord], bool],
+    *,
+    timeout: float = 20,
+    pause: float = 0.05,
+) -> JobRecord:
     """Run the engine's status cycle for `resource_id` until `done` holds for the job."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

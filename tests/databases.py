@@ -18,18 +18,22 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from iri_gateway.service.database import normalise_url
+from iri_gateway.service.operations.database import normalise_url
 
 POSTGRES_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "postgres"
 
 
 def _run_script(command: str) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run([str(POSTGRES_SCRIPT), command], capture_output=True, text=True,
-                              timeout=600)
+        return subprocess.run(
+            [str(POSTGRES_SCRIPT), command], capture_output=True, text=True, timeout=600
+        )
     except subprocess.TimeoutExpired as error:
-        pytest.fail(f"scripts/postgres {command} did not finish within 600 s\n"
-                    f"{error.stdout!r}\n{error.stderr!r}", pytrace=False)
+        pytest.fail(
+            f"scripts/postgres {command} did not finish within 600 s\n"
+            f"{error.stdout!r}\n{error.stderr!r}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -40,14 +44,17 @@ def postgres_server() -> str:
         return normalise_url(given)
     started = _run_script("start")
     if started.returncode != 0:
-        pytest.fail(f"scripts/postgres start failed (exit {started.returncode}): the store's "
-                    f"PostgreSQL tests need a real server.\n--- stdout\n{started.stdout}\n"
-                    f"--- stderr\n{started.stderr}", pytrace=False)
+        pytest.fail(
+            f"scripts/postgres start failed (exit {started.returncode}): the store's "
+            f"PostgreSQL tests need a real server.\n--- stdout\n{started.stdout}\n"
+            f"--- stderr\n{started.stderr}",
+            pytrace=False,
+        )
     env = _run_script("env")
     prefix = "export IRI_TEST_POSTGRES_URL="
     if env.returncode != 0 or not env.stdout.startswith(prefix):
         pytest.fail(f"scripts/postgres env failed:\n{env.stdout}{env.stderr}", pytrace=False)
-    return normalise_url(env.stdout[len(prefix):].strip())
+    return normalise_url(env.stdout[len(prefix) :].strip())
 
 
 @pytest.fixture
@@ -60,8 +67,7 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
     except Exception as error:
         admin.dispose()
-        pytest.fail(f"cannot make a test database on {postgres_server}: {error}",
-                    pytrace=False)
+        pytest.fail(f"cannot make a test database on {postgres_server}: {error}", pytrace=False)
     url = make_url(postgres_server).set(database=name)
     try:
         yield url.render_as_string(hide_password=False)

@@ -44,17 +44,23 @@ def test_a_named_cdi_device_reaches_the_runtime(registry: ProfileRegistry, runti
 
 
 def test_the_default_device_is_given_when_none_is_named(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "cdi-gpu", {
-        "executable": "/bin/app", "container": {"image": IMAGE, "runtime": "apptainer"},
-        "resources": {"gpu_cores_per_process": 2},
-    })
+    plan = plan_for(
+        registry,
+        "cdi-gpu",
+        {
+            "executable": "/bin/app",
+            "container": {"image": IMAGE, "runtime": "apptainer"},
+            "resources": {"gpu_cores_per_process": 2},
+        },
+    )
     assert "--device nvidia.com/gpu=all" in plan.script
     assert "#SBATCH --gres=gpu:2" in plan.script.splitlines()
 
 
 def test_gpus_without_a_count_are_refused_on_the_cdi_site(registry: ProfileRegistry) -> None:
-    (problem,) = problems_for(registry, "cdi-gpu", job("podman", ["nvidia.com/gpu=0"],
-                                                       resources={}))
+    (problem,) = problems_for(
+        registry, "cdi-gpu", job("podman", ["nvidia.com/gpu=0"], resources={})
+    )
     assert problem.field == "container.devices"
     assert (problem.offered or "").startswith("resources.gpu_cores_per_process")
 
@@ -67,8 +73,9 @@ def test_apptainer_without_oci_mode_refuses_cdi_naming_the_setting(
     assert "only in OCI mode (--oci)" in problem.reason
     assert "runtimes.apptainer.oci_mode" in problem.reason
     assert problem.offered == "vendor GPU flags via container.gpu"
-    frontier = plan_for(registry, "frontier", {"executable": "/bin/app",
-                                               "container": {"image": IMAGE}})
+    frontier = plan_for(
+        registry, "frontier", {"executable": "/bin/app", "container": {"image": IMAGE}}
+    )
     assert "--oci" not in frontier.script
 
 
@@ -84,8 +91,10 @@ def profile_error(tmp_path: Path, old: str, new: str) -> str:
 
 def test_a_profile_giving_apptainer_cdi_without_oci_mode_is_refused(tmp_path: Path) -> None:
     message = profile_error(tmp_path, "        oci_mode: true\n", "")
-    assert ("apptainer.gpu.cdi_devices: apptainer injects CDI devices only in OCI mode "
-            "(--oci); set oci_mode: true") in message
+    assert (
+        "apptainer.gpu.cdi_devices: apptainer injects CDI devices only in OCI mode "
+        "(--oci); set oci_mode: true"
+    ) in message
 
 
 def test_oci_mode_is_only_an_apptainer_setting(tmp_path: Path) -> None:
@@ -97,7 +106,10 @@ def test_profile_check_passes_with_shellcheck() -> None:
     assert shutil.which("shellcheck"), "shellcheck is required"
     checked = subprocess.run(
         [sys.executable, "-m", "iri_gateway", "profile", "check", str(CDI_PROFILE)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "12 of 12 samples passed (bash -n and shellcheck -S warning)" in checked.stdout

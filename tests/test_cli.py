@@ -21,11 +21,15 @@ GOOD_JOB: dict[str, Any] = {
 }
 
 
-def cli(*args: str, stdin: str | None = None,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "iri_gateway", *args],
-        input=stdin, capture_output=True, text=True, timeout=120,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, **env} if env else None,
     )
 
@@ -64,21 +68,23 @@ def test_render_reads_stdin_and_a_named_profile() -> None:
 
 def test_render_refusal_exits_2_with_one_problem_per_line(tmp_path: Path) -> None:
     job = tmp_path / "bad.json"
-    job.write_text(json.dumps({**GOOD_JOB, "environment": {"1X": "y"},
-                               "container": {"image": "/a.sif"}}))
+    job.write_text(
+        json.dumps({**GOOD_JOB, "environment": {"1X": "y"}, "container": {"image": "/a.sif"}})
+    )
     result = cli("render", str(job), "--resource", "perlmutter-cpu")
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert sorted(line.split(":")[0] for line in lines) == [
-        "container.image", "environment.1X", "resources.gpu_cores_per_process",
+        "container.image",
+        "environment.1X",
+        "resources.gpu_cores_per_process",
     ]
 
 
 def test_invalid_jobspec_exits_2_with_field_paths(tmp_path: Path) -> None:
     job = tmp_path / "bad.json"
-    job.write_text(json.dumps({"executable": "x", "resources": {"node_count": 0},
-                               "colour": "red"}))
+    job.write_text(json.dumps({"executable": "x", "resources": {"node_count": 0}, "colour": "red"}))
     result = cli("render", str(job), "-r", "local")
     assert result.returncode == 2
     assert "resources.node_count: Input should be greater than or equal to 1" in result.stderr
@@ -124,8 +130,12 @@ def test_plan_prints_json(job_file: Path) -> None:
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert plan["runtime"] == "podman-hpc"
-    assert plan["gpu"] == {"flags": ["--gpu"], "devices": [], "gpus_per_node": 1,
-                           "request": "per-process"}
+    assert plan["gpu"] == {
+        "flags": ["--gpu"],
+        "devices": [],
+        "gpus_per_node": 1,
+        "request": "per-process",
+    }
     assert plan["pre_submit"] == [["podman-hpc", "pull", "docker.io/library/ubuntu:22.04"]]
     render = cli("render", str(job_file), "-r", "perlmutter-gpu")
     assert plan["script"] == render.stdout, "the preview is the script, byte for byte"
@@ -154,8 +164,10 @@ def test_capabilities_show_the_file_roots_a_user_may_use() -> None:
     """The roots a job's directory must lie in are stated, so a refusal is no surprise."""
     as_json = cli("capabilities", "--json", "-r", "perlmutter-gpu")
     roots = json.loads(as_json.stdout)[0]["file_roots"]
-    assert roots == ["/global/homes/{account_initial}/{account}",
-                     "/pscratch/sd/{account_initial}/{account}"]
+    assert roots == [
+        "/global/homes/{account_initial}/{account}",
+        "/pscratch/sd/{account_initial}/{account}",
+    ]
     table = cli("capabilities", "-r", "perlmutter-gpu", env={"COLUMNS": "200"})
     assert "/pscratch/sd/{account_initial}/{account}" in table.stdout
 
@@ -167,8 +179,11 @@ def test_capabilities_table_shows_what_a_job_may_ask_of_each_runtime() -> None:
     assert table.returncode == 0, table.stderr
     text = table.stdout
     assert "Container runtimes: what a job may ask of each" in text
-    rows = {line.split("│")[2].strip(): line for line in text.splitlines()
-            if line.startswith("│ cdi-gpu") and "│ host" in line}
+    rows = {
+        line.split("│")[2].strip(): line
+        for line in text.splitlines()
+        if line.startswith("│ cdi-gpu") and "│ host" in line
+    }
     assert set(rows) == {"apptainer", "podman *"}
     podman = [cell.strip() for cell in rows["podman *"].split("│")]
     assert podman[3:7] == ["/home", "host, none", "nvidia.com/gpu=*", "--read-only"]
@@ -180,8 +195,15 @@ def test_capabilities_table_shows_what_a_job_may_ask_of_each_runtime() -> None:
     assert document["gpu_default_request"] == "refuse"
     assert [r["oci_mode"] for r in document["runtimes"]] == [True, False]
     frontier = cli("capabilities", "-r", "frontier", env={"COLUMNS": "250"}).stdout
-    for shown in ("/lustre/orion", "/ccs/proj", "host, none", "--writable-tmpfs", "--contain",
-                  "--no-home", "without a count: whole node"):
+    for shown in (
+        "/lustre/orion",
+        "/ccs/proj",
+        "host, none",
+        "--writable-tmpfs",
+        "--contain",
+        "--no-home",
+        "without a count: whole node",
+    ):
         assert shown in frontier, shown
 
 
@@ -190,16 +212,21 @@ def test_profile_check_passes_on_the_shipped_profiles() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads(result.stdout)
     assert {row["outcome"] for row in rows} <= {"ok", "unsupported"}
-    assert {(r["resource"], r["runtime"]) for r in rows if r["sample"] == "gpu+mpi"
-            and r["outcome"] == "ok"} >= {("perlmutter-gpu", "podman-hpc"),
-                                          ("perlmutter-gpu", "shifter"), ("frontier", "apptainer"),
-                                          ("polaris", "apptainer"), ("aurora", "apptainer")}
+    assert {
+        (r["resource"], r["runtime"])
+        for r in rows
+        if r["sample"] == "gpu+mpi" and r["outcome"] == "ok"
+    } >= {
+        ("perlmutter-gpu", "podman-hpc"),
+        ("perlmutter-gpu", "shifter"),
+        ("frontier", "apptainer"),
+        ("polaris", "apptainer"),
+        ("aurora", "apptainer"),
+    }
 
 
 def test_profile_check_fails_on_a_template_shellcheck_rejects(tmp_path: Path) -> None:
-    profile = site_with_templates(
-        tmp_path, {"runtimes/podman.sh.j2": "cd $HOME/x\n" + LAUNCH_LINE}
-    )
+    profile = site_with_templates(tmp_path, {"runtimes/podman.sh.j2": "cd $HOME/x\n" + LAUNCH_LINE})
     result = cli("profile", "check", "--json", str(profile))
     assert result.returncode == 1
     failed = [row for row in json.loads(result.stdout) if row["outcome"] == "FAIL"]

@@ -39,13 +39,17 @@ def shell(command: str, **extra: Any) -> dict[str, Any]:
     return {"executable": "/bin/sh", "arguments": ["-c", command], **extra}
 
 
-def cli(server: Server | None, *args: str, env: dict[str, str] | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    server: Server | None, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run `iri-gateway ARGS` (with --server/--token when a server is given)."""
     connection = ["--server", server.url, "--token", server.token] if server else []
     return subprocess.run(
         [sys.executable, "-m", "iri_gateway", *args, *connection],
-        capture_output=True, text=True, timeout=timeout, env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or clean_env(),
     )
 
 
@@ -53,8 +57,7 @@ def cli(server: Server | None, *args: str, env: dict[str, str] | None = None,
 
 
 def test_submit_wait_and_read_the_output(gateway: GatewayClient) -> None:
-    job = gateway.submit("local", shell("echo hello; echo world; echo oops >&2"),
-                         project="proj1")
+    job = gateway.submit("local", shell("echo hello; echo world; echo oops >&2"), project="proj1")
     assert job.state in (JobState.QUEUED, JobState.ACTIVE, JobState.COMPLETED)
     seen: list[JobState] = []
     done = gateway.wait("local", job.id, timeout=60, on_update=lambda j: seen.append(j.state))
@@ -68,8 +71,9 @@ def test_submit_wait_and_read_the_output(gateway: GatewayClient) -> None:
 
 
 def test_output_of_a_job_with_its_own_directory(gateway: GatewayClient, tmp_path: Path) -> None:
-    job = gateway.submit("local", shell("seq 1 5", directory=str(tmp_path / "run")),
-                         project="proj1")
+    job = gateway.submit(
+        "local", shell("seq 1 5", directory=str(tmp_path / "run")), project="proj1"
+    )
     gateway.wait("local", job.id, timeout=60)
     assert (tmp_path / "run" / f"iri-{job.id}.out").read_text() == "1\n2\n3\n4\n5\n"
     assert gateway.output("local", job.id, tail=2) == "4\n5\n"
@@ -77,7 +81,9 @@ def test_output_of_a_job_with_its_own_directory(gateway: GatewayClient, tmp_path
     assert gateway.head("local", path, lines=1).content == "1\n"
     assert gateway.stat("local", path)["size"] == 10
     assert [e["name"] for e in gateway.ls("local", str(tmp_path / "run"))] == [
-        f"iri-{job.id}.err", f"iri-{job.id}.out"]
+        f"iri-{job.id}.err",
+        f"iri-{job.id}.out",
+    ]
 
 
 def test_idempotent_submission(gateway: GatewayClient) -> None:
@@ -120,7 +126,9 @@ def test_restart_runs_a_finished_job_again_as_the_same_job(
     history = gateway.status("local", job.id).meta_data["history"]
     assert [h["state"] for h in history].count("completed") == 3
     assert [h["message"] for h in history if h["message"].startswith("restart ")] == [
-        f"restart 1: local restart of {job.id}", f"restart 2: local restart of {job.id}"]
+        f"restart 1: local restart of {job.id}",
+        f"restart 2: local restart of {job.id}",
+    ]
 
     unknown = cli(server, "restart", "no-such-job", "-r", "local")
     assert unknown.returncode == 1 and "Not Found" in unknown.stderr
@@ -139,8 +147,10 @@ def test_extensions(gateway: GatewayClient) -> None:
 
 
 def test_errors_from_the_real_server(server: Server, gateway: GatewayClient) -> None:
-    with GatewayClient(server.url, "not-a-token") as stranger, \
-            pytest.raises(GatewayClientError) as caught:
+    with (
+        GatewayClient(server.url, "not-a-token") as stranger,
+        pytest.raises(GatewayClientError) as caught,
+    ):
         stranger.jobs("local")
     assert (caught.value.status, caught.value.title) == (401, "Unauthorized")
     with pytest.raises(GatewayClientError) as caught:
@@ -173,8 +183,7 @@ def test_server_and_token_come_from_the_environment(
 def test_cli_submit_wait_status_output(server: Server, tmp_path: Path) -> None:
     job_file = tmp_path / "job.json"
     job_file.write_text(json.dumps(shell("echo from-the-cli")))
-    submitted = cli(server, "submit", str(job_file), "--resource", "local",
-                    "--project", "proj1")
+    submitted = cli(server, "submit", str(job_file), "--resource", "local", "--project", "proj1")
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
     assert len(job_id) == 36
@@ -189,8 +198,7 @@ def test_cli_submit_wait_status_output(server: Server, tmp_path: Path) -> None:
     shown = cli(server, "status", job_id, "-r", "local")
     assert shown.returncode == 0 and "completed" in shown.stdout and "History" in shown.stdout
     document = json.loads(cli(server, "status", job_id, "-r", "local", "--json").stdout)
-    assert (document["id"], document["state"], document["exit_code"]) == (
-        job_id, "completed", 0)
+    assert (document["id"], document["state"], document["exit_code"]) == (job_id, "completed", 0)
 
     listed = cli(server, "jobs", "-r", "local", "--all")
     assert listed.returncode == 0 and job_id[:8] in listed.stdout
@@ -199,15 +207,35 @@ def test_cli_submit_wait_status_output(server: Server, tmp_path: Path) -> None:
 def test_cli_submit_wait_exit_codes(server: Server, tmp_path: Path) -> None:
     failing = tmp_path / "fail.json"
     failing.write_text(json.dumps(shell("exit 3")))
-    result = cli(server, "submit", str(failing), "-r", "local", "--project", "proj1", "--wait",
-                 "--timeout", "60")
+    result = cli(
+        server,
+        "submit",
+        str(failing),
+        "-r",
+        "local",
+        "--project",
+        "proj1",
+        "--wait",
+        "--timeout",
+        "60",
+    )
     assert result.returncode == 1, result.stderr
     assert len(result.stdout.strip()) == 36 and "failed" in result.stderr
 
     sleeper = tmp_path / "sleep.json"
     sleeper.write_text(json.dumps(shell("sleep 60")))
-    result = cli(server, "submit", str(sleeper), "-r", "local", "--project", "proj1", "--wait",
-                 "--timeout", "1")
+    result = cli(
+        server,
+        "submit",
+        str(sleeper),
+        "-r",
+        "local",
+        "--project",
+        "proj1",
+        "--wait",
+        "--timeout",
+        "1",
+    )
     assert result.returncode == 2, result.stderr
     job_id = result.stdout.strip()
     assert "still" in result.stderr
@@ -256,19 +284,29 @@ PROBLEM = {"content-type": "application/problem+json"}
 
 
 def test_a_422_problem_becomes_a_typed_error() -> None:
-    body = {"type": "about:blank", "status": 422, "title": "Unprocessable Entity",
-            "detail": "the job cannot run on local", "instance": f"{BASE}/api/v2/compute/job/local",
-            "invalid_params": [{"name": "resources.node_count", "reason": "at most 1 node"},
-                               {"name": "container.runtime", "reason": "shifter: not offered"}]}
+    body = {
+        "type": "about:blank",
+        "status": 422,
+        "title": "Unprocessable Entity",
+        "detail": "the job cannot run on local",
+        "instance": f"{BASE}/api/v2/compute/job/local",
+        "invalid_params": [
+            {"name": "resources.node_count", "reason": "at most 1 node"},
+            {"name": "container.runtime", "reason": "shifter: not offered"},
+        ],
+    }
     with respx.mock(base_url=BASE) as mock, GatewayClient(BASE, "t") as client:
         route = mock.post("/api/v2/compute/job/local").mock(
-            return_value=httpx.Response(422, json=body, headers=PROBLEM))
+            return_value=httpx.Response(422, json=body, headers=PROBLEM)
+        )
         with pytest.raises(GatewayClientError) as caught:
-            client.submit("local", {"executable": "/bin/true"}, project="p1",
-                          idempotency_key="k")
+            client.submit("local", {"executable": "/bin/true"}, project="p1", idempotency_key="k")
     error = caught.value
-    assert (error.status, error.title, error.detail) == (422, "Unprocessable Entity",
-                                                         "the job cannot run on local")
+    assert (error.status, error.title, error.detail) == (
+        422,
+        "Unprocessable Entity",
+        "the job cannot run on local",
+    )
     assert error.invalid_params == body["invalid_params"]
     assert error.instance == body["instance"] and error.type == "about:blank"
     assert "resources.node_count: at most 1 node" in str(error)
@@ -280,12 +318,22 @@ def test_a_422_problem_becomes_a_typed_error() -> None:
 
 def test_401_and_other_failures_become_typed_errors() -> None:
     with respx.mock(base_url=BASE) as mock, GatewayClient(BASE) as client:
-        mock.get("/api/v2/compute/status/local/j1").mock(return_value=httpx.Response(
-            401, headers={**PROBLEM, "WWW-Authenticate": "Bearer"},
-            json={"type": "about:blank", "status": 401, "title": "Unauthorized",
-                  "detail": "a bearer token is required", "instance": "x"}))
+        mock.get("/api/v2/compute/status/local/j1").mock(
+            return_value=httpx.Response(
+                401,
+                headers={**PROBLEM, "WWW-Authenticate": "Bearer"},
+                json={
+                    "type": "about:blank",
+                    "status": 401,
+                    "title": "Unauthorized",
+                    "detail": "a bearer token is required",
+                    "instance": "x",
+                },
+            )
+        )
         mock.delete("/api/v2/compute/cancel/local/j1").mock(
-            return_value=httpx.Response(502, text="<html>bad gateway</html>"))
+            return_value=httpx.Response(502, text="<html>bad gateway</html>")
+        )
         mock.post("/api/v2/compute/status/local").mock(side_effect=httpx.ConnectError("refused"))
         with pytest.raises(GatewayClientError) as caught:
             client.status("local", "j1")
@@ -315,8 +363,10 @@ def test_wait_backs_off_from_0_2_to_5_seconds() -> None:
 
     answers = [httpx.Response(200, json=_job("active")) for _ in range(12)]
     answers.append(httpx.Response(200, json=_job("completed")))
-    with respx.mock(base_url=BASE) as mock, \
-            GatewayClient(BASE, "t", sleep=sleep, clock=lambda: now[0]) as client:
+    with (
+        respx.mock(base_url=BASE) as mock,
+        GatewayClient(BASE, "t", sleep=sleep, clock=lambda: now[0]) as client,
+    ):
         mock.get("/api/v2/compute/status/local/j1").mock(side_effect=answers)
         job = client.wait("local", "j1")
     assert job.state == JobState.COMPLETED
@@ -326,10 +376,13 @@ def test_wait_backs_off_from_0_2_to_5_seconds() -> None:
 
     sleeps.clear()
     now[0] = 0.0
-    with respx.mock(base_url=BASE) as mock, \
-            GatewayClient(BASE, "t", sleep=sleep, clock=lambda: now[0]) as client:
+    with (
+        respx.mock(base_url=BASE) as mock,
+        GatewayClient(BASE, "t", sleep=sleep, clock=lambda: now[0]) as client,
+    ):
         mock.get("/api/v2/compute/status/local/j1").mock(
-            return_value=httpx.Response(200, json=_job("queued")))
+            return_value=httpx.Response(200, json=_job("queued"))
+        )
         with pytest.raises(WaitTimeout) as caught:
             client.wait("local", "j1", timeout=3)
     assert caught.value.job.state == JobState.QUEUED
@@ -354,29 +407,63 @@ def test_status_prints_the_members_of_a_cluster_job() -> None:
     from iri_gateway.cli.app import app
 
     members = [
-        {"name": "master1", "role": "master", "index": 1, "node": "n1", "address": "127.0.0.1",
-         "state": "completed", "exit_code": 0},
-        {"name": "worker2", "role": "worker", "index": 2, "node": "n3", "address": "127.0.0.3",
-         "state": "failed", "exit_code": 1},
-        {"name": "worker3", "role": "worker", "index": 3, "node": "n4", "address": "127.0.0.4",
-         "state": "failed", "exit_code": None},
+        {
+            "name": "master1",
+            "role": "master",
+            "index": 1,
+            "node": "n1",
+            "address": "127.0.0.1",
+            "state": "completed",
+            "exit_code": 0,
+        },
+        {
+            "name": "worker2",
+            "role": "worker",
+            "index": 2,
+            "node": "n3",
+            "address": "127.0.0.3",
+            "state": "failed",
+            "exit_code": 1,
+        },
+        {
+            "name": "worker3",
+            "role": "worker",
+            "index": 3,
+            "node": "n4",
+            "address": "127.0.0.4",
+            "state": "failed",
+            "exit_code": None,
+        },
     ]
-    job = {"id": "j1", "status": {"state": "failed", "time": 1.0, "exit_code": 1,
-                                  "message": "member worker2 (role worker, on n3) exited with 1",
-                                  "meta_data": {"members": members}}}
+    job = {
+        "id": "j1",
+        "status": {
+            "state": "failed",
+            "time": 1.0,
+            "exit_code": 1,
+            "message": "member worker2 (role worker, on n3) exited with 1",
+            "meta_data": {"members": members},
+        },
+    }
     plain = {"id": "j2", "status": {"state": "completed", "time": 1.0, "meta_data": {}}}
     runner = CliRunner()
     with respx.mock(base_url=BASE) as mock:
         mock.get("/api/v2/compute/status/local/j1").mock(return_value=httpx.Response(200, json=job))
         mock.get("/api/v2/compute/status/local/j2").mock(
-            return_value=httpx.Response(200, json=plain))
+            return_value=httpx.Response(200, json=plain)
+        )
         shown = runner.invoke(app, ["status", "j1", "-r", "local", "--server", BASE])
         without = runner.invoke(app, ["status", "j2", "-r", "local", "--server", BASE])
     assert shown.exit_code == 0, shown.output
-    rows = [line.split("│") for line in shown.output.splitlines() if "worker" in line
-            and "127.0.0" in line]
+    rows = [
+        line.split("│")
+        for line in shown.output.splitlines()
+        if "worker" in line and "127.0.0" in line
+    ]
     cells = [[cell.strip() for cell in row if cell.strip()] for row in rows]
-    assert cells == [["worker2", "worker", "n3", "127.0.0.3", "failed", "1"],
-                     ["worker3", "worker", "n4", "127.0.0.4", "failed", "-"]]
+    assert cells == [
+        ["worker2", "worker", "n3", "127.0.0.3", "failed", "1"],
+        ["worker3", "worker", "n4", "127.0.0.4", "failed", "-"],
+    ]
     assert "Members" in shown.output and "master1" in shown.output
     assert without.exit_code == 0 and "Members" not in without.output

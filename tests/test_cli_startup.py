@@ -20,9 +20,16 @@ from iri_gateway.profiles.loading import ProfileRegistry
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "gpu-mpi-job.json"
 NOT_FOR_THE_COMMAND_LINE = ("fastapi", "starlette", "sqlalchemy", "paramiko", "uvicorn", "httpx")
-NOT_FOR_HELP = (*NOT_FOR_THE_COMMAND_LINE, "pydantic", "jinja2", "ruamel",
-                "iri_gateway.models.jobspec", "iri_gateway.planning", "iri_gateway.profiles",
-                "iri_gateway.client.sync_client")
+NOT_FOR_HELP = (
+    *NOT_FOR_THE_COMMAND_LINE,
+    "pydantic",
+    "jinja2",
+    "ruamel",
+    "iri_gateway.models.jobspec",
+    "iri_gateway.planning",
+    "iri_gateway.profiles",
+    "iri_gateway.client.sync_client",
+)
 PROBE = (
     "import json, os, runpy, sys\n"
     "try:\n"
@@ -37,16 +44,25 @@ def run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], l
     """Run `iri-gateway ARGS` with its own cache folder; its result and the modules it loaded."""
     modules_file = tmp_path / "modules.json"
     result = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "MODULES_FILE": str(modules_file),
-             "XDG_CACHE_HOME": str(tmp_path / "cache")},
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "MODULES_FILE": str(modules_file),
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        },
     )
     return result, json.loads(modules_file.read_text(encoding="utf-8"))
 
 
 def loaded(modules: list[str], roots: tuple[str, ...]) -> list[str]:
-    return [name for name in modules
-            if any(name == root or name.startswith(root + ".") for root in roots)]
+    return [
+        name
+        for name in modules
+        if any(name == root or name.startswith(root + ".") for root in roots)
+    ]
 
 
 def test_help_loads_neither_the_server_nor_the_models(tmp_path: Path) -> None:
@@ -57,13 +73,17 @@ def test_help_loads_neither_the_server_nor_the_models(tmp_path: Path) -> None:
     assert loaded(modules, NOT_FOR_HELP) == []
 
 
-@pytest.mark.parametrize("command", [
-    ["render", str(EXAMPLE), "--resource", "perlmutter-gpu"],
-    ["plan", str(EXAMPLE), "--resource", "perlmutter-gpu"],
-    ["capabilities"],
-    ["capabilities", "--json"],
-    ["render", "--help"],
-], ids=["render", "plan", "capabilities", "capabilities-json", "render-help"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["render", str(EXAMPLE), "--resource", "perlmutter-gpu"],
+        ["plan", str(EXAMPLE), "--resource", "perlmutter-gpu"],
+        ["capabilities"],
+        ["capabilities", "--json"],
+        ["render", "--help"],
+    ],
+    ids=["render", "plan", "capabilities", "capabilities-json", "render-help"],
+)
 def test_offline_commands_load_no_server_ssh_or_http(tmp_path: Path, command: list[str]) -> None:
     result, modules = run(tmp_path, *command)
     assert result.returncode == 0, result.stderr

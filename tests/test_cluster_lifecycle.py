@@ -17,8 +17,8 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobRecord
 from tests.test_engine_local import make_engine, wait_for
 
 
@@ -30,9 +30,12 @@ def engine(tmp_path: Path) -> Engine:
 def cluster(primary: str, workers: str, policy: str | None = None) -> Any:
     """A primary and two workers, each running its own shell line."""
     document: dict[str, Any] = {
-        "executable": "/bin/sh", "arguments": ["-c", primary],
-        "roles": [{"name": "main", "count": 1},
-                  {"name": "worker", "count": 2, "arguments": ["-c", workers]}],
+        "executable": "/bin/sh",
+        "arguments": ["-c", primary],
+        "roles": [
+            {"name": "main", "count": 1},
+            {"name": "worker", "count": 2, "arguments": ["-c", workers]},
+        ],
     }
     if policy is not None:
         document["cluster_lifecycle"] = policy
@@ -42,8 +45,9 @@ def cluster(primary: str, workers: str, policy: str | None = None) -> Any:
 def run(engine: Engine, spec: Any, timeout: float = 30) -> tuple[JobRecord, float]:
     started = time.monotonic()
     record = engine.submit(owner="alice", resource_id="local", spec=spec).record
-    record = wait_for(engine, record.id, lambda r: r.state.final and bool(r.members),
-                      timeout=timeout)
+    record = wait_for(
+        engine, record.id, lambda r: r.state.final and bool(r.members), timeout=timeout
+    )
     return record, time.monotonic() - started
 
 
@@ -64,8 +68,12 @@ def assert_no_sleep_left(record: JobRecord, names: list[str]) -> None:
     deadline = time.monotonic() + 5
     alive = pids
     while alive and time.monotonic() < deadline:
-        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()
-                 and "sleep" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+        alive = [
+            pid
+            for pid in pids
+            if Path(f"/proc/{pid}").exists()
+            and "sleep" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        ]
         time.sleep(0.1)
     assert not alive, f"processes left behind after the job: {alive}"
 
@@ -78,12 +86,17 @@ def test_by_default_the_primarys_end_stops_the_long_running_workers(engine: Engi
     record, took = run(engine, cluster("sleep 1; echo done", LONG))
     assert record.state == JobState.COMPLETED and record.exit_code == 0, record
     assert took < 20, f"the workers ran on: {took:.0f} s"
-    assert members(record) == {"main1": ("completed", False), "worker1": ("completed", True),
-                               "worker2": ("completed", True)}
+    assert members(record) == {
+        "main1": ("completed", False),
+        "worker1": ("completed", True),
+        "worker2": ("completed", True),
+    }
     lines = exits(record)
     assert lines[0] == "main1\t0"
     assert sorted(line.split("\t")[0] + "\t" + line.split("\t")[2] for line in lines[1:]) == [
-        "worker1\tstopped", "worker2\tstopped"]
+        "worker1\tstopped",
+        "worker2\tstopped",
+    ]
     assert_no_sleep_left(record, ["worker1", "worker2"])
 
 
@@ -98,8 +111,11 @@ def test_first_failure_ends_all_lets_the_others_outlive_the_primary(engine: Engi
     record, took = run(engine, cluster("true", "sleep 3", "first_failure_ends_all"))
     assert record.state == JobState.COMPLETED, record
     assert took >= 3, "the workers ran to their own end"
-    assert members(record) == {"main1": ("completed", False), "worker1": ("completed", False),
-                               "worker2": ("completed", False)}
+    assert members(record) == {
+        "main1": ("completed", False),
+        "worker1": ("completed", False),
+        "worker2": ("completed", False),
+    }
 
 
 def test_first_failure_ends_all_stops_everyone_at_a_failure(engine: Engine) -> None:
@@ -117,8 +133,11 @@ def test_all_must_end_stops_nobody(engine: Engine) -> None:
     record, took = run(engine, cluster("true", workers, "all_must_end"))
     assert took >= 3, "worker2 ran to its own end after worker1 failed"
     assert record.state == JobState.FAILED and record.exit_code == 3, record
-    assert members(record) == {"main1": ("completed", False), "worker1": ("failed", False),
-                               "worker2": ("completed", False)}
+    assert members(record) == {
+        "main1": ("completed", False),
+        "worker1": ("failed", False),
+        "worker2": ("completed", False),
+    }
     assert not any(line.endswith("\tstopped") for line in exits(record))
 
 
@@ -136,7 +155,8 @@ def test_restart_runs_every_member_again_as_the_same_job(engine: Engine) -> None
     restarted = engine.restart(owner="alice", job_id=record.id)
     assert restarted.state == JobState.QUEUED and restarted.exit_code is None
     assert restarted.members == [] and restarted.message == "restart 1: local restart of " + (
-        str(native_id))
+        str(native_id)
+    )
     record = wait_for(engine, record.id, lambda r: r.state.final and bool(r.members))
     assert record.state == JobState.COMPLETED and record.native_id == native_id, record
     directory = Path(record.effective_spec["directory"])
@@ -150,8 +170,7 @@ def test_restart_runs_every_member_again_as_the_same_job(engine: Engine) -> None
 
 def test_restart_of_a_running_cluster_stops_it_first(engine: Engine) -> None:
     line = 'echo "run" >> "runs-$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"; sleep 300'
-    record = engine.submit(owner="alice", resource_id="local",
-                           spec=cluster(line, line)).record
+    record = engine.submit(owner="alice", resource_id="local", spec=cluster(line, line)).record
     record = wait_for(engine, record.id, lambda r: len(r.members) == 3)
     directory = Path(record.effective_spec["directory"])
     until = time.monotonic() + 20
@@ -160,8 +179,10 @@ def test_restart_of_a_running_cluster_stops_it_first(engine: Engine) -> None:
         time.sleep(0.1)
     engine.restart(owner="alice", job_id=record.id)
     until = time.monotonic() + 20
-    while not all((directory / f"runs-{n}").exists() and (directory / f"runs-{n}").read_text()
-                  == "run\nrun\n" for n in ("main1", "worker1", "worker2")):
+    while not all(
+        (directory / f"runs-{n}").exists() and (directory / f"runs-{n}").read_text() == "run\nrun\n"
+        for n in ("main1", "worker1", "worker2")
+    ):
         assert time.monotonic() < until, "the members did not run again"
         time.sleep(0.1)
     record = wait_for(engine, record.id, lambda r: r.state == JobState.ACTIVE)
@@ -170,11 +191,11 @@ def test_restart_of_a_running_cluster_stops_it_first(engine: Engine) -> None:
     assert record.state == JobState.CANCELED
 
 
-
 def test_a_job_not_sent_yet_cannot_be_restarted(engine: Engine) -> None:
-    from iri_gateway.service.engine import JobNotChangeableError
+    from iri_gateway.service.jobs.engine import JobNotChangeableError
 
-    record = engine.store.create(owner="alice", resource_id="local", spec={},
-                                 effective_spec={}, plan={}, script="true")
+    record = engine.store.create(
+        owner="alice", resource_id="local", spec={}, effective_spec={}, plan={}, script="true"
+    )
     with pytest.raises(JobNotChangeableError, match="has not reached the scheduler"):
         engine.restart(owner="alice", job_id=record.id)

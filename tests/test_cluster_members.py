@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from iri_gateway.api.models import job_view
+from iri_gateway.api.compute.models import job_view
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.service import cluster_members
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.cluster_members import Exit, Member
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.store import JobRecord, JobStore
+from iri_gateway.service.jobs import cluster_members
+from iri_gateway.service.jobs.cluster_members import Exit, Member
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobRecord, JobStore
+from iri_gateway.service.operations.backends import Backends
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.scripted import Call, ScriptedTransport
@@ -62,7 +62,7 @@ def test_members_lines_parse_in_order() -> None:
 def test_a_malformed_members_line_is_skipped_with_its_reason(
     line: str, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.jobs.cluster_members"):
         members = cluster_members.parse_members(MEMBERS + line + "\n" + "\n")
     assert [m.name for m in members] == ["master1", "worker1", "worker2", "worker3"]
     assert members[0] == MASTER, "the first of a repeated name is kept"
@@ -71,13 +71,17 @@ def test_a_malformed_members_line_is_skipped_with_its_reason(
 
 @pytest.mark.parametrize(
     ("line", "reason"),
-    [("worker1", NOT_AN_EXIT), ("worker1\t1\textra", NOT_AN_EXIT), ("\t1", NOT_AN_EXIT),
-     ("worker1\tkilled", "exit code 'killed' is not")],
+    [
+        ("worker1", NOT_AN_EXIT),
+        ("worker1\t1\textra", NOT_AN_EXIT),
+        ("\t1", NOT_AN_EXIT),
+        ("worker1\tkilled", "exit code 'killed' is not"),
+    ],
 )
 def test_a_malformed_exit_line_is_skipped_with_its_reason(
     line: str, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.jobs.cluster_members"):
         exits = cluster_members.parse_exits(f"worker2\t1\n{line}\nmaster1\t0")
     assert exits == [Exit("worker2", 1), Exit("master1", 0)]
     assert f"line 2 skipped ({reason}" in caplog.text
@@ -94,17 +98,30 @@ def test_member_states_and_the_first_failure_in_end_order() -> None:
     exits = [Exit("worker1", 0), Exit("worker2", 1), Exit("master1", 143)]
     running = cluster_members.outcome(members, exits, JobState.ACTIVE)
     assert [(v["name"], v["state"], v["exit_code"]) for v in running.views] == [
-        ("master1", "failed", 143), ("worker1", "completed", 0), ("worker2", "failed", 1),
-        ("worker3", "active", None)]
+        ("master1", "failed", 143),
+        ("worker1", "completed", 0),
+        ("worker2", "failed", 1),
+        ("worker3", "active", None),
+    ]
     assert running.first_failure == (WORKER2, 1), "worker2 ended before master1"
-    assert running.views[3] == {"name": "worker3", "role": "worker", "index": 3, "node": "n4",
-                                "address": "127.0.0.4", "state": "active", "exit_code": None}
+    assert running.views[3] == {
+        "name": "worker3",
+        "role": "worker",
+        "index": 3,
+        "node": "n4",
+        "address": "127.0.0.4",
+        "state": "active",
+        "exit_code": None,
+    }
 
 
 @pytest.mark.parametrize(
     ("job_state", "silent_member_state"),
-    [(JobState.CANCELED, "canceled"), (JobState.FAILED, "failed"),
-     (JobState.COMPLETED, "completed")],
+    [
+        (JobState.CANCELED, "canceled"),
+        (JobState.FAILED, "failed"),
+        (JobState.COMPLETED, "completed"),
+    ],
 )
 def test_a_member_without_an_exit_line_takes_the_ending_of_the_job(
     job_state: JobState, silent_member_state: str
@@ -143,18 +160,21 @@ def test_exits_of_unknown_or_repeated_members_are_ignored(
 ) -> None:
     members = cluster_members.parse_members(MEMBERS)
     exits = [Exit("ghost", 9), Exit("worker1", 0), Exit("worker1", 5)]
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.jobs.cluster_members"):
         result = cluster_members.outcome(members, exits, JobState.ACTIVE)
     assert result.first_failure is None and result.views[1]["exit_code"] == 0
     assert "unknown member 'ghost'" in caplog.text and "second exit of member 'worker1'" in (
-        caplog.text)
+        caplog.text
+    )
 
 
 def test_the_failure_message_keeps_the_schedulers_words() -> None:
     assert cluster_members.failure_message(WORKER2, 1, "FAILED, exit code 1") == (
-        "member worker2 (role worker, on n3) exited with 1; FAILED, exit code 1")
+        "member worker2 (role worker, on n3) exited with 1; FAILED, exit code 1"
+    )
     assert cluster_members.failure_message(WORKER2, 1, "") == (
-        "member worker2 (role worker, on n3) exited with 1")
+        "member worker2 (role worker, on n3) exited with 1"
+    )
 
 
 # ---- reading the real files -----------------------------------------------------------------
@@ -168,7 +188,13 @@ def read(folder: Path) -> cluster_members.ClusterFiles:
 def test_the_folder_is_named_after_the_native_id() -> None:
     assert cluster_members.folder("/work/job", "93") == "/work/job/.iri-cluster-93"
     assert cluster_members.read_argv("/w/.iri-cluster-93") == [
-        "tail", "-n", "+1", "--", "/w/.iri-cluster-93/members", "/w/.iri-cluster-93/exits"]
+        "tail",
+        "-n",
+        "+1",
+        "--",
+        "/w/.iri-cluster-93/members",
+        "/w/.iri-cluster-93/exits",
+    ]
 
 
 def test_one_tail_reads_both_files_whatever_exists(tmp_path: Path) -> None:
@@ -191,9 +217,10 @@ def test_one_tail_reads_both_files_whatever_exists(tmp_path: Path) -> None:
 def test_an_unreadable_folder_is_logged_and_not_known(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    result = CommandResult(("tail",), 1, "", "tail: cannot open '/x/members' for reading: "
-                           "Permission denied\n")
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
+    result = CommandResult(
+        ("tail",), 1, "", "tail: cannot open '/x/members' for reading: Permission denied\n"
+    )
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.jobs.cluster_members"):
         files = cluster_members.parse_read(result, "/x")
     assert files == cluster_members.ClusterFiles(None, None)
     assert "Permission denied" in caplog.text
@@ -205,8 +232,11 @@ def test_an_unreadable_folder_is_logged_and_not_known(
 @pytest.fixture
 def engine(tmp_path: Path) -> Engine:
     registry = ProfileRegistry.from_files([builtin_profile("local")])
-    return Engine(registry=registry, store=JobStore(f"sqlite:///{tmp_path}/jobs.db"),
-                  backends=Backends(tmp_path))
+    return Engine(
+        registry=registry,
+        store=JobStore(f"sqlite:///{tmp_path}/jobs.db"),
+        backends=Backends(tmp_path),
+    )
 
 
 def recording(engine: Engine) -> ScriptedTransport:
@@ -244,8 +274,11 @@ def start(engine: Engine, directory: Path, body: str, size: int = 4) -> JobRecor
     directory.mkdir(exist_ok=True)
     script = PROLOGUE.replace("@@DIRECTORY@@", shlex.quote(str(directory))) + body
     record = engine.store.create(
-        owner="alice", resource_id="local", spec={},
-        effective_spec={"directory": str(directory)}, plan=stored_plan(cluster_size=size),
+        owner="alice",
+        resource_id="local",
+        spec={},
+        effective_spec={"directory": str(directory)},
+        plan=stored_plan(cluster_size=size),
         script=script,
     )
     batch = engine.backends.get(engine.registry.get("local"), "alice").batch
@@ -262,7 +295,10 @@ def test_members_are_stored_once_all_are_listed_and_read_again_at_the_end(
     engine: Engine, tmp_path: Path
 ) -> None:
     job = tmp_path / "job"
-    record = start(engine, job, f"""
+    record = start(
+        engine,
+        job,
+        f"""
 member master1 master 1 n1 127.0.0.1
 member worker1 worker 1 n2 127.0.0.2
 until_file {tmp_path}/more
@@ -270,14 +306,16 @@ member worker2 worker 2 n3 127.0.0.3
 member worker3 worker 3 n4 127.0.0.4
 until_file {tmp_path}/go
 ended worker3 0; ended worker1 0; ended worker2 0; ended master1 0
-""")
+""",
+    )
     transport = recording(engine)
     folder = job / f".iri-cluster-{record.native_id}"
     active = refresh_until(engine, "local", record.id, lambda r: r.state == JobState.ACTIVE)
     until = time.monotonic() + 10
     members = folder / "members"  # written by the script, which may not have started yet
-    while (not members.exists() or len(members.read_text().splitlines()) < 2) \
-            and time.monotonic() < until:
+    while (
+        not members.exists() or len(members.read_text().splitlines()) < 2
+    ) and time.monotonic() < until:
         time.sleep(0.02)
     engine.refresh("local")
     half = engine.store.get(record.id)
@@ -287,8 +325,11 @@ ended worker3 0; ended worker1 0; ended worker2 0; ended master1 0
     listed = refresh_until(engine, "local", record.id, lambda r: len(r.members) == 4)
     assert listed.state == JobState.ACTIVE
     assert [(m["name"], m["node"], m["state"]) for m in listed.members] == [
-        ("master1", "n1", "active"), ("worker1", "n2", "active"), ("worker2", "n3", "active"),
-        ("worker3", "n4", "active")]
+        ("master1", "n1", "active"),
+        ("worker1", "n2", "active"),
+        ("worker2", "n3", "active"),
+        ("worker3", "n4", "active"),
+    ]
     assert listed.history == active.history, "reading members adds no history entry"
     reads = len(tails(transport.calls))
     for _ in range(3):
@@ -303,16 +344,19 @@ ended worker3 0; ended worker1 0; ended worker2 0; ended master1 0
     assert meta is not None and meta["members"] == done.members
 
 
-def test_a_failed_job_names_the_member_that_failed_first(
-    engine: Engine, tmp_path: Path
-) -> None:
-    record = start(engine, tmp_path / "job", MEMBERS_SCRIPT + f"""
+def test_a_failed_job_names_the_member_that_failed_first(engine: Engine, tmp_path: Path) -> None:
+    record = start(
+        engine,
+        tmp_path / "job",
+        MEMBERS_SCRIPT
+        + f"""
 until_file {tmp_path}/go
 ended worker1 0
 ended worker2 1
 ended master1 143
 exit 1
-""")
+""",
+    )
     transport = recording(engine)
     refresh_until(engine, "local", record.id, lambda r: len(r.members) == 4)
     reads = len(tails(transport.calls))
@@ -320,10 +364,14 @@ exit 1
     done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.FAILED and done.exit_code == 1
     assert done.message == (
-        "member worker2 (role worker, on n3) exited with 1; EXITED, exit code 1")
+        "member worker2 (role worker, on n3) exited with 1; EXITED, exit code 1"
+    )
     assert [(m["name"], m["state"], m["exit_code"]) for m in done.members] == [
-        ("master1", "failed", 143), ("worker1", "completed", 0), ("worker2", "failed", 1),
-        ("worker3", "failed", None)]
+        ("master1", "failed", 143),
+        ("worker1", "completed", 0),
+        ("worker2", "failed", 1),
+        ("worker3", "failed", None),
+    ]
     assert len(tails(transport.calls)) == reads + 1
 
 
@@ -341,12 +389,17 @@ def test_members_of_a_canceled_job_without_an_exit_are_canceled(
 def test_members_read_earlier_end_as_the_job_did_when_the_files_are_gone(
     engine: Engine, tmp_path: Path
 ) -> None:
-    record = start(engine, tmp_path / "job", MEMBERS_SCRIPT + f"""
+    record = start(
+        engine,
+        tmp_path / "job",
+        MEMBERS_SCRIPT
+        + f"""
 until_file {tmp_path}/go
 ended worker1 0
 rm -r -- "$folder"
 exit 5
-""")
+""",
+    )
     listed = refresh_until(engine, "local", record.id, lambda r: len(r.members) == 4)
     (tmp_path / "go").touch()
     done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
@@ -358,23 +411,27 @@ exit 5
 def test_malformed_files_are_skipped_and_the_job_is_still_tracked(
     engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    record = start(engine, tmp_path / "job", """
+    record = start(
+        engine,
+        tmp_path / "job",
+        """
 printf 'master1\\tmaster\\t1\\tn1\\t127.0.0.1\\nnot a member line\\n' >> "$folder/members"
 printf 'master1\\tbroken\\n' >> "$folder/exits"
 exit 2
-""", size=1)
-    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.cluster_members"):
+""",
+        size=1,
+    )
+    with caplog.at_level(logging.WARNING, logger="iri_gateway.service.jobs.cluster_members"):
         done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.FAILED and done.message == "EXITED, exit code 2"
     assert [(m["name"], m["state"], m["exit_code"]) for m in done.members] == [
-        ("master1", "failed", None)]
+        ("master1", "failed", None)
+    ]
     assert "1 tab-separated fields, not 5" in caplog.text
     assert "exit code 'broken' is not a number" in caplog.text
 
 
-def test_a_cluster_job_that_wrote_nothing_has_no_members(
-    engine: Engine, tmp_path: Path
-) -> None:
+def test_a_cluster_job_that_wrote_nothing_has_no_members(engine: Engine, tmp_path: Path) -> None:
     record = start(engine, tmp_path / "job", "exit 0\n")
     done = refresh_until(engine, "local", record.id, lambda r: r.state.final)
     assert done.state == JobState.COMPLETED and done.members == []
@@ -394,9 +451,7 @@ def test_no_command_is_run_for_jobs_that_are_not_cluster_jobs(
     assert transport.calls == []
 
 
-def test_the_local_scheduler_tells_the_script_its_native_id(
-    engine: Engine, tmp_path: Path
-) -> None:
+def test_the_local_scheduler_tells_the_script_its_native_id(engine: Engine, tmp_path: Path) -> None:
     batch = engine.backends.get(engine.registry.get("local"), "alice").batch
     out = tmp_path / "seen"
     native_id = batch.submit(f'echo "$IRI_LOCAL_JOB_ID" > {out}\n', tag="iri-gateway:abc-1")

@@ -120,8 +120,11 @@ def test_version_examples(fact: str, value: str, raw: str, expected: bool) -> No
 
 # 3. names ----------------------------------------------------------------------------------
 
-names = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
-                min_size=1, max_size=8)
+names = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+    min_size=1,
+    max_size=8,
+)
 
 
 def test_names_are_case_insensitive() -> None:
@@ -256,7 +259,9 @@ def test_parse_requirements_names_the_fact() -> None:
         parse_requirements({"gpu_count": ">= 1", "gpu_vendor": "> amd"})
     parsed = parse_requirements({"gpu_count": ">= 1", "gpu_vendor": "nvidia", "ssd": True})
     assert [(c.fact, c.op) for c in parsed] == [
-        ("gpu_count", ">="), ("gpu_vendor", "=="), ("ssd", "==")
+        ("gpu_count", ">="),
+        ("gpu_vendor", "=="),
+        ("ssd", "=="),
     ]
 
 
@@ -305,8 +310,7 @@ def test_arbitrary_fact_names_and_text(fact: str, raw: str) -> None:
 
 def test_requirements_mapping_accepts_both_shapes() -> None:
     listed = [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}, {"ssd": True}]
-    assert requirements_mapping(listed) == {"gpu_count": ">= 2", "nvidia_cuda": "> 11",
-                                            "ssd": True}
+    assert requirements_mapping(listed) == {"gpu_count": ">= 2", "nvidia_cuda": "> 11", "ssd": True}
     mapping = {"gpu_count": ">= 2"}
     assert requirements_mapping(mapping) is mapping
     assert requirements_mapping([]) == {}
@@ -329,8 +333,18 @@ def test_requirements_mapping_refuses_duplicates_and_multi_key_entries() -> None
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [(True, True), ("true", True), ("yes", True), ("True", True), ("== true", True),
-     (False, False), ("false", False), ("no", False), ("!= true", False), ("!= false", True)],
+    [
+        (True, True),
+        ("true", True),
+        ("yes", True),
+        ("True", True),
+        ("== true", True),
+        (False, False),
+        ("false", False),
+        ("no", False),
+        ("!= true", False),
+        ("!= false", True),
+    ],
 )
 def test_boolean_label(raw: Any, expected: bool) -> None:
     assert holds("ssd", raw, {"ssd": True}) is expected
@@ -393,8 +407,9 @@ def test_every_failure_names_where_and_value(a: int, n: int, where: str) -> None
 
 
 def test_first_failure() -> None:
-    constraints = parse_requirements({"gpu_count": ">= 1", "gpu_vendor": "nvidia",
-                                      "nvidia_cuda": "> 12"})
+    constraints = parse_requirements(
+        {"gpu_count": ">= 1", "gpu_vendor": "nvidia", "nvidia_cuda": "> 12"}
+    )
     facts = {"gpu_count": 4, "gpu_vendor": "AMD", "nvidia_cuda": "11.8"}
     reason = first_failure(constraints, facts, "site-a")
     assert reason == "gpu_vendor == nvidia: site-a has gpu_vendor 'AMD'"

@@ -17,7 +17,7 @@ import pytest
 from iri_gateway.api.app import create_app
 from iri_gateway.errors import Problem
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 from tests.conftest import TEST_PROFILE, plan_for, problems_for
 
 
@@ -44,16 +44,16 @@ def test_a_billion_processes_on_one_node_name_process_count(
 def test_processes_per_node_beyond_the_cores_names_processes_per_node(
     registry: ProfileRegistry,
 ) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(node_count=1,
-                                                          processes_per_node=2**63))
+    problems = problems_for(registry, "testsite-gpu", job(node_count=1, processes_per_node=2**63))
     problem = only(problems, "resources.processes_per_node")
     assert f"{2**63} processes per node" in problem.reason and "2 cores" in problem.reason
     assert problem.offered == "at most 2 per node"
 
 
 def test_the_count_is_named_even_with_cores_per_process(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(node_count=2, process_count=9,
-                                                          cpu_cores_per_process=1))
+    problems = problems_for(
+        registry, "testsite-gpu", job(node_count=2, process_count=9, cpu_cores_per_process=1)
+    )
     assert only(problems, "resources.process_count").offered == (
         "at most 4 on 2 node(s), 8 on all 4 nodes (set node_count)"
     )
@@ -71,8 +71,9 @@ def test_counts_that_fit_the_nodes_still_plan(registry: ProfileRegistry) -> None
 async def test_plan_over_http_names_the_count(tmp_path: Path) -> None:
     app = create_app(Settings(data_dir=tmp_path, profiles=[TEST_PROFILE]), run_poller=False)
     token = app.state.tokens.issue("alice", ["proj1"])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://test") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
         response = await client.post(
             "/api/v2/compute/plan/testsite-gpu",
             content=b'{"executable": "/bin/true", "resources": {"process_count": 1e9}}',

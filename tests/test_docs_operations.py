@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iri_gateway.api.export import openapi_document
+from iri_gateway.api.openapi.export import openapi_document
 from tests.api.conftest import OFFICIAL_SPEC
 from tests.api.test_operation_compliance import operation_ids
 
@@ -53,12 +53,20 @@ def sections(text: str) -> list[Section]:
         if not operation:
             continue
         where = re.search(r"^`(GET|PUT|POST|DELETE|PATCH) (/\S*)`$", block, flags=re.MULTILINE)
-        said = re.search(r"^- \*\*Statuses\*\*:(.*?)(?=^- \*\*|\Z)", block,
-                         flags=re.MULTILINE | re.DOTALL)
+        said = re.search(
+            r"^- \*\*Statuses\*\*:(.*?)(?=^- \*\*|\Z)", block, flags=re.MULTILINE | re.DOTALL
+        )
         assert where, f"{operation.group(1)}: no `METHOD /path` line in its section"
         assert said, f"{operation.group(1)}: no **Statuses** line in its section"
-        found.append(Section(operation.group(1), group, where.group(1), where.group(2),
-                             frozenset(re.findall(r"`(\d{3})`", said.group(1)))))
+        found.append(
+            Section(
+                operation.group(1),
+                group,
+                where.group(1),
+                where.group(2),
+                frozenset(re.findall(r"`(\d{3})`", said.group(1))),
+            )
+        )
     return found
 
 
@@ -83,8 +91,9 @@ def test_every_official_operation_has_its_section_under_its_tag() -> None:
     assert len(OFFICIAL) == 47
     missing = sorted(set(OFFICIAL) - set(BY_ID))
     assert not missing, f"official operations without a section in {PAGE.name}: {missing}"
-    misplaced = {op: BY_ID[op].group for op, (_, _, tags) in OFFICIAL.items()
-                 if BY_ID[op].group != tags[0]}
+    misplaced = {
+        op: BY_ID[op].group for op, (_, _, tags) in OFFICIAL.items() if BY_ID[op].group != tags[0]
+    }
     assert not misplaced, f"official operations not under their official tag: {misplaced}"
 
 
@@ -111,15 +120,18 @@ def test_the_section_gives_the_served_method_path_and_statuses(operation_id: str
     assert (section.method, section.path) == (method, path)
     assert set(section.statuses) == _documented_statuses(operation_id), (
         f"{operation_id}: the page lists {sorted(section.statuses)}, our OpenAPI documents "
-        f"{sorted(_documented_statuses(operation_id))} (besides 500)")
+        f"{sorted(_documented_statuses(operation_id))} (besides 500)"
+    )
 
 
 def test_the_checks_catch_a_page_that_lost_a_section_or_names_a_stranger() -> None:
     """The parser, on a page changed the two ways the tests above must notice."""
     text = PAGE.read_text(encoding="utf-8")
-    without = sections(re.sub(r"^### `getSite`\n.*?(?=^### )", "", text,
-                              flags=re.MULTILINE | re.DOTALL))
+    without = sections(
+        re.sub(r"^### `getSite`\n.*?(?=^### )", "", text, flags=re.MULTILINE | re.DOTALL)
+    )
     assert "getSite" not in {s.operation_id for s in without}
-    stranger = sections(text + "\n### `getWeather`\n\n`GET /api/v2/weather`\n\n"
-                        "- **Statuses**: `200`.\n")
+    stranger = sections(
+        text + "\n### `getWeather`\n\n`GET /api/v2/weather`\n\n- **Statuses**: `200`.\n"
+    )
     assert "getWeather" in {s.operation_id for s in stranger} - set(OURS)

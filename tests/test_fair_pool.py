@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from iri_gateway.service.fair_pool import FairPool, PoolClosedError
+from iri_gateway.service.accounts.fair_pool import FairPool, PoolClosedError
 
 
 def test_the_user_with_fewest_running_goes_next_and_nobody_passes_the_cap() -> None:

@@ -27,9 +27,16 @@ def backtracking(folder: Path) -> dict[str, Any]:
     def place(*rest: str) -> dict[str, Any]:
         return {"base": str(folder), "top": [], "reserved": [], "rest": list(rest)}
 
-    return {"op": "compress", "path": place("names"), "target": place("made.tgz"),
-            "compression": "gzip", "dereference": False, "match_pattern": "(a+)+$",
-            "max_files": 100, "max_bytes": 2**20}
+    return {
+        "op": "compress",
+        "path": place("names"),
+        "target": place("made.tgz"),
+        "compression": "gzip",
+        "dereference": False,
+        "match_pattern": "(a+)+$",
+        "max_files": 100,
+        "max_bytes": 2**20,
+    }
 
 
 def test_the_wall_time_kills_a_stuck_worker_and_the_agent_goes_on(tmp_path: Path) -> None:
@@ -41,8 +48,17 @@ def test_the_wall_time_kills_a_stuck_worker_and_the_agent_goes_on(tmp_path: Path
         assert answer["ok"] is False and answer["error"] == "limit", answer
         assert "took more than 1.5 s (the wall-clock limit" in answer["detail"], answer
         assert took < 10, took
-        listed = agents.run({"op": "ls", "base": str(tmp_path), "top": [], "reserved": [],
-                             "rest": [], "max_entries": 10}, idempotent=True)
+        listed = agents.run(
+            {
+                "op": "ls",
+                "base": str(tmp_path),
+                "top": [],
+                "reserved": [],
+                "rest": [],
+                "max_entries": 10,
+            },
+            idempotent=True,
+        )
         assert [entry["name"] for entry in listed["result"]["entries"]] == ["names"], listed
     finally:
         agents.close()

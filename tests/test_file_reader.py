@@ -38,11 +38,27 @@ from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.scripted import Call, ScriptedTransport
 
 
-def ask(base: Path, rest: Sequence[str], operation: str = "view", top: Sequence[str] = (),
-        reserved: Sequence[str] = (), **arguments: Any) -> dict[str, Any]:
-    request = {"op": operation, "base": str(base), "top": list(top), "rest": list(rest),
-               "reserved": list(reserved), "offset": 0, "size": 1 << 20, "limit": 1 << 20,
-               "max_entries": 1000, "max_dereference": 100, **arguments}
+def ask(
+    base: Path,
+    rest: Sequence[str],
+    operation: str = "view",
+    top: Sequence[str] = (),
+    reserved: Sequence[str] = (),
+    **arguments: Any,
+) -> dict[str, Any]:
+    request = {
+        "op": operation,
+        "base": str(base),
+        "top": list(top),
+        "rest": list(rest),
+        "reserved": list(reserved),
+        "offset": 0,
+        "size": 1 << 20,
+        "limit": 1 << 20,
+        "max_entries": 1000,
+        "max_dereference": 100,
+        **arguments,
+    }
     answer: dict[str, Any] = reader.serve(request)
     return answer
 
@@ -83,10 +99,21 @@ def test_links_inside_the_job_folder_are_followed_and_links_out_are_not(tree: Pa
     assert content(ask(tree, ["sub", "g"], top=job)) == b"inner\n"
     assert content(ask(tree, ["in-link"], top=job)) == b"inner\n"
     assert content(ask(tree, ["abs-link", "g"], top=job)) == b"inner\n"
-    for rest in (["out", "secret"], ["up", "outside", "secret"], ["loop"], ["loop", "x"],
-                 ["missing"], ["f", "x"], ["to-private", "key"]):
-        assert ask(tree, rest, top=job) == {"ok": False, "error": "not_found", "detail": "",
-                                            "field": ""}, rest
+    for rest in (
+        ["out", "secret"],
+        ["up", "outside", "secret"],
+        ["loop"],
+        ["loop", "x"],
+        ["missing"],
+        ["f", "x"],
+        ["to-private", "key"],
+    ):
+        assert ask(tree, rest, top=job) == {
+            "ok": False,
+            "error": "not_found",
+            "detail": "",
+            "field": "",
+        }, rest
     # The same tree read from its root: `out` now stays inside, the reserved folder never.
     assert content(ask(tree, ["job", "out", "secret"])) == b"SECRET\n"
     reserved = [str(tree / "private")]
@@ -195,8 +222,15 @@ def test_the_shipped_agent_answers_like_the_reader_itself(tree: Path) -> None:
     warm = agents(LocalTransport(), warm=1)
     for request in (
         {"op": "view", "rest": ["in-link"], "offset": 0, "size": 100},
-        {"op": "ls", "rest": [], "recursive": True, "dereference": True, "hidden": True,
-         "max_entries": 100, "max_dereference": 10},
+        {
+            "op": "ls",
+            "rest": [],
+            "recursive": True,
+            "dereference": True,
+            "hidden": True,
+            "max_entries": 100,
+            "max_dereference": 10,
+        },
         {"op": "stat", "rest": ["out"]},
         {"op": "tail", "rest": ["f"], "lines": 1, "limit": 100},
     ):
@@ -211,11 +245,23 @@ class ShellLoginNode(LocalTransport):
 
     python = "python3"
 
-    def run(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float = 60.0,
-            idempotent: bool = False) -> CommandResult:
-        done = subprocess.run(["/bin/sh", "-c", shlex.join(argv)], input=stdin,
-                              capture_output=True, text=True, timeout=timeout,
-                              env={"PATH": "/nonexistent"}, check=False)
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        timeout: float = 60.0,
+        idempotent: bool = False,
+    ) -> CommandResult:
+        done = subprocess.run(
+            ["/bin/sh", "-c", shlex.join(argv)],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={"PATH": "/nonexistent"},
+            check=False,
+        )
         return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)
 
 
@@ -226,16 +272,26 @@ def chatty_login_node() -> ScriptedTransport:
 
     def after_the_banner(call: Call) -> CommandResult:
         done = call.run_on(machine)
-        return CommandResult(done.argv, done.exit_code, "Welcome to login1!\n\n" + done.stdout,
-                             done.stderr)
+        return CommandResult(
+            done.argv, done.exit_code, "Welcome to login1!\n\n" + done.stdout, done.stderr
+        )
 
     return ScriptedTransport(name="login1").on(reply=after_the_banner)
 
 
 def test_a_banner_before_the_answer_is_skipped(tree: Path) -> None:
     chatty = agents(chatty_login_node(), where="login1")
-    answer = chatty.run({"op": "view", "base": str(tree), "top": ["job"], "rest": ["f"],
-                         "reserved": [], "offset": 0, "size": 3})
+    answer = chatty.run(
+        {
+            "op": "view",
+            "base": str(tree),
+            "top": ["job"],
+            "rest": ["f"],
+            "reserved": [],
+            "offset": 0,
+            "size": 3,
+        }
+    )
     assert base64.b64decode(answer["result"]["data"]) == b"top"
 
 
@@ -251,14 +307,14 @@ def test_a_login_node_without_python3_is_named_as_the_cause(tree: Path) -> None:
 
 
 def test_roots_are_granted_only_with_safe_values() -> None:
-    templates = FileAccess(roots=["/scratch/{account_initial}/{account}", "/home/{user}",
-                                  "~/runs", "/shared"]).roots
+    templates = FileAccess(
+        roots=["/scratch/{account_initial}/{account}", "/home/{user}", "~/runs", "/shared"]
+    ).roots
 
     def roots(user: str, account: str) -> tuple[str, ...]:
         return granted_roots(templates, user=user, account=account, home=lambda: "/home/acct")
 
-    assert roots("alice", "al") == ("/scratch/a/al", "/home/alice", "/home/acct/runs",
-                                    "/shared")
+    assert roots("alice", "al") == ("/scratch/a/al", "/home/alice", "/home/acct/runs", "/shared")
     assert roots("..", "al") == ("/scratch/a/al", "/home/acct/runs", "/shared")
     assert roots("alice", "a/b") == ("/home/alice", "/home/acct/runs", "/shared")
     assert roots("alice", ".") == ("/home/alice", "/home/acct/runs", "/shared")
@@ -270,44 +326,73 @@ def test_roots_are_granted_only_with_safe_values() -> None:
 def test_a_jobs_paths_must_lie_in_granted_roots() -> None:
     def problems(document: dict[str, Any], directory: str, named: bool = True) -> list[str]:
         spec = JobSpec.model_validate({"executable": "x", **document})
-        return [p.field for p in job_path_problems(
-            spec, directory=directory, named=named, roots=("/home/al", "/scratch/al"),
-            reserved=("/home/al/iri-gateway-jobs",), resource_id="r")]
+        return [
+            p.field
+            for p in job_path_problems(
+                spec,
+                directory=directory,
+                named=named,
+                roots=("/home/al", "/scratch/al"),
+                reserved=("/home/al/iri-gateway-jobs",),
+                resource_id="r",
+            )
+        ]
 
     assert problems({"directory": "/home/al/run"}, "/home/al/run") == []
     assert problems({"directory": "/home/alx"}, "/home/alx") == ["directory"]
     assert problems({"directory": "/etc"}, "/etc") == ["directory"]
     assert problems({}, "/home/al/iri-gateway-jobs/other", named=True) == ["directory"]
-    assert problems({"stdout_path": "../../../etc/x"}, "/home/al/iri-gateway-jobs/j",
-                    named=False) == ["stdout_path"]
-    assert problems({"stdout_path": "/scratch/al/out", "stderr_path": "e",
-                     "stdin_path": "/home/al/in"}, "/home/al/iri-gateway-jobs/j",
-                    named=False) == []
-    assert problems({"stdin_path": "../k"}, "/home/al/iri-gateway-jobs/j",
-                    named=False) == ["stdin_path"], "another job's folder"
+    assert problems(
+        {"stdout_path": "../../../etc/x"}, "/home/al/iri-gateway-jobs/j", named=False
+    ) == ["stdout_path"]
+    assert (
+        problems(
+            {"stdout_path": "/scratch/al/out", "stderr_path": "e", "stdin_path": "/home/al/in"},
+            "/home/al/iri-gateway-jobs/j",
+            named=False,
+        )
+        == []
+    )
+    assert problems({"stdin_path": "../k"}, "/home/al/iri-gateway-jobs/j", named=False) == [
+        "stdin_path"
+    ], "another job's folder"
 
 
 def test_where_a_path_is_read_from() -> None:
-    scope = Scope(roots=("/home/al",), work_root="/home/al/jobs",
-                  reserved=("/home/al/jobs",), owns_folder=lambda name: name == "mine")
+    scope = Scope(
+        roots=("/home/al",),
+        work_root="/home/al/jobs",
+        reserved=("/home/al/jobs",),
+        owns_folder=lambda name: name == "mine",
+    )
     assert scope.locate("mine/out.txt") == scope.locate("/home/al/jobs/mine/./out.txt")
     anchor = scope.locate("/home/al/jobs/mine/a/../out.txt")
     assert anchor is not None
     assert (anchor.base, anchor.top, anchor.rest) == ("/home/al/jobs", ("mine",), ("out.txt",))
-    for refused in ("/home/al/jobs/theirs/out.txt", "/home/al/jobs", "/etc/passwd",
-                    "mine/../theirs/x", "../../etc", "/home/alx", "/home/al/a\0b"):
+    for refused in (
+        "/home/al/jobs/theirs/out.txt",
+        "/home/al/jobs",
+        "/etc/passwd",
+        "mine/../theirs/x",
+        "../../etc",
+        "/home/alx",
+        "/home/al/a\0b",
+    ):
         assert scope.locate(refused) is None, refused
     anchor = scope.locate("/home/al//data/../x")
     assert anchor is not None and (anchor.base, anchor.rest) == ("/home/al", ("x",))
     assert anchor.reserved == ("/home/al/jobs",)
     made = scope.locate("/old/root/j1/out", job_folder="/old/root/j1")
-    assert made is not None and (made.base, made.top, made.rest) == ("/old/root", ("j1",),
-                                                                     ("out",))
+    assert made is not None and (made.base, made.top, made.rest) == ("/old/root", ("j1",), ("out",))
 
 
 def test_refusals_and_decoding_through_user_files(tree: Path) -> None:
-    scope = Scope(roots=(str(tree),), work_root=str(tree / "jobs"), reserved=(),
-                  owns_folder=lambda name: False)
+    scope = Scope(
+        roots=(str(tree),),
+        work_root=str(tree / "jobs"),
+        reserved=(),
+        owns_folder=lambda name: False,
+    )
     files = UserFiles(scope, agents(LocalTransport(), warm=1, where="here"))
     (tree / "text").write_bytes(b"\xc3\xa9\xffok")  # "é", a byte that is not UTF-8, "ok"
     part = decode_part(files.request(str(tree / "text"), "view", offset=1, size=10))
@@ -319,9 +404,21 @@ def test_refusals_and_decoding_through_user_files(tree: Path) -> None:
 
 def test_requests_are_json_both_ways(tree: Path) -> None:
     """What goes to a login node: one JSON request on stdin, one JSON answer on stdout."""
-    request = {"op": "view", "base": str(tree), "top": ["job"], "rest": ["f"],
-               "reserved": [], "offset": 0, "size": 4}
-    done = subprocess.run(["python3", "-I", "-c", Path(reader.__file__).read_text()],
-                          input=json.dumps(request), capture_output=True, text=True,
-                          timeout=60, check=True)
+    request = {
+        "op": "view",
+        "base": str(tree),
+        "top": ["job"],
+        "rest": ["f"],
+        "reserved": [],
+        "offset": 0,
+        "size": 4,
+    }
+    done = subprocess.run(
+        ["python3", "-I", "-c", Path(reader.__file__).read_text()],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert base64.b64decode(json.loads(done.stdout)["result"]["data"]) == b"top "

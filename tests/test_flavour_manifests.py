@@ -46,8 +46,9 @@ OTHER_APP = """\
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "iri_gateway", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "iri_gateway", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_proposals_manifest_imports_as_written(tmp_path: Path) -> None:
@@ -57,8 +58,7 @@ def test_the_proposals_manifest_imports_as_written(tmp_path: Path) -> None:
     assert imported.app is not None
     assert (imported.app.name, imported.app.version) == ("segmentor", "0.4.3")
     assert [(f.name, f.priority, f.image, f.requirements) for f in imported.flavours] == [
-        ("cuda", 100, "jhnnsrs/segmentor:0.4.3-cuda",
-         {"gpu_count": ">= 2", "nvidia_cuda": ">11"}),
+        ("cuda", 100, "jhnnsrs/segmentor:0.4.3-cuda", {"gpu_count": ">= 2", "nvidia_cuda": ">11"}),
         ("cpu", 20, "jhnnsrs/segmentor:0.4.3-cpu", {"cpu_mhz": ">1400"}),
     ]
 
@@ -82,10 +82,18 @@ def test_the_proposals_manifest_placed_across_the_shipped_sites(tmp_path: Path) 
     mhz = detect_machine().mhz
     local_flavour = "cpu" if mhz is not None and mhz > 1400 else None
     # cdi-gpu has GPUs but refuses them without a count (gpu_default_request: refuse).
-    assert chosen == {"perlmutter-gpu": "cuda", "polaris": "cuda", "perlmutter-cpu": "cpu",
-                      "frontier": "cpu", "aurora": "cpu", "cdi-gpu": "cpu",
-                      "lanl-gpu": "cuda", "lanl-cpu": "cpu", "oci-cpu": "cpu",
-                      "local": local_flavour}
+    assert chosen == {
+        "perlmutter-gpu": "cuda",
+        "polaris": "cuda",
+        "perlmutter-cpu": "cpu",
+        "frontier": "cpu",
+        "aurora": "cpu",
+        "cdi-gpu": "cpu",
+        "lanl-gpu": "cuda",
+        "lanl-cpu": "cpu",
+        "oci-cpu": "cpu",
+        "local": local_flavour,
+    }
     assert all(a["app"] == {"name": "segmentor", "version": "0.4.3"} for a in answers.values())
     assert answers["local"]["runnable"] is (local_flavour is not None)
     # The plan names the app, and the CUDA flavour gets the GPUs of the node.
@@ -102,8 +110,9 @@ def test_an_app_is_chosen_by_name_when_the_manifest_has_several(tmp_path: Path) 
     manifest.write_text(PROPOSAL + OTHER_APP)
     with pytest.raises(ManifestError) as caught:
         import_manifest(manifest)
-    assert str(caught.value) == (f"{manifest}:1: the manifest has 2 apps; choose one with "
-                                 "--app: segmentor, tracker")
+    assert str(caught.value) == (
+        f"{manifest}:1: the manifest has 2 apps; choose one with --app: segmentor, tracker"
+    )
     imported = import_manifest(manifest, "tracker")
     assert imported.app is not None and imported.app.version == "2.0"
     assert [f.image for f in imported.flavours] == ["lab/tracker:2.0"]
@@ -130,8 +139,12 @@ def test_every_bad_constraint_is_reported_at_its_own_line(tmp_path: Path) -> Non
 
 def test_other_faults_of_the_list_form_are_located(tmp_path: Path) -> None:
     manifest = tmp_path / "broken.yaml"
-    manifest.write_text(PROPOSAL.replace("- priority: 20", "- priority: low").replace(
-        "            - nvidia_cuda", "            - nvidia_cuda: '>11'\n            - nvidia_cuda"))
+    manifest.write_text(
+        PROPOSAL.replace("- priority: 20", "- priority: low").replace(
+            "            - nvidia_cuda",
+            "            - nvidia_cuda: '>11'\n            - nvidia_cuda",
+        )
+    )
     with pytest.raises(ManifestError) as caught:
         import_manifest(manifest)
     assert [(i.line, i.field) for i in caught.value.issues] == [
@@ -145,9 +158,20 @@ def test_json_jobspec_reports_every_bad_constraint() -> None:
     from iri_gateway.errors import InvalidJobSpecError
 
     with pytest.raises(InvalidJobSpecError) as caught:
-        parse_jobspec({"executable": "/x", "container": {"flavours": [
-            {"name": "a", "image": "x",
-             "requirements": {"gpu_count": ">= two", "cpu_mhz": "fast"}}]}})
+        parse_jobspec(
+            {
+                "executable": "/x",
+                "container": {
+                    "flavours": [
+                        {
+                            "name": "a",
+                            "image": "x",
+                            "requirements": {"gpu_count": ">= two", "cpu_mhz": "fast"},
+                        }
+                    ]
+                },
+            }
+        )
     reason = caught.value.problems[0].reason
     assert "gpu_count is a number; 'two' is not" in reason
     assert "cpu_mhz is a number; 'fast' is not" in reason
@@ -156,11 +180,17 @@ def test_json_jobspec_reports_every_bad_constraint() -> None:
 GPU_JOB = {
     "executable": "/app/segment",
     "attributes": {"duration": 600},
-    "container": {"flavours": [
-        {"name": "cuda", "image": "docker.io/lab/seg:cuda", "priority": 100,
-         "requirements": {"gpu_count": ">= 2"}},
-        {"name": "cpu", "image": "docker.io/lab/seg:cpu", "priority": 1},
-    ]},
+    "container": {
+        "flavours": [
+            {
+                "name": "cuda",
+                "image": "docker.io/lab/seg:cuda",
+                "priority": 100,
+                "requirements": {"gpu_count": ">= 2"},
+            },
+            {"name": "cpu", "image": "docker.io/lab/seg:cpu", "priority": 1},
+        ]
+    },
 }
 
 
@@ -169,8 +199,10 @@ def test_a_gpu_flavour_asks_the_scheduler_for_the_nodes_gpus(registry: ProfileRe
     assert plan.flavour == "cuda"
     assert "#SBATCH --gpus-per-task=4\n" in plan.script
     assert plan.gpu is not None and plan.gpu.gpus_per_node == 4
-    assert ("flavour 'cuda' needs GPUs: the whole node's 4 GPUs are requested (4 per process; "
-            "set resources.gpu_cores_per_process to ask for fewer)") in plan.warnings
+    assert (
+        "flavour 'cuda' needs GPUs: the whole node's 4 GPUs are requested (4 per process; "
+        "set resources.gpu_cores_per_process to ask for fewer)"
+    ) in plan.warnings
     # Two processes per node share the node's four GPUs.
     two = {**GPU_JOB, "resources": {"processes_per_node": 2, "process_count": 2}}
     plan = plan_for(registry, "perlmutter-gpu", two)
@@ -179,8 +211,10 @@ def test_a_gpu_flavour_asks_the_scheduler_for_the_nodes_gpus(registry: ProfileRe
     three = {**GPU_JOB, "resources": {"processes_per_node": 3, "process_count": 3}}
     plan = plan_for(registry, "perlmutter-gpu", three)
     assert "#SBATCH --gpus-per-task=1\n" in plan.script
-    assert ("flavour 'cuda' needs GPUs: 3 of the node's 4 GPUs are requested (1 per process; "
-            "set resources.gpu_cores_per_process to ask for fewer)") in plan.warnings
+    assert (
+        "flavour 'cuda' needs GPUs: 3 of the node's 4 GPUs are requested (1 per process; "
+        "set resources.gpu_cores_per_process to ask for fewer)"
+    ) in plan.warnings
     # PBS: ngpus in the select chunk.
     assert ":ngpus=4" in plan_for(registry, "polaris", GPU_JOB).script
     # The CPU flavour elsewhere asks for none.
@@ -190,13 +224,24 @@ def test_a_gpu_flavour_asks_the_scheduler_for_the_nodes_gpus(registry: ProfileRe
 def test_a_flavours_own_resources_and_launcher_apply_when_it_is_chosen(
     registry: ProfileRegistry,
 ) -> None:
-    job = {**GPU_JOB, "container": {"flavours": [
-        {**GPU_JOB["container"]["flavours"][0],  # type: ignore[index]
-         "resources": {"gpu_cores_per_process": 1, "process_count": 2},
-         "launcher": "srun"},
-        {"name": "cpu", "image": "docker.io/lab/seg:cpu", "priority": 1,
-         "resources": {"cpu_cores_per_process": 8}},
-    ]}}
+    job = {
+        **GPU_JOB,
+        "container": {
+            "flavours": [
+                {
+                    **GPU_JOB["container"]["flavours"][0],  # type: ignore[index]
+                    "resources": {"gpu_cores_per_process": 1, "process_count": 2},
+                    "launcher": "srun",
+                },
+                {
+                    "name": "cpu",
+                    "image": "docker.io/lab/seg:cpu",
+                    "priority": 1,
+                    "resources": {"cpu_cores_per_process": 8},
+                },
+            ]
+        },
+    }
     gpu = plan_for(registry, "perlmutter-gpu", job)
     assert gpu.flavour == "cuda" and gpu.shape.gpus_per_process == 1
     assert gpu.shape.process_count == 2 and gpu.launcher == "mpi"
@@ -206,9 +251,19 @@ def test_a_flavours_own_resources_and_launcher_apply_when_it_is_chosen(
     assert cpu.flavour == "cpu" and cpu.shape.cpus_per_process == 8
     assert cpu.shape.process_count == 1 and cpu.shape.gpus_per_process == 0
     # A flavour's resource that the site refuses is reported as the flavour's own field.
-    too_many = {**job, "container": {"flavours": [
-        {"name": "cuda", "image": "x", "requirements": {"gpu_count": ">= 2"},
-         "resources": {"gpu_cores_per_process": 64}}]}}
+    too_many = {
+        **job,
+        "container": {
+            "flavours": [
+                {
+                    "name": "cuda",
+                    "image": "x",
+                    "requirements": {"gpu_count": ">= 2"},
+                    "resources": {"gpu_cores_per_process": 64},
+                }
+            ]
+        },
+    }
     problems = place(parse_jobspec(too_many), [registry.get("perlmutter-gpu")])[0].problems
     assert [p.name for p in problems] == ["container.flavours[0].resources.gpu_cores_per_process"]
 
@@ -221,8 +276,11 @@ def test_status_shows_the_app_of_the_job() -> None:
     from iri_gateway.cli.app import app
 
     base = "http://gateway.test"
-    job = {"id": "j1", "status": {"state": "completed", "time": 1.0, "meta_data": {}},
-           "attributes": {"app": {"name": "segmentor", "version": "0.4.3"}, "flavour": "cpu"}}
+    job = {
+        "id": "j1",
+        "status": {"state": "completed", "time": 1.0, "meta_data": {}},
+        "attributes": {"app": {"name": "segmentor", "version": "0.4.3"}, "flavour": "cpu"},
+    }
     with respx.mock(base_url=base) as mock:
         mock.get("/api/v2/compute/status/local/j1").mock(return_value=httpx.Response(200, json=job))
         shown = CliRunner().invoke(app, ["status", "j1", "-r", "local", "--server", base])

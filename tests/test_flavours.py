@@ -28,10 +28,18 @@ def app_job(**container: Any) -> dict[str, Any]:
         "attributes": {"duration": 600, "account": "m1234"},
         "container": {
             "flavours": [
-                {"name": "cuda", "image": CUDA_IMAGE, "priority": 100,
-                 "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}]},
-                {"name": "cpu", "image": CPU_IMAGE, "priority": 20,
-                 "requirements": {"cpu_mhz": "> 1400"}},
+                {
+                    "name": "cuda",
+                    "image": CUDA_IMAGE,
+                    "priority": 100,
+                    "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}],
+                },
+                {
+                    "name": "cpu",
+                    "image": CPU_IMAGE,
+                    "priority": 20,
+                    "requirements": {"cpu_mhz": "> 1400"},
+                },
             ],
             **container,
         },
@@ -59,9 +67,7 @@ def test_cpu_on_perlmutter_cpu(registry: ProfileRegistry) -> None:
     plan = plan_for(registry, "perlmutter-cpu", app_job())
     assert plan.flavour == "cpu" and plan.image == CPU_IMAGE
     assert plan.gpu is None
-    assert outcomes(plan)["cuda"] == (
-        "rejected", "gpu_count >= 2: perlmutter-cpu has gpu_count 0"
-    )
+    assert outcomes(plan)["cuda"] == ("rejected", "gpu_count >= 2: perlmutter-cpu has gpu_count 0")
     assert CUDA_IMAGE not in plan.script
 
 
@@ -74,30 +80,53 @@ def test_cpu_on_frontier_whose_gpus_are_amd(registry: ProfileRegistry) -> None:
 
 def test_placement_ranks_every_resource_with_reasons(registry: ProfileRegistry) -> None:
     ranked = place(parse_jobspec(app_job()), registry)
-    assert registry.ids() == ["aurora", "polaris", "cdi-gpu", "oci-cpu", "lanl-gpu", "lanl-cpu",
-                              "local", "perlmutter-gpu", "perlmutter-cpu", "frontier",
-                              "testsite-gpu"]
+    assert registry.ids() == [
+        "aurora",
+        "polaris",
+        "cdi-gpu",
+        "oci-cpu",
+        "lanl-gpu",
+        "lanl-cpu",
+        "local",
+        "perlmutter-gpu",
+        "perlmutter-cpu",
+        "frontier",
+        "testsite-gpu",
+    ]
     # cuda (100) first, in load order; then cpu (20) in load order; then what cannot run it.
     assert [(p.resource, p.flavour) for p in ranked] == [
-        ("polaris", "cuda"), ("lanl-gpu", "cuda"), ("perlmutter-gpu", "cuda"),
-        ("testsite-gpu", "cuda"), ("aurora", "cpu"), ("cdi-gpu", "cpu"), ("oci-cpu", "cpu"),
+        ("polaris", "cuda"),
+        ("lanl-gpu", "cuda"),
+        ("perlmutter-gpu", "cuda"),
+        ("testsite-gpu", "cuda"),
+        ("aurora", "cpu"),
+        ("cdi-gpu", "cpu"),
+        ("oci-cpu", "cpu"),
         ("lanl-cpu", "cpu"),
-        ("perlmutter-cpu", "cpu"), ("frontier", "cpu"), ("local", None),
+        ("perlmutter-cpu", "cpu"),
+        ("frontier", "cpu"),
+        ("local", None),
     ]
     by_id = {p.resource: p for p in ranked}
     # cdi-gpu refuses GPUs the job does not count (gpu_default_request: refuse).
     assert [(f.name, f.status) for f in by_id["cdi-gpu"].flavours] == [
-        ("cuda", "rejected"), ("cpu", "chosen")]
+        ("cuda", "rejected"),
+        ("cpu", "chosen"),
+    ]
     assert "none are reserved" in (by_id["cdi-gpu"].flavours[0].reason or "")
     assert by_id["perlmutter-gpu"].priority == 100 and by_id["frontier"].priority == 20
     assert by_id["perlmutter-gpu"].runtime == "podman-hpc" and by_id["frontier"].queue == "batch"
     local = by_id["local"]
     assert not local.runnable and ranked[-1] is local
     assert [(p.name, p.reason) for p in local.problems] == [
-        ("container.flavours[0].requirements",
-         "flavour 'cuda': gpu_count >= 2: local has gpu_count 0"),
-        ("container.flavours[1].requirements",
-         "flavour 'cpu': cpu_mhz > 1400: local has no cpu_mhz"),
+        (
+            "container.flavours[0].requirements",
+            "flavour 'cuda': gpu_count >= 2: local has gpu_count 0",
+        ),
+        (
+            "container.flavours[1].requirements",
+            "flavour 'cpu': cpu_mhz > 1400: local has no cpu_mhz",
+        ),
     ]
 
 
@@ -109,15 +138,28 @@ def test_highest_priority_wins_and_ties_go_to_declaration_order(
         {"name": "second", "image": CUDA_IMAGE, "priority": 5},
         {"name": "low", "image": CPU_IMAGE, "priority": 1},
     ]
-    plan = plan_for(registry, "perlmutter-cpu", {
-        "executable": "/app/run", "container": {"flavours": flavours},
-    })
+    plan = plan_for(
+        registry,
+        "perlmutter-cpu",
+        {
+            "executable": "/app/run",
+            "container": {"flavours": flavours},
+        },
+    )
     assert plan.flavour == "first"
     assert [f.status for f in plan.flavours] == ["chosen", "outranked", "outranked"]
     flavours[2]["priority"] = 9
-    assert plan_for(registry, "perlmutter-cpu", {
-        "executable": "/app/run", "container": {"flavours": flavours},
-    }).flavour == "low"
+    assert (
+        plan_for(
+            registry,
+            "perlmutter-cpu",
+            {
+                "executable": "/app/run",
+                "container": {"flavours": flavours},
+            },
+        ).flavour
+        == "low"
+    )
 
 
 def test_a_flavour_whose_job_cannot_run_falls_to_the_next(registry: ProfileRegistry) -> None:
@@ -135,7 +177,8 @@ def test_a_flavour_whose_job_cannot_run_falls_to_the_next(registry: ProfileRegis
 def test_nothing_fits_names_every_flavour(registry: ProfileRegistry) -> None:
     problems = problems_for(registry, "local", app_job())
     assert [p.field for p in problems] == [
-        "container.flavours[0].requirements", "container.flavours[1].requirements",
+        "container.flavours[0].requirements",
+        "container.flavours[1].requirements",
     ]
 
 
@@ -162,17 +205,28 @@ def test_explicit_gpu_false_is_kept_for_a_gpu_flavour(registry: ProfileRegistry)
 @pytest.mark.parametrize(
     ("flavours", "field", "reason"),
     [
-        ([{"name": "a", "image": "x", "requirements": {"gpu_count": ">= two"}}],
-         "container.flavours[0].requirements", "gpu_count is a number; 'two' is not"),
-        ([{"name": "a", "image": "x", "requirements": [{"gpu_vendor": "> amd"}]}],
-         "container.flavours[0].requirements", "gpu_vendor is a name and has no order"),
-        ([{"name": "a", "image": "x", "requirements": [{"a": "1", "b": "2"}]}],
-         "container.flavours[0].requirements", "requirements[0] must be a mapping of one fact"),
-        ([{"name": "a", "image": "x"}, {"name": "a", "image": "y"}],
-         "container", "given twice: a"),
+        (
+            [{"name": "a", "image": "x", "requirements": {"gpu_count": ">= two"}}],
+            "container.flavours[0].requirements",
+            "gpu_count is a number; 'two' is not",
+        ),
+        (
+            [{"name": "a", "image": "x", "requirements": [{"gpu_vendor": "> amd"}]}],
+            "container.flavours[0].requirements",
+            "gpu_vendor is a name and has no order",
+        ),
+        (
+            [{"name": "a", "image": "x", "requirements": [{"a": "1", "b": "2"}]}],
+            "container.flavours[0].requirements",
+            "requirements[0] must be a mapping of one fact",
+        ),
+        ([{"name": "a", "image": "x"}, {"name": "a", "image": "y"}], "container", "given twice: a"),
         ([{"name": "a b", "image": "x"}], "container.flavours[0].name", "pattern"),
-        ([{"name": "a", "image": "x", "color": "red"}], "container.flavours[0].color",
-         "unknown field"),
+        (
+            [{"name": "a", "image": "x", "color": "red"}],
+            "container.flavours[0].color",
+            "unknown field",
+        ),
     ],
 )
 def test_malformed_flavours_are_refused_naming_flavour_and_fact(
@@ -194,21 +248,32 @@ def test_image_or_flavours_is_required() -> None:
 def test_a_fact_no_resource_defines_is_refused_with_the_closest_names(
     registry: ProfileRegistry,
 ) -> None:
-    document = {"executable": "/x", "container": {"flavours": [
-        {"name": "cuda", "image": CUDA_IMAGE,
-         "requirements": {"gpu_cout": ">= 2", "nvidia_cuda": "> 11"}},
-        {"name": "ib", "image": CPU_IMAGE, "requirements": {"infiniband": "exists"}},
-    ]}}
+    document = {
+        "executable": "/x",
+        "container": {
+            "flavours": [
+                {
+                    "name": "cuda",
+                    "image": CUDA_IMAGE,
+                    "requirements": {"gpu_cout": ">= 2", "nvidia_cuda": "> 11"},
+                },
+                {"name": "ib", "image": CPU_IMAGE, "requirements": {"infiniband": "exists"}},
+            ]
+        },
+    }
     spec = parse_jobspec(document)
     with pytest.raises(InvalidJobSpecError) as caught:
         place(spec, registry)
     cout, infiniband = caught.value.problems
     assert str(cout) == (
         "container.flavours[0].requirements.gpu_cout: flavour 'cuda': no loaded resource "
-        "defines the fact 'gpu_cout'; the closest known facts are offered (offered: gpu_count)")
+        "defines the fact 'gpu_cout'; the closest known facts are offered (offered: gpu_count)"
+    )
     assert infiniband.field == "container.flavours[1].requirements.infiniband"
-    assert infiniband.reason == ("flavour 'ib': no loaded resource defines the fact "
-                                 "'infiniband'; the known facts are offered")
+    assert infiniband.reason == (
+        "flavour 'ib': no loaded resource defines the fact "
+        "'infiniband'; the known facts are offered"
+    )
     assert infiniband.offered is not None and "cpu_mhz, gpu_count" in infiniband.offered
     # Planning on one resource (and so launching) refuses it too.
     problems = problems_for(registry, "perlmutter-cpu", document)
@@ -217,9 +282,18 @@ def test_a_fact_no_resource_defines_is_refused_with_the_closest_names(
 
 
 def test_site_labels_are_facts(registry: ProfileRegistry) -> None:
-    document = {"executable": "/x", "container": {"flavours": [
-        {"name": "ss11", "image": CPU_IMAGE, "requirements": {"interconnect": "slingshot-11"}},
-    ]}}
+    document = {
+        "executable": "/x",
+        "container": {
+            "flavours": [
+                {
+                    "name": "ss11",
+                    "image": CPU_IMAGE,
+                    "requirements": {"interconnect": "slingshot-11"},
+                },
+            ]
+        },
+    }
     assert plan_for(registry, "perlmutter-cpu", document).flavour == "ss11"
 
 
@@ -255,19 +329,25 @@ def test_manifest_import(tmp_path: Path) -> None:
 
 def test_manifest_errors_name_file_line_flavour_and_fact(tmp_path: Path) -> None:
     manifest = tmp_path / "app.yaml"
-    manifest.write_text(MANIFEST.replace('"> 1400"', '"> fast"').replace(
-        "    priority: 100\n", "    priority: high\n"))
+    manifest.write_text(
+        MANIFEST.replace('"> 1400"', '"> fast"').replace(
+            "    priority: 100\n", "    priority: high\n"
+        )
+    )
     with pytest.raises(ManifestError) as caught:
         import_manifest(manifest)
     text = str(caught.value)
     assert f"{manifest}:5: flavours.cuda.priority:" in text
-    assert f"{manifest}:14: flavours.cpu.requirements.cpu_mhz: cpu_mhz is a number; 'fast' " \
+    assert (
+        f"{manifest}:14: flavours.cpu.requirements.cpu_mhz: cpu_mhz is a number; 'fast' "
         "is not" in text
+    )
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "iri_gateway", *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "iri_gateway", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_import_into_a_job_then_placement(tmp_path: Path) -> None:
@@ -317,12 +397,19 @@ def test_capabilities_cli_shows_hardware_facts() -> None:
 
 
 def test_nul_and_option_like_images_in_flavours_are_refused(registry: ProfileRegistry) -> None:
-    nul = {"executable": "/x", "container": {"flavours": [
-        {"name": "a", "image": "docker.io/lab/app\x00:1", "requirements": {}}]}}
+    nul = {
+        "executable": "/x",
+        "container": {
+            "flavours": [{"name": "a", "image": "docker.io/lab/app\x00:1", "requirements": {}}]
+        },
+    }
     problems = problems_for(registry, "perlmutter-cpu", nul)
     assert ("container.flavours[0].image", "contains a NUL character") in [
-        (p.field, p.reason) for p in problems]
-    option = {"executable": "/x", "container": {"flavours": [
-        {"name": "a", "image": "--privileged"}]}}
+        (p.field, p.reason) for p in problems
+    ]
+    option = {
+        "executable": "/x",
+        "container": {"flavours": [{"name": "a", "image": "--privileged"}]},
+    }
     problems = problems_for(registry, "perlmutter-cpu", option)
     assert [p.field for p in problems] == ["container.flavours[0].image"]

@@ -59,7 +59,8 @@ def roles_job(loaded: LoadedResource, runtime: str) -> JobSpec:
     """A Spark-like cluster job: 1 master and 3 workers, the workers with their own
     environment, image and (where the runtime allows mounts) a read-only mount."""
     worker: dict[str, Any] = {
-        "name": "worker", "count": 3,
+        "name": "worker",
+        "count": 3,
         "arguments": ["org.apache.spark.deploy.worker.Worker", "spark://master1:7077"],
         "environment": {"SPARK_WORKER_MEMORY": "4g"},
         "ports": {"ui": 8081},
@@ -70,8 +71,12 @@ def roles_job(loaded: LoadedResource, runtime: str) -> JobSpec:
         "directory": "/tmp/iri-check",
         "environment": {"SPARK_NO_DAEMONIZE": "1"},
         "roles": [
-            {"name": "master", "count": 1, "ports": {"rpc": 7077, "ui": 8080},
-             "arguments": ["org.apache.spark.deploy.master.Master", "--port", "7077"]},
+            {
+                "name": "master",
+                "count": 1,
+                "ports": {"rpc": 7077, "ui": 8080},
+                "arguments": ["org.apache.spark.deploy.master.Master", "--port", "7077"],
+            },
             worker,
         ],
     }
@@ -83,8 +88,11 @@ def roles_job(loaded: LoadedResource, runtime: str) -> JobSpec:
         if config.mounts.allowed_sources:
             base = config.mounts.allowed_sources[0].rstrip("/")
             worker["container"]["volume_mounts"] = [
-                {"source": f"{base}/iri-check/shuffle", "target": "/shuffle",
-                 "read_only": RUNTIMES[runtime].read_only_refusal is None}
+                {
+                    "source": f"{base}/iri-check/shuffle",
+                    "target": "/shuffle",
+                    "read_only": RUNTIMES[runtime].read_only_refusal is None,
+                }
             ]
     return parse_jobspec(doc)
 
@@ -92,8 +100,7 @@ def roles_job(loaded: LoadedResource, runtime: str) -> JobSpec:
 def _render(resource: str, runtime: str, sample: str) -> tuple[str, str]:
     loaded = _REGISTRY.get(resource)
     spec = (
-        roles_job(loaded, runtime) if sample == ROLES
-        else sample_job(sample, loaded, runtime)  # type: ignore[arg-type]  # str from CASES
+        roles_job(loaded, runtime) if sample == ROLES else sample_job(sample, loaded, runtime)  # type: ignore[arg-type]  # str from CASES
     )
     try:
         return ".sh", make_plan(spec, loaded).script
@@ -122,8 +129,11 @@ def test_cpu_sample_runs_everywhere() -> None:
 
 def test_every_site_renders_gpu_and_mpi_somewhere() -> None:
     for resource in ("perlmutter-gpu", "frontier", "polaris", "aurora", "lanl-gpu"):
-        rendered = {s for r, rt, s in CASES
-                    if r == resource and s in SAMPLES and _render(r, rt, s)[0] == ".sh"}
+        rendered = {
+            s
+            for r, rt, s in CASES
+            if r == resource and s in SAMPLES and _render(r, rt, s)[0] == ".sh"
+        }
         assert rendered == set(SAMPLES), resource
 
 
@@ -147,7 +157,10 @@ def test_role_goldens_of_slurm_and_pbs_sites_are_scripts(resource: str) -> None:
             assert lines.count("#SBATCH hetjob") == 1, (resource, runtime)
             launches = [line for line in lines if line.startswith("srun --het-group=")]
             assert [line.split()[1] for line in launches] == [
-                "--het-group=0", "--het-group=1", "--het-group=1", "--het-group=1"
+                "--het-group=0",
+                "--het-group=1",
+                "--het-group=1",
+                "--het-group=1",
             ], (resource, runtime)
         else:
             (select,) = [line for line in lines if line.startswith("#PBS -l select=")]

@@ -18,8 +18,10 @@ IMAGE = "docker.io/library/ubuntu:22.04"
 
 
 def job(container: dict[str, Any], **overrides: Any) -> dict[str, Any]:
-    document: dict[str, Any] = {"executable": "/bin/app",
-                                "container": {"image": IMAGE, **container}}
+    document: dict[str, Any] = {
+        "executable": "/bin/app",
+        "container": {"image": IMAGE, **container},
+    }
     document.update(overrides)
     return document
 
@@ -50,8 +52,9 @@ def test_pbs_asks_for_the_nodes_gpus(registry: ProfileRegistry) -> None:
 
 
 def test_a_per_process_count_is_used_as_given(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "perlmutter-gpu",
-                    job({"gpu": True}, resources={"gpu_cores_per_process": 1}))
+    plan = plan_for(
+        registry, "perlmutter-gpu", job({"gpu": True}, resources={"gpu_cores_per_process": 1})
+    )
     assert "#SBATCH --gpus-per-task=1" in plan.script.splitlines()
     assert plan.gpu is not None and plan.gpu.request == "per-process"
     assert plan.warnings == []
@@ -59,7 +62,8 @@ def test_a_per_process_count_is_used_as_given(registry: ProfileRegistry) -> None
 
 def refusing_site(tmp_path: Path) -> ProfileRegistry:
     text = TEST_PROFILE.read_text().replace(
-        "      gpu_request: gres\n", "      gpu_request: gres\n      gpu_default_request: refuse\n",
+        "      gpu_request: gres\n",
+        "      gpu_request: gres\n      gpu_default_request: refuse\n",
         1,
     )
     path = tmp_path / "refusing.yaml"
@@ -75,15 +79,24 @@ def test_refuse_names_the_field_and_what_to_add(tmp_path: Path) -> None:
     assert (problem.offered or "").startswith("resources.gpu_cores_per_process")
     (problem,) = problems_for(registry, "testsite-gpu", job({"devices": ["example.com/gpu=1"]}))
     assert problem.field == "container.devices"
-    plan = plan_for(registry, "testsite-gpu",
-                    job({"gpu": True}, resources={"gpu_cores_per_process": 1}))
+    plan = plan_for(
+        registry, "testsite-gpu", job({"gpu": True}, resources={"gpu_cores_per_process": 1})
+    )
     assert "#SBATCH --gres=gpu:1" in plan.script.splitlines()
 
 
 def test_a_cluster_member_gets_its_nodes_gpus_in_its_step(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "testsite-gpu", job({"gpu": True}, roles=[
-        {"name": "master", "count": 1}, {"name": "worker", "count": 2},
-    ]))
+    plan = plan_for(
+        registry,
+        "testsite-gpu",
+        job(
+            {"gpu": True},
+            roles=[
+                {"name": "master", "count": 1},
+                {"name": "worker", "count": 2},
+            ],
+        ),
+    )
     assert plan.cluster is not None
     assert [r.gpus_per_member for r in plan.cluster.roles] == [2, 2]
     assert plan.script.count("#SBATCH --gres=gpu:2") == 2
@@ -91,8 +104,15 @@ def test_a_cluster_member_gets_its_nodes_gpus_in_its_step(registry: ProfileRegis
 
 
 def test_cluster_members_sharing_a_node_need_a_count(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job({"gpu": True}, roles=[
-        {"name": "worker", "count": 2, "resources": {"processes_per_node": 2}},
-    ]))
+    problems = problems_for(
+        registry,
+        "testsite-gpu",
+        job(
+            {"gpu": True},
+            roles=[
+                {"name": "worker", "count": 2, "resources": {"processes_per_node": 2}},
+            ],
+        ),
+    )
     assert [p.field for p in problems] == ["roles[0].resources.gpu_cores_per_process"]
     assert problems[0].offered == "at most 1 per member"

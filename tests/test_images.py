@@ -34,8 +34,16 @@ def test_forms(text: str, form: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["Ubuntu:22.04", "ubuntu latest", "ubuntu:$(id)", "/images/app.tar", "docker://Bad Name",
-     "ubuntu;rm", "-rf", "app.sif"],
+    [
+        "Ubuntu:22.04",
+        "ubuntu latest",
+        "ubuntu:$(id)",
+        "/images/app.tar",
+        "docker://Bad Name",
+        "ubuntu;rm",
+        "-rf",
+        "app.sif",
+    ],
 )
 def test_refused(text: str) -> None:
     with pytest.raises(ImageFormError):
@@ -72,22 +80,53 @@ def test_translation() -> None:
     )
 
 
-@pytest.mark.parametrize(("short", "podman", "apptainer", "shifter"), [
-    ("jhnnsrs/segmentor:0.4.3-cpu", "docker.io/jhnnsrs/segmentor:0.4.3-cpu",
-     "docker://docker.io/jhnnsrs/segmentor:0.4.3-cpu", "docker:jhnnsrs/segmentor:0.4.3-cpu"),
-    ("ubuntu:22.04", "docker.io/library/ubuntu:22.04",
-     "docker://docker.io/library/ubuntu:22.04", "docker:ubuntu:22.04"),
-    ("docker.io/ubuntu", "docker.io/library/ubuntu", "docker://docker.io/library/ubuntu",
-     "docker:ubuntu:latest"),
-    ("index.docker.io/lab/app:1", "docker.io/lab/app:1", "docker://docker.io/lab/app:1",
-     "docker:lab/app:1"),
-    ("docker://lab/app:1", "docker.io/lab/app:1", "docker://docker.io/lab/app:1",
-     "docker:lab/app:1"),
-    ("localhost/iri-test/app:cpu", "localhost/iri-test/app:cpu",
-     "docker://localhost/iri-test/app:cpu", "docker:localhost/iri-test/app:cpu"),
-    ("registry.nersc.gov:5000/a/b:2", "registry.nersc.gov:5000/a/b:2",
-     "docker://registry.nersc.gov:5000/a/b:2", "docker:registry.nersc.gov:5000/a/b:2"),
-])
+@pytest.mark.parametrize(
+    ("short", "podman", "apptainer", "shifter"),
+    [
+        (
+            "jhnnsrs/segmentor:0.4.3-cpu",
+            "docker.io/jhnnsrs/segmentor:0.4.3-cpu",
+            "docker://docker.io/jhnnsrs/segmentor:0.4.3-cpu",
+            "docker:jhnnsrs/segmentor:0.4.3-cpu",
+        ),
+        (
+            "ubuntu:22.04",
+            "docker.io/library/ubuntu:22.04",
+            "docker://docker.io/library/ubuntu:22.04",
+            "docker:ubuntu:22.04",
+        ),
+        (
+            "docker.io/ubuntu",
+            "docker.io/library/ubuntu",
+            "docker://docker.io/library/ubuntu",
+            "docker:ubuntu:latest",
+        ),
+        (
+            "index.docker.io/lab/app:1",
+            "docker.io/lab/app:1",
+            "docker://docker.io/lab/app:1",
+            "docker:lab/app:1",
+        ),
+        (
+            "docker://lab/app:1",
+            "docker.io/lab/app:1",
+            "docker://docker.io/lab/app:1",
+            "docker:lab/app:1",
+        ),
+        (
+            "localhost/iri-test/app:cpu",
+            "localhost/iri-test/app:cpu",
+            "docker://localhost/iri-test/app:cpu",
+            "docker:localhost/iri-test/app:cpu",
+        ),
+        (
+            "registry.nersc.gov:5000/a/b:2",
+            "registry.nersc.gov:5000/a/b:2",
+            "docker://registry.nersc.gov:5000/a/b:2",
+            "docker:registry.nersc.gov:5000/a/b:2",
+        ),
+    ],
+)
 def test_short_names_mean_docker_hub_for_every_runtime(
     short: str, podman: str, apptainer: str, shifter: str
 ) -> None:

@@ -45,9 +45,7 @@ CONTAINER_RESERVED = props("Container") | set(Container.model_fields) | {"flavou
 # `roles` is the documented top-level extension (docs/design.md); not an "unknown" key for us.
 TOP_LEVEL_RESERVED = props("JobSpec") | {"roles"}
 
-BOUNDED = settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+BOUNDED = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def official_errors(document: Any) -> list[str]:
@@ -222,7 +220,7 @@ def test_empty_unknown_top_level_key_is_named() -> None:
     problems = parse_problems(document)
     assert len(problems) == 1
     assert problems[0][0] != "(document)", (
-        "the unknown key '' is reported as the whole document: " f"{problems}"
+        f"the unknown key '' is reported as the whole document: {problems}"
     )
 
 
@@ -280,8 +278,10 @@ def test_spec_examples_form_a_full_valid_jobspec() -> None:
         ({"resources": {"process_count": True}}, "resources.process_count"),
         # No image and no flavours: refused on the container, whose message names `image`.
         ({"container": {"volume_mounts": []}}, "container"),
-        ({"container": {"image": "x", "volume_mounts": [{"source": "/a"}]}},
-         "container.volume_mounts[0].target"),
+        (
+            {"container": {"image": "x", "volume_mounts": [{"source": "/a"}]}},
+            "container.volume_mounts[0].target",
+        ),
         ({"environment": {"A": 1}}, "environment.A"),
         ({"executable": ""}, "executable"),
         ({"inherit_environment": None}, "inherit_environment"),

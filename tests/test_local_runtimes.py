@@ -10,15 +10,19 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 
-JOB = {"executable": "/bin/echo", "arguments": ["hi"],
-       "container": {"image": "docker.io/library/busybox:latest"}}
+JOB = {
+    "executable": "/bin/echo",
+    "arguments": ["hi"],
+    "container": {"image": "docker.io/library/busybox:latest"},
+}
 
 
 def test_without_podman_local_jobs_run_without_containers() -> None:
     registry, notes = registry_for_this_machine(
-        ProfileRegistry.from_paths([builtin_profile("local")]), which=lambda name: None)
+        ProfileRegistry.from_paths([builtin_profile("local")]), which=lambda name: None
+    )
     local = registry.get("local")
     assert local.resource.runtimes.available() == []
     assert local.resource.runtimes.default == "none"

@@ -16,11 +16,11 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Engine
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service import schema as schema_module
-from iri_gateway.service.database import DatabaseError, normalise_url
-from iri_gateway.service.migrations import head_revision
-from iri_gateway.service.settings import Settings
-from iri_gateway.service.store import JobStore
+from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations import schema as schema_module
+from iri_gateway.service.operations.database import DatabaseError, normalise_url
+from iri_gateway.service.operations.migrations import head_revision
+from iri_gateway.service.operations.settings import Settings
 from tests.conftest import clean_env, stored_plan
 
 # The jobs table exactly as the release before cluster jobs created it (`.schema` of a
@@ -104,8 +104,14 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     assert [r.id for r in store.unsettled()] == ["old-running"]
     found = store.by_idempotency_key("alice", "key-1")
     assert found is not None and found.id == "old-job", "the unique key constraint survives"
-    new = store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
-                       plan=stored_plan(), script="true")
+    new = store.create(
+        owner="alice",
+        resource_id="local",
+        spec={},
+        effective_spec={},
+        plan=stored_plan(),
+        script="true",
+    )
     reopened = JobStore(database_url)  # a second start finds the head and changes nothing
     assert revision_of(database_url) == head_revision()
     assert {r.id for r in reopened.find()} == {"old-job", "old-running", new.id}
@@ -123,12 +129,13 @@ def test_a_database_of_the_members_release_is_taken_as_revision_0002(database_ur
 
 
 def test_a_revision_0002_database_gains_the_replica_tables_and_keeps_its_jobs(
-        database_url: str) -> None:
+    database_url: str,
+) -> None:
     """A store of the one-replica release (revision 0002) upgrades to 0003: its jobs are
     kept, claimed by nobody, no cancel answered; the replica and lease tables exist."""
     from alembic import command
 
-    from iri_gateway.service.migrations import alembic_config
+    from iri_gateway.service.operations.migrations import alembic_config
 
     engine = plain_engine(database_url)
     config = alembic_config()
@@ -136,10 +143,14 @@ def test_a_revision_0002_database_gains_the_replica_tables_and_keeps_its_jobs(
         config.attributes["connection"] = connection
         command.upgrade(config, "0002")
     engine.dispose()
-    run(database_url, [
-        "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
-        "desired, history, members, created_at, updated_at) VALUES ('kept', 'alice', 'local', "
-        "'{}', '{}', '{}', 'true', 'queued', 'canceled', '[]', '[]', 1.0, 1.0)"])
+    run(
+        database_url,
+        [
+            "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
+            "desired, history, members, created_at, updated_at) VALUES ('kept', 'alice', 'local', "
+            "'{}', '{}', '{}', 'true', 'queued', 'canceled', '[]', '[]', 1.0, 1.0)"
+        ],
+    )
     assert revision_of(database_url) == "0002"
     store = JobStore(database_url)
     assert revision_of(database_url) == head_revision()
@@ -192,7 +203,9 @@ def test_an_unreachable_postgresql_is_one_line_without_the_password() -> None:
         JobStore("postgresql://gateway:s3cret-pw@127.0.0.1:9/jobs")
     message = str(caught.value)
     assert "s3cret-pw" not in message and "\n" not in message
-    assert message.startswith("cannot use database postgresql+psycopg://gateway:***@127.0.0.1:9/jobs:")
+    assert message.startswith(
+        "cannot use database postgresql+psycopg://gateway:***@127.0.0.1:9/jobs:"
+    )
     assert "refused" in message
 
 
@@ -207,12 +220,15 @@ def test_a_wrong_password_is_named_without_the_password(postgres_server: str) ->
     assert "password authentication failed" in message
 
 
-@pytest.mark.parametrize(("given", "used"), [
-    ("postgresql://u:p@h/db", "postgresql+psycopg://u:p@h/db"),
-    ("postgres://u@h:5433/db", "postgresql+psycopg://u@h:5433/db"),
-    ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
-    ("sqlite:////var/lib/jobs.db", "sqlite:////var/lib/jobs.db"),
-])
+@pytest.mark.parametrize(
+    ("given", "used"),
+    [
+        ("postgresql://u:p@h/db", "postgresql+psycopg://u:p@h/db"),
+        ("postgres://u@h:5433/db", "postgresql+psycopg://u@h:5433/db"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("sqlite:////var/lib/jobs.db", "sqlite:////var/lib/jobs.db"),
+    ],
+)
 def test_postgresql_urls_name_psycopg_3(given: str, used: str) -> None:
     assert normalise_url(given) == used
 
@@ -220,8 +236,9 @@ def test_postgresql_urls_name_psycopg_3(given: str, used: str) -> None:
 def test_a_bad_url_or_missing_driver_is_a_database_error() -> None:
     with pytest.raises(DatabaseError) as caught:
         JobStore("mysql://u:pw@127.0.0.1/db")
-    assert str(caught.value).startswith("cannot use database mysql://u:***@127.0.0.1/db: no "
-                                        "driver for it is installed")
+    assert str(caught.value).startswith(
+        "cannot use database mysql://u:***@127.0.0.1/db: no driver for it is installed"
+    )
     with pytest.raises(DatabaseError) as caught:
         JobStore("not a url")
     assert "unparseable" in str(caught.value)
@@ -235,9 +252,22 @@ def test_the_sqlite_default_stays_zero_configuration(tmp_path: Path) -> None:
 
 def test_serve_with_an_unreachable_database_says_so_in_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "serve", "--data-dir", str(tmp_path),
-         "--database-url", "postgresql://gateway:s3cret-pw@127.0.0.1:9/jobs", "--port", "9"],
-        capture_output=True, text=True, timeout=120, env=clean_env(),
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "serve",
+            "--data-dir",
+            str(tmp_path),
+            "--database-url",
+            "postgresql://gateway:s3cret-pw@127.0.0.1:9/jobs",
+            "--port",
+            "9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(),
     )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
@@ -254,11 +284,12 @@ def test_the_database_url_setting_names_psycopg_3(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_revision_0003_database_gains_the_templates_table_and_keeps_its_jobs(
-        database_url: str) -> None:
+    database_url: str,
+) -> None:
     """A store of the release before job templates (revision 0003) upgrades to 0004: its
     jobs are kept, the `templates` table exists, empty, and a template can be kept in it."""
-    from iri_gateway.models.templates import TaskTemplate
-    from iri_gateway.service.templates import TemplateStore
+    from iri_gateway.models.job_templates import TaskTemplate
+    from iri_gateway.service.jobs.job_templates import TemplateStore
 
     at_revision_with_a_kept_job(database_url, "0003")
     assert "templates" not in set(inspect(plain_engine(database_url)).get_table_names())
@@ -273,7 +304,8 @@ def test_a_revision_0003_database_gains_the_templates_table_and_keeps_its_jobs(
 
 
 def test_a_revision_0004_database_gains_the_update_keys_and_keeps_its_jobs(
-        database_url: str) -> None:
+    database_url: str,
+) -> None:
     """A store of the release before keyed updates (revision 0004) upgrades to 0005: its
     jobs are kept, and an update's `Idempotency-Key` is recorded once per user."""
     at_revision_with_a_kept_job(database_url, "0004")
@@ -289,10 +321,11 @@ def test_a_revision_0004_database_gains_the_update_keys_and_keeps_its_jobs(
 
 
 def test_a_revision_0005_database_gains_the_tasks_table_and_keeps_its_jobs(
-        database_url: str) -> None:
+    database_url: str,
+) -> None:
     """A store of the release before tasks in the store (revision 0005) upgrades to 0006:
     its jobs are kept, and a task is kept per user."""
-    from iri_gateway.service.tasks import TaskStore
+    from iri_gateway.service.tasks.records import TaskStore
 
     at_revision_with_a_kept_job(database_url, "0005")
     assert "tasks" not in set(inspect(plain_engine(database_url)).get_table_names())
@@ -300,25 +333,29 @@ def test_a_revision_0005_database_gains_the_tasks_table_and_keeps_its_jobs(
     assert revision_of(database_url) == head_revision()
     assert store.get("kept") is not None
     tasks = TaskStore(store)
-    made = tasks.create("alice", {"router": "filesystem", "command": "cp", "args": {}},
-                        replica_id="r1")
+    made = tasks.create(
+        "alice", {"router": "filesystem", "command": "cp", "args": {}}, replica_id="r1"
+    )
     assert tasks.get("alice", made.id) is not None
     assert tasks.get("bob", made.id) is None
 
 
 def test_a_revision_0006_database_gains_the_rate_counts_and_keeps_its_jobs(
-        database_url: str) -> None:
+    database_url: str,
+) -> None:
     """A store of the release before shared rate limits (revision 0006) upgrades to 0007:
     its jobs are kept, and two limiters on it share their counts."""
-    from iri_gateway.service.rate_limits import RateLimiter, RateLimitError
+    from iri_gateway.service.accounts.rate_limits import RateLimiter, RateLimitError
 
     at_revision_with_a_kept_job(database_url, "0006")
     assert "rate_counts" not in set(inspect(plain_engine(database_url)).get_table_names())
     store = JobStore(database_url)
     assert revision_of(database_url) == "0007" == head_revision()
     assert store.get("kept") is not None
-    one, other = (RateLimiter(store, replica, read_rate=0.3, write_rate=1, window=10,
-                              sync_interval=1) for replica in ("r1", "r2"))
+    one, other = (
+        RateLimiter(store, replica, read_rate=0.3, write_rate=1, window=10, sync_interval=1)
+        for replica in ("r1", "r2")
+    )
     for _ in range(3):
         one.charge("alice", "read")
     one.sync()
@@ -332,7 +369,7 @@ def at_revision_with_a_kept_job(url: str, revision: str) -> None:
     """The database at `url` migrated to `revision` only, holding one queued job, `kept`."""
     from alembic import command
 
-    from iri_gateway.service.migrations import alembic_config
+    from iri_gateway.service.operations.migrations import alembic_config
 
     engine = plain_engine(url)
     config = alembic_config()
@@ -340,8 +377,12 @@ def at_revision_with_a_kept_job(url: str, revision: str) -> None:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
     engine.dispose()
-    run(url, [
-        "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
-        "desired, history, members, created_at, updated_at, cancel_sent) VALUES ('kept', "
-        "'alice', 'local', '{}', '{}', '{}', 'true', 'queued', 'submitted', '[]', '[]', 1.0, "
-        "1.0, false)"])
+    run(
+        url,
+        [
+            "INSERT INTO jobs (id, owner, resource_id, spec, effective_spec, plan, script, state, "
+            "desired, history, members, created_at, updated_at, cancel_sent) VALUES ('kept', "
+            "'alice', 'local', '{}', '{}', '{}', 'true', 'queued', 'submitted', '[]', '[]', 1.0, "
+            "1.0, false)"
+        ],
+    )

@@ -7,16 +7,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iri_gateway.api.multipart import FilePart, MultipartError, boundary_of
+from iri_gateway.api.plumbing.multipart import FilePart, MultipartError, boundary_of
 
 BOUNDARY = b"b0undary"
 
 
 def body(data: bytes, *, before: bytes = b"", after: bytes = b"") -> bytes:
-    return (before + b"--b0undary\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\n"
-            b"not the file\r\n--b0undary\r\nContent-Disposition: form-data; name=\"file\"; "
-            b"filename=\"x\"\r\nContent-Type: application/octet-stream\r\n\r\n" + data
-            + b"\r\n--b0undary--\r\n" + after)
+    return (
+        before + b'--b0undary\r\nContent-Disposition: form-data; name="note"\r\n\r\n'
+        b'not the file\r\n--b0undary\r\nContent-Disposition: form-data; name="file"; '
+        b'filename="x"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        + data
+        + b"\r\n--b0undary--\r\n"
+        + after
+    )
 
 
 def read(whole: bytes, cuts: list[int]) -> bytes:
@@ -24,7 +28,7 @@ def read(whole: bytes, cuts: list[int]) -> bytes:
     got = bytearray()
     start = 0
     for cut in [*sorted(c % (len(whole) + 1) for c in cuts), len(whole)]:
-        for piece in part.feed(whole[start:max(cut, start)]):
+        for piece in part.feed(whole[start : max(cut, start)]):
             got += piece
         start = max(cut, start)
     part.close()
@@ -42,12 +46,17 @@ def test_bytes_that_resemble_the_boundary_stay_in_the_file(data: bytes) -> None:
     assert read(whole, list(range(len(whole)))) == data
 
 
-@pytest.mark.parametrize(("whole", "says"), [
-    (body(b"x")[:-20], "ended before"),
-    (b"--b0undary\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--b0undary--",
-     "no 'file' part"),
-    (b"--b0undaryXY", "neither a line break"),
-])
+@pytest.mark.parametrize(
+    ("whole", "says"),
+    [
+        (body(b"x")[:-20], "ended before"),
+        (
+            b'--b0undary\r\nContent-Disposition: form-data; name="other"\r\n\r\nx\r\n--b0undary--',
+            "no 'file' part",
+        ),
+        (b"--b0undaryXY", "neither a line break"),
+    ],
+)
 def test_malformed_bodies_are_refused_with_a_reason(whole: bytes, says: str) -> None:
     part = FilePart(BOUNDARY, "file")
     with pytest.raises(MultipartError, match=says):
@@ -56,9 +65,11 @@ def test_malformed_bodies_are_refused_with_a_reason(whole: bytes, says: str) -> 
 
 
 def test_two_file_parts_are_refused() -> None:
-    twice = (b"--b0undary\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\na\r\n"
-             b"--b0undary\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nb\r\n"
-             b"--b0undary--\r\n")
+    twice = (
+        b'--b0undary\r\nContent-Disposition: form-data; name="file"\r\n\r\na\r\n'
+        b'--b0undary\r\nContent-Disposition: form-data; name="file"\r\n\r\nb\r\n'
+        b"--b0undary--\r\n"
+    )
     with pytest.raises(MultipartError, match="more than one"):
         FilePart(BOUNDARY, "file").feed(twice)
 

@@ -48,62 +48,86 @@ def test_unknown_runtime_name_is_a_schema_error() -> None:
 
 
 def test_gpus_asked_where_there_are_none(registry: ProfileRegistry) -> None:
-    problems = problems_for(
-        registry, "perlmutter-cpu", job(resources={"gpu_cores_per_process": 1})
-    )
+    problems = problems_for(registry, "perlmutter-cpu", job(resources={"gpu_cores_per_process": 1}))
     problem = only(problems, "resources.gpu_cores_per_process")
     assert "have none" in problem.reason
     assert len(problems) == 1, "no second, redundant GPU-binding problem"
 
 
 def test_more_gpus_per_node_than_exist(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        launcher="srun",
-        resources={"node_count": 1, "processes_per_node": 4, "gpu_cores_per_process": 2},
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            launcher="srun",
+            resources={"node_count": 1, "processes_per_node": 4, "gpu_cores_per_process": 2},
+        ),
+    )
     problem = only(problems, "resources.gpu_cores_per_process")
     assert "8 GPUs per node; the nodes have 4" in problem.reason
     assert problem.offered == "at most 4 nvidia a100 per node"
 
 
 def test_cdi_device_not_offered(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(
-        container={"image": IMAGE, "devices": ["example.com/gpu=0", "nvidia.com/gpu=all"]},
-    ))
+    problems = problems_for(
+        registry,
+        "testsite-gpu",
+        job(
+            container={"image": IMAGE, "devices": ["example.com/gpu=0", "nvidia.com/gpu=all"]},
+        ),
+    )
     problem = only(problems, "container.devices[1]")
     assert "'nvidia.com/gpu=all' is not offered" in problem.reason
     assert "example.com/gpu=all" in (problem.offered or "")
 
 
 def test_cdi_devices_where_the_runtime_has_no_cdi(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        container={"image": IMAGE, "devices": ["nvidia.com/gpu=all"]},
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            container={"image": IMAGE, "devices": ["nvidia.com/gpu=all"]},
+        ),
+    )
     problem = only(problems, "container.devices")
     assert "cannot inject CDI devices" in problem.reason
 
 
 def test_mpi_with_a_runtime_that_cannot_bind_it(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(
-        launcher="srun", resources={"node_count": 2, "processes_per_node": 2},
-    ))
+    problems = problems_for(
+        registry,
+        "testsite-gpu",
+        job(
+            launcher="srun",
+            resources={"node_count": 2, "processes_per_node": 2},
+        ),
+    )
     problem = only(problems, "container.mpi")
     assert "podman cannot bind mpich" in problem.reason
     assert problem.offered == "apptainer"
 
 
 def test_mpi_on_a_resource_without_mpi(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "local", job(
-        launcher="mpirun", resources={"process_count": 2},
-    ))
+    problems = problems_for(
+        registry,
+        "local",
+        job(
+            launcher="mpirun",
+            resources={"process_count": 2},
+        ),
+    )
     assert "launcher" in fields(problems)
     assert "resources.process_count" in fields(problems)
 
 
 def test_network_none_unsupported(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        container={"image": IMAGE, "runtime": "shifter", "network": "none"},
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            container={"image": IMAGE, "runtime": "shifter", "network": "none"},
+        ),
+    )
     problem = only(problems, "container.network")
     assert problem.offered == "host"
 
@@ -121,42 +145,67 @@ def test_network_none_unsupported(registry: ProfileRegistry) -> None:
     ],
 )
 def test_mount_sources_refused(registry: ProfileRegistry, source: str, reason: str) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        container={"image": IMAGE, "volume_mounts": [{"source": source, "target": "/data"}]},
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            container={"image": IMAGE, "volume_mounts": [{"source": source, "target": "/data"}]},
+        ),
+    )
     problem = only(problems, "container.volume_mounts[0].source")
     assert reason in problem.reason
 
 
 def test_mount_target_must_be_absolute(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        container={"image": IMAGE,
-                   "volume_mounts": [{"source": "/global/cfs/d", "target": "data"}]},
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            container={
+                "image": IMAGE,
+                "volume_mounts": [{"source": "/global/cfs/d", "target": "data"}],
+            },
+        ),
+    )
     assert "relative" in only(problems, "container.volume_mounts[0].target").reason
 
 
 def test_read_write_mount_where_only_read_only_is_allowed(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(container={
-        "image": IMAGE,
-        "volume_mounts": [{"source": "/srv/data/x", "target": "/x", "read_only": False}],
-    }))
+    problems = problems_for(
+        registry,
+        "testsite-gpu",
+        job(
+            container={
+                "image": IMAGE,
+                "volume_mounts": [{"source": "/srv/data/x", "target": "/x", "read_only": False}],
+            }
+        ),
+    )
     problem = only(problems, "container.volume_mounts[0].read_only")
     assert problem.offered == "read_only: true"
 
 
 def test_walltime_over_the_queue_limit(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        attributes={"queue_name": "debug", "duration": 3600},
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            attributes={"queue_name": "debug", "duration": 3600},
+        ),
+    )
     problem = only(problems, "attributes.duration")
     assert "3600 s exceeds the 'debug' limit of 1800 s" in problem.reason
 
 
 def test_node_count_over_the_queue_limit(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        attributes={"queue_name": "debug"}, resources={"node_count": 9},
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            attributes={"queue_name": "debug"},
+            resources={"node_count": 9},
+        ),
+    )
     assert only(problems, "resources.node_count").offered == "at most 8"
 
 
@@ -171,17 +220,31 @@ def test_queue_minimum_nodes(registry: ProfileRegistry) -> None:
 
 
 def test_unknown_queue_lists_the_queues(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "frontier", job(
-        container={"image": "/images/a.sif"}, attributes={"queue_name": "regular"},
-    ))
+    problems = problems_for(
+        registry,
+        "frontier",
+        job(
+            container={"image": "/images/a.sif"},
+            attributes={"queue_name": "regular"},
+        ),
+    )
     assert only(problems, "attributes.queue_name").offered == "batch, extended, debug"
 
 
 def test_extra_option_not_on_the_allow_list(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(container={
-        "image": IMAGE,
-        "extra_options": {"podman-hpc": ["--nccl", "--privileged"], "apptainer": ["--anything"]},
-    }))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            container={
+                "image": IMAGE,
+                "extra_options": {
+                    "podman-hpc": ["--nccl", "--privileged"],
+                    "apptainer": ["--anything"],
+                },
+            }
+        ),
+    )
     problem = only(problems, "container.extra_options.podman-hpc[1]")
     assert "'--privileged' is not on the site's allow-list" in problem.reason
     assert "--nccl" in (problem.offered or "")
@@ -189,9 +252,16 @@ def test_extra_option_not_on_the_allow_list(registry: ProfileRegistry) -> None:
 
 
 def test_extra_options_key_must_be_a_runtime(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(container={
-        "image": IMAGE, "extra_options": {"dockerd": ["--x"]},
-    }))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            container={
+                "image": IMAGE,
+                "extra_options": {"dockerd": ["--x"]},
+            }
+        ),
+    )
     assert "not a runtime name" in only(problems, "container.extra_options.dockerd").reason
 
 
@@ -214,38 +284,62 @@ def test_invalid_environment_variable_name(registry: ProfileRegistry, name: str)
 
 
 def test_control_characters_refused_in_directive_fields(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", job(
-        name="a\nb", stdout_path="/o\n#SBATCH --x", directory="/d\r",
-    ))
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            name="a\nb",
+            stdout_path="/o\n#SBATCH --x",
+            directory="/d\r",
+        ),
+    )
     assert set(fields(problems)) == {"name", "stdout_path", "directory"}
 
 
 def test_pbs_directive_values_cannot_hold_blanks(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "polaris", job(
-        container={"image": "/eagle/a.sif"}, name="my job", stdout_path="host:/x",
-    ))
+    problems = problems_for(
+        registry,
+        "polaris",
+        job(
+            container={"image": "/eagle/a.sif"},
+            name="my job",
+            stdout_path="host:/x",
+        ),
+    )
     assert set(fields(problems)) == {"name", "stdout_path"}
 
 
 def test_custom_attribute_must_be_allowed(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(
-        attributes={"custom_attributes": {"comment": "ok", "partition": "secret"}},
-    ))
+    problems = problems_for(
+        registry,
+        "testsite-gpu",
+        job(
+            attributes={"custom_attributes": {"comment": "ok", "partition": "secret"}},
+        ),
+    )
     problem = only(problems, "attributes.custom_attributes.partition")
     assert problem.offered == "mail-type, comment"
 
 
 def test_contradictory_counts(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(
-        resources={"node_count": 3, "process_count": 2},
-    ))
+    problems = problems_for(
+        registry,
+        "testsite-gpu",
+        job(
+            resources={"node_count": 3, "process_count": 2},
+        ),
+    )
     assert "cannot occupy 3 nodes" in only(problems, "resources.process_count").reason
 
 
 def test_cpu_and_memory_per_node(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "testsite-gpu", job(
-        resources={"cpu_cores_per_process": 4, "memory": 3 * 1024**3},
-    ))
+    problems = problems_for(
+        registry,
+        "testsite-gpu",
+        job(
+            resources={"cpu_cores_per_process": 4, "memory": 3 * 1024**3},
+        ),
+    )
     assert set(fields(problems)) == {"resources.cpu_cores_per_process", "resources.memory"}
 
 
@@ -260,23 +354,33 @@ def test_unknown_launcher(registry: ProfileRegistry) -> None:
 
 
 def test_every_problem_is_reported_at_once(registry: ProfileRegistry) -> None:
-    problems = problems_for(registry, "perlmutter-gpu", {
-        "executable": "/bin/app",
-        "environment": {"9X": "1"},
-        "launcher": "aprun",
-        "attributes": {"queue_name": "debug", "duration": 99999},
-        "resources": {"node_count": 20, "gpu_cores_per_process": 5},
-        "container": {
-            "image": "/x.sif",
-            "network": "none",
-            "volume_mounts": [{"source": "/etc", "target": "/etc"}],
-            "extra_options": {"podman-hpc": ["--privileged"]},
+    problems = problems_for(
+        registry,
+        "perlmutter-gpu",
+        {
+            "executable": "/bin/app",
+            "environment": {"9X": "1"},
+            "launcher": "aprun",
+            "attributes": {"queue_name": "debug", "duration": 99999},
+            "resources": {"node_count": 20, "gpu_cores_per_process": 5},
+            "container": {
+                "image": "/x.sif",
+                "network": "none",
+                "volume_mounts": [{"source": "/etc", "target": "/etc"}],
+                "extra_options": {"podman-hpc": ["--privileged"]},
+            },
         },
-    })
+    )
     assert set(fields(problems)) >= {
-        "environment.9X", "launcher", "attributes.duration", "resources.node_count",
-        "resources.gpu_cores_per_process", "container.image", "container.network",
-        "container.volume_mounts[0].source", "container.extra_options.podman-hpc[0]",
+        "environment.9X",
+        "launcher",
+        "attributes.duration",
+        "resources.node_count",
+        "resources.gpu_cores_per_process",
+        "container.image",
+        "container.network",
+        "container.volume_mounts[0].source",
+        "container.extra_options.podman-hpc[0]",
     }
 
 
@@ -290,10 +394,14 @@ def test_gpu_defaults_on_when_gpus_are_asked(registry: ProfileRegistry) -> None:
 
 
 def test_gpu_can_be_turned_off(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "perlmutter-gpu", job(
-        resources={"gpu_cores_per_process": 1},
-        container={"image": IMAGE, "gpu": False},
-    ))
+    plan = plan_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            resources={"gpu_cores_per_process": 1},
+            container={"image": IMAGE, "gpu": False},
+        ),
+    )
     assert plan.gpu is None
     assert "--gpu" not in plan.script.split()
     assert "#SBATCH --gpus-per-task=1" in plan.script, "the allocation still has the GPUs"
@@ -307,28 +415,42 @@ def test_cdi_default_devices_for_gpu_jobs(registry: ProfileRegistry) -> None:
 
 
 def test_mpi_defaults_on_for_mpi_launchers(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "perlmutter-gpu", job(
-        launcher="mpirun", resources={"node_count": 2, "processes_per_node": 4},
-    ))
+    plan = plan_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            launcher="mpirun",
+            resources={"node_count": 2, "processes_per_node": 4},
+        ),
+    )
     assert plan.launcher == "mpi" and plan.mpi is not None
     assert plan.mpi.container_flags == ["--mpi"]
     assert any("runs as the site's 'srun'" in w for w in plan.warnings)
 
 
 def test_gpu_and_mpi_use_the_gpu_aware_mpi_flags(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "perlmutter-gpu", job(
-        launcher="srun",
-        resources={"node_count": 2, "processes_per_node": 4, "gpu_cores_per_process": 1},
-    ))
+    plan = plan_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            launcher="srun",
+            resources={"node_count": 2, "processes_per_node": 4, "gpu_cores_per_process": 1},
+        ),
+    )
     assert plan.mpi is not None and plan.mpi.container_flags == ["--cuda-mpi"]
     words = plan.script.split()
     assert "--cuda-mpi" in words and "--mpi" not in words
 
 
 def test_single_launcher_warns_about_idle_processes(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "perlmutter-gpu", job(
-        launcher="single", resources={"process_count": 4},
-    ))
+    plan = plan_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            launcher="single",
+            resources={"process_count": 4},
+        ),
+    )
     assert plan.launcher == "none"
     assert any("starts one process" in w for w in plan.warnings)
 
@@ -353,16 +475,25 @@ def test_default_queue_and_walltime(registry: ProfileRegistry) -> None:
 
 
 def test_counts_are_derived(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "perlmutter-cpu", job(
-        launcher="srun", resources={"process_count": 10, "processes_per_node": 4},
-    ))
+    plan = plan_for(
+        registry,
+        "perlmutter-cpu",
+        job(
+            launcher="srun",
+            resources={"process_count": 10, "processes_per_node": 4},
+        ),
+    )
     assert (plan.shape.node_count, plan.shape.process_count) == (3, 10)
 
 
 def test_image_is_translated_per_runtime(registry: ProfileRegistry) -> None:
-    shifter = plan_for(registry, "perlmutter-gpu", job(
-        container={"image": "docker.io/library/ubuntu:22.04", "runtime": "shifter"},
-    ))
+    shifter = plan_for(
+        registry,
+        "perlmutter-gpu",
+        job(
+            container={"image": "docker.io/library/ubuntu:22.04", "runtime": "shifter"},
+        ),
+    )
     assert shifter.image == "docker:ubuntu:22.04"
     apptainer = plan_for(registry, "frontier", job(container={"image": "ubuntu:22.04"}))
     assert apptainer.image == "docker://docker.io/library/ubuntu:22.04"
@@ -380,11 +511,11 @@ def test_short_names_are_qualified_for_every_runtime_and_staging(
     assert podman_hpc.image == hub
     assert podman_hpc.pre_submit == [["podman-hpc", "pull", hub]]
     assert f"    {hub} \\\n" in podman_hpc.script
-    podman = plan_for(registry, "local", {"executable": "/bin/true",
-                                          "container": {"image": short}})
+    podman = plan_for(registry, "local", {"executable": "/bin/true", "container": {"image": short}})
     assert podman.image == hub and f" {hub}" in podman.script
-    shifter = plan_for(registry, "perlmutter-gpu", job(
-        container={"image": short, "runtime": "shifter"}))
+    shifter = plan_for(
+        registry, "perlmutter-gpu", job(container={"image": short, "runtime": "shifter"})
+    )
     assert shifter.image == "docker:jhnnsrs/segmentor:0.4.3-cpu"
     apptainer = plan_for(registry, "frontier", job(container={"image": short}))
     assert apptainer.image == f"docker://{hub}"

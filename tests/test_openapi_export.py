@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iri_gateway.api.export import openapi_document
+from iri_gateway.api.openapi.export import openapi_document
 
 SHIPPED = Path(__file__).parent.parent / "openapi" / "openapi.json"
 

@@ -31,24 +31,69 @@ def result(argv: list[str], code: int, stderr: str, stdout: str = "") -> Command
 @pytest.mark.parametrize(
     ("parse", "outcome", "reached"),
     [
-        (sbatch.parse, result(["sbatch"], 1,
-                              f"sbatch: error: Batch job submission failed: {CONNECT}\n"), False),
-        (sbatch.parse, result(["sbatch"], 1, "sbatch: error: Slurm temporarily unable to "
-                              "accept job, sleeping and retrying\nsbatch: error: Batch job "
-                              "submission failed: Resource temporarily unavailable\n"), False),
-        (sbatch.parse, result(["sbatch"], 1, "sbatch: error: Batch job submission failed: "
-                              "Socket timed out on send/recv operation\n"), True),
-        (sbatch.parse, result(["sbatch"], 1, "sbatch: error: Batch job submission failed: "
-                              "Zero Bytes were transmitted or received\n"), True),
-        (scancel.parse, result(["scancel", "42"], 8,
-                               f"scancel: error: Kill job error on job id 42: {CONNECT}\n"),
-         False),
+        (
+            sbatch.parse,
+            result(["sbatch"], 1, f"sbatch: error: Batch job submission failed: {CONNECT}\n"),
+            False,
+        ),
+        (
+            sbatch.parse,
+            result(
+                ["sbatch"],
+                1,
+                "sbatch: error: Slurm temporarily unable to "
+                "accept job, sleeping and retrying\nsbatch: error: Batch job "
+                "submission failed: Resource temporarily unavailable\n",
+            ),
+            False,
+        ),
+        (
+            sbatch.parse,
+            result(
+                ["sbatch"],
+                1,
+                "sbatch: error: Batch job submission failed: "
+                "Socket timed out on send/recv operation\n",
+            ),
+            True,
+        ),
+        (
+            sbatch.parse,
+            result(
+                ["sbatch"],
+                1,
+                "sbatch: error: Batch job submission failed: "
+                "Zero Bytes were transmitted or received\n",
+            ),
+            True,
+        ),
+        (
+            scancel.parse,
+            result(
+                ["scancel", "42"], 8, f"scancel: error: Kill job error on job id 42: {CONNECT}\n"
+            ),
+            False,
+        ),
         (squeue.parse, result(["squeue"], 1, f"slurm_load_jobs error: {CONNECT}\n"), False),
-        (qsub.parse, result(["qsub"], 255, "Connection refused\nqsub: cannot connect to server "
-                            "pbs01 (errno=15010)\n"), False),
+        (
+            qsub.parse,
+            result(
+                ["qsub"],
+                255,
+                "Connection refused\nqsub: cannot connect to server pbs01 (errno=15010)\n",
+            ),
+            False,
+        ),
         (qsub.parse, result(["qsub"], 1, "qsub: End of File\n"), True),
-        (qdel.parse, result(["qdel", "1.pbs01"], 255, "Connection refused\nqdel: cannot "
-                            "connect to server pbs01 (errno=15010)\n"), False),
+        (
+            qdel.parse,
+            result(
+                ["qdel", "1.pbs01"],
+                255,
+                "Connection refused\nqdel: cannot connect to server pbs01 (errno=15010)\n",
+            ),
+            False,
+        ),
     ],
 )
 def test_an_unreachable_scheduler_is_an_outage_in_its_own_words(
@@ -64,12 +109,26 @@ def test_an_unreachable_scheduler_is_an_outage_in_its_own_words(
 @pytest.mark.parametrize(
     ("parse", "outcome", "kind"),
     [
-        (sbatch.parse, result(["sbatch"], 1, "sbatch: error: Batch job submission failed: "
-                              "Requested node configuration is not available\n"), SubmitError),
-        (scancel.parse, result(["scancel", "9"], 1, "scancel: error: Kill job error on job id "
-                               "9: Invalid job id specified\n"), CancelError),
-        (squeue.parse, result(["squeue"], 1, "squeue: error: Invalid user: nobody\n"),
-         StatusError),
+        (
+            sbatch.parse,
+            result(
+                ["sbatch"],
+                1,
+                "sbatch: error: Batch job submission failed: "
+                "Requested node configuration is not available\n",
+            ),
+            SubmitError,
+        ),
+        (
+            scancel.parse,
+            result(
+                ["scancel", "9"],
+                1,
+                "scancel: error: Kill job error on job id 9: Invalid job id specified\n",
+            ),
+            CancelError,
+        ),
+        (squeue.parse, result(["squeue"], 1, "squeue: error: Invalid user: nobody\n"), StatusError),
         (qsub.parse, result(["qsub"], 170, "qsub: Unknown queue\n"), SubmitError),
     ],
 )

@@ -41,8 +41,7 @@ from iri_gateway.transport.local import LocalTransport
 TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data" / "pbs"
 STANDIN = TESTS / "pbs_standin"
-STANDIN_PROGRAMS = ("qsub", "qstat", "qdel", "qalter", "qmove", "qrerun",
-                    "pbs-standin-advance")
+STANDIN_PROGRAMS = ("qsub", "qstat", "qdel", "qalter", "qmove", "qrerun", "pbs-standin-advance")
 SERVER = "pbs01.example.org"
 TAG = "iri-gateway:6b1f0c2e-3d4a-4f5b-8c6d-7e8f9a0b1c2d"
 
@@ -73,8 +72,12 @@ def result(argv: list[str], code: int, stdout: str = "", stderr: str = "") -> Co
         ("finished-ok.json", JobState.COMPLETED, 0, "and finished"),
         ("failed-exit3.json", JobState.FAILED, 3, "and failed"),
         ("killed-signal.json", JobState.FAILED, 271, "killed by signal 15 (SIGTERM)"),
-        ("walltime-killed.json", JobState.FAILED, -29,
-         "JOB_EXEC_KILL_WALLTIME (-29): killed for exceeding walltime"),
+        (
+            "walltime-killed.json",
+            JobState.FAILED,
+            -29,
+            "JOB_EXEC_KILL_WALLTIME (-29): killed for exceeding walltime",
+        ),
         ("deleted-queued.json", JobState.CANCELED, None, "Not Running"),
         ("deleted-running.json", JobState.CANCELED, 271, "and terminated"),
         ("unknown-state.json", None, None, None),
@@ -143,9 +146,16 @@ def test_attributes_and_times_are_read() -> None:
 
 def test_every_state_letter() -> None:
     expected = {
-        "Q": JobState.QUEUED, "W": JobState.QUEUED, "T": JobState.QUEUED, "M": JobState.QUEUED,
-        "H": JobState.HELD, "S": JobState.HELD, "U": JobState.HELD,
-        "R": JobState.ACTIVE, "E": JobState.ACTIVE, "B": JobState.ACTIVE,
+        "Q": JobState.QUEUED,
+        "W": JobState.QUEUED,
+        "T": JobState.QUEUED,
+        "M": JobState.QUEUED,
+        "H": JobState.HELD,
+        "S": JobState.HELD,
+        "U": JobState.HELD,
+        "R": JobState.ACTIVE,
+        "E": JobState.ACTIVE,
+        "B": JobState.ACTIVE,
     }
     for letter, state in expected.items():
         assert map_state(letter) is state, letter
@@ -178,8 +188,9 @@ def test_exit_status_words() -> None:
 def test_unknown_ids_are_left_out_and_the_rest_is_used() -> None:
     text = (DATA / "running.json").read_text()
     asked = [f"4108.{SERVER}", f"9999.{SERVER}"]
-    jobs = qstat.parse(result(qstat.argv(asked), 153, text,
-                              f"qstat: Unknown Job Id 9999.{SERVER}\n"))
+    jobs = qstat.parse(
+        result(qstat.argv(asked), 153, text, f"qstat: Unknown Job Id 9999.{SERVER}\n")
+    )
     assert set(qstat.statuses(jobs, asked)) == {f"4108.{SERVER}"}
 
 
@@ -248,11 +259,23 @@ def test_malformed_document_is_a_status_error(stdout: str) -> None:
 
 
 def test_loose_value_forms_are_accepted() -> None:
-    jobs = qstat.parse_document(json.dumps({"Jobs": {"7.s": {
-        "job_state": "F", "Exit_status": "0", "substate": 92, "comment": 12,
-        "Variable_List": {"IRI_GATEWAY_TAG": "iri-gateway:x", "PBS_NUM_NODES": 2},
-        "ctime": "not a time", "stime": 1709647313,
-    }}}))
+    jobs = qstat.parse_document(
+        json.dumps(
+            {
+                "Jobs": {
+                    "7.s": {
+                        "job_state": "F",
+                        "Exit_status": "0",
+                        "substate": 92,
+                        "comment": 12,
+                        "Variable_List": {"IRI_GATEWAY_TAG": "iri-gateway:x", "PBS_NUM_NODES": 2},
+                        "ctime": "not a time",
+                        "stime": 1709647313,
+                    }
+                }
+            }
+        )
+    )
     job = jobs["7.s"]
     assert job.status().state is JobState.COMPLETED
     assert job.comment == "12"
@@ -268,9 +291,7 @@ def test_qsub_argv_carries_the_tag_in_v() -> None:
     assert qsub.argv(TAG) == ["qsub", "-v", f"IRI_GATEWAY_TAG={TAG}"]
 
 
-@pytest.mark.parametrize(
-    "tag", ["", "a,b", "a=b", "a'b", 'a"b', "a\\b", "a b", "a\nb", "a\tb"]
-)
+@pytest.mark.parametrize("tag", ["", "a,b", "a=b", "a'b", 'a"b', "a\\b", "a b", "a\nb", "a\tb"])
 def test_qsub_refuses_a_tag_v_cannot_carry(tag: str) -> None:
     with pytest.raises(ValueError):
         qsub.argv(tag)
@@ -316,8 +337,11 @@ class StandinPbs:
             path = STANDIN / program
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         self.folder = folder
-        self.env = {**os.environ, "PATH": f"{STANDIN}:{os.environ['PATH']}",
-                    "PBS_STANDIN_DIR": str(folder)}
+        self.env = {
+            **os.environ,
+            "PATH": f"{STANDIN}:{os.environ['PATH']}",
+            "PBS_STANDIN_DIR": str(folder),
+        }
         self.batch = PbsBatch(LocalTransport(env=self.env))
 
     def advance(self, job_id: str, state: str, *more: str) -> None:
@@ -331,8 +355,13 @@ class StandinPbs:
 
     def job(self, job_id: str) -> dict[str, Any]:
         """The job as the stand-in qstat shows it (read without going through the adapter)."""
-        done = subprocess.run(["qstat", "-f", "-F", "json", "-x", job_id], env=self.env,
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            ["qstat", "-f", "-F", "json", "-x", job_id],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         attributes: dict[str, Any] = json.loads(done.stdout)["Jobs"][job_id]
         return attributes
 
@@ -344,13 +373,15 @@ def pbs(tmp_path: Path) -> StandinPbs:
 
 @pytest.fixture(scope="module")
 def polaris_script() -> str:
-    spec = parse_jobspec({
-        "name": "pbs-e2e",
-        "executable": "/bin/true",
-        "container": {"image": "/eagle/app.sif"},
-        "resources": {"node_count": 2, "processes_per_node": 2},
-        "attributes": {"account": "Proj123", "duration": 1800},
-    })
+    spec = parse_jobspec(
+        {
+            "name": "pbs-e2e",
+            "executable": "/bin/true",
+            "container": {"image": "/eagle/app.sif"},
+            "resources": {"node_count": 2, "processes_per_node": 2},
+            "attributes": {"account": "Proj123", "duration": 1800},
+        }
+    )
     return make_plan(spec, ProfileRegistry.builtin().get("polaris")).script
 
 
@@ -407,9 +438,7 @@ def test_cancel(pbs: StandinPbs, polaris_script: str) -> None:
     assert "qdel: Unknown Job Id 999.standin-server" in caught.value.stderr
 
 
-def test_restart_reruns_a_running_job_as_the_same_job(
-    pbs: StandinPbs, polaris_script: str
-) -> None:
+def test_restart_reruns_a_running_job_as_the_same_job(pbs: StandinPbs, polaris_script: str) -> None:
     job_id = pbs.batch.submit(polaris_script, tag=TAG)
     pbs.advance(job_id, "R")
     assert pbs.batch.requeue(job_id) == f"qrerun {job_id}"
@@ -424,9 +453,11 @@ def test_restart_is_refused_in_qreruns_words(pbs: StandinPbs, polaris_script: st
     pbs.advance(finished, "R")
     pbs.advance(finished, "F", "--exit", "0")
     queued = pbs.batch.submit(polaris_script, tag=TAG + "-q")
-    for job_id, code, words in [(finished, 35, "Job has finished"),
-                                (queued, 168, "Request invalid for state of job"),
-                                ("999.standin-server", 153, "Unknown Job Id")]:
+    for job_id, code, words in [
+        (finished, 35, "Job has finished"),
+        (queued, 168, "Request invalid for state of job"),
+        ("999.standin-server", 153, "Unknown Job Id"),
+    ]:
         with pytest.raises(RestartError) as caught:
             pbs.batch.requeue(job_id)
         assert caught.value.exit_code == code
@@ -474,9 +505,7 @@ def test_update_a_queued_job(pbs: StandinPbs, polaris_script: str) -> None:
     ]
 
 
-def test_update_is_refused_with_the_schedulers_words(
-    pbs: StandinPbs, polaris_script: str
-) -> None:
+def test_update_is_refused_with_the_schedulers_words(pbs: StandinPbs, polaris_script: str) -> None:
     job_id = pbs.batch.submit(polaris_script, tag=TAG)
     with pytest.raises(UpdateError) as caught:
         pbs.batch.update(job_id, JobChanges(queue_name="nosuchqueue"))
@@ -500,8 +529,14 @@ def test_refused_submission_keeps_qsubs_words(pbs: StandinPbs, polaris_script: s
 
 def test_standin_qsub_command_line_wins_over_directives(pbs: StandinPbs) -> None:
     script = "#!/bin/bash\n#PBS -N from-script\n#PBS -l walltime=10:00\n#PBS -l ncpus=2\necho\n"
-    done = subprocess.run(["qsub", "-N", "from-line", "-l", "walltime=20:00", "-q", "debug"],
-                          input=script, env=pbs.env, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["qsub", "-N", "from-line", "-l", "walltime=20:00", "-q", "debug"],
+        input=script,
+        env=pbs.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job = pbs.job(done.stdout.strip())
     assert (job["Job_Name"], job["queue"]) == ("from-line", "debug")
     assert job["Resource_List"]["walltime"] == "00:20:00"
@@ -510,7 +545,8 @@ def test_standin_qsub_command_line_wins_over_directives(pbs: StandinPbs) -> None
 
 def test_standin_refuses_to_run_without_its_folder(pbs: StandinPbs) -> None:
     env = {key: value for key, value in pbs.env.items() if key != "PBS_STANDIN_DIR"}
-    done = subprocess.run(["qstat", "-f", "-F", "json"], env=env, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        ["qstat", "-f", "-F", "json"], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 97
     assert "STAND-IN qstat" in done.stderr and "PBS_STANDIN_DIR" in done.stderr

@@ -33,13 +33,20 @@ from iri_gateway.runtimes.base import Invocation, command_of
 from iri_gateway.runtimes.registry import RuntimeRegistry
 from iri_gateway.schedulers import SCHEDULERS
 from iri_gateway.schedulers.batch import BatchSystem
-from iri_gateway.service.backends import Backends
+from iri_gateway.service.operations.backends import Backends
 
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
 
-SHIPPED_RUNTIMES = ("apptainer", "podman-hpc", "shifter", "podman", "charliecloud", "slurm-oci",
-                    "none")
+SHIPPED_RUNTIMES = (
+    "apptainer",
+    "podman-hpc",
+    "shifter",
+    "podman",
+    "charliecloud",
+    "slurm-oci",
+    "none",
+)
 IMAGE = "docker.io/library/busybox:latest"
 
 
@@ -120,36 +127,45 @@ def test_every_shipped_runtime_has_its_template() -> None:
         assert (builtin_templates_dir() / runtime.template).is_file(), runtime.name
 
 
-def test_a_runtime_from_a_test_module_renders_and_runs(tiny: Tiny, tiny_site: Path,
-                                                       tmp_path: Path) -> None:
+def test_a_runtime_from_a_test_module_renders_and_runs(
+    tiny: Tiny, tiny_site: Path, tmp_path: Path
+) -> None:
     loaded = ProfileRegistry.from_files([tiny_site]).get("tiny-local")
     assert loaded.resource.runtimes.available() == ["tiny"]
     assert loaded.facts["runtime"] == ["tiny", "none"]
-    spec = parse_jobspec({
-        "executable": "/bin/sh", "arguments": ["-c", 'echo "ran in $TINY_IMAGE"'],
-        "container": {"image": IMAGE, "runtime": "tiny"},
-    })
+    spec = parse_jobspec(
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", 'echo "ran in $TINY_IMAGE"'],
+            "container": {"image": IMAGE, "runtime": "tiny"},
+        }
+    )
     plan = make_plan(spec, loaded)
     assert plan.runtime == "tiny"
     assert f"env TINY_IMAGE={IMAGE} /bin/sh -c 'echo \"ran in $TINY_IMAGE\"'\n" in plan.script
     script = tmp_path / "job.sh"
     script.write_text(plan.script)
-    ran = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=30, check=False)
+    ran = subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False
+    )
     assert (ran.returncode, ran.stdout) == (0, f"ran in {IMAGE}\n"), ran.stderr
 
 
 def test_a_registered_runtime_is_in_both_json_schemas(tiny: Tiny) -> None:
     container = JobSpec.model_json_schema()["$defs"]["Container"]
-    assert container["properties"]["runtime"]["anyOf"][0]["enum"] == [*SHIPPED_RUNTIMES[:-1],
-                                                                       "tiny", "none"]
+    assert container["properties"]["runtime"]["anyOf"][0]["enum"] == [
+        *SHIPPED_RUNTIMES[:-1],
+        "tiny",
+        "none",
+    ]
     runtimes = FacilityProfile.model_json_schema(by_alias=True)["$defs"]["Runtimes"]
     assert "tiny" in runtimes["properties"]
     assert runtimes["additionalProperties"] is False
 
 
-def test_detection_of_a_registered_runtime_needs_no_code_of_its_own(tiny: Tiny,
-                                                                    tiny_site: Path) -> None:
+def test_detection_of_a_registered_runtime_needs_no_code_of_its_own(
+    tiny: Tiny, tiny_site: Path
+) -> None:
     """Tiny says nothing about detection: the default looks for its program (`env`)."""
     registry = ProfileRegistry.from_files([tiny_site])
     found, notes = registry_for_this_machine(registry, which=lambda name: f"/usr/bin/{name}")
@@ -163,12 +179,13 @@ def test_detection_of_a_registered_runtime_needs_no_code_of_its_own(tiny: Tiny,
 
 def test_an_unregistered_runtime_is_refused_as_a_literal_would_be(tiny_site: Path) -> None:
     with pytest.raises(InvalidJobSpecError) as caught:
-        parse_jobspec({"executable": "/bin/true",
-                       "container": {"image": IMAGE, "runtime": "tiny"}})
+        parse_jobspec({"executable": "/bin/true", "container": {"image": IMAGE, "runtime": "tiny"}})
     [problem] = caught.value.problems
     assert problem.field == "container.runtime"
-    assert problem.reason == ("Input should be 'apptainer', 'podman-hpc', 'shifter', 'podman', "
-                              "'charliecloud', 'slurm-oci' or 'none'")
+    assert problem.reason == (
+        "Input should be 'apptainer', 'podman-hpc', 'shifter', 'podman', "
+        "'charliecloud', 'slurm-oci' or 'none'"
+    )
     with pytest.raises(ProfileError) as refused:
         ProfileRegistry.from_files([tiny_site])
     fields = {issue.field: issue.reason for issue in refused.value.issues}
@@ -177,8 +194,9 @@ def test_an_unregistered_runtime_is_refused_as_a_literal_would_be(tiny_site: Pat
     )
 
 
-def test_a_module_that_defines_the_attribute_is_a_plugin(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_module_that_defines_the_attribute_is_a_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Dropping a module into the axis's package is all it takes; shared code is skipped."""
     package = tmp_path / "plugin_axis_for_test"
     package.mkdir()
@@ -188,7 +206,9 @@ def test_a_module_that_defines_the_attribute_is_a_plugin(tmp_path: Path,
     (package / "alpha.py").write_text("RUNTIME = 'a'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert discover(importlib.import_module("plugin_axis_for_test"), "RUNTIME") == [
-        ("plugin_axis_for_test.alpha", "a"), ("plugin_axis_for_test.zeta", "z")]
+        ("plugin_axis_for_test.alpha", "a"),
+        ("plugin_axis_for_test.zeta", "z"),
+    ]
 
 
 def test_a_runtime_name_is_registered_once() -> None:
@@ -218,5 +238,6 @@ def test_backends_take_the_batch_system_from_the_plugin(tmp_path: Path) -> None:
     assert isinstance(backend.batch, LocalBatch)
     assert backend.batch.root == tmp_path / "local-jobs"
     batch: BatchSystem = SCHEDULERS["local"].batch_factory(
-        transport=backend.transport, config=local.resource.scheduler, data_dir=tmp_path)
+        transport=backend.transport, config=local.resource.scheduler, data_dir=tmp_path
+    )
     assert isinstance(batch, LocalBatch)

@@ -10,15 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service.poller import CYCLE_ERROR, Poller
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.poller import CYCLE_ERROR, Poller
+from iri_gateway.service.jobs.store import JobRecord
 from tests.test_engine_local import make_engine, shell_job
 
 
 def test_a_failing_cycle_is_recorded_and_tracking_goes_on(tmp_path: Path) -> None:
     engine = make_engine(tmp_path)
-    record = engine.submit(owner="alice", resource_id="local",
-                           spec=shell_job("exit 0")).record  # type: ignore[arg-type]
+    record = engine.submit(owner="alice", resource_id="local", spec=shell_job("exit 0")).record  # type: ignore[arg-type]
     real_unsettled = engine.store.unsettled
     failures = {"count": 0}
     seen_errors: list[str] = []

@@ -72,8 +72,9 @@ def test_an_edit_that_keeps_size_and_mtime_is_parsed_again(
     before = load_profile(path, trees)
     stat = path.stat()
     text = path.read_text()
-    edited = text.replace(f"name: {before.facility.name}", "name: " + "X" * len(
-        before.facility.name), 1)
+    edited = text.replace(
+        f"name: {before.facility.name}", "name: " + "X" * len(before.facility.name), 1
+    )
     assert edited != text and len(edited) == len(text)
     path.write_text(edited)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -137,11 +138,20 @@ def test_entries_are_per_file_and_private(tmp_path: Path, trees: ProfileTreeCach
 
 
 def test_ruamel_scalars_become_the_plain_values() -> None:
-    tree = rt_tree("a: 0x10\nb: 1_000\nc: 1.50\nd: |\n  two\n  lines\ne: [x, {f: no}]\n"
-                   "g: &anchor {h: 1}\ni:\n  <<: *anchor\n  j: 2\n")
+    tree = rt_tree(
+        "a: 0x10\nb: 1_000\nc: 1.50\nd: |\n  two\n  lines\ne: [x, {f: no}]\n"
+        "g: &anchor {h: 1}\ni:\n  <<: *anchor\n  j: 2\n"
+    )
     plain = plain_tree(tree)
-    assert plain == {"a": 16, "b": 1000, "c": 1.5, "d": "two\nlines\n", "e": ["x", {"f": "no"}],
-                     "g": {"h": 1}, "i": {"j": 2, "h": 1}}
+    assert plain == {
+        "a": 16,
+        "b": 1000,
+        "c": 1.5,
+        "d": "two\nlines\n",
+        "e": ["x", {"f": "no"}],
+        "g": {"h": 1},
+        "i": {"j": 2, "h": 1},
+    }
     assert json.loads(json.dumps(plain)) == plain
 
     def kinds(node: Any) -> set[type]:
@@ -154,13 +164,17 @@ def test_ruamel_scalars_become_the_plain_values() -> None:
     assert kinds(plain) <= {dict, list, str, int, float, bool}
 
 
-@pytest.mark.parametrize("text", [
-    "when: 2024-01-01\n",               # a date
-    "flag: &yes true\nagain: *yes\n",   # anchored: ruamel.yaml's ScalarBoolean, an int
-    "1: one\n",                         # a key that is not a string
-    "big: .inf\n",                      # JSON has no infinity
-    "tags: !!set {a, b}\n",             # a set
-], ids=["date", "anchored-bool", "int-key", "infinity", "set"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "when: 2024-01-01\n",  # a date
+        "flag: &yes true\nagain: *yes\n",  # anchored: ruamel.yaml's ScalarBoolean, an int
+        "1: one\n",  # a key that is not a string
+        "big: .inf\n",  # JSON has no infinity
+        "tags: !!set {a, b}\n",  # a set
+    ],
+    ids=["date", "anchored-bool", "int-key", "infinity", "set"],
+)
 def test_trees_json_would_change_are_refused(text: str) -> None:
     with pytest.raises(NotPlain):
         plain_tree(rt_tree(text))
@@ -173,8 +187,9 @@ def test_a_profile_with_a_value_json_would_change_is_parsed_every_time(
     text = path.read_text()
     anchor = "    name: Test GPU cluster\n"
     assert anchor in text
-    path.write_text(text.replace(anchor, anchor + "    labels: {fast_disk: &on true, "
-                                 "shared: *on}\n", 1))
+    path.write_text(
+        text.replace(anchor, anchor + "    labels: {fast_disk: &on true, shared: *on}\n", 1)
+    )
     parsed = load_profile(path)
     assert parsed.resources[0].labels.keys() == {"fast_disk", "shared"}
     assert load_profile(path, trees) == parsed
@@ -184,9 +199,11 @@ def test_a_profile_with_a_value_json_would_change_is_parsed_every_time(
 
 def test_the_user_cache_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert ProfileTreeCache.for_user() == ProfileTreeCache(tmp_path / "iri-gateway" /
-                                                           "profile-trees")
+    assert ProfileTreeCache.for_user() == ProfileTreeCache(
+        tmp_path / "iri-gateway" / "profile-trees"
+    )
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert ProfileTreeCache.for_user() == ProfileTreeCache(
-        tmp_path / "home" / ".cache" / "iri-gateway" / "profile-trees")
+        tmp_path / "home" / ".cache" / "iri-gateway" / "profile-trees"
+    )

@@ -37,8 +37,12 @@ EXPECTED_RESOURCES = {
     "aurora": "alcf-aurora.yaml",
     "local": "local.yaml",
 }
-SITE_FILES = ["nersc-perlmutter.yaml", "olcf-frontier.yaml", "alcf-polaris.yaml",
-              "alcf-aurora.yaml"]
+SITE_FILES = [
+    "nersc-perlmutter.yaml",
+    "olcf-frontier.yaml",
+    "alcf-polaris.yaml",
+    "alcf-aurora.yaml",
+]
 
 
 @pytest.fixture(scope="module")
@@ -488,8 +492,9 @@ def test_quoted_number_is_a_type_error_as_in_schema_json(
     text = mutate("cores: 8", 'cores: "8"')
     path = write(tmp_path, "quoted.yaml", text)
     error = refused(path)
-    assert_located(error.issues[0], path, line_of(text, 'cores: "8"'),
-                   "resources[0].nodes.cpu.cores")
+    assert_located(
+        error.issues[0], path, line_of(text, 'cores: "8"'), "resources[0].nodes.cpu.cores"
+    )
     assert not schema_validator.is_valid(_yaml_data(text))
 
 

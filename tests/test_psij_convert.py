@@ -28,9 +28,11 @@ from iri_gateway.runtimes import RUNTIMES
 
 words = st.text(min_size=1, max_size=12)
 names = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=12)
-segments = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF,
-                                 blacklist_characters="/"), min_size=1, max_size=8).filter(
-    lambda s: s not in (".", ".."))
+segments = st.text(
+    st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_characters="/"),
+    min_size=1,
+    max_size=8,
+).filter(lambda s: s not in (".", ".."))
 
 
 @st.composite
@@ -43,14 +45,25 @@ def path_texts(draw: st.DrawFn) -> str:
 @st.composite
 def resource_specs(draw: st.DrawFn) -> ResourceSpecV1:
     nodes, per_node = draw(st.integers(1, 64)), draw(st.integers(1, 16))
-    given_counts = draw(st.sampled_from([(), ("node_count",), ("process_count",),
-                                         ("processes_per_node",),
-                                         ("node_count", "processes_per_node"),
-                                         ("node_count", "process_count"),
-                                         ("process_count", "processes_per_node"),
-                                         ("node_count", "process_count", "processes_per_node")]))
-    counts = {"node_count": nodes, "processes_per_node": per_node,
-              "process_count": nodes * per_node}
+    given_counts = draw(
+        st.sampled_from(
+            [
+                (),
+                ("node_count",),
+                ("process_count",),
+                ("processes_per_node",),
+                ("node_count", "processes_per_node"),
+                ("node_count", "process_count"),
+                ("process_count", "processes_per_node"),
+                ("node_count", "process_count", "processes_per_node"),
+            ]
+        )
+    )
+    counts = {
+        "node_count": nodes,
+        "processes_per_node": per_node,
+        "process_count": nodes * per_node,
+    }
     optional = st.none() | st.integers(1, 2**40)
     return ResourceSpecV1(
         **{key: counts[key] for key in given_counts},
@@ -62,19 +75,36 @@ def resource_specs(draw: st.DrawFn) -> ResourceSpecV1:
 
 
 plain_keys = st.from_regex(r"\A[A-Za-z][A-Za-z0-9_-]{0,10}\Z")
-volume_mounts = st.lists(st.fixed_dictionaries(
-    {"source": path_texts().map(lambda p: "/" + p.lstrip("/")),
-     "target": path_texts().map(lambda p: "/" + p.lstrip("/"))},
-    optional={"read_only": st.booleans()}), max_size=2)
+volume_mounts = st.lists(
+    st.fixed_dictionaries(
+        {
+            "source": path_texts().map(lambda p: "/" + p.lstrip("/")),
+            "target": path_texts().map(lambda p: "/" + p.lstrip("/")),
+        },
+        optional={"read_only": st.booleans()},
+    ),
+    max_size=2,
+)
 container_fields = st.fixed_dictionaries(
     {"image": words},
-    optional={"runtime": st.sampled_from(RUNTIMES.names()), "gpu": st.booleans(),
-              "mpi": st.booleans(), "network": st.sampled_from(["host", "none"]),
-              "volume_mounts": volume_mounts, "devices": st.lists(words, max_size=2)})
-roles = st.lists(st.fixed_dictionaries(
-    {"name": st.from_regex(r"\A[a-z][a-z-]{0,6}\Z")},
-    optional={"count": st.integers(1, 4), "arguments": st.lists(words, max_size=2)},
-).map(lambda role: {"count": 1, **role}), min_size=1, max_size=3, unique_by=lambda r: r["name"])
+    optional={
+        "runtime": st.sampled_from(RUNTIMES.names()),
+        "gpu": st.booleans(),
+        "mpi": st.booleans(),
+        "network": st.sampled_from(["host", "none"]),
+        "volume_mounts": volume_mounts,
+        "devices": st.lists(words, max_size=2),
+    },
+)
+roles = st.lists(
+    st.fixed_dictionaries(
+        {"name": st.from_regex(r"\A[a-z][a-z-]{0,6}\Z")},
+        optional={"count": st.integers(1, 4), "arguments": st.lists(words, max_size=2)},
+    ).map(lambda role: {"count": 1, **role}),
+    min_size=1,
+    max_size=3,
+    unique_by=lambda r: r["name"],
+)
 
 
 @st.composite
@@ -99,8 +129,12 @@ def psij_specs(draw: st.DrawFn) -> JobSpec:
         directory=draw(maybe() | path_texts()),
         name=draw(maybe() | names),
         inherit_environment=draw(st.booleans()),
-        environment=draw(maybe() | st.dictionaries(  # PSI/J stores int values as text
-            plain_keys, st.one_of(st.text(max_size=8), st.integers()), max_size=3)),
+        environment=draw(
+            maybe()
+            | st.dictionaries(  # PSI/J stores int values as text
+                plain_keys, st.one_of(st.text(max_size=8), st.integers()), max_size=3
+            )
+        ),
         stdin_path=draw(maybe() | path_texts()),
         stdout_path=draw(maybe() | path_texts()),
         stderr_path=draw(maybe() | path_texts()),
@@ -123,15 +157,26 @@ def mapped_fields(spec: JobSpec) -> dict[str, Any]:
     resources = spec.resources
     attributes = spec.attributes
     return {
-        "name": spec._name, "executable": spec.executable, "arguments": spec.arguments,
-        "directory": spec.directory, "inherit_environment": spec.inherit_environment,
-        "environment": spec.environment, "stdin_path": spec.stdin_path,
-        "stdout_path": spec.stdout_path, "stderr_path": spec.stderr_path,
-        "pre_launch": spec.pre_launch, "post_launch": spec.post_launch,
+        "name": spec._name,
+        "executable": spec.executable,
+        "arguments": spec.arguments,
+        "directory": spec.directory,
+        "inherit_environment": spec.inherit_environment,
+        "environment": spec.environment,
+        "stdin_path": spec.stdin_path,
+        "stdout_path": spec.stdout_path,
+        "stderr_path": spec.stderr_path,
+        "pre_launch": spec.pre_launch,
+        "post_launch": spec.post_launch,
         "launcher": spec.launcher,
         "resources": None if resources is None else vars(resources),
-        "attributes": (attributes.duration, attributes.queue_name, attributes.account,
-                       attributes.reservation_id, attributes.custom_attributes),
+        "attributes": (
+            attributes.duration,
+            attributes.queue_name,
+            attributes.account,
+            attributes.reservation_id,
+            attributes.custom_attributes,
+        ),
     }
 
 
@@ -158,7 +203,8 @@ def with_psij_defaults(document: dict[str, Any]) -> dict[str, Any]:
     if attributes.duration is None:
         attributes = attributes.model_copy(update={"duration": PSIJ_DEFAULT_DURATION})
     dumped: dict[str, Any] = model.model_copy(update={"attributes": attributes}).model_dump(
-        mode="json")
+        mode="json"
+    )
     return dumped
 
 
@@ -187,15 +233,29 @@ def test_iri_to_psij_to_iri_keeps_the_document(document: dict[str, Any]) -> None
 
 
 def test_plain_fields_map_one_to_one() -> None:
-    spec = JobSpec("/bin/sh", ["-c", "echo hi"], directory="/scratch/run", name="demo",
-                   inherit_environment=False, environment={"A": "1", "B": 2},
-                   stdin_path="in.txt", stdout_path="/o/out", stderr_path="err",
-                   launcher="srun")
+    spec = JobSpec(
+        "/bin/sh",
+        ["-c", "echo hi"],
+        directory="/scratch/run",
+        name="demo",
+        inherit_environment=False,
+        environment={"A": "1", "B": 2},
+        stdin_path="in.txt",
+        stdout_path="/o/out",
+        stderr_path="err",
+        launcher="srun",
+    )
     assert to_iri(spec) == {
-        "name": "demo", "executable": "/bin/sh", "arguments": ["-c", "echo hi"],
-        "directory": "/scratch/run", "inherit_environment": False,
-        "environment": {"A": "1", "B": "2"}, "stdin_path": "in.txt", "stdout_path": "/o/out",
-        "stderr_path": "err", "launcher": "srun",
+        "name": "demo",
+        "executable": "/bin/sh",
+        "arguments": ["-c", "echo hi"],
+        "directory": "/scratch/run",
+        "inherit_environment": False,
+        "environment": {"A": "1", "B": "2"},
+        "stdin_path": "in.txt",
+        "stdout_path": "/o/out",
+        "stderr_path": "err",
+        "launcher": "srun",
         "attributes": {"duration": 600},
     }
 
@@ -216,20 +276,40 @@ def test_pre_and_post_launch_scripts_become_quoted_source_commands() -> None:
     assert (back.pre_launch, back.post_launch) == (Path("/opt/a b/setup.sh"), Path("env.sh"))
 
 
-@pytest.mark.parametrize("command", ["echo hi", "source env.sh", "source /a; rm -rf /x",
-                                     "source /a//b", ". /opt/setup.sh", "source '/a"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo hi",
+        "source env.sh",
+        "source /a; rm -rf /x",
+        "source /a//b",
+        ". /opt/setup.sh",
+        "source '/a",
+    ],
+)
 def test_other_launch_commands_have_no_psij_form(command: str) -> None:
     with pytest.raises(ConversionError, match=r"^post_launch: PSI/J takes the path"):
         from_iri({"executable": "/bin/true", "post_launch": command})
 
 
 def test_resources_map_with_exclusive_use_always_said() -> None:
-    spec = JobSpec("/bin/true", resources=ResourceSpecV1(
-        node_count=2, processes_per_node=4, cpu_cores_per_process=8, gpu_cores_per_process=1,
-        memory=2**30))
+    spec = JobSpec(
+        "/bin/true",
+        resources=ResourceSpecV1(
+            node_count=2,
+            processes_per_node=4,
+            cpu_cores_per_process=8,
+            gpu_cores_per_process=1,
+            memory=2**30,
+        ),
+    )
     assert to_iri(spec)["resources"] == {
-        "exclusive_node_use": False, "node_count": 2, "processes_per_node": 4,
-        "cpu_cores_per_process": 8, "gpu_cores_per_process": 1, "memory": 2**30,
+        "exclusive_node_use": False,
+        "node_count": 2,
+        "processes_per_node": 4,
+        "cpu_cores_per_process": 8,
+        "gpu_cores_per_process": 1,
+        "memory": 2**30,
     }
     default = from_iri({"executable": "/bin/true", "resources": {"node_count": 1}}).resources
     assert isinstance(default, ResourceSpecV1) and default.exclusive_node_use is True
@@ -244,7 +324,8 @@ def test_duration_rounds_a_partial_second_up() -> None:
     spec = JobSpec("x", attributes=JobAttributes(duration=timedelta(seconds=90, microseconds=1)))
     assert to_iri(spec)["attributes"]["duration"] == 91
     assert from_iri({"executable": "x", "attributes": {"duration": 91}}).attributes.duration == (
-        timedelta(seconds=91))
+        timedelta(seconds=91)
+    )
 
 
 def test_psij_default_duration_is_sent_and_a_missing_one_comes_back_as_it() -> None:
@@ -261,30 +342,42 @@ def test_a_duration_that_is_not_positive_is_refused(duration: timedelta) -> None
 def test_queue_account_reservation_map_and_project_name_is_the_account() -> None:
     attributes = JobAttributes(queue_name="debug", reservation_id="r1", project_name="m123")
     document = to_iri(JobSpec("x", attributes=attributes))
-    assert document["attributes"] == {"duration": 600, "queue_name": "debug",
-                                      "account": "m123", "reservation_id": "r1"}
+    assert document["attributes"] == {
+        "duration": 600,
+        "queue_name": "debug",
+        "account": "m123",
+        "reservation_id": "r1",
+    }
     assert from_iri(document).attributes.project_name == "m123"
 
 
 def test_container_custom_attributes_become_the_container() -> None:
-    attributes = JobAttributes(custom_attributes={
-        "iri.container.image": "docker.io/library/alpine:3", "iri.container.runtime": "none",
-        "iri.container.volume_mounts": [{"source": "/data", "target": "/in"}],
-        "constraint": "gpu", "reservation-hours": 4,
-    })
+    attributes = JobAttributes(
+        custom_attributes={
+            "iri.container.image": "docker.io/library/alpine:3",
+            "iri.container.runtime": "none",
+            "iri.container.volume_mounts": [{"source": "/data", "target": "/in"}],
+            "constraint": "gpu",
+            "reservation-hours": 4,
+        }
+    )
     document = to_iri(JobSpec("/bin/true", attributes=attributes))
-    assert document["container"] == {"image": "docker.io/library/alpine:3", "runtime": "none",
-                                     "volume_mounts": [{"source": "/data", "target": "/in"}]}
-    assert document["attributes"]["custom_attributes"] == {"constraint": "gpu",
-                                                           "reservation-hours": "4"}
+    assert document["container"] == {
+        "image": "docker.io/library/alpine:3",
+        "runtime": "none",
+        "volume_mounts": [{"source": "/data", "target": "/in"}],
+    }
+    assert document["attributes"]["custom_attributes"] == {
+        "constraint": "gpu",
+        "reservation-hours": "4",
+    }
 
 
 def test_roles_travel_as_the_iri_roles_custom_attribute() -> None:
     role = [{"name": "worker", "count": 3}]
     document = {"executable": "/bin/true", "container": {"image": "img"}, "roles": role}
     spec = from_iri(document)
-    assert spec.attributes.custom_attributes == {"iri.container.image": "img",
-                                                 "iri.roles": role}
+    assert spec.attributes.custom_attributes == {"iri.container.image": "img", "iri.roles": role}
     assert to_iri(spec)["roles"] == role
 
 
@@ -295,8 +388,9 @@ def test_an_unknown_iri_key_is_refused_naming_it() -> None:
 
 
 def test_a_bad_container_value_is_named_with_its_custom_attribute() -> None:
-    attributes = JobAttributes(custom_attributes={"iri.container.image": "img",
-                                                  "iri.container.gpu": "yes"})
+    attributes = JobAttributes(
+        custom_attributes={"iri.container.image": "img", "iri.container.gpu": "yes"}
+    )
     with pytest.raises(ConversionError) as caught:
         to_iri(JobSpec("x", attributes=attributes))
     assert caught.value.problems[0][0] == "container.gpu (custom attribute 'iri.container.gpu')"
@@ -338,8 +432,7 @@ def test_unofficial_resource_fields_are_refused_and_metadata_dropped_with_a_warn
 def test_an_invalid_iri_document_is_refused_with_its_fields() -> None:
     with pytest.raises(ConversionError) as caught:
         from_iri({"executable": "x", "resources": {"node_count": "2"}, "bogus": 1})
-    assert sorted(field for field, _ in caught.value.problems) == ["bogus",
-                                                                   "resources.node_count"]
+    assert sorted(field for field, _ in caught.value.problems) == ["bogus", "resources.node_count"]
 
 
 def test_paths_come_back_normalised() -> None:

@@ -37,8 +37,7 @@ WAIT = timedelta(seconds=60)
 @pytest.fixture
 def executor(server: Server) -> JobExecutor:
     url, token = server.url, server.token
-    config = IriExecutorConfig(resource="local", token=token, project="proj1",
-                               poll_interval=0.2)
+    config = IriExecutorConfig(resource="local", token=token, project="proj1", poll_interval=0.2)
     return JobExecutor.get_instance("iri", url=url, config=config)
 
 
@@ -123,10 +122,15 @@ def test_a_job_with_no_iri_form_raises_invalid_job_exception(executor: JobExecut
 def test_the_container_from_custom_attributes_reaches_the_gateway(
     executor: JobExecutor, gateway: GatewayClient
 ) -> None:
-    job = shell("echo plain", attributes=JobAttributes(custom_attributes={
-        "iri.container.image": "docker.io/library/alpine:3",
-        "iri.container.runtime": "none",
-    }))
+    job = shell(
+        "echo plain",
+        attributes=JobAttributes(
+            custom_attributes={
+                "iri.container.image": "docker.io/library/alpine:3",
+                "iri.container.runtime": "none",
+            }
+        ),
+    )
     executor.submit(job)
     assert finished(job).state == JobState.COMPLETED
     assert job.native_id is not None
@@ -147,8 +151,9 @@ def test_an_account_in_the_job_wins_over_the_configured_project(
 def test_list_and_attach_follow_a_job_submitted_elsewhere(
     executor: JobExecutor, gateway: GatewayClient
 ) -> None:
-    other = gateway.submit("local", {"executable": "/bin/sh", "arguments": ["-c", "sleep 1"]},
-                           project="proj1")
+    other = gateway.submit(
+        "local", {"executable": "/bin/sh", "arguments": ["-c", "sleep 1"]}, project="proj1"
+    )
     assert other.id in executor.list()
     job = Job()
     executor.attach(job, other.id)
@@ -192,8 +197,9 @@ def test_no_gateway_is_a_transient_submit_exception() -> None:
     with socket.socket() as probe:  # a port nobody listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    executor = IriJobExecutor(url=f"http://127.0.0.1:{port}",
-                              config=IriExecutorConfig(token="t", project="p"))
+    executor = IriJobExecutor(
+        url=f"http://127.0.0.1:{port}", config=IriExecutorConfig(token="t", project="p")
+    )
     job = shell("true")
     with pytest.raises(SubmitException, match="No answer from the gateway") as caught:
         executor.submit(job)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from iri_gateway.service.rate_limits import READ, WRITE, RateLimiter, RateLimitError
-from iri_gateway.service.store import JobStore
+from iri_gateway.service.accounts.rate_limits import READ, WRITE, RateLimiter, RateLimitError
+from iri_gateway.service.jobs.store import JobStore
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 
@@ -93,7 +93,7 @@ def test_racing_requests_get_exactly_the_budget(tmp_path: Path) -> None:
 
 
 def test_a_name_too_long_for_the_table_is_shared_by_its_digest(
-    database_url: str,  # noqa: F811
+    database_url: str,
 ) -> None:
     """A 10,000-character user name (a JWT `sub` is unbounded) is counted and shared like
     any other, and does not keep the other users' counts from being shared (PostgreSQL

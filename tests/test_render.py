@@ -64,27 +64,35 @@ def test_slurm_directive_values_round_trip(value: str) -> None:
 
 
 def test_directive_quoting_examples(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "testsite-gpu", {
-        "executable": "/bin/true",
-        "name": 'my "big" job #1',
-        "stdout_path": "/tmp/out %j 100%.txt",
-        "attributes": {"account": "it's", "custom_attributes": {"mail-type": "END,FAIL"}},
-        "container": {"image": IMAGE},
-    })
+    plan = plan_for(
+        registry,
+        "testsite-gpu",
+        {
+            "executable": "/bin/true",
+            "name": 'my "big" job #1',
+            "stdout_path": "/tmp/out %j 100%.txt",
+            "attributes": {"account": "it's", "custom_attributes": {"mail-type": "END,FAIL"}},
+            "container": {"image": IMAGE},
+        },
+    )
     lines = plan.script.splitlines()
     assert '#SBATCH --job-name="my \\"big\\" job #1"' in lines
     assert '#SBATCH --output="/tmp/out %%j 100%%.txt"' in lines
-    assert "#SBATCH --account=\"it's\"" in lines
+    assert '#SBATCH --account="it\'s"' in lines
     assert "#SBATCH --mail-type=END,FAIL" in lines
     assert "#SBATCH --partition=batch" in lines
 
 
 def test_walltime_with_days(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "testsite-gpu", {
-        "executable": "/bin/true",
-        "attributes": {"queue_name": "big", "duration": 86400 + 304},
-        "resources": {"node_count": 2},
-    })
+    plan = plan_for(
+        registry,
+        "testsite-gpu",
+        {
+            "executable": "/bin/true",
+            "attributes": {"queue_name": "big", "duration": 86400 + 304},
+            "resources": {"node_count": 2},
+        },
+    )
     assert "#SBATCH --time=1-00:05:04" in plan.script.splitlines()
 
 
@@ -93,22 +101,35 @@ def test_environment_not_inherited(registry: ProfileRegistry) -> None:
     slurm = plan_for(registry, "frontier", {**common, "container": {"image": "/i/a.sif"}})
     assert "#SBATCH --export=NONE" in slurm.script.splitlines()
     assert "--cleanenv" in slurm.script.split()
-    shifter = plan_for(registry, "perlmutter-gpu", {
-        **common, "container": {"image": IMAGE, "runtime": "shifter"},
-    })
+    shifter = plan_for(
+        registry,
+        "perlmutter-gpu",
+        {
+            **common,
+            "container": {"image": IMAGE, "runtime": "shifter"},
+        },
+    )
     assert "--clearenv" in shifter.script.split()
     pbs = plan_for(registry, "polaris", {**common, "container": {"image": "/eagle/a.sif"}})
     assert "#PBS -V" not in pbs.script.splitlines()
 
 
 def test_memory_exclusive_and_output_on_pbs(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "polaris", {
-        "executable": "/bin/app",
-        "stdout_path": "/eagle/out.txt",
-        "resources": {"memory": 2 * 1024**3 + 1, "exclusive_node_use": False,
-                      "processes_per_node": 2, "cpu_cores_per_process": 3},
-        "attributes": {"reservation_id": "R1234", "account": "proj"},
-    })
+    plan = plan_for(
+        registry,
+        "polaris",
+        {
+            "executable": "/bin/app",
+            "stdout_path": "/eagle/out.txt",
+            "resources": {
+                "memory": 2 * 1024**3 + 1,
+                "exclusive_node_use": False,
+                "processes_per_node": 2,
+                "cpu_cores_per_process": 3,
+            },
+            "attributes": {"reservation_id": "R1234", "account": "proj"},
+        },
+    )
     lines = plan.script.splitlines()
     assert "#PBS -l select=1:ncpus=6:mpiprocs=2:mem=2049mb" in lines
     assert "#PBS -l place=scatter" in lines
@@ -117,10 +138,14 @@ def test_memory_exclusive_and_output_on_pbs(registry: ProfileRegistry) -> None:
 
 
 def test_slurm_memory_and_not_exclusive(registry: ProfileRegistry) -> None:
-    plan = plan_for(registry, "testsite-gpu", {
-        "executable": "/bin/app",
-        "resources": {"memory": 1024**3, "exclusive_node_use": False},
-    })
+    plan = plan_for(
+        registry,
+        "testsite-gpu",
+        {
+            "executable": "/bin/app",
+            "resources": {"memory": 1024**3, "exclusive_node_use": False},
+        },
+    )
     lines = plan.script.splitlines()
     assert "#SBATCH --mem=1024M" in lines
     assert "#SBATCH --exclusive" not in lines
@@ -159,7 +184,11 @@ def _run(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     path = cwd / "job.sh"
     path.write_text(script)
     return subprocess.run(
-        ["bash", str(path)], cwd=cwd, capture_output=True, text=True, timeout=30,
+        ["bash", str(path)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
         env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)},
     )
 
@@ -169,17 +198,21 @@ def test_local_script_runs_for_real(registry: ProfileRegistry, tmp_path: Path) -
     work = tmp_path / "work dir"
     work.mkdir()
     (work / "input.txt").write_text("from stdin\n")
-    plan = plan_for(registry, "local", {
-        "executable": "/bin/sh",
-        "arguments": ["-c", 'echo "$GREETING"; cat; echo err >&2; exit 3'],
-        "directory": str(work),
-        "environment": {"GREETING": "hello 'world' $(not run)"},
-        "stdin_path": "input.txt",
-        "stdout_path": "out.txt",
-        "stderr_path": "err.txt",
-        "pre_launch": "echo pre > pre.txt",
-        "post_launch": 'echo "post $iri_status" > post.txt',
-    })
+    plan = plan_for(
+        registry,
+        "local",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", 'echo "$GREETING"; cat; echo err >&2; exit 3'],
+            "directory": str(work),
+            "environment": {"GREETING": "hello 'world' $(not run)"},
+            "stdin_path": "input.txt",
+            "stdout_path": "out.txt",
+            "stderr_path": "err.txt",
+            "pre_launch": "echo pre > pre.txt",
+            "post_launch": 'echo "post $iri_status" > post.txt',
+        },
+    )
     result = _run(plan.script, tmp_path)
     assert result.returncode == 3, result.stderr
     assert (work / "out.txt").read_text() == "hello 'world' $(not run)\nfrom stdin\n"
@@ -189,9 +222,14 @@ def test_local_script_runs_for_real(registry: ProfileRegistry, tmp_path: Path) -
 
 
 def test_missing_directory_fails_the_job(registry: ProfileRegistry, tmp_path: Path) -> None:
-    plan = plan_for(registry, "local", {
-        "executable": "/bin/echo", "directory": str(tmp_path / "absent"),
-    })
+    plan = plan_for(
+        registry,
+        "local",
+        {
+            "executable": "/bin/echo",
+            "directory": str(tmp_path / "absent"),
+        },
+    )
     result = _run(plan.script, tmp_path)
     assert result.returncode == 1
     assert "absent" in result.stderr
@@ -202,30 +240,44 @@ def test_rendered_scripts_are_shellcheck_clean_with_every_option(
 ) -> None:
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck is required (scripts/test-all installs it)"
-    plan = plan_for(registry, "frontier", {
-        "executable": "/bin/app",
-        "arguments": ["a b", "$HOME", "*"],
-        "name": "x y",
-        "directory": "/lustre/orion/x y",
-        "environment": {"A": "1 2", "B": "$(x)"},
-        "stdin_path": "in put",
-        "stdout_path": "o%u",
-        "stderr_path": "e",
-        "pre_launch": "module load x",
-        "post_launch": "echo done",
-        "launcher": "srun",
-        "resources": {"node_count": 2, "processes_per_node": 8, "gpu_cores_per_process": 1,
-                      "memory": 10**9},
-        "attributes": {"duration": 60, "account": "abc", "reservation_id": "r",
-                       "custom_attributes": {"signal": "B:USR1@60"}},
-        "container": {
-            "image": "docker://ubuntu:22.04",
-            "volume_mounts": [{"source": "/lustre/orion/d", "target": "/d", "read_only": False}],
-            "network": "none",
-            "workdir": "/d",
-            "extra_options": {"apptainer": ["--writable-tmpfs"]},
+    plan = plan_for(
+        registry,
+        "frontier",
+        {
+            "executable": "/bin/app",
+            "arguments": ["a b", "$HOME", "*"],
+            "name": "x y",
+            "directory": "/lustre/orion/x y",
+            "environment": {"A": "1 2", "B": "$(x)"},
+            "stdin_path": "in put",
+            "stdout_path": "o%u",
+            "stderr_path": "e",
+            "pre_launch": "module load x",
+            "post_launch": "echo done",
+            "launcher": "srun",
+            "resources": {
+                "node_count": 2,
+                "processes_per_node": 8,
+                "gpu_cores_per_process": 1,
+                "memory": 10**9,
+            },
+            "attributes": {
+                "duration": 60,
+                "account": "abc",
+                "reservation_id": "r",
+                "custom_attributes": {"signal": "B:USR1@60"},
+            },
+            "container": {
+                "image": "docker://ubuntu:22.04",
+                "volume_mounts": [
+                    {"source": "/lustre/orion/d", "target": "/d", "read_only": False}
+                ],
+                "network": "none",
+                "workdir": "/d",
+                "extra_options": {"apptainer": ["--writable-tmpfs"]},
+            },
         },
-    })
+    )
     path = tmp_path / "job.sh"
     path.write_text(plan.script)
     result = subprocess.run(

@@ -1,4 +1,5 @@
-"""Several gateway processes on one store (`iri_gateway.service.replicas`, `JobStore.claim`):
+"""Several gateway processes on one store (`iri_gateway.service.operations.replicas`,
+`JobStore.claim`):
 exactly one replica sends a job, a dead replica's work is taken over and a live one's never,
 leases change hands only when their holder dies, a SQLite store refuses a second process,
 and no replica reads a state another one has changed from a cache.
@@ -18,10 +19,10 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.replicas import Replica, SharedSqliteError
-from iri_gateway.service.store import JobRecord, JobStore
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobRecord, JobStore
+from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.replicas import Replica, SharedSqliteError
 from tests.conftest import stored_plan
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 from tests.test_engine_local import shell_job, wait_for
@@ -49,13 +50,19 @@ def sleeper() -> Iterator[int]:
 
 
 def new_job(store: JobStore, claimed_by: str | None = None) -> JobRecord:
-    return store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
-                        plan=stored_plan(), script="true", submitting=True,
-                        claimed_by=claimed_by)
+    return store.create(
+        owner="alice",
+        resource_id="local",
+        spec={},
+        effective_spec={},
+        plan=stored_plan(),
+        script="true",
+        submitting=True,
+        claimed_by=claimed_by,
+    )
 
 
-def test_of_many_replicas_claiming_one_job_at_once_exactly_one_wins(
-        database_url: str) -> None:  # noqa: F811
+def test_of_many_replicas_claiming_one_job_at_once_exactly_one_wins(database_url: str) -> None:
     store = JobStore(database_url)
     replicas = [Replica(store) for _ in range(8)]
     live = [r.id for r in replicas]
@@ -64,14 +71,12 @@ def test_of_many_replicas_claiming_one_job_at_once_exactly_one_wins(
         won: list[str] = []
         start = threading.Barrier(len(replicas))
 
-        def claim(replica: Replica, job_id: str, start: threading.Barrier,
-                  won: list[str]) -> None:
+        def claim(replica: Replica, job_id: str, start: threading.Barrier, won: list[str]) -> None:
             start.wait()
             if store.claim(job_id, replica.id, live=live):
                 won.append(replica.id)
 
-        threads = [threading.Thread(target=claim, args=(r, job.id, start, won))
-                   for r in replicas]
+        threads = [threading.Thread(target=claim, args=(r, job.id, start, won)) for r in replicas]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -82,7 +87,8 @@ def test_of_many_replicas_claiming_one_job_at_once_exactly_one_wins(
 
 
 def test_a_live_replicas_claim_holds_and_a_dead_ones_is_taken_over(
-        postgres_url: str, sleeper: int) -> None:  # noqa: F811
+    postgres_url: str, sleeper: int
+) -> None:
     """(PostgreSQL: a SQLite store refuses a second live process.)"""
     clock = Clock()
     store = JobStore(postgres_url)
@@ -106,12 +112,15 @@ def test_a_live_replicas_claim_holds_and_a_dead_ones_is_taken_over(
     assert record is not None and record.claimed_by is None
 
 
-def test_a_replica_whose_process_is_gone_from_this_host_is_dead_at_once(
-        database_url: str) -> None:  # noqa: F811
+def test_a_replica_whose_process_is_gone_from_this_host_is_dead_at_once(database_url: str) -> None:
     """A restart after kill -9 need not wait for the dead process's heartbeat to age."""
     store = JobStore(database_url)
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     dead = Replica(store, pid=int(gone.stdout))
     job = new_job(store, claimed_by=dead.id)
     survivor = Replica(store)
@@ -119,27 +128,34 @@ def test_a_replica_whose_process_is_gone_from_this_host_is_dead_at_once(
     assert store.claim(job.id, survivor.id, live=survivor.live())
 
 
-def test_a_gone_pid_of_another_pid_namespace_says_nothing(postgres_url: str) -> None:  # noqa: F811
+def test_a_gone_pid_of_another_pid_namespace_says_nothing(postgres_url: str) -> None:
     """Two containers can share a host name (host networking) but not their pids: a replica
     of another pid namespace is judged by its heartbeat only, never by a pid looked up here."""
     from sqlalchemy import update
 
-    from iri_gateway.service.schema import ReplicaRow
+    from iri_gateway.service.operations.schema import ReplicaRow
 
     store = JobStore(postgres_url)
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     elsewhere = Replica(store, pid=int(gone.stdout))
     with store.engine.begin() as connection:
-        connection.execute(update(ReplicaRow).where(ReplicaRow.id == elsewhere.id)
-                           .values(pid_space="another-boot pid:[4026532000]"))
+        connection.execute(
+            update(ReplicaRow)
+            .where(ReplicaRow.id == elsewhere.id)
+            .values(pid_space="another-boot pid:[4026532000]")
+        )
     job = new_job(store, claimed_by=elsewhere.id)
     here = Replica(store)
     assert elsewhere.id in here.live(), "its heartbeat is fresh"
     assert not store.claim(job.id, here.id, live=here.live())
 
 
-def test_a_stopped_replica_gives_up_its_claims_and_leases(database_url: str) -> None:  # noqa: F811
+def test_a_stopped_replica_gives_up_its_claims_and_leases(database_url: str) -> None:
     store = JobStore(database_url)
     first, second = Replica(store), Replica(store)
     job = new_job(store, claimed_by=first.id)
@@ -154,7 +170,8 @@ def test_a_stopped_replica_gives_up_its_claims_and_leases(database_url: str) -> 
 
 
 def test_a_lease_passes_to_another_replica_only_when_its_holder_dies(
-        postgres_url: str, sleeper: int) -> None:  # noqa: F811
+    postgres_url: str, sleeper: int
+) -> None:
     clock = Clock()
     store = JobStore(postgres_url)
     holder = Replica(store, clock=clock, pid=sleeper, timeout=5)
@@ -187,8 +204,7 @@ def test_a_lease_passes_to_another_replica_only_when_its_holder_dies(
     assert holder.hold(["poll:local"]) == set(), "the old holder finds it taken"
 
 
-def test_a_second_live_process_on_one_sqlite_store_is_refused(
-        tmp_path: Path, sleeper: int) -> None:
+def test_a_second_live_process_on_one_sqlite_store_is_refused(tmp_path: Path, sleeper: int) -> None:
     url = f"sqlite:///{tmp_path}/jobs.db"
     Replica(JobStore(url), pid=sleeper)  # another process of this host, alive
     with pytest.raises(SharedSqliteError) as refused:
@@ -199,15 +215,19 @@ def test_a_second_live_process_on_one_sqlite_store_is_refused(
 
 def test_a_sqlite_store_left_by_a_dead_or_stopped_process_is_taken(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/jobs.db"
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     Replica(JobStore(url), pid=int(gone.stdout))  # killed: its process is gone
     stopped = Replica(JobStore(url), pid=1)
     stopped.stop()
     Replica(JobStore(url))  # neither keeps the store
 
 
-def test_postgresql_reads_are_never_served_from_a_stale_cache(postgres_url: str) -> None:  # noqa: F811
+def test_postgresql_reads_are_never_served_from_a_stale_cache(postgres_url: str) -> None:
     """What one replica's poller writes, another replica's getJob shows at once."""
     reader, writer = JobStore(postgres_url), JobStore(postgres_url)
     job = new_job(reader)
@@ -220,31 +240,43 @@ def test_postgresql_reads_are_never_served_from_a_stale_cache(postgres_url: str)
 
 def two_engines(url: str, clock: Clock, tmp_path: Path, pid: int) -> tuple[Engine, Engine]:
     """Two engines on one store, as two replicas would be; the first's process lives."""
+
     def engine(name: str, **replica: object) -> Engine:
         store = JobStore(url)
-        return Engine(registry=ProfileRegistry.from_files([builtin_profile("local")]),
-                      store=store, backends=Backends(tmp_path / name), clock=clock,
-                      replica=Replica(store, clock=clock, timeout=10, **replica))  # type: ignore[arg-type]
+        return Engine(
+            registry=ProfileRegistry.from_files([builtin_profile("local")]),
+            store=store,
+            backends=Backends(tmp_path / name),
+            clock=clock,
+            replica=Replica(store, clock=clock, timeout=10, **replica),
+        )  # type: ignore[arg-type]
+
     return engine("a", pid=pid), engine("b")
 
 
 def test_the_reconcile_leaves_a_live_replicas_submission_and_takes_a_dead_ones(
-        postgres_url: str, tmp_path: Path, sleeper: int) -> None:  # noqa: F811
+    postgres_url: str, tmp_path: Path, sleeper: int
+) -> None:
     clock = Clock(__import__("time").time())
     a, b = two_engines(postgres_url, clock, tmp_path, sleeper)
     # A job replica A recorded and claimed, as if its sbatch were running now.
     spec = shell_job("echo taken-over")
-    effective = spec.model_copy(update={"directory": str(tmp_path / "b" / "job"),
-                                        "stdout_path": "out.txt"})
+    effective = spec.model_copy(
+        update={"directory": str(tmp_path / "b" / "job"), "stdout_path": "out.txt"}
+    )
     from iri_gateway.planning.planner import make_plan
 
     plan = make_plan(effective, a.registry.get("local"))
     record = a.store.create(
-        owner="alice", resource_id="local", spec=spec.model_dump(mode="json",
-                                                                 exclude_unset=True),
+        owner="alice",
+        resource_id="local",
+        spec=spec.model_dump(mode="json", exclude_unset=True),
         effective_spec=effective.model_dump(mode="json", exclude_unset=True),
-        plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
-        submitting=True, claimed_by=a.replica.id)
+        plan=plan.model_dump(mode="json", exclude={"script"}),
+        script=plan.script,
+        submitting=True,
+        claimed_by=a.replica.id,
+    )
     assert b.reconcile(settle=5) == [], "replica A lives and is sending it"
     stored = b.store.get(record.id)
     assert stored is not None and stored.state == JobState.NEW and stored.native_id is None
@@ -255,7 +287,6 @@ def test_the_reconcile_leaves_a_live_replicas_submission_and_takes_a_dead_ones(
     done = wait_for(b, record.id, lambda r: r.state.final)
     assert done.state == JobState.COMPLETED and done.claimed_by is None
     assert b.reconcile(settle=5) == []
-
 
 
 def test_on_sqlite_the_heartbeat_and_the_leases_write_in_the_job_stores_turn(

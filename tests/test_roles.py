@@ -28,8 +28,12 @@ def spark(**overrides: Any) -> dict[str, Any]:
         "attributes": {"duration": 600, "account": "m1234"},
         "roles": [
             {"name": "master", "count": 1},
-            {"name": "worker", "count": 3, "environment": {"LEVEL": "role"},
-             "arguments": ["--worker"]},
+            {
+                "name": "worker",
+                "count": 3,
+                "environment": {"LEVEL": "role"},
+                "arguments": ["--worker"],
+            },
         ],
     }
     document.update(overrides)
@@ -55,10 +59,15 @@ def test_members_roles_and_precedence(registry: ProfileRegistry) -> None:
 
 
 def test_role_container_overrides_and_merges(registry: ProfileRegistry) -> None:
-    document = spark(container={
-        "image": IMAGE, "volume_mounts": [{"source": "/global/cfs/a", "target": "/a"},
-                                          {"source": "/global/cfs/b", "target": "/b"}],
-    })
+    document = spark(
+        container={
+            "image": IMAGE,
+            "volume_mounts": [
+                {"source": "/global/cfs/a", "target": "/a"},
+                {"source": "/global/cfs/b", "target": "/b"},
+            ],
+        }
+    )
     document["roles"][1]["container"] = {
         "image": "docker.io/lab/worker:3",
         "volume_mounts": [{"source": "/global/cfs/w", "target": "/b"}],
@@ -68,7 +77,9 @@ def test_role_container_overrides_and_merges(registry: ProfileRegistry) -> None:
     master, worker = (role.decision for role in decision.cluster.roles)
     assert master.image == IMAGE and worker.image == "docker.io/lab/worker:3"
     assert {(m.source, m.target) for m in worker.mounts} == {
-        ("/global/cfs/a", "/a"), ("/global/cfs/w", "/b")}, "same target: the role's mount"
+        ("/global/cfs/a", "/a"),
+        ("/global/cfs/w", "/b"),
+    }, "same target: the role's mount"
 
 
 def test_plan_and_slurm_script(registry: ProfileRegistry) -> None:
@@ -77,8 +88,10 @@ def test_plan_and_slurm_script(registry: ProfileRegistry) -> None:
     plan = plan_for(registry, "perlmutter-gpu", document)
     assert plan.cluster is not None
     assert plan.cluster.primary == "master1"
-    assert [(r.name, r.count, r.members_per_node, r.node_count, r.gpus_per_member)
-            for r in plan.cluster.roles] == [("master", 1, 1, 1, 0), ("worker", 3, 3, 1, 1)]
+    assert [
+        (r.name, r.count, r.members_per_node, r.node_count, r.gpus_per_member)
+        for r in plan.cluster.roles
+    ] == [("master", 1, 1, 1, 0), ("worker", 3, 3, 1, 1)]
     script = plan.script
     head, _, rest = script.partition("#SBATCH hetjob\n")
     assert "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n" in head
@@ -86,8 +99,11 @@ def test_plan_and_slurm_script(registry: ProfileRegistry) -> None:
     assert script.count("#SBATCH hetjob") == 1
     assert script.count("#SBATCH --job-name=spark") == 1, "job-wide lines once"
     # one launch per member, each on its slot's node, with its own index
-    launches = re.findall(r"srun --het-group=(\d) --nodes=1 --ntasks=1 "
-                          r'"--nodelist=\$\{iri_nodes_(\d)\[(\d)\]\}"', script)
+    launches = re.findall(
+        r"srun --het-group=(\d) --nodes=1 --ntasks=1 "
+        r'"--nodelist=\$\{iri_nodes_(\d)\[(\d)\]\}"',
+        script,
+    )
     assert launches == [("0", "0", "0"), ("1", "1", "0"), ("1", "1", "0"), ("1", "1", "0")]
     indexes = re.findall(r"--env IRI_CLUSTER_ROLE_INDEX=(\d)", script)
     assert indexes == ["1", "1", "2", "3"]
@@ -110,7 +126,7 @@ def test_local_runs_every_member_here(registry: ProfileRegistry) -> None:
     document = spark(container={"image": "docker.io/library/busybox:latest"})
     plan = plan_for(registry, "local", document)
     assert plan.cluster is not None and plan.cluster.size == 4
-    assert '.iri-cluster-${IRI_LOCAL_JOB_ID}' in plan.script
+    assert ".iri-cluster-${IRI_LOCAL_JOB_ID}" in plan.script
     assert "srun" not in plan.script and "podman run --rm" in plan.script
 
 
@@ -128,15 +144,32 @@ def test_shifter_cannot_bind_the_hosts_file(registry: ProfileRegistry) -> None:
     [
         (lambda d: d["roles"][1].update(count=5000), "roles", "the roles take 5001 nodes"),
         (lambda d: d.update(launcher="srun"), "launcher", "every member of a cluster job is one"),
-        (lambda d: d.update(container={"flavours": [
-            {"name": "a", "image": IMAGE, "requirements": {"gpu_count": ">= 2"}}]}),
-         "container.flavours[0].requirements", "flavour 'a': gpu_count >= 2"),
-        (lambda d: d["environment"].update(IRI_CLUSTER_SIZE="9"),
-         "environment.IRI_CLUSTER_SIZE", "set by the gateway"),
-        (lambda d: d["roles"][1].update(resources={"gpu_cores_per_process": 1}),
-         "roles[1].resources.gpu_cores_per_process", "GPUs asked"),
-        (lambda d: d["roles"][1].update(resources={"processes_per_node": 3, "node_count": 2}),
-         "roles[1].resources.node_count", "take 1 nodes, not 2"),
+        (
+            lambda d: d.update(
+                container={
+                    "flavours": [
+                        {"name": "a", "image": IMAGE, "requirements": {"gpu_count": ">= 2"}}
+                    ]
+                }
+            ),
+            "container.flavours[0].requirements",
+            "flavour 'a': gpu_count >= 2",
+        ),
+        (
+            lambda d: d["environment"].update(IRI_CLUSTER_SIZE="9"),
+            "environment.IRI_CLUSTER_SIZE",
+            "set by the gateway",
+        ),
+        (
+            lambda d: d["roles"][1].update(resources={"gpu_cores_per_process": 1}),
+            "roles[1].resources.gpu_cores_per_process",
+            "GPUs asked",
+        ),
+        (
+            lambda d: d["roles"][1].update(resources={"processes_per_node": 3, "node_count": 2}),
+            "roles[1].resources.node_count",
+            "take 1 nodes, not 2",
+        ),
     ],
 )
 def test_refusals_name_the_role_field(
@@ -162,8 +195,11 @@ def test_cluster_jobs_can_be_switched_off(registry: ProfileRegistry, tmp_path: A
     from tests.conftest import TEST_PROFILE
 
     profile = tmp_path / "site.yaml"
-    profile.write_text(TEST_PROFILE.read_text().replace(
-        "      kind: slurm\n", "      kind: slurm\n      cluster_jobs: {enabled: false}\n", 1))
+    profile.write_text(
+        TEST_PROFILE.read_text().replace(
+            "      kind: slurm\n", "      kind: slurm\n      cluster_jobs: {enabled: false}\n", 1
+        )
+    )
     off = ProfileRegistry.from_paths([profile])
     document = spark(container={"image": "docker.io/lab/spark:3"}, attributes={"duration": 60})
     problems = problems_for(off, "testsite-gpu", document)
@@ -192,23 +228,39 @@ def test_role_schema_errors(roles: list[dict[str, Any]], message: str) -> None:
 
 def test_every_member_gets_its_own_ports_and_sees_everyones(registry: ProfileRegistry) -> None:
     """Member k of a role listens on base + k - 1; all members see every endpoint."""
-    document = spark(roles=[
-        {"name": "master", "count": 1, "ports": {"rpc": 7077, "ui": 8080}},
-        {"name": "worker", "count": 3, "ports": {"ui": 8081},
-         "resources": {"processes_per_node": 2}},
-    ])
+    document = spark(
+        roles=[
+            {"name": "master", "count": 1, "ports": {"rpc": 7077, "ui": 8080}},
+            {
+                "name": "worker",
+                "count": 3,
+                "ports": {"ui": 8081},
+                "resources": {"processes_per_node": 2},
+            },
+        ]
+    )
     plan = plan_for(registry, "testsite-gpu", document)
     assert plan.cluster is not None
-    assert plan.cluster.ports == {"master1": {"rpc": 7077, "ui": 8080},
-                                  "worker1": {"ui": 8081}, "worker2": {"ui": 8082},
-                                  "worker3": {"ui": 8083}}
-    endpoints = ("IRI_CLUSTER_ENDPOINTS=rpc:master1:7077,ui:master1:8080,ui:worker1:8081,"
-                 "ui:worker2:8082,ui:worker3:8083")
+    assert plan.cluster.ports == {
+        "master1": {"rpc": 7077, "ui": 8080},
+        "worker1": {"ui": 8081},
+        "worker2": {"ui": 8082},
+        "worker3": {"ui": 8083},
+    }
+    endpoints = (
+        "IRI_CLUSTER_ENDPOINTS=rpc:master1:7077,ui:master1:8080,ui:worker1:8081,"
+        "ui:worker2:8082,ui:worker3:8083"
+    )
     assert plan.script.count(endpoints) == 4, "every member sees every endpoint"
     members = plan.script.split("iri_member_")[1:]
-    bodies = {name: next(b for b in members if f"IRI_CLUSTER_ROLE_INDEX={index}" in b
-                         and f"IRI_CLUSTER_ROLE={role}" in b)
-              for name, role, index in [("worker2", "worker", 2), ("master1", "master", 1)]}
+    bodies = {
+        name: next(
+            b
+            for b in members
+            if f"IRI_CLUSTER_ROLE_INDEX={index}" in b and f"IRI_CLUSTER_ROLE={role}" in b
+        )
+        for name, role, index in [("worker2", "worker", 2), ("master1", "master", 1)]
+    }
     assert "IRI_CLUSTER_PORT_UI=8082" in bodies["worker2"]
     assert "IRI_CLUSTER_PORT_RPC" not in bodies["worker2"]
     assert "IRI_CLUSTER_PORT_RPC=7077" in bodies["master1"]
@@ -224,23 +276,48 @@ def test_a_role_without_ports_has_no_port_variables(registry: ProfileRegistry) -
 @pytest.mark.parametrize(
     ("roles", "field", "message"),
     [
-        ([{"name": "w", "count": 10, "ports": {"http": 65530}}], "roles[0]",
-         "role 'w': port 'http' 65530 with 10 members reaches 65539"),
-        ([{"name": "w", "count": 1, "ports": {"http": 65536}}], "roles[0].ports.http",
-         "less than or equal to 65535"),
-        ([{"name": "w", "count": 1, "ports": {"http": 0}}], "roles[0].ports.http",
-         "greater than or equal to 1"),
-        ([{"name": "w", "count": 1, "ports": {"HTTP": 80}}], "roles[0].ports.HTTP.[key]",
-         "port name 'HTTP'"),
-        ([{"name": "a", "count": 3, "ports": {"http": 8000}},
-          {"name": "b", "count": 1, "ports": {"ui": 8002}}], "roles",
-         "port 'http' of role 'a' takes 8000-8002 and port 'ui' of role 'b' takes 8002-8002"),
-        ([{"name": "a", "count": 2, "ports": {"http": 8000, "rpc": 8001}}], "roles",
-         "port 'http' of role 'a' takes 8000-8001 and port 'rpc' of role 'a' takes 8001-8002"),
-        ([{"name": "a", "count": 50, "ports": {"http": 8000}},
-          {"name": "b", "count": 1, "ports": {"ui": 8010}},
-          {"name": "c", "count": 1, "ports": {"ui": 8030}}], "roles",
-         "port 'http' of role 'a' takes 8000-8049 and port 'ui' of role 'b'"),
+        (
+            [{"name": "w", "count": 10, "ports": {"http": 65530}}],
+            "roles[0]",
+            "role 'w': port 'http' 65530 with 10 members reaches 65539",
+        ),
+        (
+            [{"name": "w", "count": 1, "ports": {"http": 65536}}],
+            "roles[0].ports.http",
+            "less than or equal to 65535",
+        ),
+        (
+            [{"name": "w", "count": 1, "ports": {"http": 0}}],
+            "roles[0].ports.http",
+            "greater than or equal to 1",
+        ),
+        (
+            [{"name": "w", "count": 1, "ports": {"HTTP": 80}}],
+            "roles[0].ports.HTTP.[key]",
+            "port name 'HTTP'",
+        ),
+        (
+            [
+                {"name": "a", "count": 3, "ports": {"http": 8000}},
+                {"name": "b", "count": 1, "ports": {"ui": 8002}},
+            ],
+            "roles",
+            "port 'http' of role 'a' takes 8000-8002 and port 'ui' of role 'b' takes 8002-8002",
+        ),
+        (
+            [{"name": "a", "count": 2, "ports": {"http": 8000, "rpc": 8001}}],
+            "roles",
+            "port 'http' of role 'a' takes 8000-8001 and port 'rpc' of role 'a' takes 8001-8002",
+        ),
+        (
+            [
+                {"name": "a", "count": 50, "ports": {"http": 8000}},
+                {"name": "b", "count": 1, "ports": {"ui": 8010}},
+                {"name": "c", "count": 1, "ports": {"ui": 8030}},
+            ],
+            "roles",
+            "port 'http' of role 'a' takes 8000-8049 and port 'ui' of role 'b'",
+        ),
     ],
 )
 def test_ports_out_of_range_or_overlapping_are_refused_naming_the_role(
@@ -249,12 +326,14 @@ def test_ports_out_of_range_or_overlapping_are_refused_naming_the_role(
     with pytest.raises(InvalidJobSpecError) as caught:
         parse_jobspec({"executable": "/x", "roles": roles})
     assert any(p.field == field and message in p.reason for p in caught.value.problems), (
-        caught.value.problems)
+        caught.value.problems
+    )
 
 
 def test_the_highest_base_port_a_role_may_have_is_accepted() -> None:
-    spec = parse_jobspec({"executable": "/x",
-                          "roles": [{"name": "w", "count": 10, "ports": {"http": 65526}}]})
+    spec = parse_jobspec(
+        {"executable": "/x", "roles": [{"name": "w", "count": 10, "ports": {"http": 65526}}]}
+    )
     assert spec.roles is not None and spec.roles[0].ports == {"http": 65526}
 
 
@@ -264,7 +343,8 @@ def test_port_variables_are_the_gateways(registry: ProfileRegistry, name: str) -
     document["roles"][1]["environment"] = {name: "mine"}
     problems = problems_for(registry, "local", document)
     assert [(p.field, p.reason) for p in problems] == [
-        (f"roles[1].environment.{name}", "set by the gateway in cluster jobs")]
+        (f"roles[1].environment.{name}", "set by the gateway in cluster jobs")
+    ]
 
 
 # ---- cluster_lifecycle ---------------------------------------------------------------------
@@ -287,9 +367,17 @@ def test_the_default_lifecycle_is_primary_ends_all(registry: ProfileRegistry) ->
 
 @pytest.mark.parametrize(
     ("document", "message"),
-    [({"executable": "/x", "cluster_lifecycle": "all_must_end"}, "jobs with roles only"),
-     ({"executable": "/x", "roles": [{"name": "w", "count": 1}],
-       "cluster_lifecycle": "primary_ends"}, "'primary_ends_all', 'all_must_end' or")],
+    [
+        ({"executable": "/x", "cluster_lifecycle": "all_must_end"}, "jobs with roles only"),
+        (
+            {
+                "executable": "/x",
+                "roles": [{"name": "w", "count": 1}],
+                "cluster_lifecycle": "primary_ends",
+            },
+            "'primary_ends_all', 'all_must_end' or",
+        ),
+    ],
 )
 def test_bad_lifecycles_are_refused(document: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidJobSpecError) as caught:
@@ -298,13 +386,26 @@ def test_bad_lifecycles_are_refused(document: dict[str, Any], message: str) -> N
     assert message in caught.value.problems[0].reason
 
 
-def test_a_role_container_setting_given_as_null_keeps_the_jobs(registry: ProfileRegistry
-                                                              ) -> None:
+def test_a_role_container_setting_given_as_null_keeps_the_jobs(registry: ProfileRegistry) -> None:
     """`network: null` in a role's container was passed on to the job's container, which
     takes no null: a 500 from placement (found by Schemathesis on our own OpenAPI)."""
-    spec = JobSpec.model_validate({"roles": [{
-        "name": "a", "count": 1, "executable": "0",
-        "container": {"image": "docker.io/library/bash", "network": None, "workdir": None,
-                      "runtime": None, "gpu": None}}]})
+    spec = JobSpec.model_validate(
+        {
+            "roles": [
+                {
+                    "name": "a",
+                    "count": 1,
+                    "executable": "0",
+                    "container": {
+                        "image": "docker.io/library/bash",
+                        "network": None,
+                        "workdir": None,
+                        "runtime": None,
+                        "gpu": None,
+                    },
+                }
+            ]
+        }
+    )
     answers = place(spec, registry)
     assert answers

@@ -79,8 +79,9 @@ def test_every_call_sends_what_the_api_expects(client: GatewayClient) -> None:
     status = respx.get(f"{API}/compute/status/local/j1").respond(200, json=job("active"))
     listed = respx.post(f"{API}/compute/status/local").respond(200, json=[job(), job()])
     cancel = respx.delete(f"{API}/compute/cancel/local/j1").respond(204)
-    caps = respx.get(f"{API}/compute/capabilities/local").respond(404, json={
-        "status": 404, "title": "Not Found", "detail": "unknown resource"})
+    caps = respx.get(f"{API}/compute/capabilities/local").respond(
+        404, json={"status": 404, "title": "Not Found", "detail": "unknown resource"}
+    )
 
     assert client.submit("local", SPEC, idempotency_key="k1", project="p1").id == "j1"
     sent = submit.calls.last.request
@@ -110,18 +111,32 @@ def test_a_submission_without_a_key_gets_one(client: GatewayClient) -> None:
 
 @pytest.mark.parametrize(
     ("status", "kind"),
-    [(400, InvalidRequest), (422, InvalidRequest), (401, Unauthorized), (403, Forbidden),
-     (404, NotFound), (409, Conflict), (500, ServerError), (418, GatewayClientError)],
+    [
+        (400, InvalidRequest),
+        (422, InvalidRequest),
+        (401, Unauthorized),
+        (403, Forbidden),
+        (404, NotFound),
+        (409, Conflict),
+        (500, ServerError),
+        (418, GatewayClientError),
+    ],
 )
 @respx.mock
 def test_errors_are_typed_and_carry_the_problem(
     client: GatewayClient, status: int, kind: type[GatewayClientError]
 ) -> None:
-    respx.post(f"{API}/compute/plan/local").respond(status, json={
-        "type": "https://iri.example/problems/x", "status": status, "title": "T",
-        "detail": "what went wrong", "instance": f"{API}/compute/plan/local",
-        "invalid_params": [{"name": "resources.node_count", "reason": "too many"}],
-    })
+    respx.post(f"{API}/compute/plan/local").respond(
+        status,
+        json={
+            "type": "https://iri.example/problems/x",
+            "status": status,
+            "title": "T",
+            "detail": "what went wrong",
+            "instance": f"{API}/compute/plan/local",
+            "invalid_params": [{"name": "resources.node_count", "reason": "too many"}],
+        },
+    )
     with pytest.raises(kind) as caught:
         client.plan("local", SPEC)
     error = caught.value
@@ -137,8 +152,12 @@ def test_a_lost_answer_is_retried_with_the_same_key(
     client: GatewayClient, clock: FakeClock
 ) -> None:
     route = respx.post(f"{API}/compute/job/local")
-    route.side_effect = [httpx.ConnectError("refused"), httpx.ReadTimeout("no answer"),
-                         httpx.Response(503), httpx.Response(200, json=job())]
+    route.side_effect = [
+        httpx.ConnectError("refused"),
+        httpx.ReadTimeout("no answer"),
+        httpx.Response(503),
+        httpx.Response(200, json=job()),
+    ]
     assert client.submit("local", SPEC).id == "j1"
     keys = {call.request.headers["Idempotency-Key"] for call in route.calls}
     assert route.call_count == 4 and len(keys) == 1, "every attempt is the same submission"
@@ -170,9 +189,11 @@ def test_wait_grows_its_interval_and_times_out_cleanly(
 @respx.mock
 def test_wait_with_progress_draws_the_states(client: GatewayClient) -> None:
     route = respx.get(f"{API}/compute/status/local/j1")
-    route.side_effect = [httpx.Response(200, json=job("queued")),
-                         httpx.Response(200, json=job("active", message="RUNNING")),
-                         httpx.Response(200, json=job("completed", exit_code=0))]
+    route.side_effect = [
+        httpx.Response(200, json=job("queued")),
+        httpx.Response(200, json=job("active", message="RUNNING")),
+        httpx.Response(200, json=job("completed", exit_code=0)),
+    ]
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=100)
     seen: list[JobState] = []
@@ -186,18 +207,51 @@ def test_wait_with_progress_draws_the_states(client: GatewayClient) -> None:
 
 @respx.mock
 def test_output_pages_through_view_tasks(client: GatewayClient) -> None:
-    respx.get(f"{API}/compute/status/local/j1").respond(200, json={
-        **job("completed"), "status": {"state": "completed", "meta_data": {
-            "directory": "/jobs/j1", "stdout_path": "stdout.txt"}}})
+    respx.get(f"{API}/compute/status/local/j1").respond(
+        200,
+        json={
+            **job("completed"),
+            "status": {
+                "state": "completed",
+                "meta_data": {"directory": "/jobs/j1", "stdout_path": "stdout.txt"},
+            },
+        },
+    )
     views = respx.post(f"{API}/filesystem/view/local")
-    views.side_effect = [httpx.Response(200, json={"task_id": "t1"}),
-                         httpx.Response(200, json={"task_id": "t2"})]
+    views.side_effect = [
+        httpx.Response(200, json={"task_id": "t1"}),
+        httpx.Response(200, json={"task_id": "t2"}),
+    ]
     tasks = respx.get(url__regex=rf"{API}/task/t\d")
     tasks.side_effect = [
-        httpx.Response(200, json={"status": "completed", "result": {"output": {
-            "content": "abc", "start_position": 0, "end_position": 3, "file_size": 5}}}),
-        httpx.Response(200, json={"status": "completed", "result": {"output": {
-            "content": "de", "start_position": 3, "end_position": 5, "file_size": 5}}}),
+        httpx.Response(
+            200,
+            json={
+                "status": "completed",
+                "result": {
+                    "output": {
+                        "content": "abc",
+                        "start_position": 0,
+                        "end_position": 3,
+                        "file_size": 5,
+                    }
+                },
+            },
+        ),
+        httpx.Response(
+            200,
+            json={
+                "status": "completed",
+                "result": {
+                    "output": {
+                        "content": "de",
+                        "start_position": 3,
+                        "end_position": 5,
+                        "file_size": 5,
+                    }
+                },
+            },
+        ),
     ]
     assert client.output("local", "j1") == "abcde"
     bodies = [call.request.content for call in views.calls]
@@ -209,11 +263,19 @@ def test_the_async_client_does_the_same(aclient: AsyncGatewayClient, clock: Fake
     route = respx.post(f"{API}/compute/job/local")
     route.side_effect = [httpx.ConnectError("refused"), httpx.Response(200, json=job())]
     statuses = respx.get(f"{API}/compute/status/local/j1")
-    statuses.side_effect = [httpx.Response(200, json=job("active")),
-                            httpx.Response(200, json=job("failed", exit_code=3))]
-    respx.post(f"{API}/compute/placement").respond(422, json={
-        "status": 422, "title": "Unprocessable", "detail": "bad",
-        "invalid_params": [{"name": "roles[0].name", "reason": "lower case"}]})
+    statuses.side_effect = [
+        httpx.Response(200, json=job("active")),
+        httpx.Response(200, json=job("failed", exit_code=3)),
+    ]
+    respx.post(f"{API}/compute/placement").respond(
+        422,
+        json={
+            "status": 422,
+            "title": "Unprocessable",
+            "detail": "bad",
+            "invalid_params": [{"name": "roles[0].name", "reason": "lower case"}],
+        },
+    )
 
     async def scenario() -> None:
         async with aclient:
@@ -236,7 +298,8 @@ def test_token_and_server_come_from_the_environment(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("IRI_GATEWAY_TOKEN", "env-token")
     with respx.mock:
         route = respx.get("http://from-env:9/api/v2/compute/status/local/j1").respond(
-            200, json=job())
+            200, json=job()
+        )
         with GatewayClient() as gateway:
             assert gateway.server == "http://from-env:9"
             gateway.status("local", "j1")
@@ -247,13 +310,16 @@ def test_async_client_against_the_real_server(server: Server) -> None:
     async def scenario() -> None:
         async with AsyncGatewayClient(server.url, server.token) as gateway:
             submitted = await gateway.submit(
-                "local", {"executable": "/bin/sh", "arguments": ["-c", "echo async"]},
-                project="proj1")
+                "local",
+                {"executable": "/bin/sh", "arguments": ["-c", "echo async"]},
+                project="proj1",
+            )
             done = await gateway.wait("local", submitted.id, timeout=60)
             assert done.state == JobState.COMPLETED
             assert await gateway.output("local", submitted.id) == "async\n"
             long = await gateway.submit(
-                "local", {"executable": "/bin/sleep", "arguments": ["60"]}, project="proj1")
+                "local", {"executable": "/bin/sleep", "arguments": ["60"]}, project="proj1"
+            )
             with pytest.raises(WaitTimeout):
                 await gateway.wait("local", long.id, timeout=0.5)
             await gateway.cancel("local", long.id)

@@ -21,9 +21,13 @@ from iri_gateway.client.calls import RETRY_AFTER_LIMIT, retry_pause
 URL = "http://gateway.test"
 API = f"{URL}/api/v2"
 JOB = {"id": "j1", "status": {"state": "queued", "time": 1.0}}
-OUTAGE = {"type": "about:blank", "status": 503, "title": "Service Unavailable",
-          "detail": "submission failed: `sbatch --parsable` exited 1: sbatch: error: Batch job "
-                    "submission failed: Unable to contact slurm controller (connect failure)"}
+OUTAGE = {
+    "type": "about:blank",
+    "status": 503,
+    "title": "Service Unavailable",
+    "detail": "submission failed: `sbatch --parsable` exited 1: sbatch: error: Batch job "
+    "submission failed: Unable to contact slurm controller (connect failure)",
+}
 
 
 def unavailable(retry_after: str | None) -> httpx.Response:
@@ -58,7 +62,9 @@ def test_async_client_waits_as_long_as_the_gateway_asks() -> None:
             return "done"
 
     respx.delete(f"{API}/compute/cancel/local/j1").side_effect = [
-        unavailable("4"), httpx.Response(204)]
+        unavailable("4"),
+        httpx.Response(204),
+    ]
     assert asyncio.run(scenario()) == "done"
     assert sleeps == [4.0]
 
@@ -66,10 +72,11 @@ def test_async_client_waits_as_long_as_the_gateway_asks() -> None:
 @respx.mock
 def test_an_outage_longer_than_the_retries_ends_as_a_server_error_with_its_words() -> None:
     sleeps: list[float] = []
-    respx.post(f"{API}/compute/job/local").respond(
-        503, json=OUTAGE, headers={"Retry-After": "5"})
-    with GatewayClient(URL, "tok", sleep=sleeps.append, retries=2) as client, \
-            pytest.raises(ServerError) as caught:
+    respx.post(f"{API}/compute/job/local").respond(503, json=OUTAGE, headers={"Retry-After": "5"})
+    with (
+        GatewayClient(URL, "tok", sleep=sleeps.append, retries=2) as client,
+        pytest.raises(ServerError) as caught,
+    ):
         client.submit("local", {"executable": "/bin/true"})
     assert sleeps == [5.0, 5.0]
     assert caught.value.status == 503

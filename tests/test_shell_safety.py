@@ -64,8 +64,17 @@ from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry
 
 STANDINS = Path(__file__).resolve().parent / "standins"
-STANDIN_PROGRAMS = ("srun", "mpiexec", "apptainer", "podman", "podman-hpc", "shifter", "module",
-                    "scontrol", "scancel")
+STANDIN_PROGRAMS = (
+    "srun",
+    "mpiexec",
+    "apptainer",
+    "podman",
+    "podman-hpc",
+    "shifter",
+    "module",
+    "scontrol",
+    "scancel",
+)
 BASH = "/bin/bash"
 REGISTRY = ProfileRegistry.builtin()
 CANARY = "CANARY"
@@ -77,11 +86,53 @@ DIRECTIVE_FIELDS = ("name", "directory", "stdout_path", "stderr_path", "stdin_pa
 
 # Text that means something to bash, sbatch, PBS, getopt or a glob, and some that means nothing.
 PAYLOADS = (
-    "'", '"', "$(touch CANARY)", "`touch CANARY`", "; touch CANARY #", "'; touch CANARY; '",
-    '"; touch CANARY; "', "&& touch CANARY", "| touch CANARY", "\n", "\ntouch CANARY\n",
-    "*", "?", "[", "]", "[a-z]*", "\u00e9", "\u65e5\u672c\u8a9e", "\U0001f4a5", "\u00a0", "-",
-    "--", "-rf", "--help", "\\", "\\'", '\\"', "#", " ", "\t", "%", "%j", "%%", "$HOME",
-    "${IFS}", "$0", "!!", "~", ">", "<", "&", "{a,b}", "\\n", "$'\\x41'", "=", ",", ":",
+    "'",
+    '"',
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "; touch CANARY #",
+    "'; touch CANARY; '",
+    '"; touch CANARY; "',
+    "&& touch CANARY",
+    "| touch CANARY",
+    "\n",
+    "\ntouch CANARY\n",
+    "*",
+    "?",
+    "[",
+    "]",
+    "[a-z]*",
+    "\u00e9",
+    "\u65e5\u672c\u8a9e",
+    "\U0001f4a5",
+    "\u00a0",
+    "-",
+    "--",
+    "-rf",
+    "--help",
+    "\\",
+    "\\'",
+    '\\"',
+    "#",
+    " ",
+    "\t",
+    "%",
+    "%j",
+    "%%",
+    "$HOME",
+    "${IFS}",
+    "$0",
+    "!!",
+    "~",
+    ">",
+    "<",
+    "&",
+    "{a,b}",
+    "\\n",
+    "$'\\x41'",
+    "=",
+    ",",
+    ":",
 )
 
 
@@ -188,8 +239,10 @@ resources:
 def python_folders() -> list[str]:
     """The top folders of the recorder's interpreter (the venv's and the one it links to),
     except those the image already shares with the host."""
-    tops = {"/" + Path(path).parts[1] for path in (sys.executable, os.path.realpath(
-        sys.executable), sys.base_prefix, sys.prefix)}
+    tops = {
+        "/" + Path(path).parts[1]
+        for path in (sys.executable, os.path.realpath(sys.executable), sys.base_prefix, sys.prefix)
+    }
     return sorted(tops - {"/usr", "/tmp"})
 
 
@@ -244,7 +297,10 @@ def _shell_variables() -> frozenset[str]:
     """Variables bash itself defines (UID, PPID, BASH_*, ...)."""
     listed = subprocess.run(
         [BASH, "--norc", "--noprofile", "-c", "compgen -v"],
-        env={}, capture_output=True, text=True, check=True,
+        env={},
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     return frozenset(listed)
 
@@ -253,13 +309,43 @@ def _shell_variables() -> frozenset[str]:
 # them changes how the script's own tools behave (that is the user's business, not quoting), so
 # the generated environments leave them out; names bash cannot export are tested on their own.
 RESERVED_NAMES = _shell_variables() | {
-    "PATH", "HOME", "PWD", "OLDPWD", "IFS", "ENV", "CDPATH", "GLOBIGNORE", "SHELLOPTS",
-    "BASHOPTS", "PS4", "LANG", "LANGUAGE", "TMPDIR", "POSIXLY_CORRECT", "TZ", "TERM", "SHELL",
-    "USER", "LOGNAME", "HOSTNAME", "container", "iri_status",
+    "PATH",
+    "HOME",
+    "PWD",
+    "OLDPWD",
+    "IFS",
+    "ENV",
+    "CDPATH",
+    "GLOBIGNORE",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "LANG",
+    "LANGUAGE",
+    "TMPDIR",
+    "POSIXLY_CORRECT",
+    "TZ",
+    "TERM",
+    "SHELL",
+    "USER",
+    "LOGNAME",
+    "HOSTNAME",
+    "container",
+    "iri_status",
 }
 RESERVED_PREFIXES = (
-    "BASH", "LD_", "PYTHON", "LC_", "APPTAINER", "SINGULARITY", "SLURM", "SPANK", "PBS",
-    "SHIFTER", "PODMAN", "IRI_",
+    "BASH",
+    "LD_",
+    "PYTHON",
+    "LC_",
+    "APPTAINER",
+    "SINGULARITY",
+    "SLURM",
+    "SPANK",
+    "PBS",
+    "SHIFTER",
+    "PODMAN",
+    "IRI_",
 )
 
 
@@ -293,8 +379,9 @@ def mount_safe() -> Any:
 
 def broken_field(fields: tuple[str, ...]) -> Any:
     """None most of the time, else (one of `fields`, a control sequence to put in it)."""
-    return st.one_of(st.none(), st.none(), st.tuples(st.sampled_from(fields),
-                                                     st.sampled_from(BREAKERS)))
+    return st.one_of(
+        st.none(), st.none(), st.tuples(st.sampled_from(fields), st.sampled_from(BREAKERS))
+    )
 
 
 env_names = st.one_of(
@@ -346,8 +433,7 @@ def hostile_jobs(draw: Any) -> HostileJob:
     job = HostileJob(
         executable_name=draw(file_name()),
         arguments=draw(st.lists(st.one_of(st.just(""), hostile()), max_size=5)),
-        environment=draw(st.dictionaries(env_names, st.one_of(st.just(""), hostile()),
-                                         max_size=4)),
+        environment=draw(st.dictionaries(env_names, st.one_of(st.just(""), hostile()), max_size=4)),
         directory_name=draw(file_name(exclude=CONTROLS)),
         name=draw(st.none() | hostile(exclude=CONTROLS)),
         stdout_name=draw(st.none() | file_name(exclude=CONTROLS)),
@@ -369,8 +455,9 @@ def hostile_jobs(draw: Any) -> HostileJob:
 
 def break_one_directive(draw: Any, job: HostileJob) -> None:
     """In a third of the jobs, put a control sequence into one value bound for a directive."""
-    broken = draw(broken_field(("name", "directory_name", "stdout_name", "stderr_name",
-                                "stdin_name")))
+    broken = draw(
+        broken_field(("name", "directory_name", "stdout_name", "stderr_name", "stdin_name"))
+    )
     if broken is not None:
         key, breaker = broken
         setattr(job, key, (getattr(job, key) or "x") + breaker)
@@ -425,9 +512,11 @@ def document(job: HostileJob, combo: Combo, root: Path) -> dict[str, Any]:
     }
     if job.name is not None:
         doc["name"] = job.name
-    for key, prefix, name in (("stdout_path", "out-", job.stdout_name),
-                              ("stderr_path", "err-", job.stderr_name),
-                              ("stdin_path", "in-", job.stdin_name)):
+    for key, prefix, name in (
+        ("stdout_path", "out-", job.stdout_name),
+        ("stderr_path", "err-", job.stderr_name),
+        ("stdin_path", "in-", job.stdin_name),
+    ):
         if name is not None:
             doc[key] = str(root / f"{prefix}{name}")
     if combo.scheduler != "local":
@@ -460,8 +549,18 @@ def in_charliecloud_image(container: dict[str, Any], root: Path) -> None:
     """Make the job's image (under `root`) and what ch-run needs in it: mount sources on
     the host, mount targets and the workdir inside the image (under /mx and /wd)."""
     image = root / CH_IMAGE
-    for folder in ("usr", "dev", "proc", "sys", "tmp", "home", "etc", "mx", "wd",
-                   *(top.lstrip("/") for top in python_folders())):
+    for folder in (
+        "usr",
+        "dev",
+        "proc",
+        "sys",
+        "tmp",
+        "home",
+        "etc",
+        "mx",
+        "wd",
+        *(top.lstrip("/") for top in python_folders()),
+    ):
         (image / folder).mkdir(parents=True, exist_ok=True)
     for name in ("bin", "lib", "lib64", "sbin"):
         (image / name).symlink_to(f"usr/{name}")
@@ -489,12 +588,18 @@ def expected_refusals(doc: dict[str, Any], combo: Combo) -> set[str]:
     slurm = combo.scheduler == "slurm"
     refused = set()
     container = doc.get("container")
-    if (combo.runtime.startswith("podman") and container is not None
-            and "workdir" not in container and any(c in doc.get("directory", "") for c in ":,")):
+    if (
+        combo.runtime.startswith("podman")
+        and container is not None
+        and "workdir" not in container
+        and any(c in doc.get("directory", "") for c in ":,")
+    ):
         refused.add("directory")  # podman binds the job directory; -v cannot carry ':' ','
     return refused | {
-        key for key in DIRECTIVE_FIELDS
-        if (value := doc.get(key)) is not None and (
+        key
+        for key in DIRECTIVE_FIELDS
+        if (value := doc.get(key)) is not None
+        and (
             CONTROL.search(value)
             or (pbs and key != "directory" and PBS_UNSAFE.search(value))
             or (pbs and key.endswith("_path") and ":" in value)
@@ -568,9 +673,9 @@ def sbatch_components(script: str) -> list[list[str]]:
     components: list[list[str]] = [[]]
     for number, line in enumerate(script.encode("utf-8").split(b"\n"), 1):
         if line.startswith(b"#SBATCH"):
-            rest = line[len(b"#SBATCH"):]
+            rest = line[len(b"#SBATCH") :]
         elif line.startswith(b"#SLURM"):
-            rest = line[len(b"#SLURM"):]
+            rest = line[len(b"#SLURM") :]
         else:
             stripped = line.lstrip(C_SPACE)
             if stripped and not stripped.startswith(b"#"):
@@ -594,7 +699,7 @@ def _directive_arguments(line: bytes, number: int) -> list[bytes]:
     while True:
         while position < end and line[position] in C_SPACE:
             position += 1
-        if position < end and line[position:position + 1] == b":":
+        if position < end and line[position : position + 1] == b":":
             raise AssertionError(f"line {number}: sbatch: unexpected ':' in {line!r}")
         if position >= end:
             return found
@@ -658,8 +763,8 @@ def slurm_output_file(pattern: str) -> str:
     out, index = [], 0
     while index < len(pattern):
         if pattern[index] == "%":
-            if pattern[index + 1:index + 2] != "%":
-                raise AssertionError(f"{pattern!r}: Slurm replaces {pattern[index:index + 2]!r}")
+            if pattern[index + 1 : index + 2] != "%":
+                raise AssertionError(f"{pattern!r}: Slurm replaces {pattern[index : index + 2]!r}")
             index += 1
         out.append(pattern[index])
         index += 1
@@ -737,11 +842,24 @@ def execute(job: HostileJob, combo: Combo, base: Path) -> Run:
     path = root / "job.sh"
     path.write_text(script, encoding="utf-8")
     process = subprocess.run(
-        [BASH, str(path)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-        capture_output=True, encoding="utf-8", errors="replace", timeout=60,
+        [BASH, str(path)],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=60,
     )
-    return Run(combo, doc, planned, root, process, read_lines(root / "recorder.jsonl"),
-               read_lines(root / "standins.jsonl"))
+    return Run(
+        combo,
+        doc,
+        planned,
+        root,
+        process,
+        read_lines(root / "recorder.jsonl"),
+        read_lines(root / "standins.jsonl"),
+    )
 
 
 def canaries(folder: Path) -> list[str]:
@@ -765,12 +883,13 @@ def site_binds(job: HostileJob, combo: Combo) -> list[str]:
 def user_binds(run: Run) -> list[str]:
     mounts = run.doc.get("container", {}).get("volume_mounts", [])
     if run.combo.runtime == "shifter":
-        return [f"{m['source']}:{m['target']}" + (":ro" if m["read_only"] else "")
-                for m in mounts]
+        return [f"{m['source']}:{m['target']}" + (":ro" if m["read_only"] else "") for m in mounts]
     binds = [f"{m['source']}:{m['target']}:{'ro' if m['read_only'] else 'rw'}" for m in mounts]
     container = run.doc.get("container", {})
-    if run.combo.runtime.startswith("podman") and "workdir" not in container and (
-        "directory" in run.doc
+    if (
+        run.combo.runtime.startswith("podman")
+        and "workdir" not in container
+        and ("directory" in run.doc)
     ):
         # Podman has no view of the host: the gateway binds the job directory to run in it.
         binds.append(f"{run.doc['directory']}:{run.doc['directory']}:rw")
@@ -864,8 +983,7 @@ def check_job(job: HostileJob) -> None:
         for combo in COMBOS:
             run = execute(job, combo, base)
             # Podman gives a container stdin only with -i: see test_stdin_path_reaches_podman.
-            assert_ran_exactly(job, run, check_stdin=combo.runtime not in ("podman",
-                                                                           "podman-hpc"))
+            assert_ran_exactly(job, run, check_stdin=combo.runtime not in ("podman", "podman-hpc"))
         assert_ran_in_charliecloud(job, execute(job, CH_COMBO, base))
         assert canaries(base) == []
 
@@ -890,7 +1008,8 @@ def assert_ran_in_charliecloud(job: HostileJob, run: Run) -> None:
     assert launched == (["srun"] if job.parallel else []), where
     for mount in doc["container"]["volume_mounts"]:
         assert f"-b {shlex.quote(mount['source'] + ':' + mount['target'])}" in (
-            run.plan.script.replace(" \\\n    ", " ")), f"mount {mount}: {where}"
+            run.plan.script.replace(" \\\n    ", " ")
+        ), f"mount {mount}: {where}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -905,32 +1024,52 @@ def test_every_user_string_reaches_its_program_exactly(job: HostileJob) -> None:
 
 
 def test_argument_with_a_quote_and_command_substitution_arrives_intact() -> None:
-    check_job(HostileJob(
-        arguments=["it's $(whoami)", "`touch CANARY`", "; touch CANARY #", "'; touch CANARY; '",
-                   "$(touch CANARY)", "", "--help", "*", "a\nb", "\\", "-n"],
-        parallel=True, mpi=True,
-    ))
+    check_job(
+        HostileJob(
+            arguments=[
+                "it's $(whoami)",
+                "`touch CANARY`",
+                "; touch CANARY #",
+                "'; touch CANARY; '",
+                "$(touch CANARY)",
+                "",
+                "--help",
+                "*",
+                "a\nb",
+                "\\",
+                "-n",
+            ],
+            parallel=True,
+            mpi=True,
+        )
+    )
 
 
 def test_environment_value_with_a_newline_arrives_intact() -> None:
-    check_job(HostileJob(environment={
-        "GREETING": "line one\nline two",
-        "QUOTES": "it's \"$(touch CANARY)\" `touch CANARY`",
-        "EMPTY": "",
-        "COMMA": "a,b=c;d",
-        "DOLLARS": "$HOME:${PATH}:$NOPE",  # ch-run expands these unless --env-no-expand
-    }))
+    check_job(
+        HostileJob(
+            environment={
+                "GREETING": "line one\nline two",
+                "QUOTES": 'it\'s "$(touch CANARY)" `touch CANARY`',
+                "EMPTY": "",
+                "COMMA": "a,b=c;d",
+                "DOLLARS": "$HOME:${PATH}:$NOPE",  # ch-run expands these unless --env-no-expand
+            }
+        )
+    )
 
 
 def test_executable_path_with_a_space_and_a_quote_runs() -> None:
-    check_job(HostileJob(
-        executable_name="my prog's \"v2\" $(touch CANARY)",
-        directory_name="run dir; touch CANARY #",
-        workdir="/work dir/it's $(touch CANARY)",
-        mounts=[("data set's $(touch CANARY)", "in put #1", True)],
-        sif_name="it's an image",
-        stdout_name="out file's %j",
-    ))
+    check_job(
+        HostileJob(
+            executable_name='my prog\'s "v2" $(touch CANARY)',
+            directory_name="run dir; touch CANARY #",
+            workdir="/work dir/it's $(touch CANARY)",
+            mounts=[("data set's $(touch CANARY)", "in put #1", True)],
+            sif_name="it's an image",
+            stdout_name="out file's %j",
+        )
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -956,12 +1095,12 @@ def oci_resource(tmp_path_factory: pytest.TempPathFactory) -> LoadedResource:
     return ProfileRegistry.from_files([profile]).get("cluster-oci")
 
 
-def run_in_slurm_oci(resource: LoadedResource, arguments: list[str],
-                     environment: dict[str, str]) -> None:
+def run_in_slurm_oci(
+    resource: LoadedResource, arguments: list[str], environment: dict[str, str]
+) -> None:
     """One job through sbatch, srun --container and runc; its program must see exactly
     `arguments` and `environment`, and no payload may run."""
-    names = "".join(f'printf "%s\\0" "${{{name}-<unset>}}" >> env.bin; '
-                    for name in environment)
+    names = "".join(f'printf "%s\\0" "${{{name}-<unset>}}" >> env.bin; ' for name in environment)
     with scratch() as base:
         base.chmod(0o755)
         directory = base / "job"
@@ -975,8 +1114,13 @@ def run_in_slurm_oci(resource: LoadedResource, arguments: list[str],
         }
         script = make_plan(parse_jobspec(doc), resource).script
         (base / "job.sh").write_text(script, encoding="utf-8")
-        done = subprocess.run(["sbatch", "--wait", "--quiet", str(base / "job.sh")],
-                              capture_output=True, text=True, timeout=180, cwd=base)
+        done = subprocess.run(
+            ["sbatch", "--wait", "--quiet", str(base / "job.sh")],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=base,
+        )
         where = f"{done.stderr}\n{script}"
         assert done.returncode == 0, where
         assert (directory / "cwd.txt").read_text() == f"{directory}\n", where
@@ -985,35 +1129,61 @@ def run_in_slurm_oci(resource: LoadedResource, arguments: list[str],
         if environment:
             values = (directory / "env.bin").read_bytes().split(b"\0")[:-1]
             assert dict(zip(environment, (v.decode("utf-8") for v in values), strict=True)) == (
-                environment), where
+                environment
+            ), where
         assert canaries(base) == [] and not Path(CANARY).exists(), where
 
 
 def test_arguments_with_quotes_and_substitutions_reach_a_slurm_oci_container(
     oci_resource: LoadedResource,
 ) -> None:
-    run_in_slurm_oci(oci_resource, [
-        "it's $(whoami)", "`touch CANARY`", "; touch CANARY #", "'; touch CANARY; '",
-        "$(touch CANARY)", "", "--help", "*", "a\nb", "\\", "-n", '{"x": "\\u0000"}',
-    ], {})
+    run_in_slurm_oci(
+        oci_resource,
+        [
+            "it's $(whoami)",
+            "`touch CANARY`",
+            "; touch CANARY #",
+            "'; touch CANARY; '",
+            "$(touch CANARY)",
+            "",
+            "--help",
+            "*",
+            "a\nb",
+            "\\",
+            "-n",
+            '{"x": "\\u0000"}',
+        ],
+        {},
+    )
 
 
 def test_environment_values_reach_a_slurm_oci_container(oci_resource: LoadedResource) -> None:
-    run_in_slurm_oci(oci_resource, [], {
-        "GREETING": "line one\nline two",
-        "QUOTES": "it's \"$(touch CANARY)\" `touch CANARY`",
-        "EMPTY": "",
-        "COMMA": "a,b=c;d",
-        "JSONISH": '"\\u0000", "x": [',
-    })
+    run_in_slurm_oci(
+        oci_resource,
+        [],
+        {
+            "GREETING": "line one\nline two",
+            "QUOTES": 'it\'s "$(touch CANARY)" `touch CANARY`',
+            "EMPTY": "",
+            "COMMA": "a,b=c;d",
+            "JSONISH": '"\\u0000", "x": [',
+        },
+    )
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[
-    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(arguments=st.lists(st.one_of(st.just(""), hostile()), max_size=4),
-       environment=st.dictionaries(env_names, st.one_of(st.just(""), hostile()), max_size=3))
+@settings(
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    arguments=st.lists(st.one_of(st.just(""), hostile()), max_size=4),
+    environment=st.dictionaries(env_names, st.one_of(st.just(""), hostile()), max_size=3),
+)
 def test_hostile_arguments_and_environment_reach_a_slurm_oci_container(
-    oci_resource: LoadedResource, arguments: list[str], environment: dict[str, str],
+    oci_resource: LoadedResource,
+    arguments: list[str],
+    environment: dict[str, str],
 ) -> None:
     run_in_slurm_oci(oci_resource, arguments, environment)
 
@@ -1065,8 +1235,11 @@ class HostileClusterJob:
 
 def mount_lists(max_size: int) -> Any:
     """Mounts (source tail, target, read-only), no two with the same target."""
-    return st.lists(st.tuples(mount_safe(), mount_safe(), st.booleans()), max_size=max_size,
-                    unique_by=lambda mount: mount[1])
+    return st.lists(
+        st.tuples(mount_safe(), mount_safe(), st.booleans()),
+        max_size=max_size,
+        unique_by=lambda mount: mount[1],
+    )
 
 
 @st.composite
@@ -1077,8 +1250,7 @@ def hostile_roles(draw: Any, name: str) -> HostileRole:
         per_node=draw(st.integers(1, 2)),
         executable_name=draw(st.none() | file_name()),
         arguments=draw(st.none() | st.lists(st.one_of(st.just(""), hostile()), max_size=3)),
-        environment=draw(st.dictionaries(env_names, st.one_of(st.just(""), hostile()),
-                                         max_size=3)),
+        environment=draw(st.dictionaries(env_names, st.one_of(st.just(""), hostile()), max_size=3)),
         sif_name=draw(st.none() | hostile()),
         oci=draw(st.none() | st.sampled_from(OCI_IMAGES)),
         mounts=draw(mount_lists(1)),
@@ -1095,8 +1267,7 @@ def hostile_cluster_jobs(draw: Any) -> HostileClusterJob:
     job = HostileJob(
         executable_name=draw(file_name()),
         arguments=draw(st.lists(st.one_of(st.just(""), hostile()), max_size=3)),
-        environment=draw(st.dictionaries(env_names, st.one_of(st.just(""), hostile()),
-                                         max_size=3)),
+        environment=draw(st.dictionaries(env_names, st.one_of(st.just(""), hostile()), max_size=3)),
         directory_name=draw(file_name(exclude=CONTROLS)),
         name=draw(st.none() | hostile(exclude=CONTROLS)),
         stdout_name=draw(st.none() | file_name(exclude=CONTROLS)),
@@ -1131,8 +1302,11 @@ def cluster_document(cluster: HostileClusterJob, combo: Combo, root: Path) -> di
     doc.pop("launcher", None)
     roles: list[dict[str, Any]] = []
     for role in cluster.roles:
-        entry: dict[str, Any] = {"name": role.name, "count": role.count,
-                                 "environment": dict(role.environment)}
+        entry: dict[str, Any] = {
+            "name": role.name,
+            "count": role.count,
+            "environment": dict(role.environment),
+        }
         if role.per_node != 1 and combo.scheduler != "local":
             entry["resources"] = {"processes_per_node": role.per_node}
         if role.executable_name is not None:
@@ -1200,8 +1374,9 @@ class ExpectedMember:
         return self.index - 1
 
 
-def merged_container(job: dict[str, Any] | None, role: dict[str, Any] | None
-                     ) -> dict[str, Any] | None:
+def merged_container(
+    job: dict[str, Any] | None, role: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """image < job < role: the role's image and workdir win; a role mount replaces the job's
     mount on the same target, others are added; the role's extra options follow the job's."""
     if job is None:
@@ -1219,8 +1394,11 @@ def merged_container(job: dict[str, Any] | None, role: dict[str, Any] | None
 
 def expected_members(doc: dict[str, Any], combo: Combo) -> list[ExpectedMember]:
     """Every member in order (master1, worker1, worker2, ...), with what it must receive."""
-    slots = [(number, role, index) for number, role in enumerate(doc["roles"])
-             for index in range(1, role["count"] + 1)]
+    slots = [
+        (number, role, index)
+        for number, role in enumerate(doc["roles"])
+        for index in range(1, role["count"] + 1)
+    ]
     names = [f"{role['name']}{index}" for _, role, index in slots]
     cluster_env = {"IRI_CLUSTER_SIZE": str(len(names)), "IRI_CLUSTER_HOSTS": ",".join(names)}
     members = []
@@ -1230,15 +1408,25 @@ def expected_members(doc: dict[str, Any], combo: Combo) -> list[ExpectedMember]:
         else:
             arguments = [] if "executable" in role else doc["arguments"]
         per_node = role.get("resources", {}).get("processes_per_node", 1)
-        members.append(ExpectedMember(
-            name=name, role=role["name"], index=index, role_number=number,
-            per_node=role["count"] if combo.scheduler == "local" else per_node,
-            executable=role.get("executable", doc["executable"]),
-            arguments=arguments,
-            environment={**doc["environment"], **role["environment"], **cluster_env,
-                         "IRI_CLUSTER_ROLE": role["name"], "IRI_CLUSTER_ROLE_INDEX": str(index)},
-            container=merged_container(doc.get("container"), role.get("container")),
-        ))
+        members.append(
+            ExpectedMember(
+                name=name,
+                role=role["name"],
+                index=index,
+                role_number=number,
+                per_node=role["count"] if combo.scheduler == "local" else per_node,
+                executable=role.get("executable", doc["executable"]),
+                arguments=arguments,
+                environment={
+                    **doc["environment"],
+                    **role["environment"],
+                    **cluster_env,
+                    "IRI_CLUSTER_ROLE": role["name"],
+                    "IRI_CLUSTER_ROLE_INDEX": str(index),
+                },
+                container=merged_container(doc.get("container"), role.get("container")),
+            )
+        )
     return members
 
 
@@ -1348,8 +1536,9 @@ def prepare_cluster(cluster: HostileClusterJob, combo: Combo, base: Path) -> Clu
     elif combo.scheduler == "pbs":
         nodes, nodefile = pbs_allocation(script, roles)
         (root / "nodefile").write_text(nodefile)
-        env.update(PBS_NODEFILE=str(root / "nodefile"), PBS_O_WORKDIR=str(root),
-                   PBS_JOBID=PBS_JOB_ID)
+        env.update(
+            PBS_NODEFILE=str(root / "nodefile"), PBS_O_WORKDIR=str(root), PBS_JOBID=PBS_JOB_ID
+        )
         addresses = nodes
         job_id = PBS_JOB_ID
     else:
@@ -1364,8 +1553,14 @@ def prepare_cluster(cluster: HostileClusterJob, combo: Combo, base: Path) -> Clu
 
 def run_cluster(run: ClusterRun) -> ClusterRun:
     run.process = subprocess.run(
-        [BASH, str(run.script_path)], cwd=run.cwd, env=run.env, stdin=subprocess.DEVNULL,
-        capture_output=True, encoding="utf-8", errors="replace", timeout=60,
+        [BASH, str(run.script_path)],
+        cwd=run.cwd,
+        env=run.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=60,
     )
     return run
 
@@ -1456,12 +1651,16 @@ def assert_cluster_ran_exactly(run: ClusterRun) -> None:
         assert container["image"] == given, mine
         assert container["command"] == command, mine
         assert container["workdir"] == merged.get("workdir", doc.get("directory")), mine
-        binds = [f"{m['source']}:{m['target']}:{'ro' if m['read_only'] else 'rw'}"
-                 for m in merged["volume_mounts"]]
+        binds = [
+            f"{m['source']}:{m['target']}:{'ro' if m['read_only'] else 'rw'}"
+            for m in merged["volume_mounts"]
+        ]
         if combo.runtime.startswith("podman") and "workdir" not in merged and "directory" in doc:
             binds.append(f"{doc['directory']}:{doc['directory']}:rw")
         assert container["mounts"] == [
-            *site_binds(HostileJob(), combo), f"{cluster_dir}/hosts:/etc/hosts:ro", *binds
+            *site_binds(HostileJob(), combo),
+            f"{cluster_dir}/hosts:/etc/hosts:ro",
+            *binds,
         ], mine
         # SRC:DST[:OPTIONS] is how each runtime reads a bind: a ':' more moves the mount.
         assert all(len(mount.split(":")) <= 3 for mount in container["mounts"]), mine
@@ -1481,8 +1680,11 @@ def assert_cluster_ran_exactly(run: ClusterRun) -> None:
         assert [q["output"] for q in queries if q["command"][1] == "node"] == [
             [host] for host in hosts
         ], where
-    address = {host: a for names, addrs in zip(run.nodes, run.addresses, strict=True)
-               for host, a in zip(names, addrs, strict=True)}
+    address = {
+        host: a
+        for names, addrs in zip(run.nodes, run.addresses, strict=True)
+        for host, a in zip(names, addrs, strict=True)
+    }
     folder = Path(cluster_dir)
     assert (folder / "members").read_text().split("\n")[:-1] == [
         f"{m.name}\t{m.role}\t{m.index}\t{host}\t{address[host]}"
@@ -1503,8 +1705,9 @@ def assert_cluster_ran_exactly(run: ClusterRun) -> None:
             assert options["job-name"] == [doc["name"]], where
 
 
-def check_cluster_job(cluster: HostileClusterJob,
-                      combos: tuple[Combo, ...] = CLUSTER_COMBOS) -> None:
+def check_cluster_job(
+    cluster: HostileClusterJob, combos: tuple[Combo, ...] = CLUSTER_COMBOS
+) -> None:
     """Plan the job on every pair, run the scripts side by side (each waits for its members
     at least a second), then check every member of every run."""
     with scratch() as base:
@@ -1538,8 +1741,10 @@ def test_role_strings_with_quotes_and_substitutions_reach_each_member() -> None:
         extra_options=True,
     )
     worker = HostileRole(
-        name="worker", count=3, per_node=2,
-        executable_name="worker's \"v2\" `touch CANARY`",
+        name="worker",
+        count=3,
+        per_node=2,
+        executable_name='worker\'s "v2" `touch CANARY`',
         arguments=["--conf", "a=b; touch CANARY", "$HOME", "\n", "*"],
         environment={"OVERRIDDEN": "it's the worker's\nsecond line", "EMPTY": ""},
         sif_name="worker image's $(touch CANARY)",
@@ -1558,10 +1763,13 @@ def test_a_failing_member_stops_the_others() -> None:
     still running (their srun, which passes the signal to its step), records them as
     stopped, and exits with the failed member's code once every member has ended."""
     combo = Combo("frontier", "none")
-    cluster = HostileClusterJob(HostileJob(), [
-        HostileRole(name="master"),
-        HostileRole(name="worker"),
-    ])
+    cluster = HostileClusterJob(
+        HostileJob(),
+        [
+            HostileRole(name="master"),
+            HostileRole(name="worker"),
+        ],
+    )
     with scratch() as base:
         run = prepare_cluster(cluster, combo, base)
         master, worker = run.doc["roles"]
@@ -1577,7 +1785,7 @@ def test_a_failing_member_stops_the_others() -> None:
         assert run.process is not None
         assert run.process.returncode == 3, run.process.stderr
         assert "member worker1 exited with 3; stopping the others" in run.process.stderr
-        exits = (Path(run.doc["directory"]) / f".iri-cluster-{SLURM_JOB_ID}" / "exits")
+        exits = Path(run.doc["directory"]) / f".iri-cluster-{SLURM_JOB_ID}" / "exits"
         lines = exits.read_text().split("\n")[:-1]
         assert lines[0] == "worker1\t3"
         assert lines[1].startswith("master1\t") and lines[1].endswith("\tstopped"), lines
@@ -1591,19 +1799,23 @@ OCI_ALPHABET = re.compile(r"[^A-Za-z0-9._:/@+-]")
 
 
 @settings(max_examples=120, deadline=None)
-@given(text=hostile(), shape=st.sampled_from(
-    ["@", "ubuntu:@", "@/app:1.0", "registry.example.org/@", "@app", "docker://@"]
-))
+@given(
+    text=hostile(),
+    shape=st.sampled_from(
+        ["@", "ubuntu:@", "@/app:1.0", "registry.example.org/@", "@app", "docker://@"]
+    ),
+)
 def test_oci_image_names_cannot_carry_hostile_text(text: str, shape: str) -> None:
     """OCI names follow a strict grammar: hostile text is refused on `container.image`.
     (References that start with '-': test_image_that_reads_as_an_option_is_refused.)"""
     image = shape.replace("@", text)
     for combo in CONTAINER_COMBOS:
-        if combo.takes_file_images and image.startswith(("/", "oras://", "library://",
-                                                          "shub://")):
+        if combo.takes_file_images and image.startswith(("/", "oras://", "library://", "shub://")):
             continue  # for Apptainer a file path or a non-OCI URI, not an OCI name
-        planned, fields = plan({"executable": "/bin/true",
-                                "container": {"runtime": combo.runtime, "image": image}}, combo)
+        planned, fields = plan(
+            {"executable": "/bin/true", "container": {"runtime": combo.runtime, "image": image}},
+            combo,
+        )
         if planned is not None:
             check_syntax(planned.script)
         if OCI_ALPHABET.search(image):
@@ -1615,8 +1827,11 @@ FORBIDDEN_IN_MOUNTS = (":", ",", ";", "\n", "\t", "\r", "\x01", "\x7f", "/../")
 
 @settings(max_examples=80, deadline=None)
 @given(
-    before=mount_safe(), bad=st.sampled_from(FORBIDDEN_IN_MOUNTS), after=mount_safe(),
-    good=mount_safe(), where=st.sampled_from(["source", "target", "outside"]),
+    before=mount_safe(),
+    bad=st.sampled_from(FORBIDDEN_IN_MOUNTS),
+    after=mount_safe(),
+    good=mount_safe(),
+    where=st.sampled_from(["source", "target", "outside"]),
     read_only=st.booleans(),
 )
 def test_mount_paths_runtimes_cannot_express_are_refused(
@@ -1624,13 +1839,18 @@ def test_mount_paths_runtimes_cannot_express_are_refused(
 ) -> None:
     for combo in CONTAINER_COMBOS:
         broken = f"/{before}{bad}{after}"
-        source = {"source": mount_source(broken.lstrip("/"), combo),
-                  "outside": "/etc/" + good}.get(where, mount_source(good, combo))
+        source = {"source": mount_source(broken.lstrip("/"), combo), "outside": "/etc/" + good}.get(
+            where, mount_source(good, combo)
+        )
         target = broken if where == "target" else "/" + good
-        doc = {"executable": "/bin/true", "container": {
-            "runtime": combo.runtime, "image": image_for(HostileJob(), combo),
-            "volume_mounts": [{"source": source, "target": target, "read_only": read_only}],
-        }}
+        doc = {
+            "executable": "/bin/true",
+            "container": {
+                "runtime": combo.runtime,
+                "image": image_for(HostileJob(), combo),
+                "volume_mounts": [{"source": source, "target": target, "read_only": read_only}],
+            },
+        }
         planned, fields = plan(doc, combo)
         field_name = "source" if where == "outside" else where
         assert planned is None, (combo, source, target)
@@ -1638,22 +1858,39 @@ def test_mount_paths_runtimes_cannot_express_are_refused(
 
 
 @settings(max_examples=80, deadline=None)
-@given(option=st.one_of(
-    hostile(),
-    st.tuples(st.sampled_from(["--writable-tmpfs", "--no-home", "--cvmfs", "--read-only",
-                               "--module=cvmfs", "--tmpfs=/x", "--shm-size=1g"]),
-              hostile()).map("".join),
-))
+@given(
+    option=st.one_of(
+        hostile(),
+        st.tuples(
+            st.sampled_from(
+                [
+                    "--writable-tmpfs",
+                    "--no-home",
+                    "--cvmfs",
+                    "--read-only",
+                    "--module=cvmfs",
+                    "--tmpfs=/x",
+                    "--shm-size=1g",
+                ]
+            ),
+            hostile(),
+        ).map("".join),
+    )
+)
 def test_extra_options_off_the_allow_list_are_refused(option: str) -> None:
     for combo in CONTAINER_COMBOS:
         config = combo.config
         assert config is not None
         if any(re.fullmatch(pattern, option) for pattern in config.allowed_extra_options):
             continue  # on the list: it is passed as one quoted word (see the property above)
-        doc = {"executable": "/bin/true", "container": {
-            "runtime": combo.runtime, "image": image_for(HostileJob(), combo),
-            "extra_options": {combo.runtime: [option]},
-        }}
+        doc = {
+            "executable": "/bin/true",
+            "container": {
+                "runtime": combo.runtime,
+                "image": image_for(HostileJob(), combo),
+                "extra_options": {combo.runtime: [option]},
+            },
+        }
         planned, fields = plan(doc, combo)
         assert planned is None, (combo, option)
         assert fields == [f"container.extra_options.{combo.runtime}[0]"], (combo, fields)
@@ -1661,13 +1898,19 @@ def test_extra_options_off_the_allow_list_are_refused(option: str) -> None:
 
 def test_a_hostile_extra_option_is_refused() -> None:
     for combo in CONTAINER_COMBOS:
-        doc = {"executable": "/bin/true", "container": {
-            "runtime": combo.runtime, "image": image_for(HostileJob(), combo),
-            "extra_options": {combo.runtime: ["--no-home; touch CANARY", "--privileged"]},
-        }}
+        doc = {
+            "executable": "/bin/true",
+            "container": {
+                "runtime": combo.runtime,
+                "image": image_for(HostileJob(), combo),
+                "extra_options": {combo.runtime: ["--no-home; touch CANARY", "--privileged"]},
+            },
+        }
         _, fields = plan(doc, combo)
-        assert fields == [f"container.extra_options.{combo.runtime}[0]",
-                          f"container.extra_options.{combo.runtime}[1]"], combo
+        assert fields == [
+            f"container.extra_options.{combo.runtime}[0]",
+            f"container.extra_options.{combo.runtime}[1]",
+        ], combo
 
 
 @settings(max_examples=60, deadline=None)
@@ -1693,18 +1936,31 @@ def pbs_safe(text: str) -> str:
 
 @settings(max_examples=100, deadline=None, report_multiple_bugs=False)
 @given(
-    name=directive_text(), directory=directive_text(), stdout=directive_text(),
-    stderr=directive_text(), account=directive_text(), broken=broken_field(DIRECTIVE_KEYS),
+    name=directive_text(),
+    directory=directive_text(),
+    stdout=directive_text(),
+    stderr=directive_text(),
+    account=directive_text(),
+    broken=broken_field(DIRECTIVE_KEYS),
 )
 def test_directive_values_are_refused_or_read_back_exactly(
-    name: str, directory: str, stdout: str, stderr: str, account: str,
+    name: str,
+    directory: str,
+    stdout: str,
+    stderr: str,
+    account: str,
     broken: tuple[str, str] | None,
 ) -> None:
     """#SBATCH and #PBS lines: a value is refused (control characters; on PBS also blanks,
     quotes, '\\', '#' and ':' in paths) or read by the scheduler as exactly the value given,
     output file names included."""
-    values = {"name": name, "directory": "/" + directory, "stdout_path": "/" + stdout,
-              "stderr_path": "/" + stderr, "attributes.account": account}
+    values = {
+        "name": name,
+        "directory": "/" + directory,
+        "stdout_path": "/" + stdout,
+        "stderr_path": "/" + stderr,
+        "attributes.account": account,
+    }
     if broken is not None:
         values[broken[0]] += broken[1]
     for resource_id in ("perlmutter-gpu", "frontier", "polaris", "aurora", "local"):
@@ -1715,8 +1971,10 @@ def test_directive_values_are_refused_or_read_back_exactly(
 
 
 def check_directives(combo: Combo, values: dict[str, str]) -> None:
-    doc: dict[str, Any] = {"executable": "/bin/true",
-                           "attributes": {"account": values["attributes.account"]}}
+    doc: dict[str, Any] = {
+        "executable": "/bin/true",
+        "attributes": {"account": values["attributes.account"]},
+    }
     doc.update({key: value for key, value in values.items() if "." not in key})
     refused = expected_refusals(doc, combo)
     account = values["attributes.account"]
@@ -1740,8 +1998,12 @@ def check_directives(combo: Combo, values: dict[str, str]) -> None:
         assert [slurm_output_file(p) for p in options["error"]] == [doc["stderr_path"]]
     elif combo.scheduler == "pbs":
         lines = planned.script.split("\n")
-        for line in (f"#PBS -N {doc['name']}", f"#PBS -A {account}",
-                     f"#PBS -o {doc['stdout_path']}", f"#PBS -e {doc['stderr_path']}"):
+        for line in (
+            f"#PBS -N {doc['name']}",
+            f"#PBS -A {account}",
+            f"#PBS -o {doc['stdout_path']}",
+            f"#PBS -e {doc['stderr_path']}",
+        ):
             assert line in lines, (combo, line)
     check_syntax(planned.script)
 
@@ -1765,8 +2027,11 @@ def test_slurm_directive_value_containing_hetjob_is_refused_or_kept_whole(
 ) -> None:
     """sbatch starts a new heterogeneous-job component at any #SBATCH line that contains
     'hetjob' or 'packjob', in any case and even inside quotes."""
-    doc = {"executable": "/bin/true", "name": "nightly-hetjob-run",
-           "directory": "/pscratch/u/repackjob"}
+    doc = {
+        "executable": "/bin/true",
+        "name": "nightly-hetjob-run",
+        "directory": "/pscratch/u/repackjob",
+    }
     planned, _ = plan(doc, Combo(resource_id, "none"))
     if planned is not None:
         options = sbatch_options(planned.script)
@@ -1786,14 +2051,21 @@ def test_slurm_output_path_with_a_backslash_is_refused_or_written_where_asked(
         assert written == [doc["stdout_path"]]
 
 
-@pytest.mark.parametrize("combo", [Combo("local", "podman"), Combo("perlmutter-gpu", "podman-hpc")],
-                         ids=str)
+@pytest.mark.parametrize(
+    "combo", [Combo("local", "podman"), Combo("perlmutter-gpu", "podman-hpc")], ids=str
+)
 def test_image_that_reads_as_an_option_is_refused(combo: Combo) -> None:
     """`-v/etc` passes the OCI grammar (a registry host may contain '-'), and lands on the
     podman command line where the image should be: podman reads `-v /etc` and takes the
     user's first argument as the image."""
-    planned, fields = plan({"executable": "/bin/echo", "arguments": ["hi"],
-                            "container": {"runtime": combo.runtime, "image": "-v/etc"}}, combo)
+    planned, fields = plan(
+        {
+            "executable": "/bin/echo",
+            "arguments": ["hi"],
+            "container": {"runtime": combo.runtime, "image": "-v/etc"},
+        },
+        combo,
+    )
     assert planned is None and "container.image" in fields, planned and planned.script
 
 
@@ -1812,8 +2084,9 @@ def test_nul_in_a_user_string_is_refused(where: str) -> None:
         make_plan(parse_jobspec(doc), REGISTRY.get("local"))
 
 
-@pytest.mark.parametrize("combo", [Combo("local", "podman"), Combo("perlmutter-gpu", "podman-hpc")],
-                         ids=str)
+@pytest.mark.parametrize(
+    "combo", [Combo("local", "podman"), Combo("perlmutter-gpu", "podman-hpc")], ids=str
+)
 def test_stdin_path_reaches_podman(combo: Combo) -> None:
     """`podman run` without -i/--interactive gives the container end-of-file on stdin, so
     `podman run ... < stdin_path` never feeds the file to the program."""
@@ -1823,14 +2096,14 @@ def test_stdin_path_reaches_podman(combo: Combo) -> None:
     assert [seen["stdin"] for seen in run.recorded] == [STDIN_TEXT], run.plan.script
 
 
-@pytest.mark.parametrize("combo", [Combo("frontier", "none"), Combo("frontier", "apptainer")],
-                         ids=str)
+@pytest.mark.parametrize(
+    "combo", [Combo("frontier", "none"), Combo("frontier", "apptainer")], ids=str
+)
 def test_environment_reaches_srun_tasks_without_inherit_environment(combo: Combo) -> None:
     """With inherit_environment false the script says `#SBATCH --export=NONE`; sbatch then
     sets SLURM_EXPORT_ENV=NONE in the job, srun reads it as its own --export default, and the
     variables the script exports (the job's, APPTAINERENV_*) never reach the tasks."""
-    job = HostileJob(environment={"GREETING": "hello"}, parallel=True,
-                     inherit_environment=False)
+    job = HostileJob(environment={"GREETING": "hello"}, parallel=True, inherit_environment=False)
     with scratch() as base:
         run = execute(job, combo, base)
     assert run.process.returncode == 0, run.process.stderr

@@ -26,8 +26,9 @@ DATA = Path(__file__).parent / "data" / "slurm"
 
 def recorded(name: str, argv: Sequence[str] = ("squeue",)) -> CommandResult:
     stderr = DATA / name.replace(".txt", ".stderr")
-    return CommandResult(tuple(argv), 0, (DATA / name).read_text(),
-                         stderr.read_text() if stderr.exists() else "")
+    return CommandResult(
+        tuple(argv), 0, (DATA / name).read_text(), stderr.read_text() if stderr.exists() else ""
+    )
 
 
 def answers(squeue_file: str, sacct_file: str | None = None) -> ScriptedTransport:
@@ -50,10 +51,18 @@ def answers(squeue_file: str, sacct_file: str | None = None) -> ScriptedTranspor
         ("squeue-het-failed.txt", "30313", JobState.FAILED, "FAILED (NonZeroExitCode)"),
         ("squeue-het-canceled.txt", "30317", JobState.CANCELED, "CANCELLED"),
         ("squeue-het-canceled.txt", "30315", JobState.CANCELED, "CANCELLED (JobHeldUser)"),
-        ("squeue-het-one-canceled-running.txt", "30319", JobState.ACTIVE,
-         "RUNNING (components 30319+0 RUNNING, 30319+1 CANCELLED)"),
-        ("squeue-het-one-canceled-completed.txt", "30323", JobState.CANCELED,
-         "CANCELLED (components 30323+0 COMPLETED, 30323+1 CANCELLED)"),
+        (
+            "squeue-het-one-canceled-running.txt",
+            "30319",
+            JobState.ACTIVE,
+            "RUNNING (components 30319+0 RUNNING, 30319+1 CANCELLED)",
+        ),
+        (
+            "squeue-het-one-canceled-completed.txt",
+            "30323",
+            JobState.CANCELED,
+            "CANCELLED (components 30323+0 COMPLETED, 30323+1 CANCELLED)",
+        ),
     ],
 )
 def test_components_in_the_queue_fold_into_the_leader(
@@ -69,8 +78,9 @@ def test_components_in_the_queue_fold_into_the_leader(
 def test_plain_jobs_beside_a_het_job_are_untouched_and_tags_name_the_leader() -> None:
     queue = squeue.parse(recorded("squeue-het-running.txt"))
     assert set(queue.statuses) == {"30329", "30330"}
-    assert queue.statuses["30329"] == NativeStatus("30329", JobState.ACTIVE, "RUNNING", None,
-                                                   "None")
+    assert queue.statuses["30329"] == NativeStatus(
+        "30329", JobState.ACTIVE, "RUNNING", None, "None"
+    )
     assert queue.tags == {"iri-gateway:plain-1": "30329", "iri-gateway:het-1": "30330"}
     assert "30329" not in queue.components
 
@@ -89,18 +99,39 @@ def test_batch_finds_a_het_job_by_its_tag() -> None:
 @pytest.mark.parametrize(
     ("squeue_file", "sacct_file", "leader", "state", "exit_code", "message"),
     [
-        ("squeue-het-completed.txt", "sacct-c-het-completed.txt", "30330",
-         JobState.COMPLETED, 0, "COMPLETED, exit code 0"),
-        ("squeue-het-failed.txt", "sacct-c-het-failed.txt", "30313",
-         JobState.FAILED, 5, "FAILED, exit code 5"),
+        (
+            "squeue-het-completed.txt",
+            "sacct-c-het-completed.txt",
+            "30330",
+            JobState.COMPLETED,
+            0,
+            "COMPLETED, exit code 0",
+        ),
+        (
+            "squeue-het-failed.txt",
+            "sacct-c-het-failed.txt",
+            "30313",
+            JobState.FAILED,
+            5,
+            "FAILED, exit code 5",
+        ),
         # jobcomp says COMPLETED for the leader; the live queue saw component 1 cancelled.
-        ("squeue-het-one-canceled-completed.txt", "sacct-c-het-one-canceled-completed.txt",
-         "30323", JobState.CANCELED, None,
-         "CANCELLED (components 30323+0 COMPLETED, 30323+1 CANCELLED)"),
+        (
+            "squeue-het-one-canceled-completed.txt",
+            "sacct-c-het-one-canceled-completed.txt",
+            "30323",
+            JobState.CANCELED,
+            None,
+            "CANCELLED (components 30323+0 COMPLETED, 30323+1 CANCELLED)",
+        ),
     ],
 )
 def test_batch_joins_the_queue_and_the_jobcomp_record_of_a_finished_het_job(
-    squeue_file: str, sacct_file: str, leader: str, state: JobState, exit_code: int | None,
+    squeue_file: str,
+    sacct_file: str,
+    leader: str,
+    state: JobState,
+    exit_code: int | None,
     message: str,
 ) -> None:
     transport = answers(squeue_file, sacct_file)
@@ -114,7 +145,10 @@ def test_batch_takes_the_jobcomp_record_when_the_queue_has_forgotten_the_job() -
     transport = answers("squeue-het-queued.txt", "sacct-c-het-failed.txt")  # 30313 gone
     status = SlurmBatch(transport).statuses(["30313"])["30313"]
     assert (status.state, status.exit_code, status.message) == (
-        JobState.FAILED, 5, "FAILED, exit code 5")
+        JobState.FAILED,
+        5,
+        "FAILED, exit code 5",
+    )
 
 
 def test_jobcomp_lists_second_components_under_their_own_ids() -> None:
@@ -137,36 +171,42 @@ def test_accounting_components_fold_into_the_leader() -> None:
     past = sacct.parse(CommandResult(("sacct",), 0, text, ""))
     assert set(past) == {"93", "94"}
     assert (past["93"].state, past["93"].exit_code) == (JobState.FAILED, 2)
-    assert past["93"].message == (
-        "FAILED (components 93+0 COMPLETED, 93+1 FAILED), exit code 2")
+    assert past["93"].message == ("FAILED (components 93+0 COMPLETED, 93+1 FAILED), exit code 2")
 
 
-def status(job_id: str, state: JobState | None, native: str, code: int | None = None
-           ) -> NativeStatus:
+def status(
+    job_id: str, state: JobState | None, native: str, code: int | None = None
+) -> NativeStatus:
     return NativeStatus(job_id, state, native, code)
 
 
 def test_failed_wins_over_canceled_and_keeps_its_own_exit_code() -> None:
-    job = hetjob.aggregate("7", [
-        status("7+0", JobState.CANCELED, "CANCELLED by 0", 0),
-        status("7+1", JobState.FAILED, "OUT_OF_MEMORY", 137),
-        status("7+2", JobState.COMPLETED, "COMPLETED", 0),
-    ])
+    job = hetjob.aggregate(
+        "7",
+        [
+            status("7+0", JobState.CANCELED, "CANCELLED by 0", 0),
+            status("7+1", JobState.FAILED, "OUT_OF_MEMORY", 137),
+            status("7+2", JobState.COMPLETED, "COMPLETED", 0),
+        ],
+    )
     assert (job.state, job.native_state, job.exit_code) == (JobState.FAILED, "OUT_OF_MEMORY", 137)
 
 
 def test_a_component_in_an_unknown_state_keeps_the_job_from_being_final() -> None:
-    job = hetjob.aggregate("7", [status("7+0", JobState.COMPLETED, "COMPLETED"),
-                                 status("7+1", None, "SOMETHING_NEW")])
+    job = hetjob.aggregate(
+        "7", [status("7+0", JobState.COMPLETED, "COMPLETED"), status("7+1", None, "SOMETHING_NEW")]
+    )
     assert job.state == JobState.ACTIVE, "one component has ended, so the job has started"
-    waiting = hetjob.aggregate("7", [status("7+0", JobState.QUEUED, "PENDING"),
-                                     status("7+1", None, "SOMETHING_NEW")])
+    waiting = hetjob.aggregate(
+        "7", [status("7+0", JobState.QUEUED, "PENDING"), status("7+1", None, "SOMETHING_NEW")]
+    )
     assert (waiting.state, waiting.native_state) == (None, "SOMETHING_NEW")
 
 
 def test_held_when_any_component_is_held() -> None:
-    job = hetjob.aggregate("7", [status("7+0", JobState.QUEUED, "PENDING"),
-                                 status("7+1", JobState.HELD, "PENDING")])
+    job = hetjob.aggregate(
+        "7", [status("7+0", JobState.QUEUED, "PENDING"), status("7+1", JobState.HELD, "PENDING")]
+    )
     assert job.state == JobState.HELD
 
 
@@ -184,32 +224,40 @@ def test_component_ids_split_into_leader_and_offset() -> None:
 
 def test_requeue_lifts_the_delay_only_after_the_earlier_run_left_its_nodes() -> None:
     """Each component COMPLETING first, then PENDING: only then `StartTime=now`."""
-    transport = (ScriptedTransport()
-                 .on("scontrol", "requeue", reply=Answer())
-                 .on("squeue", reply=Answer("COMPLETING\nPENDING\n"), times=2)
-                 .on("squeue", reply=Answer("PENDING\nPENDING\n"))
-                 .on("scontrol", "update", reply=Answer()))
+    transport = (
+        ScriptedTransport()
+        .on("scontrol", "requeue", reply=Answer())
+        .on("squeue", reply=Answer("COMPLETING\nPENDING\n"), times=2)
+        .on("squeue", reply=Answer("PENDING\nPENDING\n"))
+        .on("scontrol", "update", reply=Answer())
+    )
     assert SlurmBatch(transport).requeue("41") == "scontrol requeue 41"
     assert [call.argv for call in transport.calls] == [
         ("scontrol", "requeue", "41"),
-        ("squeue", "-h", "-j", "41", "-o", "%T"), ("squeue", "-h", "-j", "41", "-o", "%T"),
+        ("squeue", "-h", "-j", "41", "-o", "%T"),
+        ("squeue", "-h", "-j", "41", "-o", "%T"),
         ("squeue", "-h", "-j", "41", "-o", "%T"),
         ("scontrol", "update", "JobId=41", "StartTime=now"),
     ]
 
 
 def test_requeue_keeps_slurms_delay_when_the_run_does_not_leave_in_time() -> None:
-    transport = (ScriptedTransport()
-                 .on("scontrol", "requeue", reply=Answer())
-                 .on("squeue", reply=Answer("COMPLETING\n")))
+    transport = (
+        ScriptedTransport()
+        .on("scontrol", "requeue", reply=Answer())
+        .on("squeue", reply=Answer("COMPLETING\n"))
+    )
     words = SlurmBatch(transport, settle_seconds=0.6).requeue("41")
     assert words.startswith("scontrol requeue 41 (the earlier run is still leaving its nodes")
     assert "update" not in [call.argv[1] for call in transport.calls]
 
 
 def test_requeue_refused_keeps_slurms_words() -> None:
-    transport = ScriptedTransport().on("scontrol", "requeue", reply=Answer(
-        "", "Requeue of JobId=41 returned an error: Invalid job id specified\n", 1))
+    transport = ScriptedTransport().on(
+        "scontrol",
+        "requeue",
+        reply=Answer("", "Requeue of JobId=41 returned an error: Invalid job id specified\n", 1),
+    )
     with pytest.raises(RestartError) as caught:
         SlurmBatch(transport).requeue("41")
     assert "Invalid job id specified" in str(caught.value)

@@ -54,13 +54,16 @@ def test_the_oci_conf_flavour_is_required() -> None:
     assert "runtimes.slurm-oci.oci_conf: required" in refusal(document)
 
 
-@pytest.mark.parametrize(("change", "words"), [
-    ({"gpu": {"flags": ["--nv"]}}, "runtimes.slurm-oci.gpu: this gateway writes no GPU"),
-    ({"mpi": {"binds": ["/opt/mpi"]}}, "runtimes.slurm-oci.mpi: Slurm 22.05 gives"),
-    ({"networks": ["host", "none"]}, "runtimes.slurm-oci.networks: "),
-    ({"rootfs_cache": None}, "runtimes.slurm-oci.staging: docker-uri, oci images are staged"),
-    ({"staging": {"when": "submit", "command": ["x"]}}, "runtimes.slurm-oci.staging.when"),
-])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"gpu": {"flags": ["--nv"]}}, "runtimes.slurm-oci.gpu: this gateway writes no GPU"),
+        ({"mpi": {"binds": ["/opt/mpi"]}}, "runtimes.slurm-oci.mpi: Slurm 22.05 gives"),
+        ({"networks": ["host", "none"]}, "runtimes.slurm-oci.networks: "),
+        ({"rootfs_cache": None}, "runtimes.slurm-oci.staging: docker-uri, oci images are staged"),
+        ({"staging": {"when": "submit", "command": ["x"]}}, "runtimes.slurm-oci.staging.when"),
+    ],
+)
 def test_what_the_bundle_cannot_do_is_refused_at_load(change: dict[str, Any], words: str) -> None:
     assert words in refusal(example_with(change))
 
@@ -72,8 +75,7 @@ def test_slurm_oci_needs_slurm() -> None:
 def test_other_runtimes_refuse_the_slurm_oci_settings() -> None:
     document = example_with({})
     runtimes = document["resources"][0]["runtimes"]
-    runtimes["podman"] = {"image_forms": ["oci"], "oci_conf": "runc",
-                          "rootfs_cache": "$HOME/x"}
+    runtimes["podman"] = {"image_forms": ["oci"], "oci_conf": "runc", "rootfs_cache": "$HOME/x"}
     text = refusal(document)
     assert "runtimes.podman.oci_conf: podman is not run through Slurm's oci.conf" in text
     assert "runtimes.podman.rootfs_cache: podman stages no root filesystems" in text
@@ -89,30 +91,44 @@ def test_two_tasks_on_a_node_are_refused_naming_the_field() -> None:
     job = {"executable": "/bin/true", "container": {"image": "ubuntu:22.04"}}
     found = reasons({**job, "resources": {"node_count": 1, "process_count": 2}})
     assert "one container task per node" in found["resources.process_count"]
-    found = reasons({**job, "resources": {"node_count": 2, "process_count": 4,
-                                          "processes_per_node": 2}})
+    found = reasons(
+        {**job, "resources": {"node_count": 2, "process_count": 4, "processes_per_node": 2}}
+    )
     assert "one container task per node" in found["resources.processes_per_node"]
 
 
 def test_mpi_and_mpi_launchers_are_refused_with_the_reason() -> None:
-    job = {"executable": "/bin/true", "container": {"image": "ubuntu:22.04"},
-           "resources": {"node_count": 2, "process_count": 2}}
+    job = {
+        "executable": "/bin/true",
+        "container": {"image": "ubuntu:22.04"},
+        "resources": {"node_count": 2, "process_count": 2},
+    }
     assert "no per-task variables" in reasons({**job, "launcher": "srun"})["container.mpi"]
-    found = reasons({**job, "launcher": "srun",
-                     "container": {"image": "ubuntu:22.04", "mpi": False}})
+    found = reasons(
+        {**job, "launcher": "srun", "container": {"image": "ubuntu:22.04", "mpi": False}}
+    )
     assert "no per-task variables" in found["launcher"]
 
 
 def test_the_image_entrypoint_cannot_be_used() -> None:
-    assert "replaces the bundle's process.args" in reasons(
-        {"container": {"image": "ubuntu:22.04"}})["executable"]
+    assert (
+        "replaces the bundle's process.args"
+        in reasons({"container": {"image": "ubuntu:22.04"}})["executable"]
+    )
 
 
 def test_one_task_per_node_on_several_nodes_is_planned() -> None:
-    plan = make_plan(parse_jobspec({
-        "executable": "/bin/true", "resources": {"node_count": 2, "process_count": 2},
-        "container": {"image": "ubuntu:22.04"}}), REGISTRY.get("oci-cpu"))
-    assert "--ntasks-per-node=1 \"--container=$iri_oci_bundle\"" in plan.script
+    plan = make_plan(
+        parse_jobspec(
+            {
+                "executable": "/bin/true",
+                "resources": {"node_count": 2, "process_count": 2},
+                "container": {"image": "ubuntu:22.04"},
+            }
+        ),
+        REGISTRY.get("oci-cpu"),
+    )
+    assert '--ntasks-per-node=1 "--container=$iri_oci_bundle"' in plan.script
 
 
 STAND_IN_SRUN = """#!/bin/sh
@@ -127,18 +143,28 @@ def test_the_script_writes_the_config_with_every_value_intact(tmp_path: Path) ->
     """User values travel in JSON made by the gateway; the job directory (known only on the
     node) is JSON-escaped by the script: quotes, backslashes and `$` in either arrive as
     written, and nothing in them runs."""
-    hostile = "it's \"$(touch CANARY)\" `touch CANARY` \\ \\u0000 ${HOME}"
+    hostile = 'it\'s "$(touch CANARY)" `touch CANARY` \\ \\u0000 ${HOME}'
     directory = tmp_path / 'job "dir" \\ $HOME'
     directory.mkdir()
     rootfs = tmp_path / "rootfs"
     rootfs.mkdir()
-    plan = make_plan(parse_jobspec({
-        "executable": "/bin/echo", "arguments": [hostile, ""],
-        "environment": {"V": hostile},
-        "directory": str(directory),
-        "container": {"image": f"{rootfs}/", "volume_mounts": [
-            {"source": "/home/x y", "target": "/data 'in'", "read_only": True}]},
-    }), REGISTRY.get("oci-cpu"))
+    plan = make_plan(
+        parse_jobspec(
+            {
+                "executable": "/bin/echo",
+                "arguments": [hostile, ""],
+                "environment": {"V": hostile},
+                "directory": str(directory),
+                "container": {
+                    "image": f"{rootfs}/",
+                    "volume_mounts": [
+                        {"source": "/home/x y", "target": "/data 'in'", "read_only": True}
+                    ],
+                },
+            }
+        ),
+        REGISTRY.get("oci-cpu"),
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(STAND_IN_SRUN)
@@ -147,9 +173,17 @@ def test_the_script_writes_the_config_with_every_value_intact(tmp_path: Path) ->
     script.write_text(plan.script)
     copy = tmp_path / "config.json"
     ran = subprocess.run(
-        ["bash", str(script)], cwd=directory, capture_output=True, text=True, timeout=30,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "HOME": str(tmp_path),
-             "IRI_CONFIG_COPY": str(copy)},
+        ["bash", str(script)],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "SLURM_JOB_ID": "7",
+            "HOME": str(tmp_path),
+            "IRI_CONFIG_COPY": str(copy),
+        },
     )
     assert ran.returncode == 0, ran.stderr
     config = json.loads(copy.read_text())
@@ -159,10 +193,18 @@ def test_the_script_writes_the_config_with_every_value_intact(tmp_path: Path) ->
     assert process["cwd"] == str(directory)
     mounts = {m["destination"]: m for m in config["mounts"]}
     assert mounts["/"]["source"] == str(rootfs)
-    assert mounts[str(directory)] == {"destination": str(directory), "type": "none",
-                                      "source": str(directory), "options": ["rbind", "rw"]}
-    assert mounts["/data 'in'"] == {"destination": "/data 'in'", "type": "none",
-                                    "source": "/home/x y", "options": ["rbind", "ro"]}
+    assert mounts[str(directory)] == {
+        "destination": str(directory),
+        "type": "none",
+        "source": str(directory),
+        "options": ["rbind", "rw"],
+    }
+    assert mounts["/data 'in'"] == {
+        "destination": "/data 'in'",
+        "type": "none",
+        "source": "/home/x y",
+        "options": ["rbind", "ro"],
+    }
     assert mounts["/tmp"]["type"] == "tmpfs"
     uid = int(subprocess.run(["id", "-u"], capture_output=True, text=True).stdout)
     assert config["linux"]["uidMappings"] == [{"containerID": 0, "hostID": uid, "size": 1}]
@@ -173,7 +215,10 @@ def test_the_script_writes_the_config_with_every_value_intact(tmp_path: Path) ->
 def test_capabilities_say_what_slurm_oci_is_here() -> None:
     (runtime,) = capabilities(REGISTRY.get("oci-cpu")).runtimes
     assert (runtime.name, runtime.oci_conf, runtime.max_processes_per_node) == (
-        "slurm-oci", "runc", 1)
+        "slurm-oci",
+        "runc",
+        1,
+    )
     assert runtime.rootfs_cache == "$HOME/.cache/iri-gateway/oci"
     assert runtime.image_staging == "job: /opt/site/bin/stage-rootfs IMAGE FOLDER"
     assert runtime.mpi is None and runtime.gpu is None

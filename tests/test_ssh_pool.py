@@ -159,8 +159,14 @@ class PoolOnStandin(SshTransport):
     """The real SshTransport, connecting to the stand-in instead of the network."""
 
     def __init__(self, server: StandinServer, **settings: Any) -> None:
-        super().__init__(host="login", port=22, username="alice", known_hosts="/dev/null",
-                         backoff=0.01, **settings)
+        super().__init__(
+            host="login",
+            port=22,
+            username="alice",
+            known_hosts="/dev/null",
+            backoff=0.01,
+            **settings,
+        )
         self.server = server
 
     def _connect(self) -> Any:
@@ -205,7 +211,8 @@ def test_refused_session_is_sent_on_another_connection_and_none_is_closed() -> N
     server.release.set()
     results = run_all([lambda i=i: transport.run(["block", str(i)]) for i in range(12)])
     assert [r.stdout if isinstance(r, CommandResult) else r for r in results] == [
-        f"block {i}\n" for i in range(12)]
+        f"block {i}\n" for i in range(12)
+    ]
     assert all(isinstance(r, CommandResult) and r.exit_code == 0 for r in results)
     assert not any(c.closed_while_busy for c in server.connections)
     assert all(c.active for c in server.connections), "no live connection was dropped"
@@ -215,8 +222,7 @@ def test_refused_session_is_sent_on_another_connection_and_none_is_closed() -> N
 def test_refusal_does_not_close_the_connection_under_running_commands() -> None:
     server = StandinServer(max_sessions=2)
     transport = PoolOnStandin(server, max_sessions=3, max_connections=2)
-    threads = [threading.Thread(target=transport.run, args=(["block", str(i)],))
-               for i in range(2)]
+    threads = [threading.Thread(target=transport.run, args=(["block", str(i)],)) for i in range(2)]
     for thread in threads:
         thread.start()
     wait_until(lambda: server.connections and server.connections[0].sessions == 2)
@@ -325,8 +331,9 @@ def test_unreachable_login_node_is_not_sent_after_the_attempts() -> None:
             Unreachable.tries += 1
             raise OSError("Connection refused")
 
-    transport = Unreachable(host="login", port=22, username="alice", known_hosts="/dev/null",
-                            backoff=0.01, attempts=3)
+    transport = Unreachable(
+        host="login", port=22, username="alice", known_hosts="/dev/null", backoff=0.01, attempts=3
+    )
     with pytest.raises(NotSentError, match="after 3 attempts: Connection refused"):
         transport.run(["sbatch"])
     assert Unreachable.tries == 3

@@ -15,10 +15,10 @@ from iri_gateway.api.app import create_app
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.settings import Settings
-from iri_gateway.service.store import JobRecord, JobStore
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobRecord, JobStore
+from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.settings import Settings
 from tests.test_engine_local import shell_job, wait_for
 
 
@@ -26,15 +26,30 @@ def attempted_record(engine: Engine, word: str, attempted_ago: float) -> JobReco
     """A job recorded and attempted `attempted_ago` seconds ago, as a crash leaves it."""
     loaded = engine.registry.get("local")
     directory = str(engine.backends.data_dir / "work" / word)
-    effective = {"executable": "/bin/sh", "arguments": ["-c", f"echo {word}"],
-                 "directory": directory, "stdout_path": "stdout.txt",
-                 "stderr_path": "stderr.txt"}
-    plan = make_plan(shell_job(f"echo {word}").model_copy(update={  # type: ignore[attr-defined]
-        "directory": directory, "stdout_path": "stdout.txt", "stderr_path": "stderr.txt"}),
-        loaded)
+    effective = {
+        "executable": "/bin/sh",
+        "arguments": ["-c", f"echo {word}"],
+        "directory": directory,
+        "stdout_path": "stdout.txt",
+        "stderr_path": "stderr.txt",
+    }
+    plan = make_plan(
+        shell_job(f"echo {word}").model_copy(
+            update={  # type: ignore[attr-defined]
+                "directory": directory,
+                "stdout_path": "stdout.txt",
+                "stderr_path": "stderr.txt",
+            }
+        ),
+        loaded,
+    )
     record = engine.store.create(
-        owner="alice", resource_id="local", spec={}, effective_spec=effective,
-        plan=plan.model_dump(mode="json", exclude={"script"}), script=plan.script,
+        owner="alice",
+        resource_id="local",
+        spec={},
+        effective_spec=effective,
+        plan=plan.model_dump(mode="json", exclude={"script"}),
+        script=plan.script,
         submitting=True,
     )
     CLOCK.offset = -attempted_ago
@@ -59,8 +74,11 @@ CLOCK = ShiftedClock()
 
 def make_engine(data: Path) -> Engine:
     registry = ProfileRegistry.from_files([builtin_profile("local")])
-    return Engine(registry=registry, store=JobStore(f"sqlite:///{data}/jobs.db", clock=CLOCK),
-                  backends=Backends(data))
+    return Engine(
+        registry=registry,
+        store=JobStore(f"sqlite:///{data}/jobs.db", clock=CLOCK),
+        backends=Backends(data),
+    )
 
 
 def test_start_up_leaves_a_fresh_attempt_and_resubmits_a_settled_one(tmp_path: Path) -> None:

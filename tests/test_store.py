@@ -11,15 +11,29 @@ from pydantic import ValidationError
 
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.service.store import JobPaths, JobStore, StateChange
+from iri_gateway.service.jobs.store import JobPaths, JobStore, StateChange
 from tests.conftest import stored_plan
 
-WORKER = {"name": "worker1", "role": "worker", "index": 1, "node": "n2",
-          "address": "127.0.0.2", "state": "active", "exit_code": None}
+WORKER = {
+    "name": "worker1",
+    "role": "worker",
+    "index": 1,
+    "node": "n2",
+    "address": "127.0.0.2",
+    "state": "active",
+    "exit_code": None,
+}
+
 
 def new_job(store: JobStore) -> str:
-    record = store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
-                          plan=stored_plan(cluster_size=1), script="true")
+    record = store.create(
+        owner="alice",
+        resource_id="local",
+        spec={},
+        effective_spec={},
+        plan=stored_plan(cluster_size=1),
+        script="true",
+    )
     return record.id
 
 
@@ -28,8 +42,9 @@ def store_members(store: JobStore, job_id: str, members: list[dict[str, Any]]) -
     them with a change that keeps the state and message (`Engine._with_members`)."""
     record = store.get(job_id)
     assert record is not None
-    store.transition_many([StateChange(job_id, record.state, record.message or "",
-                                       members=members)])
+    store.transition_many(
+        [StateChange(job_id, record.state, record.message or "", members=members)]
+    )
 
 
 def test_a_new_job_has_no_members(database_url: str) -> None:
@@ -66,16 +81,33 @@ def test_a_poll_cycle_change_can_carry_members(database_url: str) -> None:
 
 # A plan as the first release stored it (every field `Plan` had in commit f830dee).
 FIRST_RELEASE_PLAN: dict[str, Any] = {
-    "facility": "nersc", "resource": "perlmutter-gpu", "scheduler": "slurm",
-    "queue": "regular", "runtime": "podman-hpc", "image": "docker.io/library/ubuntu:22.04",
-    "image_form": "registry", "launcher": "mpi",
+    "facility": "nersc",
+    "resource": "perlmutter-gpu",
+    "scheduler": "slurm",
+    "queue": "regular",
+    "runtime": "podman-hpc",
+    "image": "docker.io/library/ubuntu:22.04",
+    "image_form": "registry",
+    "launcher": "mpi",
     "gpu": {"flags": ["--gpu"], "devices": [], "gpus_per_node": 4},
-    "mpi": {"flavour": "cray-mpich", "launcher": "srun", "container_flags": ["--mpi"],
-            "modules": []},
+    "mpi": {
+        "flavour": "cray-mpich",
+        "launcher": "srun",
+        "container_flags": ["--mpi"],
+        "modules": [],
+    },
     "mounts": [{"source": "/pscratch/in", "target": "/input", "read_only": True}],
-    "shape": {"node_count": 2, "process_count": 8, "processes_per_node": 4,
-              "cpus_per_process": None, "gpus_per_process": 1, "gpus_per_node": 4,
-              "memory_mib": None, "walltime_seconds": 3600, "exclusive": True},
+    "shape": {
+        "node_count": 2,
+        "process_count": 8,
+        "processes_per_node": 4,
+        "cpus_per_process": None,
+        "gpus_per_process": 1,
+        "gpus_per_node": 4,
+        "memory_mib": None,
+        "walltime_seconds": 3600,
+        "exclusive": True,
+    },
     "pre_submit": [["podman-hpc", "pull", "docker.io/library/ubuntu:22.04"]],
     "warnings": [],
 }
@@ -83,8 +115,14 @@ FIRST_RELEASE_PLAN: dict[str, Any] = {
 
 def test_a_plan_the_first_release_stored_reads_back_typed(database_url: str) -> None:
     store = JobStore(database_url)
-    record = store.create(owner="alice", resource_id="perlmutter-gpu", spec={},
-                          effective_spec={}, plan=FIRST_RELEASE_PLAN, script="#!/bin/bash\n")
+    record = store.create(
+        owner="alice",
+        resource_id="perlmutter-gpu",
+        spec={},
+        effective_spec={},
+        plan=FIRST_RELEASE_PLAN,
+        script="#!/bin/bash\n",
+    )
     plan = JobStore(database_url).get(record.id).plan_model  # type: ignore[union-attr]
     assert plan.pre_submit == [["podman-hpc", "pull", "docker.io/library/ubuntu:22.04"]]
     assert plan.script == "#!/bin/bash\n"
@@ -98,8 +136,9 @@ def test_a_renamed_plan_field_fails_loudly(database_url: str, rename: tuple[str,
     old, new = rename
     plan = stored_plan(cluster_size=2)
     plan[new] = plan.pop(old)
-    record = JobStore(database_url).create(owner="alice", resource_id="local", spec={},
-                                       effective_spec={}, plan=plan, script="true")
+    record = JobStore(database_url).create(
+        owner="alice", resource_id="local", spec={}, effective_spec={}, plan=plan, script="true"
+    )
     with pytest.raises(ValidationError):
         record.plan_model  # noqa: B018
 
@@ -118,22 +157,36 @@ def test_cluster_size_reads_the_stored_plans_cluster(database_url: str) -> None:
     must agree with the typed plan for a cluster job and for a plain one."""
     store = JobStore(database_url)
     for size in (None, 3):
-        record = store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
-                              plan=stored_plan(cluster_size=size), script="true")
+        record = store.create(
+            owner="alice",
+            resource_id="local",
+            spec={},
+            effective_spec={},
+            plan=stored_plan(cluster_size=size),
+            script="true",
+        )
         typed = record.plan_model.cluster
         assert record.cluster_size == (None if typed is None else typed.size) == size
 
 
 def test_paths_and_named_directory_read_the_stored_specs(database_url: str) -> None:
     store = JobStore(database_url)
-    made = store.create(owner="alice", resource_id="local", spec={"executable": "x"},
-                        effective_spec={"executable": "x", "directory": "/w/1",
-                                        "stdout_path": "stdout.txt"},
-                        plan=stored_plan(), script="true")
-    named = store.create(owner="alice", resource_id="local",
-                         spec={"executable": "x", "directory": "/tmp/mine"},
-                         effective_spec={"executable": "x", "directory": "/tmp/mine"},
-                         plan=stored_plan(), script="true")
+    made = store.create(
+        owner="alice",
+        resource_id="local",
+        spec={"executable": "x"},
+        effective_spec={"executable": "x", "directory": "/w/1", "stdout_path": "stdout.txt"},
+        plan=stored_plan(),
+        script="true",
+    )
+    named = store.create(
+        owner="alice",
+        resource_id="local",
+        spec={"executable": "x", "directory": "/tmp/mine"},
+        effective_spec={"executable": "x", "directory": "/tmp/mine"},
+        plan=stored_plan(),
+        script="true",
+    )
     assert made.paths == JobPaths(directory="/w/1", stdout_path="stdout.txt")
     assert not made.named_directory and named.named_directory
     assert named.effective_spec_model.directory == "/tmp/mine"
@@ -160,18 +213,23 @@ def test_a_restart_is_kept_and_a_change_read_before_it_is_dropped(database_url: 
     store = JobStore(database_url)
     job_id = new_job(store)
     store.transition(job_id, JobState.ACTIVE, "RUNNING")
-    store.transition_many([StateChange(job_id, JobState.COMPLETED, "EXITED", 0,
-                                       members=[WORKER])])
+    store.transition_many([StateChange(job_id, JobState.COMPLETED, "EXITED", 0, members=[WORKER])])
     read = store.get(job_id)
     assert read is not None
     store.restarted(job_id, "restart 1: scontrol requeue 41")
-    store.transition_many([StateChange(job_id, JobState.FAILED, "stale", 1,
-                                       read_at=read.updated_at)])
+    store.transition_many(
+        [StateChange(job_id, JobState.FAILED, "stale", 1, read_at=read.updated_at)]
+    )
     record = JobStore(database_url).get(job_id)
     assert record is not None
     assert (record.state, record.message, record.exit_code, record.members) == (
-        JobState.QUEUED, "restart 1: scontrol requeue 41", None, [])
+        JobState.QUEUED,
+        "restart 1: scontrol requeue 41",
+        None,
+        [],
+    )
     assert [h["state"] for h in record.history] == ["new", "active", "completed", "queued"]
-    store.transition_many([StateChange(job_id, JobState.ACTIVE, "RUNNING",
-                                       read_at=record.updated_at)])
+    store.transition_many(
+        [StateChange(job_id, JobState.ACTIVE, "RUNNING", read_at=record.updated_at)]
+    )
     assert store.get(job_id).state == JobState.ACTIVE  # type: ignore[union-attr]

@@ -15,27 +15,36 @@ from sqlalchemy import create_engine, text
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.database import normalise_url
-from iri_gateway.service.engine import Engine, IdempotencyConflictError
-from iri_gateway.service.store import IdempotencyKeyTakenError, JobRecord, JobStore
+from iri_gateway.service.jobs.engine import Engine, IdempotencyConflictError
+from iri_gateway.service.jobs.store import IdempotencyKeyTakenError, JobRecord, JobStore
+from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.database import normalise_url
 from tests.conftest import stored_plan
 
 RACERS = 8
 
 
 def create_with_key(store: JobStore, key: str) -> JobRecord:
-    return store.create(owner="alice", resource_id="local", spec={}, effective_spec={},
-                        plan=stored_plan(), script="true", idempotency_key=key)
+    return store.create(
+        owner="alice",
+        resource_id="local",
+        spec={},
+        effective_spec={},
+        plan=stored_plan(),
+        script="true",
+        idempotency_key=key,
+    )
 
 
 def rows_with_key(url: str, key: str) -> int:
     engine = create_engine(normalise_url(url))
     try:
         with engine.connect() as connection:
-            return int(connection.execute(
-                text("SELECT count(*) FROM jobs WHERE idempotency_key = :key"), {"key": key}
-            ).scalar_one())
+            return int(
+                connection.execute(
+                    text("SELECT count(*) FROM jobs WHERE idempotency_key = :key"), {"key": key}
+                ).scalar_one()
+            )
     finally:
         engine.dispose()
 
@@ -82,8 +91,9 @@ def test_processes_with_one_key_make_one_job(database_url: str) -> None:
     JobStore(database_url)  # the schema exists before the racers open the store
     context = multiprocessing.get_context("spawn")
     start, results = context.Event(), context.Queue()
-    processes = [context.Process(target=_racer, args=(database_url, "k", start, results))
-                 for _ in range(4)]
+    processes = [
+        context.Process(target=_racer, args=(database_url, "k", start, results)) for _ in range(4)
+    ]
     for process in processes:
         process.start()
     # Each process opens its store before the start signal (the spawn imports take a while).
@@ -103,8 +113,10 @@ def test_processes_starting_together_migrate_once(database_url: str) -> None:
     others wait for its lock and find the schema made), and all of them work."""
     context = multiprocessing.get_context("spawn")
     start, results = context.Event(), context.Queue()
-    processes = [context.Process(target=_racer, args=(database_url, f"k{i}", start, results))
-                 for i in range(4)]
+    processes = [
+        context.Process(target=_racer, args=(database_url, f"k{i}", start, results))
+        for i in range(4)
+    ]
     start.set()  # open and create at once: the migration itself races
     for process in processes:
         process.start()
@@ -120,7 +132,8 @@ def spec(command: str) -> Any:
 
 
 def test_the_engine_replays_a_key_won_by_a_concurrent_submission(
-        database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two submissions with one key both look the key up before either records it (held at
     a barrier, so the race happens every time): one runs, the other gets its job back as a
     replay; a different request with that key is a conflict, never a second job."""
@@ -142,8 +155,9 @@ def test_the_engine_replays_a_key_won_by_a_concurrent_submission(
     lock = threading.Lock()
 
     def submit() -> None:
-        result = engine.submit(owner="alice", resource_id="local", spec=spec("true"),
-                               idempotency_key="k")
+        result = engine.submit(
+            owner="alice", resource_id="local", spec=spec("true"), idempotency_key="k"
+        )
         with lock:
             submissions.append(result)
 
@@ -157,6 +171,5 @@ def test_the_engine_replays_a_key_won_by_a_concurrent_submission(
     assert len(engine.store.find(owner="alice")) == 1
     assert engine.store.find(owner="alice")[0].state != JobState.FAILED
     with pytest.raises(IdempotencyConflictError):
-        engine.submit(owner="alice", resource_id="local", spec=spec("false"),
-                      idempotency_key="k")
+        engine.submit(owner="alice", resource_id="local", spec=spec("false"), idempotency_key="k")
     engine.close()

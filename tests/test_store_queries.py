@@ -8,7 +8,7 @@ from itertools import count
 import pytest
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service.store import MAX_SQL_OFFSET, JobFilters, JobStore, StateChange
+from iri_gateway.service.jobs.store import MAX_SQL_OFFSET, JobFilters, JobStore, StateChange
 from tests.conftest import stored_plan
 
 
@@ -18,11 +18,23 @@ def clocked_store(url: str) -> JobStore:
     return JobStore(url, clock=lambda: float(next(ticks)))
 
 
-def make(store: JobStore, owner: str = "alice", resource: str = "local", name: str | None = None,
-         key: str | None = None) -> str:
+def make(
+    store: JobStore,
+    owner: str = "alice",
+    resource: str = "local",
+    name: str | None = None,
+    key: str | None = None,
+) -> str:
     spec = {"executable": "x", **({"name": name} if name else {})}
-    return store.create(owner=owner, resource_id=resource, spec=spec, effective_spec=spec,
-                        plan=stored_plan(), script="true", idempotency_key=key).id
+    return store.create(
+        owner=owner,
+        resource_id=resource,
+        spec=spec,
+        effective_spec=spec,
+        plan=stored_plan(),
+        script="true",
+        idempotency_key=key,
+    ).id
 
 
 def test_find_filters_before_paging_oldest_first(database_url: str) -> None:
@@ -37,16 +49,16 @@ def test_find_filters_before_paging_oldest_first(database_url: str) -> None:
     assert ids(store.find(owner="alice", name="n0", offset=1, limit=1)) == [alice[2]]
     assert ids(store.find(resource_id="other")) == [elsewhere]
     assert ids(store.find(owner="alice", states=[JobState.COMPLETED])) == [alice[0]]
-    assert ids(store.find(owner="alice", resource_id="local", states=[JobState.NEW],
-                          offset=4)) == [alice[5]]
+    assert ids(store.find(owner="alice", resource_id="local", states=[JobState.NEW], offset=4)) == [
+        alice[5]
+    ]
     assert store.find(owner="alice", offset=MAX_SQL_OFFSET + 10) == []
     assert store.find(owner="carol") == []
     assert len(store.find()) == 8
     assert ids(store.find(name="no such name")) == []
 
 
-def test_find_and_count_take_one_filter_set_and_refuse_an_unknown_filter(
-        database_url: str) -> None:
+def test_find_and_count_take_one_filter_set_and_refuse_an_unknown_filter(database_url: str) -> None:
     """`find` and `count` share `JobFilters`: the same dictionary gives a page and its total;
     a misspelt filter is a TypeError, never a filter dropped (which would match every job)."""
     store = clocked_store(database_url)
@@ -75,8 +87,11 @@ def test_newest_first_text_and_count_agree_with_the_page(database_url: str) -> N
     assert ids(store.find(owner="alice", newest_first=True, offset=1, limit=1)) == [other]
     assert ids(store.find(owner="alice", text="ALPHA", newest_first=True)) == [other, alpha]
     assert ids(store.find(owner="alice", text=other[:8].upper())) == [other]
-    assert ids(store.find(owner="alice", text="%")) == ids(store.find(owner="alice",
-                                                                      text="_")) == [odd]
+    assert (
+        ids(store.find(owner="alice", text="%"))
+        == ids(store.find(owner="alice", text="_"))
+        == [odd]
+    )
     assert store.count(owner="alice") == 3
     assert store.count(owner="alice", text="alpha") == 2
     assert store.count(owner="alice", text="alpha", states=[JobState.COMPLETED]) == 1
@@ -94,15 +109,16 @@ def test_unsettled_holds_the_jobs_not_final(database_url: str) -> None:
     assert {record.id for record in JobStore(database_url).unsettled()} == {new, queued}
 
 
-def test_transition_many_applies_a_cycle_in_one_go_and_skips_unknown_ids(
-        database_url: str) -> None:
+def test_transition_many_applies_a_cycle_in_one_go_and_skips_unknown_ids(database_url: str) -> None:
     store = clocked_store(database_url)
     first, second = make(store), make(store)
-    store.transition_many([
-        StateChange(first, JobState.ACTIVE, "RUNNING"),
-        StateChange(second, JobState.COMPLETED, "COMPLETED, exit code 0", exit_code=0),
-        StateChange("no-such-job", JobState.ACTIVE, "RUNNING"),
-    ])
+    store.transition_many(
+        [
+            StateChange(first, JobState.ACTIVE, "RUNNING"),
+            StateChange(second, JobState.COMPLETED, "COMPLETED, exit code 0", exit_code=0),
+            StateChange("no-such-job", JobState.ACTIVE, "RUNNING"),
+        ]
+    )
     store.transition_many([StateChange(first, JobState.ACTIVE, "RUNNING")])  # no change
     store.transition_many([])
     for reader in (store, JobStore(database_url)):  # the cache and the database agree

@@ -21,10 +21,10 @@ from iri_gateway.errors import SchedulerUnavailableError, SubmitError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.store import JobRecord, JobStore
-from iri_gateway.service.submitter import Submitter, pause
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobRecord, JobStore
+from iri_gateway.service.jobs.submitter import Submitter, pause
+from iri_gateway.service.operations.backends import Backends
 
 JOB = parse_jobspec({"executable": "/bin/true"})
 
@@ -32,9 +32,12 @@ JOB = parse_jobspec({"executable": "/bin/true"})
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
     registry = ProfileRegistry.from_files([builtin_profile("local")])
-    made = Engine(registry=registry, store=JobStore(f"sqlite:///{tmp_path}/jobs.db"),
-                  backends=Backends(tmp_path),
-                  submitter=Submitter(concurrency=16, first_pause=0.05, longest_pause=0.2))
+    made = Engine(
+        registry=registry,
+        store=JobStore(f"sqlite:///{tmp_path}/jobs.db"),
+        backends=Backends(tmp_path),
+        submitter=Submitter(concurrency=16, first_pause=0.05, longest_pause=0.2),
+    )
     yield made
     made.close()
 
@@ -68,9 +71,14 @@ class Scheduler:
                 if self.down:
                     self.down -= 1
                     raise SchedulerUnavailableError(
-                        ["sbatch"], 1, "", "sbatch: error: Batch job submission failed: "
+                        ["sbatch"],
+                        1,
+                        "",
+                        "sbatch: error: Batch job submission failed: "
                         "Unable to contact slurm controller (connect failure)",
-                        action="submission", reached=self.reached)
+                        action="submission",
+                        reached=self.reached,
+                    )
             return self.real(script, tag=tag)
         finally:
             with self.changed:
@@ -110,6 +118,7 @@ def test_each_lane_runs_its_bound_at_once_and_no_more() -> None:
                 running[lane] += 1
                 lock.notify_all()
             release.wait(30)
+
         return run
 
     try:
@@ -141,13 +150,13 @@ def test_later_runs_after_the_pause_and_not_after_close() -> None:
 def test_sixteen_launches_are_sixteen_submissions_in_flight(engine: Engine) -> None:
     scheduler = Scheduler(engine)
     scheduler.gate.clear()
-    submissions = [engine.submit(owner="alice", resource_id="local", spec=JOB, wait=0)
-                   for _ in range(17)]
+    submissions = [
+        engine.submit(owner="alice", resource_id="local", spec=JOB, wait=0) for _ in range(17)
+    ]
     scheduler.wait_until(lambda: scheduler.in_flight == 16)
     assert all(s.record.state == JobState.NEW for s in submissions)
     # The 17th waits for a slot, and its answer says so.
-    assert "waiting for one of the 16 submission slots" in (submissions[-1].record.message
-                                                            or "")
+    assert "waiting for one of the 16 submission slots" in (submissions[-1].record.message or "")
     assert scheduler.calls == 16
     scheduler.gate.set()
     for submission in submissions:
@@ -190,8 +199,7 @@ def test_unavailable_scheduler_leaves_the_job_new_and_it_is_sent_when_back(
     states = [entry["state"] for entry in queued.history]
     assert "failed" not in states
     pauses = [entry["message"] for entry in queued.history if "trying again" in entry["message"]]
-    assert [m.split("trying again in ")[1].split(" s")[0] for m in pauses] == ["0.05", "0.1",
-                                                                                "0.2"]
+    assert [m.split("trying again in ")[1].split(" s")[0] for m in pauses] == ["0.05", "0.1", "0.2"]
 
 
 def test_outcome_unknown_is_left_to_the_reconcile_by_tag(engine: Engine) -> None:
@@ -228,11 +236,17 @@ def test_refusal_is_raised_and_the_job_failed(engine: Engine) -> None:
 def test_retry_with_the_key_while_the_first_waits_is_the_same_job(engine: Engine) -> None:
     scheduler = Scheduler(engine)
     scheduler.gate.clear()
-    first = engine.submit(owner="alice", resource_id="local", spec=JOB, idempotency_key="k",
-                          wait=0.1)
+    first = engine.submit(
+        owner="alice", resource_id="local", spec=JOB, idempotency_key="k", wait=0.1
+    )
     answers: list[Any] = []
-    retry = threading.Thread(target=lambda: answers.append(engine.submit(
-        owner="alice", resource_id="local", spec=JOB, idempotency_key="k", wait=30)))
+    retry = threading.Thread(
+        target=lambda: answers.append(
+            engine.submit(
+                owner="alice", resource_id="local", spec=JOB, idempotency_key="k", wait=30
+            )
+        )
+    )
     retry.start()
     time.sleep(0.2)
     scheduler.gate.set()
@@ -243,8 +257,9 @@ def test_retry_with_the_key_while_the_first_waits_is_the_same_job(engine: Engine
     assert scheduler.calls == 1
 
 
-def test_key_raced_past_the_lookup_replays_the_winner(engine: Engine,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_key_raced_past_the_lookup_replays_the_winner(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two requests both find no job for the key; the store's unique key lets one create it
     and the other replays that job (no second job, no conflict)."""
     won = engine.submit(owner="alice", resource_id="local", spec=JOB, idempotency_key="k")
@@ -277,8 +292,12 @@ def test_cancel_while_waiting_for_the_scheduler_never_submits(engine: Engine) ->
 def test_close_drops_waiting_retries_and_the_next_start_sends_them(tmp_path: Path) -> None:
     registry = ProfileRegistry.from_files([builtin_profile("local")])
     url = f"sqlite:///{tmp_path}/jobs.db"
-    first = Engine(registry=registry, store=JobStore(url), backends=Backends(tmp_path),
-                   submitter=Submitter(first_pause=60))
+    first = Engine(
+        registry=registry,
+        store=JobStore(url),
+        backends=Backends(tmp_path),
+        submitter=Submitter(first_pause=60),
+    )
     scheduler = Scheduler(first)
     scheduler.down = 1
     record = first.submit(owner="alice", resource_id="local", spec=JOB).record
@@ -312,7 +331,8 @@ def test_a_fault_of_the_first_attempt_answers_the_job_accepted_and_the_reconcile
     record = engine.submit(owner="alice", resource_id="local", spec=JOB).record
     assert record.state == JobState.NEW
     assert "the first attempt to send it failed (RuntimeError: database is locked)" in (
-        record.message or "")
+        record.message or ""
+    )
     stored = settled(engine, record.id, lambda r: r.claimed_by is None)
     assert stored.native_id is None and scheduler.calls == 1
     actions = engine.reconcile(settle=0)

@@ -10,26 +10,28 @@ import threading
 
 import pytest
 
-from iri_gateway.service.store import JobStore
-from iri_gateway.service.tasks import COMPLETED, PENDING, TaskLimitError, TaskStore
+from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.tasks.records import COMPLETED, PENDING, TaskLimitError, TaskStore
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 CP = {"router": "filesystem", "command": "cp", "args": {}}
 MKDIR = {"router": "filesystem", "command": "mkdir", "args": {}}
 
 
-def test_quick_operations_never_push_out_a_running_task(database_url: str) -> None:  # noqa: F811
+def test_quick_operations_never_push_out_a_running_task(database_url: str) -> None:
     tasks = TaskStore(JobStore(database_url), per_user=4)
     running = tasks.create("alice", CP, replica_id="r1")
-    done = [tasks.create("alice", MKDIR, replica_id="r1", status=COMPLETED,
-                         result={"output": index}) for index in range(10)]
+    done = [
+        tasks.create("alice", MKDIR, replica_id="r1", status=COMPLETED, result={"output": index})
+        for index in range(10)
+    ]
     kept = tasks.list("alice")
     assert [task.id for task in kept] == [running.id] + [task.id for task in done[-4:]]
     assert tasks.get("alice", running.id) is not None
     assert tasks.get("alice", done[0].id) is None
 
 
-def test_one_unfinished_task_beyond_the_bound_is_refused(database_url: str) -> None:  # noqa: F811
+def test_one_unfinished_task_beyond_the_bound_is_refused(database_url: str) -> None:
     tasks = TaskStore(JobStore(database_url), per_user=3)
     first, *_ = [tasks.create("alice", CP, replica_id="r1") for _ in range(3)]
     with pytest.raises(TaskLimitError, match="alice has 3 unfinished file tasks"):
@@ -43,13 +45,14 @@ def test_one_unfinished_task_beyond_the_bound_is_refused(database_url: str) -> N
     assert tasks.create("alice", CP, replica_id="r1").status == PENDING
 
 
-def test_racing_creators_fill_exactly_the_bound(database_url: str) -> None:  # noqa: F811
+def test_racing_creators_fill_exactly_the_bound(database_url: str) -> None:
     """16 threads asking at once: on PostgreSQL each through a store of its own (as replicas
     would), on SQLite through the one store of the process (the only way it is used)."""
     shared = JobStore(database_url)
     postgres = database_url.startswith("postgresql")
-    stores = [TaskStore(JobStore(database_url) if postgres else shared, per_user=5)
-              for _ in range(16)]
+    stores = [
+        TaskStore(JobStore(database_url) if postgres else shared, per_user=5) for _ in range(16)
+    ]
     start = threading.Barrier(len(stores))
     outcomes: list[str] = []
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from iri_gateway.service.replicas import Replica
-from iri_gateway.service.store import JobStore
-from iri_gateway.service.task_runner import Progress, TaskRunner
-from iri_gateway.service.tasks import TaskRecord, TaskStore
+from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.replicas import Replica
+from iri_gateway.service.tasks.records import TaskRecord, TaskStore
+from iri_gateway.service.tasks.runner import Progress, TaskRunner
 from iri_gateway.transport.base import TransportError
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
@@ -33,14 +33,15 @@ def _runner(url: str) -> TaskRunner:
     return TaskRunner(TaskStore(store), replica, workers=2)
 
 
-def test_a_transport_fault_fails_the_task_with_a_retryable_503(database_url: str) -> None:  # noqa: F811
+def test_a_transport_fault_fails_the_task_with_a_retryable_503(database_url: str) -> None:
     runner = _runner(database_url)
 
     def work(_progress: Progress) -> dict[str, Any]:
         raise TransportError("the login node login.example does not answer")
 
-    task = _ended(runner, runner.submit("alice", {"router": "filesystem", "command": "cp",
-                                                  "args": {}}, work))
+    task = _ended(
+        runner, runner.submit("alice", {"router": "filesystem", "command": "cp", "args": {}}, work)
+    )
     assert task.status == "failed"
     assert task.result is not None
     error = task.result["error"]
@@ -49,14 +50,15 @@ def test_a_transport_fault_fails_the_task_with_a_retryable_503(database_url: str
     runner.replica.stop()
 
 
-def test_a_bug_in_the_work_is_a_500_naming_it(database_url: str) -> None:  # noqa: F811
+def test_a_bug_in_the_work_is_a_500_naming_it(database_url: str) -> None:
     runner = _runner(database_url)
 
     def work(_progress: Progress) -> dict[str, Any]:
         raise KeyError("rest")
 
-    task = _ended(runner, runner.submit("alice", {"router": "filesystem", "command": "cp",
-                                                  "args": {}}, work))
+    task = _ended(
+        runner, runner.submit("alice", {"router": "filesystem", "command": "cp", "args": {}}, work)
+    )
     assert task.status == "failed"
     assert task.result is not None and task.result["error"]["status"] == 500
     assert "rest" in task.result["error"]["detail"]

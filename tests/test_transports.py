@@ -49,7 +49,8 @@ def test_decode_output_is_lenient_utf8_and_keeps_line_endings() -> None:
 
 def test_invalid_utf8_through_the_local_transport() -> None:
     result = LocalTransport().run(
-        ["sh", "-c", f"printf '{octal(STDOUT)}'; printf '{octal(STDERR)}' >&2"])
+        ["sh", "-c", f"printf '{octal(STDOUT)}'; printf '{octal(STDERR)}' >&2"]
+    )
     assert result.ok, result.describe()
     assert (result.stdout, result.stderr) == (STDOUT_TEXT, STDERR_TEXT)
 
@@ -63,7 +64,8 @@ def test_invalid_utf8_through_the_ssh_transport() -> None:
 
 def test_both_transports_give_the_same_text_for_the_same_bytes() -> None:
     local = LocalTransport().run(
-        ["sh", "-c", f"printf '{octal(STDOUT)}'; printf '{octal(STDERR)}' >&2"])
+        ["sh", "-c", f"printf '{octal(STDOUT)}'; printf '{octal(STDERR)}' >&2"]
+    )
     ssh = PoolOnStandin(StandinServer()).run(["raw", STDOUT.hex(), STDERR.hex()])
     assert (local.stdout, local.stderr) == (ssh.stdout, ssh.stderr)
 
@@ -84,8 +86,10 @@ def test_rules_answer_by_the_first_words_and_every_call_is_recorded() -> None:
     shown = transport.run(["scontrol", "show", "job", "7"], stdin="x")
     assert ran == CommandResult(("squeue", "-h"), 0, "1|RUNNING\n", "")
     assert shown == CommandResult(("scontrol", "show", "job", "7"), 1, "", "no such job\n")
-    assert transport.calls == [Call(("squeue", "-h"), None, 5, True),
-                               Call(("scontrol", "show", "job", "7"), "x", 60.0, False)]
+    assert transport.calls == [
+        Call(("squeue", "-h"), None, 5, True),
+        Call(("scontrol", "show", "job", "7"), "x", 60.0, False),
+    ]
     assert transport.programs() == ["squeue", "scontrol"]
     with pytest.raises(UnscriptedCommandError, match="scontrol hold 7"):
         transport.run(["scontrol", "hold", "7"])

@@ -15,42 +15,35 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__, console
-from iri_gateway.api import deps, docs_pages, problems
-from iri_gateway.api.body_limit import BodyLimit
-from iri_gateway.api.caller_first import require_caller_first
-from iri_gateway.api.head import HeadAsGet
-from iri_gateway.api.openapi_errors import document_errors
-from iri_gateway.api.openapi_parameters import refusing_unknown_query, without_null_parameters
-from iri_gateway.api.rate_limit import rate_limiter
-from iri_gateway.api.routers import (
-    account,
-    compute,
-    facility,
-    filesystem,
-    filesystem_transfer,
-    filesystem_write,
-    health,
-    limits,
-    me,
-    overview,
-    profile_check,
-    resources,
-    status,
-    storage,
-    templates,
-)
-from iri_gateway.api.security_headers import SecurityHeaders
+from iri_gateway.api.account import limits, me
+from iri_gateway.api.account import routes as account
+from iri_gateway.api.compute import job_templates, overview
+from iri_gateway.api.compute import routes as compute
+from iri_gateway.api.facility import profile_check, resources
+from iri_gateway.api.facility import routes as facility
+from iri_gateway.api.filesystem import read_routes, transfer_routes, write_routes
+from iri_gateway.api.openapi.errors import document_errors
+from iri_gateway.api.openapi.parameters import refusing_unknown_query, without_null_parameters
+from iri_gateway.api.plumbing import deps, docs_pages, problems
+from iri_gateway.api.plumbing.body_limit import BodyLimit
+from iri_gateway.api.plumbing.caller_first import require_caller_first
+from iri_gateway.api.plumbing.head import HeadAsGet
+from iri_gateway.api.plumbing.rate_limit import rate_limiter
+from iri_gateway.api.plumbing.security_headers import SecurityHeaders
+from iri_gateway.api.status import health
+from iri_gateway.api.status import routes as status
+from iri_gateway.api.storage import routes as storage
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
-from iri_gateway.service.auth import Authenticator, JwtVerifier, TokenFile
-from iri_gateway.service.backends import Backends, gateway_files
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.poller import Poller
-from iri_gateway.service.replicas import Replica
-from iri_gateway.service.settings import Settings
-from iri_gateway.service.store import JobStore
-from iri_gateway.service.submitter import Submitter
+from iri_gateway.service.accounts.auth import Authenticator, JwtVerifier, TokenFile
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.poller import Poller
+from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.jobs.submitter import Submitter
+from iri_gateway.service.operations.backends import Backends, gateway_files
+from iri_gateway.service.operations.replicas import Replica
+from iri_gateway.service.operations.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -77,14 +70,27 @@ def build_engine(settings: Settings) -> Engine:
     return Engine(
         registry=registry,
         store=store,
-        backends=Backends(settings.data_dir, gateway_files(
-            store_url=settings.store_url, tokens=settings.tokens_path,
-            ssh_files=[path for loaded in registry if loaded.resource.connection.ssh
-                       for path in (loaded.resource.connection.ssh.known_hosts,
-                                    loaded.resource.connection.ssh.key_file) if path]),
-                          settings.file_agent_limits()),
-        submitter=Submitter(concurrency=settings.submit_concurrency,
-                            longest_pause=settings.submit_retry_longest),
+        backends=Backends(
+            settings.data_dir,
+            gateway_files(
+                store_url=settings.store_url,
+                tokens=settings.tokens_path,
+                ssh_files=[
+                    path
+                    for loaded in registry
+                    if loaded.resource.connection.ssh
+                    for path in (
+                        loaded.resource.connection.ssh.known_hosts,
+                        loaded.resource.connection.ssh.key_file,
+                    )
+                    if path
+                ],
+            ),
+            settings.file_agent_limits(),
+        ),
+        submitter=Submitter(
+            concurrency=settings.submit_concurrency, longest_pause=settings.submit_retry_longest
+        ),
         settle_time=settings.settle_time,
         replica=replica,
         task_workers=settings.task_workers,
@@ -98,16 +104,20 @@ def _authenticator(settings: Settings, tokens: TokenFile) -> Authenticator:
     if settings.auth == "jwt":
         assert settings.jwks_url and settings.jwt_issuer and settings.jwt_audience
         return JwtVerifier(
-            jwks_url=settings.jwks_url, issuer=settings.jwt_issuer,
-            audience=settings.jwt_audience, username_claim=settings.jwt_username_claim,
-            projects_claim=settings.jwt_projects_claim, roles_claim=settings.jwt_roles_claim,
+            jwks_url=settings.jwks_url,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+            username_claim=settings.jwt_username_claim,
+            projects_claim=settings.jwt_projects_claim,
+            roles_claim=settings.jwt_roles_claim,
             admin_role=settings.jwt_admin_role,
         )
     return tokens
 
 
-def create_app(settings: Settings, *, engine: Engine | None = None,
-               run_poller: bool = True) -> FastAPI:
+def create_app(
+    settings: Settings, *, engine: Engine | None = None, run_poller: bool = True
+) -> FastAPI:
     """The gateway's HTTP application."""
     engine = engine or build_engine(settings)
 
@@ -128,8 +138,7 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
         if run_poller:
             poller = Poller(engine, fast=settings.poll_fast, slow=settings.poll_slow)
             app.state.poller = poller
-            thread = threading.Thread(target=poller.run, args=(stop,), name="poller",
-                                      daemon=True)
+            thread = threading.Thread(target=poller.run, args=(stop,), name="poller", daemon=True)
             thread.start()
         app.state.started = True
         try:
@@ -158,16 +167,32 @@ def create_app(settings: Settings, *, engine: Engine | None = None,
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
     problems.install(app)
-    app.add_middleware(BodyLimit, limit=settings.max_request_bytes,
-                       exempt=(filesystem_transfer.UPLOAD_PREFIX,))
+    app.add_middleware(
+        BodyLimit, limit=settings.max_request_bytes, exempt=(transfer_routes.UPLOAD_PREFIX,)
+    )
     app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)  # outermost: on every answer the routes make
     app.state.started = False
     app.state.poller = None
-    routers = [module.router for module in (facility, status, account, me, limits, compute,
-                                            templates, filesystem, health, profile_check,
-                                            filesystem_transfer, filesystem_write, resources,
-                                            storage)]
+    routers = [
+        module.router
+        for module in (
+            facility,
+            status,
+            account,
+            me,
+            limits,
+            compute,
+            job_templates,
+            read_routes,
+            health,
+            profile_check,
+            transfer_routes,
+            write_routes,
+            resources,
+            storage,
+        )
+    ]
     routers += [compute.extensions, overview.router]
     for router in routers:
         require_caller_first(router.routes)

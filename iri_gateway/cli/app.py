@@ -33,9 +33,9 @@ from iri_gateway.errors import (
 
 if TYPE_CHECKING:
     from iri_gateway.models.jobspec import JobSpec
-    from iri_gateway.planning.templates import Expanded
+    from iri_gateway.planning.job_templates import Expanded
     from iri_gateway.profiles.loading import ProfileRegistry
-    from iri_gateway.service.auth import TokenFile
+    from iri_gateway.service.accounts.auth import TokenFile
 
 EXIT_ERROR = 1
 EXIT_CANNOT_RUN = 2
@@ -74,8 +74,9 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _registry(profiles: list[Path] | None, resource: str | None = None,
-              measure: bool = True) -> ProfileRegistry:
+def _registry(
+    profiles: list[Path] | None, resource: str | None = None, measure: bool = True
+) -> ProfileRegistry:
     """The profiles named, else the shipped ones, whose parsed trees the user's cache keeps;
     with `measure`, resources that ask for it (`nodes.detect`) measured on this machine (only
     `resource` when one is named), notes on stderr."""
@@ -114,7 +115,7 @@ def _read_job(job: str) -> JobSpec:
 def _expanded(registry: ProfileRegistry, spec: JobSpec) -> Expanded:
     """The job with its template applied: offline, only the profiles' templates exist (a
     user's own are on the server: `remote-plan`)."""
-    from iri_gateway.planning.templates import Expanded, expand, shipped_templates
+    from iri_gateway.planning.job_templates import Expanded, expand, shipped_templates
 
     if spec.template is None:
         return Expanded(spec, None)
@@ -146,8 +147,9 @@ def render(
     registry = _registry(profile, resource)
     spec = _expanded(registry, _read_job(job)).spec
     try:
-        plan = make_plan(spec, registry.get(_pick_resource(registry, resource)),
-                         registry.known_facts)
+        plan = make_plan(
+            spec, registry.get(_pick_resource(registry, resource)), registry.known_facts
+        )
     except JobRejectedError as error:
         _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
     except GatewayError as error:
@@ -167,21 +169,22 @@ def plan(
 
     When the job cannot run, the JSON lists every problem and the exit code is 2.
     """
+    from iri_gateway.planning.job_templates import with_template
     from iri_gateway.planning.planner import make_plan
-    from iri_gateway.planning.templates import with_template
 
     registry = _registry(profile, resource)
     expanded = _expanded(registry, _read_job(job))
     resource_id = _pick_resource(registry, resource)
     try:
-        result = with_template(make_plan(expanded.spec, registry.get(resource_id),
-                                         registry.known_facts), expanded.template)
+        result = with_template(
+            make_plan(expanded.spec, registry.get(resource_id), registry.known_facts),
+            expanded.template,
+        )
     except JobRejectedError as error:
         document = {
             "resource": resource_id,
             "problems": [
-                {"name": p.field, "reason": p.reason, "offered": p.offered}
-                for p in error.problems
+                {"name": p.field, "reason": p.reason, "offered": p.offered} for p in error.problems
             ],
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
@@ -237,8 +240,7 @@ def placement(
     except InvalidJobSpecError as error:
         _fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
     if as_json:
-        sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2)
-                         + "\n")
+        sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2) + "\n")
     else:
         from iri_gateway.cli.views import placement_table
 
@@ -252,8 +254,11 @@ def flavours_import(
     manifest: Annotated[Path, typer.Argument(help="App manifest (YAML) of flavours.")],
     job: Annotated[
         str | None,
-        typer.Option("--job", help="JobSpec JSON file (or '-') to put the flavours into; "
-                     "its container.flavours and container.app are replaced."),
+        typer.Option(
+            "--job",
+            help="JobSpec JSON file (or '-') to put the flavours into; "
+            "its container.flavours and container.app are replaced.",
+        ),
     ] = None,
     app_name: Annotated[
         str | None,
@@ -307,15 +312,22 @@ def profile_check(
     if not no_shellcheck:
         shellcheck = find_shellcheck()
         if shellcheck is None:
-            _fail("shellcheck is not installed (Debian: apt-get install shellcheck); "
-                  "install it or pass --no-shellcheck")
+            _fail(
+                "shellcheck is not installed (Debian: apt-get install shellcheck); "
+                "install it or pass --no-shellcheck"
+            )
     rows = run_matrix(registry)
     check_scripts(rows, shellcheck)
     failed = [row for row in rows if row.outcome == "FAIL"]
     if as_json:
         document = [
-            {"resource": r.resource, "runtime": r.runtime, "sample": r.sample,
-             "outcome": r.outcome, "detail": r.detail}
+            {
+                "resource": r.resource,
+                "runtime": r.runtime,
+                "sample": r.sample,
+                "outcome": r.outcome,
+                "detail": r.detail,
+            }
             for r in rows
         ]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
@@ -328,8 +340,13 @@ def profile_check(
         table.add_column("detail")
         styles = {"ok": "green", "unsupported": "yellow", "FAIL": "bold red"}
         for row in rows:
-            table.add_row(row.resource, row.runtime, row.sample,
-                          f"[{styles[row.outcome]}]{row.outcome}[/]", row.detail)
+            table.add_row(
+                row.resource,
+                row.runtime,
+                row.sample,
+                f"[{styles[row.outcome]}]{row.outcome}[/]",
+                row.detail,
+            )
         consoles.out().print(table)
         linted = "bash -n and shellcheck -S warning" if shellcheck else "bash -n only"
         consoles.out().print(f"{len(rows) - len(failed)} of {len(rows)} samples passed ({linted}).")
@@ -352,17 +369,19 @@ def serve(
     ] = None,
     database_url: Annotated[
         str | None,
-        typer.Option(help="Job store URL, e.g. postgresql://USER:PASSWORD@HOST/DB (default: "
-                     "SQLite in the data dir; also IRI_GATEWAY_DATABASE_URL)."),
+        typer.Option(
+            help="Job store URL, e.g. postgresql://USER:PASSWORD@HOST/DB (default: "
+            "SQLite in the data dir; also IRI_GATEWAY_DATABASE_URL)."
+        ),
     ] = None,
 ) -> None:
     """Run the gateway: the IRI API v2 on embedded defaults (SQLite, the `local` resource)."""
     import uvicorn
 
     from iri_gateway.api.app import create_app
-    from iri_gateway.service.auth import TokenFile
-    from iri_gateway.service.database import DatabaseError
-    from iri_gateway.service.settings import Settings
+    from iri_gateway.service.accounts.auth import TokenFile
+    from iri_gateway.service.operations.database import DatabaseError
+    from iri_gateway.service.operations.settings import Settings
 
     overrides: dict[str, object] = {}
     if profiles:
@@ -385,15 +404,24 @@ def serve(
             f"Created {settings.tokens_path} with an admin token for user 'admin' and project "
             f"{FIRST_PROJECT!r} (shown once):\n  {token}\nSend it as 'Authorization: "
             f"Bearer TOKEN' with 'X-IRI-Facility-Project: {FIRST_PROJECT}'; more users "
-            "and projects: iri-gateway token USER --project PROJECT", markup=False)
+            "and projects: iri-gateway token USER --project PROJECT",
+            markup=False,
+        )
     resources = ", ".join(application.state.engine.registry.ids())
     address = f"http://{host}:{port}"
-    consoles.err().print(f"iri-gateway {__version__}: {address}/api/v2 (resources: "
-                         f"{resources}; data: {settings.data_dir})", markup=False)
-    which = ("the token above" if created
-             else "your token (a new one: iri-gateway token USER --project PROJECT)")
-    consoles.err().print(f"Web console: open {address}/ in a browser and sign in with {which}.",
-                         markup=False)
+    consoles.err().print(
+        f"iri-gateway {__version__}: {address}/api/v2 (resources: "
+        f"{resources}; data: {settings.data_dir})",
+        markup=False,
+    )
+    which = (
+        "the token above"
+        if created
+        else "your token (a new one: iri-gateway token USER --project PROJECT)"
+    )
+    consoles.err().print(
+        f"Web console: open {address}/ in a browser and sign in with {which}.", markup=False
+    )
     uvicorn.run(application, host=host, port=port, log_level="warning")
 
 
@@ -408,7 +436,8 @@ class _TokenGroup(TyperGroup):
 
 
 token_app = typer.Typer(
-    cls=_TokenGroup, no_args_is_help=True,
+    cls=_TokenGroup,
+    no_args_is_help=True,
     help="Issue, list and revoke the bearer tokens of the server's tokens file; changes take "
     "effect at the server's next request. `token USER --project P` is `token create USER "
     "--project P` (a user named like a subcommand needs `create`).",
@@ -420,8 +449,8 @@ DataDirOption = Annotated[
 
 
 def _tokens_file(data_dir: Path | None) -> TokenFile:
-    from iri_gateway.service.auth import TokenFile
-    from iri_gateway.service.settings import Settings
+    from iri_gateway.service.accounts.auth import TokenFile
+    from iri_gateway.service.operations.settings import Settings
 
     settings = Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
     return TokenFile(settings.tokens_path)
@@ -432,17 +461,24 @@ def token_create(
     user: Annotated[str, typer.Argument(help="Gateway user name the token stands for.")],
     project: Annotated[
         list[str] | None,
-        typer.Option("--project", help="Project the user may charge (repeatable); a token "
-                     "without projects may charge none."),
+        typer.Option(
+            "--project",
+            help="Project the user may charge (repeatable); a token "
+            "without projects may charge none.",
+        ),
     ] = None,
     admin: Annotated[
-        bool, typer.Option("--admin", help="Give the token the facility admin role (needed "
-                           "to check profiles, e.g. on the console's Profiles page).")
+        bool,
+        typer.Option(
+            "--admin",
+            help="Give the token the facility admin role (needed "
+            "to check profiles, e.g. on the console's Profiles page).",
+        ),
     ] = False,
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a bearer token for USER in the server's tokens file and print it (once)."""
-    from iri_gateway.service.auth import TokenFileError
+    from iri_gateway.service.accounts.auth import TokenFileError
 
     try:
         token = _tokens_file(data_dir).issue(user, project or [], admin=admin)
@@ -450,23 +486,34 @@ def token_create(
         _fail(str(error))
     sys.stdout.write(token + "\n")
     if not project:
-        consoles.err().print(f"note: the token grants no project, so {user!r} cannot submit "
-                             "jobs; give --project to grant one", markup=False)
+        consoles.err().print(
+            f"note: the token grants no project, so {user!r} cannot submit "
+            "jobs; give --project to grant one",
+            markup=False,
+        )
 
 
 @token_app.command("list")
 def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> None:
     """List the issued tokens: id, user, projects, admin role, creation time (never the
     tokens)."""
-    from iri_gateway.service.auth import TokenFileError
+    from iri_gateway.service.accounts.auth import TokenFileError
 
     try:
         entries = _tokens_file(data_dir).entries()
     except TokenFileError as error:
         _fail(str(error))
     if as_json:
-        document = [{"id": e.id, "user": e.user, "projects": list(e.projects),
-                     "admin": e.admin, "created": e.created} for e in entries]
+        document = [
+            {
+                "id": e.id,
+                "user": e.user,
+                "projects": list(e.projects),
+                "admin": e.admin,
+                "created": e.created,
+            }
+            for e in entries
+        ]
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
     from rich.table import Table
@@ -475,18 +522,29 @@ def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> N
     for column in ("id", "user", "projects", "admin", "created"):
         table.add_column(column, no_wrap=True)
     for entry in entries:
-        created = "-" if entry.created is None else datetime.fromtimestamp(
-            entry.created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        table.add_row(entry.id, entry.user, ", ".join(entry.projects) or "-",
-                      "admin" if entry.admin else "-", created)
+        created = (
+            "-"
+            if entry.created is None
+            else datetime.fromtimestamp(entry.created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        )
+        table.add_row(
+            entry.id,
+            entry.user,
+            ", ".join(entry.projects) or "-",
+            "admin" if entry.admin else "-",
+            created,
+        )
     consoles.out().print(table)
 
 
 @token_app.command("revoke")
 def token_revoke(
     token_or_id: Annotated[
-        str | None, typer.Argument(help="The token itself, or its id from `token list` (a "
-                                   "token beginning with '-' goes after `--`).")
+        str | None,
+        typer.Argument(
+            help="The token itself, or its id from `token list` (a "
+            "token beginning with '-' goes after `--`)."
+        ),
     ] = None,
     user: Annotated[
         str | None, typer.Option("--user", help="Revoke every token of this user.")
@@ -497,7 +555,7 @@ def token_revoke(
 
     Exit 1 when nothing matched.
     """
-    from iri_gateway.service.auth import TokenFileError
+    from iri_gateway.service.accounts.auth import TokenFileError
 
     try:
         removed = _tokens_file(data_dir).revoke(token_or_id=token_or_id, user=user)
@@ -520,7 +578,7 @@ def profile_schema() -> None:
 @app.command("openapi")
 def openapi_command() -> None:
     """Print the gateway's OpenAPI document (shipped as openapi/openapi.json)."""
-    from iri_gateway.api.export import openapi_document
+    from iri_gateway.api.openapi.export import openapi_document
 
     sys.stdout.write(openapi_document())
 
@@ -531,8 +589,11 @@ def version() -> None:
     sys.stdout.write(f"iri-gateway {__version__}\n")
 
 
-from iri_gateway.cli.client_commands import register; register(app)  # noqa: E402, E702, I001
-from iri_gateway.cli.template_commands import template_app  # noqa: E402, I001
+from iri_gateway.cli.client_commands import register  # noqa: E402
+
+register(app)
+from iri_gateway.cli.job_template_commands import template_app  # noqa: E402
+
 app.add_typer(template_app, name="template")
 
 

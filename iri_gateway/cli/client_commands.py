@@ -38,13 +38,15 @@ EXIT_TIMEOUT = 2
 
 ServerOption = Annotated[
     str,
-    typer.Option("--server", envvar=URL_ENV, show_envvar=True,
-                 help="Gateway URL (without /api/v2)."),
+    typer.Option(
+        "--server", envvar=URL_ENV, show_envvar=True, help="Gateway URL (without /api/v2)."
+    ),
 ]
 TokenOption = Annotated[
     str | None,
-    typer.Option("--token", envvar=TOKEN_ENV, show_envvar=True, show_default=False,
-                 help="Bearer token."),
+    typer.Option(
+        "--token", envvar=TOKEN_ENV, show_envvar=True, show_default=False, help="Bearer token."
+    ),
 ]
 ResourceOption = Annotated[str, typer.Option("--resource", "-r", help="Resource id.")]
 JobIdArgument = Annotated[str, typer.Argument(help="Job id, as `submit` printed it.")]
@@ -81,8 +83,10 @@ def _read_spec(job: str) -> dict[str, Any]:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
-        _fail(f"(document): not JSON: {error.msg} at line {error.lineno} column {error.colno}",
-              EXIT_INVALID)
+        _fail(
+            f"(document): not JSON: {error.msg} at line {error.lineno} column {error.colno}",
+            EXIT_INVALID,
+        )
     if not isinstance(document, dict):
         _fail("(document): a JobSpec is a JSON object", EXIT_INVALID)
     return document
@@ -95,7 +99,9 @@ def _when(seconds: float | None) -> str:
 
 
 _STYLES = {
-    JobState.COMPLETED: "green", JobState.FAILED: "bold red", JobState.CANCELED: "yellow",
+    JobState.COMPLETED: "green",
+    JobState.FAILED: "bold red",
+    JobState.CANCELED: "yellow",
     JobState.ACTIVE: "cyan",
 }
 
@@ -143,13 +149,13 @@ def _show_job(job: JobInfo) -> None:
         for column in ("time", "state", "message"):
             steps.add_column(column)
         for step in history:
-            steps.add_row(_when(step.get("time")), str(step.get("state", "")),
-                          str(step.get("message") or ""))
+            steps.add_row(
+                _when(step.get("time")), str(step.get("state", "")), str(step.get("message") or "")
+            )
         out.print(steps)
 
 
-def _wait_live(client: GatewayClient, resource: str, job_id: str,
-               timeout: float | None) -> int:
+def _wait_live(client: GatewayClient, resource: str, job_id: str, timeout: float | None) -> int:
     """Wait with the SDK's live status line on stderr; the exit code says how the job ended."""
     from iri_gateway.client import WaitTimeout
 
@@ -157,8 +163,8 @@ def _wait_live(client: GatewayClient, resource: str, job_id: str,
         job = client.wait(resource, job_id, timeout=timeout, progress=consoles.err())
     except WaitTimeout as timed_out:
         consoles.err().print(
-            f"job {job_id} is still {timed_out.job.state.value} after {timeout:g} s",
-            markup=False)
+            f"job {job_id} is still {timed_out.job.state.value} after {timeout:g} s", markup=False
+        )
         return EXIT_TIMEOUT
     code = "" if job.exit_code is None else f", exit code {job.exit_code}"
     consoles.err().print(f"job {job_id} {_state(job)}{code}")
@@ -186,8 +192,7 @@ def submit(
     """Submit JOB to a resource of the gateway and print the job id."""
     spec = _read_spec(job)
     with _gateway(server, token) as client:
-        submitted = client.submit(resource, spec, idempotency_key=idempotency_key,
-                                  project=project)
+        submitted = client.submit(resource, spec, idempotency_key=idempotency_key, project=project)
         sys.stdout.write(submitted.id + "\n")
         sys.stdout.flush()
         if wait:
@@ -214,9 +219,7 @@ def status(
 
 def jobs(
     resource: ResourceOption,
-    historical: Annotated[
-        bool, typer.Option("--all", "-a", help="Finished jobs too.")
-    ] = False,
+    historical: Annotated[bool, typer.Option("--all", "-a", help="Finished jobs too.")] = False,
     as_json: JsonOption = False,
     server: ServerOption = DEFAULT_URL,
     token: TokenOption = None,
@@ -234,10 +237,14 @@ def jobs(
     for column in ("state", "exit", "updated"):
         table.add_column(column, no_wrap=True)
     for job in found:
-        updated = "-" if job.time is None else datetime.fromtimestamp(job.time, UTC).strftime(
-            "%m-%d %H:%M:%S")
-        table.add_row(job.id, _state(job), "-" if job.exit_code is None else str(job.exit_code),
-                      updated)
+        updated = (
+            "-"
+            if job.time is None
+            else datetime.fromtimestamp(job.time, UTC).strftime("%m-%d %H:%M:%S")
+        )
+        table.add_row(
+            job.id, _state(job), "-" if job.exit_code is None else str(job.exit_code), updated
+        )
     consoles.out().print(table)
 
 

@@ -25,18 +25,24 @@ def placement_table(ranked: Sequence[Placement]) -> Table:
         table.add_column(column)
     for entry in ranked:
         # A flavour's problem already names its flavour; other problems need their field.
-        notes = [p.reason if p.name.startswith("container.flavours") else f"{p.name}: {p.reason}"
-                 for p in entry.problems]
+        notes = [
+            p.reason if p.name.startswith("container.flavours") else f"{p.name}: {p.reason}"
+            for p in entry.problems
+        ]
         if entry.runnable:
-            notes += [f"flavour {f.name} {f.status}: {f.reason}" for f in entry.flavours
-                      if f.status == "rejected"]
+            notes += [
+                f"flavour {f.name} {f.status}: {f.reason}"
+                for f in entry.flavours
+                if f.status == "rejected"
+            ]
         notes += entry.warnings
         flavour = entry.flavour or "-"
         if entry.priority is not None:
             flavour += f" ({entry.priority})"
         if entry.role_flavours:  # a cluster job: each role's own choice
-            flavour = "\n".join(f"{role}: {chosen or '-'}"
-                                for role, chosen in entry.role_flavours.items())
+            flavour = "\n".join(
+                f"{role}: {chosen or '-'}" for role, chosen in entry.role_flavours.items()
+            )
         table.add_row(
             entry.resource,
             "[green]yes[/]" if entry.runnable else "[red]no[/]",
@@ -59,9 +65,12 @@ def members_table(members: Sequence[Mapping[str, Any]]) -> Table:
         code = member.get("exit_code")
         state = str(member.get("state", "")) + (" (stopped)" if member.get("stopped") else "")
         row = [
-            str(member.get("name", "")), str(member.get("role", "")),
-            str(member.get("node", "")), str(member.get("address", "")),
-            state, "-" if code is None else str(code),
+            str(member.get("name", "")),
+            str(member.get("role", "")),
+            str(member.get("node", "")),
+            str(member.get("address", "")),
+            state,
+            "-" if code is None else str(code),
         ]
         if with_ports:
             endpoints = member.get("endpoints") or {}
@@ -74,8 +83,11 @@ def human_duration(seconds: int) -> str:
     """3600 -> '1h', 1800 -> '30m', 5400 -> '1h30m', 90 -> '1m30s'."""
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
-             f"{secs}s" if secs else ""]
+    parts = [
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+        f"{secs}s" if secs else "",
+    ]
     return "".join(parts) or "0s"
 
 
@@ -91,8 +103,13 @@ def capabilities_tables(documents: Sequence[Capabilities]) -> list[Table]:
         table.add_column(column)
     policies = Table(title="Container runtimes: what a job may ask of each", show_lines=True)
     policies.add_column("resource", no_wrap=True)
-    for column in ("runtime", "mount sources", "networks", "GPU devices",
-                   "allowed extra options (regular expressions)"):
+    for column in (
+        "runtime",
+        "mount sources",
+        "networks",
+        "GPU devices",
+        "allowed extra options (regular expressions)",
+    ):
         policies.add_column(column)
     facts = Table(title="Hardware facts (for flavour requirements)", show_lines=True)
     facts.add_column("resource", no_wrap=True)
@@ -104,11 +121,17 @@ def capabilities_tables(documents: Sequence[Capabilities]) -> list[Table]:
         _add_text_row(table, _resource_row(doc))
         for runtime in doc.runtimes:
             _add_text_row(policies, [doc.resource, *_policy_row(runtime)])
-        _add_text_row(facts, [doc.resource, "\n".join(
-            f"{name}: {_fact(value)}" + (" (detected)" if name in doc.detected else "")
-            for name, value in doc.hardware.items())])
-        _add_text_row(files, [doc.resource,
-                              "\n".join(doc.file_roots) or "none: job folders only"])
+        _add_text_row(
+            facts,
+            [
+                doc.resource,
+                "\n".join(
+                    f"{name}: {_fact(value)}" + (" (detected)" if name in doc.detected else "")
+                    for name, value in doc.hardware.items()
+                ),
+            ],
+        )
+        _add_text_row(files, [doc.resource, "\n".join(doc.file_roots) or "none: job folders only"])
     return [table, policies, facts, files]
 
 
@@ -123,10 +146,12 @@ def _resource_row(doc: Capabilities) -> list[str]:
     if hardware["gpu_count"]:
         version = hardware.get("nvidia_cuda") or hardware.get("rocm")
         gpus = f"{hardware['gpu_count']} x {hardware['gpu_vendor']} {hardware['gpu_model']}"
-        gpus += f" ({'CUDA' if 'nvidia_cuda' in hardware else 'ROCm'} {version})" \
-            if version else ""
-        gpus += ("\nwithout a count: whole node" if doc.gpu_default_request == "whole-node"
-                 else "\nwithout a count: refused")
+        gpus += f" ({'CUDA' if 'nvidia_cuda' in hardware else 'ROCm'} {version})" if version else ""
+        gpus += (
+            "\nwithout a count: whole node"
+            if doc.gpu_default_request == "whole-node"
+            else "\nwithout a count: refused"
+        )
     queues = "\n".join(
         f"{q.name}{' *' if q.default else ''}"
         + (f" <= {human_duration(q.max_walltime)}" if q.max_walltime else "")
@@ -142,13 +167,14 @@ def _resource_row(doc: Capabilities) -> list[str]:
     mpi = f"{doc.mpi['flavour']} via {doc.mpi['launcher']}" if doc.mpi else "-"
     return [
         f"{doc.resource}\n{doc.facility}{' (example)' if doc.example_profile else ''}",
-        doc.scheduler + (
+        doc.scheduler
+        + (
             f"\ncluster jobs: <= {doc.cluster_jobs.max_roles} roles, "
             f"<= {doc.cluster_jobs.max_members} members"
-            if doc.cluster_jobs.enabled else "\nno cluster jobs"
+            if doc.cluster_jobs.enabled
+            else "\nno cluster jobs"
         ),
-        f"{hardware['node_count']} x {hardware['cpu_cores']} cores, "
-        f"{hardware['memory_gib']:g} GiB",
+        f"{hardware['node_count']} x {hardware['cpu_cores']} cores, {hardware['memory_gib']:g} GiB",
         gpus,
         queues,
         runtimes or "none",

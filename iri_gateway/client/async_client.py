@@ -36,9 +36,9 @@ from iri_gateway.client.models import (
     output_path,
 )
 from iri_gateway.client.progress import status_line
+from iri_gateway.models.job_templates import StoredTemplate
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
-from iri_gateway.models.templates import StoredTemplate
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
@@ -60,8 +60,9 @@ class AsyncGatewayClient:
     ) -> None:
         self.server, headers = client_settings(server, token)
         self.retries = retries
-        self._http = httpx.AsyncClient(base_url=self.server, headers=headers, timeout=timeout,
-                                       transport=transport)
+        self._http = httpx.AsyncClient(
+            base_url=self.server, headers=headers, timeout=timeout, transport=transport
+        )
         self._sleep = sleep
         self._clock = clock
 
@@ -71,8 +72,12 @@ class AsyncGatewayClient:
     async def __aenter__(self) -> AsyncGatewayClient:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        trace: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         await self.aclose()
 
     async def _run(self, call: Call[T]) -> T:
@@ -82,16 +87,21 @@ class AsyncGatewayClient:
         attempt = 0
         while True:
             try:
-                response = await self._http.request(call.method, API + call.path,
-                                                    params=call.params, json=call.json,
-                                                    headers=call.headers)
+                response = await self._http.request(
+                    call.method,
+                    API + call.path,
+                    params=call.params,
+                    json=call.json,
+                    headers=call.headers,
+                )
             except httpx.TransportError as error:
                 if attempt < self.retries:
                     await self._sleep(backoff(attempt))
                     attempt += 1
                     continue
-                raise ConnectionFailed(0, "No answer from the gateway",
-                                       f"{self.server}: {error}") from None
+                raise ConnectionFailed(
+                    0, "No answer from the gateway", f"{self.server}: {error}"
+                ) from None
             if response.status_code in RETRY_STATUSES and attempt < self.retries:
                 await self._sleep(retry_pause(response, attempt))
                 attempt += 1
@@ -102,13 +112,17 @@ class AsyncGatewayClient:
 
     # ---- compute ----------------------------------------------------------------------------
 
-    async def submit(self, resource: str, spec: SpecLike, idempotency_key: str | None = None,
-                     project: str | None = None) -> JobInfo:
+    async def submit(
+        self,
+        resource: str,
+        spec: SpecLike,
+        idempotency_key: str | None = None,
+        project: str | None = None,
+    ) -> JobInfo:
         """Submit a job (launchJob), always with an Idempotency-Key (see GatewayClient)."""
         return await self._run(calls.submit(resource, spec, idempotency_key, project))
 
-    async def status(self, resource: str, job_id: str, *,
-                     include_spec: bool = False) -> JobInfo:
+    async def status(self, resource: str, job_id: str, *, include_spec: bool = False) -> JobInfo:
         """A job's status (getJob)."""
         return await self._run(calls.status(resource, job_id, include_spec))
 
@@ -154,8 +168,9 @@ class AsyncGatewayClient:
                 await self._sleep(interval)
                 interval = calls.next_interval(interval, poll, max_poll)
 
-    async def output(self, resource: str, job_id: str, stream: Stream = "stdout",
-                     tail: int | None = None) -> str:
+    async def output(
+        self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None
+    ) -> str:
         """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB)."""
         path = output_path(await self.status(resource, job_id, include_spec=True), stream)
         if tail is not None:
@@ -202,8 +217,9 @@ class AsyncGatewayClient:
 
     # ---- filesystem and tasks -----------------------------------------------------------------
 
-    async def task_result(self, operation: str, resource: str, body: Mapping[str, Any],
-                          timeout: float = 60.0) -> dict[str, Any]:
+    async def task_result(
+        self, operation: str, resource: str, body: Mapping[str, Any], timeout: float = 60.0
+    ) -> dict[str, Any]:
         """Run a task-based filesystem operation and return its task's `result`."""
         task_id = await self._run(calls.task_submit(operation, resource, body))
         deadline = self._clock() + timeout
@@ -214,19 +230,22 @@ class AsyncGatewayClient:
             if result is not None:
                 return result
             if self._clock() >= deadline:
-                raise GatewayClientError(504, "Task not finished",
-                                         f"{operation} task {task_id} is still running")
+                raise GatewayClientError(
+                    504, "Task not finished", f"{operation} task {task_id} is still running"
+                )
             await self._sleep(interval)
             interval = min(interval * 2, 2.0)
 
-    async def tail(self, resource: str, path: str, *, lines: int | None = None,
-                   nbytes: int | None = None) -> FileContent:
+    async def tail(
+        self, resource: str, path: str, *, lines: int | None = None, nbytes: int | None = None
+    ) -> FileContent:
         """The end of a file (official `tail`)."""
         body = {"path": path, "lines": lines, "bytes": nbytes}
         return FileContent.from_result(await self.task_result("tail", resource, body))
 
-    async def view(self, resource: str, path: str, *, offset: int = 0,
-                   size: int = READ_LIMIT) -> FileContent:
+    async def view(
+        self, resource: str, path: str, *, offset: int = 0, size: int = READ_LIMIT
+    ) -> FileContent:
         """`size` bytes from `offset` (official `view`)."""
         body = {"path": path, "offset": offset, "size": size}
         return FileContent.from_result(await self.task_result("view", resource, body))

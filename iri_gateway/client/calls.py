@@ -24,10 +24,10 @@ import httpx
 
 from iri_gateway.client.errors import GatewayClientError
 from iri_gateway.client.models import DEFAULT_URL, TOKEN_ENV, URL_ENV, FileContent, JobInfo
+from iri_gateway.models.job_templates import StoredTemplate, Template
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
-from iri_gateway.models.templates import StoredTemplate, Template
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
@@ -92,9 +92,11 @@ def body_json(response: httpx.Response) -> Any:
     try:
         return response.json()
     except ValueError:
-        raise GatewayClientError(response.status_code, "Not JSON",
-                                 f"{response.request.method} {response.request.url} answered "
-                                 f"{response.text[:200]!r}") from None
+        raise GatewayClientError(
+            response.status_code,
+            "Not JSON",
+            f"{response.request.method} {response.request.url} answered {response.text[:200]!r}",
+        ) from None
 
 
 def spec_document(spec: SpecLike) -> dict[str, Any]:
@@ -112,13 +114,13 @@ def _nothing(response: httpx.Response) -> None:
     return None
 
 
-def submit(resource: str, spec: SpecLike, idempotency_key: str | None,
-           project: str | None) -> Call[JobInfo]:
+def submit(
+    resource: str, spec: SpecLike, idempotency_key: str | None, project: str | None
+) -> Call[JobInfo]:
     headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
     if project:
         headers["X-IRI-Facility-Project"] = project
-    return Call("POST", f"/compute/job/{resource}", _job, json=spec_document(spec),
-                headers=headers)
+    return Call("POST", f"/compute/job/{resource}", _job, json=spec_document(spec), headers=headers)
 
 
 def status(resource: str, job_id: str, include_spec: bool) -> Call[JobInfo]:
@@ -130,8 +132,12 @@ def jobs(resource: str, historical: bool) -> Call[list[JobInfo]]:
     def parse(response: httpx.Response) -> list[JobInfo]:
         return [JobInfo.from_json(d) for d in body_json(response)]
 
-    return Call("POST", f"/compute/status/{resource}", parse,
-                params={"historical": "true" if historical else "false"})
+    return Call(
+        "POST",
+        f"/compute/status/{resource}",
+        parse,
+        params={"historical": "true" if historical else "false"},
+    )
 
 
 def cancel(resource: str, job_id: str) -> Call[None]:
@@ -143,14 +149,21 @@ def restart(resource: str, job_id: str) -> Call[JobInfo]:
 
 
 def plan(resource: str, spec: SpecLike) -> Call[Plan]:
-    return Call("POST", f"/compute/plan/{resource}",
-                lambda r: Plan.model_validate(body_json(r)), json=spec_document(spec))
+    return Call(
+        "POST",
+        f"/compute/plan/{resource}",
+        lambda r: Plan.model_validate(body_json(r)),
+        json=spec_document(spec),
+    )
 
 
 def placement(spec: SpecLike) -> Call[list[Placement]]:
-    return Call("POST", "/compute/placement",
-                lambda r: [Placement.model_validate(e) for e in body_json(r)],
-                json=spec_document(spec))
+    return Call(
+        "POST",
+        "/compute/placement",
+        lambda r: [Placement.model_validate(e) for e in body_json(r)],
+        json=spec_document(spec),
+    )
 
 
 TemplateLike = Template | Mapping[str, Any]
@@ -158,21 +171,32 @@ TemplateLike = Template | Mapping[str, Any]
 
 
 def templates() -> Call[list[StoredTemplate]]:
-    return Call("GET", "/compute/templates",
-                lambda r: [StoredTemplate.model_validate(e) for e in body_json(r)])
+    return Call(
+        "GET",
+        "/compute/templates",
+        lambda r: [StoredTemplate.model_validate(e) for e in body_json(r)],
+    )
 
 
 def template_get(name: str) -> Call[StoredTemplate]:
-    return Call("GET", f"/compute/templates/{name}",
-                lambda r: StoredTemplate.model_validate(body_json(r)))
+    return Call(
+        "GET", f"/compute/templates/{name}", lambda r: StoredTemplate.model_validate(body_json(r))
+    )
 
 
 def template_put(name: str, template: TemplateLike) -> Call[StoredTemplate]:
     """Writing the same body again leaves the same template: safe to repeat."""
-    document = (template if isinstance(template, Mapping)
-                else template.model_dump(mode="json", exclude_unset=True))
-    return Call("PUT", f"/compute/templates/{name}",
-                lambda r: StoredTemplate.model_validate(body_json(r)), json=dict(document))
+    document = (
+        template
+        if isinstance(template, Mapping)
+        else template.model_dump(mode="json", exclude_unset=True)
+    )
+    return Call(
+        "PUT",
+        f"/compute/templates/{name}",
+        lambda r: StoredTemplate.model_validate(body_json(r)),
+        json=dict(document),
+    )
 
 
 def template_delete(name: str) -> Call[None]:
@@ -181,20 +205,28 @@ def template_delete(name: str) -> Call[None]:
 
 
 def capabilities(resource: str) -> Call[Capabilities]:
-    return Call("GET", f"/compute/capabilities/{resource}",
-                lambda r: Capabilities.model_validate(body_json(r)))
+    return Call(
+        "GET",
+        f"/compute/capabilities/{resource}",
+        lambda r: Capabilities.model_validate(body_json(r)),
+    )
 
 
 def task_submit(operation: str, resource: str, body: Mapping[str, Any]) -> Call[str]:
     """Start a filesystem task; reading tasks have no effect, so a repeat is harmless."""
-    return Call("POST", f"/filesystem/{operation}/{resource}",
-                lambda r: str(body_json(r)["task_id"]), json=dict(body))
+    return Call(
+        "POST",
+        f"/filesystem/{operation}/{resource}",
+        lambda r: str(body_json(r)["task_id"]),
+        json=dict(body),
+    )
 
 
 def task_get(task_id: str) -> Call[dict[str, Any]]:
     def parse(response: httpx.Response) -> dict[str, Any]:
         task: dict[str, Any] = body_json(response)
         return task
+
     return Call("GET", f"/task/{task_id}", parse)
 
 
@@ -205,8 +237,9 @@ def task_outcome(operation: str, task_id: str, task: Mapping[str, Any]) -> dict[
         result: dict[str, Any] = task.get("result") or {}
         return result
     if state in ("failed", "canceled"):
-        raise GatewayClientError(500, f"Task {state}",
-                                 f"{operation} task {task_id}: {task.get('result')}")
+        raise GatewayClientError(
+            500, f"Task {state}", f"{operation} task {task_id}: {task.get('result')}"
+        )
     return None
 
 

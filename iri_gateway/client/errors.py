@@ -53,8 +53,11 @@ class GatewayClientError(Exception):
             int(body.get("status") or response.status_code),
             str(body.get("title") or title),
             str(body.get("detail") or ""),
-            [{"name": str(p.get("name", "")), "reason": str(p.get("reason", ""))}
-             for p in params if isinstance(p, dict)],
+            [
+                {"name": str(p.get("name", "")), "reason": str(p.get("reason", ""))}
+                for p in params
+                if isinstance(p, dict)
+            ],
             type=str(body.get("type") or "about:blank"),
             instance=body.get("instance"),
         )
@@ -95,8 +98,13 @@ class ServerError(GatewayClientError):
 
 
 _BY_STATUS: dict[int, type[GatewayClientError]] = {
-    400: InvalidRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-    422: InvalidRequest, 429: TooManyRequests,
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    422: InvalidRequest,
+    429: TooManyRequests,
 }
 
 

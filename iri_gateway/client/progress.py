@@ -23,12 +23,14 @@ def status_line(job_id: str, progress: bool | Console) -> Iterator[Callable[[Job
     started = time.monotonic()
     last: list[str] = []
     with console.status(f"job {job_id}: waiting") as live:
+
         def show(job: JobInfo) -> None:
             message = f" ({job.message})" if job.message else ""
             elapsed = int(time.monotonic() - started)
             if last != [job.state.value]:
-                console.print(f"job {job_id}: {job.state.value}{message}", markup=False,
-                              highlight=False)
+                console.print(
+                    f"job {job_id}: {job.state.value}{message}", markup=False, highlight=False
+                )
                 last[:] = [job.state.value]
             live.update(f"job {job_id}: {job.state.value}{message}, {elapsed} s")
 

@@ -35,9 +35,9 @@ from iri_gateway.client.models import (
     output_path,
 )
 from iri_gateway.client.progress import status_line
+from iri_gateway.models.job_templates import StoredTemplate
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
-from iri_gateway.models.templates import StoredTemplate
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
@@ -60,8 +60,9 @@ class GatewayClient:
     ) -> None:
         self.server, headers = client_settings(server, token)
         self.retries = retries
-        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout,
-                                  transport=transport)
+        self._http = httpx.Client(
+            base_url=self.server, headers=headers, timeout=timeout, transport=transport
+        )
         self._sleep = sleep
         self._clock = clock
 
@@ -73,8 +74,12 @@ class GatewayClient:
     def __enter__(self) -> GatewayClient:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
         self.close()
 
     def _run(self, call: Call[T]) -> T:
@@ -84,15 +89,21 @@ class GatewayClient:
         attempt = 0
         while True:
             try:
-                response = self._http.request(call.method, API + call.path, params=call.params,
-                                              json=call.json, headers=call.headers)
+                response = self._http.request(
+                    call.method,
+                    API + call.path,
+                    params=call.params,
+                    json=call.json,
+                    headers=call.headers,
+                )
             except httpx.TransportError as error:
                 if attempt < self.retries:
                     self._sleep(backoff(attempt))
                     attempt += 1
                     continue
-                raise ConnectionFailed(0, "No answer from the gateway",
-                                       f"{self.server}: {error}") from None
+                raise ConnectionFailed(
+                    0, "No answer from the gateway", f"{self.server}: {error}"
+                ) from None
             if response.status_code in RETRY_STATUSES and attempt < self.retries:
                 self._sleep(retry_pause(response, attempt))
                 attempt += 1
@@ -103,8 +114,13 @@ class GatewayClient:
 
     # ---- compute ----------------------------------------------------------------------------
 
-    def submit(self, resource: str, spec: SpecLike, idempotency_key: str | None = None,
-               project: str | None = None) -> JobInfo:
+    def submit(
+        self,
+        resource: str,
+        spec: SpecLike,
+        idempotency_key: str | None = None,
+        project: str | None = None,
+    ) -> JobInfo:
         """Submit a job (launchJob). Sent with `idempotency_key`, else a fresh key, so a
         retry after a lost answer returns the job the first attempt made."""
         return self._run(calls.submit(resource, spec, idempotency_key, project))
@@ -162,8 +178,9 @@ class GatewayClient:
                 self._sleep(interval)
                 interval = calls.next_interval(interval, poll, max_poll)
 
-    def output(self, resource: str, job_id: str, stream: Stream = "stdout",
-               tail: int | None = None) -> str:
+    def output(
+        self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None
+    ) -> str:
         """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB)."""
         path = output_path(self.status(resource, job_id, include_spec=True), stream)
         if tail is not None:
@@ -210,8 +227,9 @@ class GatewayClient:
 
     # ---- filesystem and tasks -----------------------------------------------------------------
 
-    def task_result(self, operation: str, resource: str, body: Mapping[str, Any],
-                    timeout: float = 60.0) -> dict[str, Any]:
+    def task_result(
+        self, operation: str, resource: str, body: Mapping[str, Any], timeout: float = 60.0
+    ) -> dict[str, Any]:
         """Run a task-based filesystem operation and return its task's `result`."""
         task_id = self._run(calls.task_submit(operation, resource, body))
         deadline = self._clock() + timeout
@@ -222,31 +240,36 @@ class GatewayClient:
             if result is not None:
                 return result
             if self._clock() >= deadline:
-                raise GatewayClientError(504, "Task not finished",
-                                         f"{operation} task {task_id} is still running")
+                raise GatewayClientError(
+                    504, "Task not finished", f"{operation} task {task_id} is still running"
+                )
             self._sleep(interval)
             interval = min(interval * 2, 2.0)
 
-    def tail(self, resource: str, path: str, *, lines: int | None = None,
-             nbytes: int | None = None) -> FileContent:
+    def tail(
+        self, resource: str, path: str, *, lines: int | None = None, nbytes: int | None = None
+    ) -> FileContent:
         """The end of a file (official `tail`): last `lines` lines or `nbytes` bytes."""
         body = {"path": path, "lines": lines, "bytes": nbytes}
         return FileContent.from_result(self.task_result("tail", resource, body))
 
-    def head(self, resource: str, path: str, *, lines: int | None = None,
-             nbytes: int | None = None) -> FileContent:
+    def head(
+        self, resource: str, path: str, *, lines: int | None = None, nbytes: int | None = None
+    ) -> FileContent:
         """The start of a file (official `head`)."""
         body = {"path": path, "lines": lines, "bytes": nbytes}
         return FileContent.from_result(self.task_result("head", resource, body))
 
-    def view(self, resource: str, path: str, *, offset: int = 0,
-             size: int = READ_LIMIT) -> FileContent:
+    def view(
+        self, resource: str, path: str, *, offset: int = 0, size: int = READ_LIMIT
+    ) -> FileContent:
         """`size` bytes from `offset` (official `view`)."""
         body = {"path": path, "offset": offset, "size": size}
         return FileContent.from_result(self.task_result("view", resource, body))
 
-    def ls(self, resource: str, path: str, *, recursive: bool = False,
-           show_hidden: bool = False) -> list[dict[str, Any]]:
+    def ls(
+        self, resource: str, path: str, *, recursive: bool = False, show_hidden: bool = False
+    ) -> list[dict[str, Any]]:
         """A directory's entries (official `ls`)."""
         body = {"path": path, "recursive": recursive, "showHidden": show_hidden}
         entries: list[dict[str, Any]] = self.task_result("ls", resource, body).get("output", [])
@@ -257,4 +280,3 @@ class GatewayClient:
         body = {"path": path, "dereference": dereference}
         info: dict[str, Any] = self.task_result("stat", resource, body).get("output", {})
         return info
-

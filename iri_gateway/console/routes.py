@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from iri_gateway import __version__
-from iri_gateway.api.problems import ApiProblem
+from iri_gateway.api.plumbing.problems import ApiProblem
 
 _HERE = Path(__file__).parent
 STATIC_DIR = _HERE / "static"
@@ -33,8 +33,13 @@ _HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
-_MEDIA_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml",
-                ".png": "image/png", ".json": "application/json"}
+_MEDIA_TYPES = {
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".json": "application/json",
+}
 
 
 @dataclass(frozen=True)
@@ -78,8 +83,11 @@ def _environment() -> Environment:
 
 def _assets() -> dict[str, Path]:
     """The shipped assets by name: a fixed list, so no request path ever reaches the disk."""
-    return {path.name: path for path in STATIC_DIR.iterdir()
-            if path.suffix in _MEDIA_TYPES and path.is_file()}
+    return {
+        path.name: path
+        for path in STATIC_DIR.iterdir()
+        if path.suffix in _MEDIA_TYPES and path.is_file()
+    }
 
 
 @router.get("/")
@@ -107,8 +115,12 @@ def asset_version() -> str:
 
 def _render(page: Page) -> HTMLResponse:
     template = _environment().get_template(f"{page.slug}.html")
-    html = template.render(page=page, pages=[p for p in PAGES if p.in_menu],
-                           version=__version__, static=f"/console/static/{asset_version()}")
+    html = template.render(
+        page=page,
+        pages=[p for p in PAGES if p.in_menu],
+        version=__version__,
+        static=f"/console/static/{asset_version()}",
+    )
     return HTMLResponse(html, headers={**_HEADERS, "Cache-Control": "no-store"})
 
 
@@ -129,8 +141,11 @@ def _asset(name: str, cache_control: str) -> Response:
     path = _assets().get(name)
     if path is None:
         raise ApiProblem(404, "Not Found", f"the console has no asset {name!r}")
-    return Response(path.read_bytes(), media_type=_MEDIA_TYPES[path.suffix],
-                    headers={**_HEADERS, "Cache-Control": cache_control})
+    return Response(
+        path.read_bytes(),
+        media_type=_MEDIA_TYPES[path.suffix],
+        headers={**_HEADERS, "Cache-Control": cache_control},
+    )
 
 
 @router.get("/console/static/{name}")
@@ -145,6 +160,10 @@ async def versioned_asset(version: str, name: str) -> Response:
     """The same asset under this process's asset version, kept by the browser for good (the
     version changes with any asset); another version is a 404 problem saying to reload."""
     if version != asset_version():
-        raise ApiProblem(404, "Not Found", f"the console's assets are no longer version "
-                         f"{version!r} (now {asset_version()!r}): reload the page")
+        raise ApiProblem(
+            404,
+            "Not Found",
+            f"the console's assets are no longer version "
+            f"{version!r} (now {asset_version()!r}): reload the page",
+        )
     return _asset(name, "public, max-age=31536000, immutable")

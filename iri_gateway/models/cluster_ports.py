@@ -34,7 +34,8 @@ def all_member_ports(
     members of roles without ports are left out."""
     return {
         f"{name}{index}": member_ports(ports, index)
-        for name, count, ports in roles if ports
+        for name, count, ports in roles
+        if ports
         for index in range(1, count + 1)
     }
 
@@ -44,5 +45,6 @@ def endpoints(ports_by_member: dict[str, dict[str, int]]) -> str:
     resolves to its node inside every member (the cluster's hosts file)."""
     return ",".join(
         f"{name}:{member}:{port}"
-        for member, ports in ports_by_member.items() for name, port in ports.items()
+        for member, ports in ports_by_member.items()
+        for name, port in ports.items()
     )

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 ImageForm = Literal[
-    "oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs", "sandbox",
+    "oci",
+    "docker-uri",
+    "oras-uri",
+    "library-uri",
+    "shub-uri",
+    "sif",
+    "squashfs",
+    "sandbox",
     "shifter",
 ]
 """The forms of image reference the gateway recognises; a runtime runs some of them."""
@@ -58,7 +65,7 @@ def parse_image(text: str) -> ImageRef:
     """Recognise the form of an image reference; ImageFormError says why it is none."""
     for prefix, form in _URI_FORMS.items():
         if text.startswith(prefix):
-            rest = text[len(prefix):]
+            rest = text[len(prefix) :]
             if form == "docker-uri" and not _OCI.match(rest):
                 raise ImageFormError(f"{rest!r} after docker:// is not an OCI image reference")
             if not rest or any(c.isspace() for c in rest):
@@ -118,8 +125,7 @@ def qualified(name: str) -> str:
     is `localhost`, or has capitals (Docker's rule); anything else is a Docker Hub path.
     """
     first, slash, rest = name.partition("/")
-    if slash and (any(c in first for c in ".:") or first == "localhost"
-                  or first != first.lower()):
+    if slash and (any(c in first for c in ".:") or first == "localhost" or first != first.lower()):
         if first != DEFAULT_REGISTRY and first not in _HUB_ALIASES:
             return name
         name = rest
@@ -155,7 +161,7 @@ def for_shifter(ref: ImageRef) -> str | None:
         return None
     for prefix in ("docker.io/library/", "docker.io/"):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
             break
     last = name.rsplit("/", 1)[-1]
     if ":" not in last and "@" not in last:

@@ -34,6 +34,7 @@ from iri_gateway.models.constraints import (
     parse_requirements,
     requirements_mapping,
 )
+from iri_gateway.models.job_template_names import TemplateName
 from iri_gateway.models.limits import (
     MAX_ARGUMENT_LENGTH,
     MAX_ARGUMENTS,
@@ -58,14 +59,14 @@ from iri_gateway.models.limits import (
 )
 from iri_gateway.models.platforms import PlatformError, parse_platform, platform_pattern
 from iri_gateway.models.runtime_names import RuntimeName
-from iri_gateway.models.template_names import TemplateName
 
 NonEmptyStr = NonEmptyText
 """A non-empty string of at most MAX_TEXT_LENGTH characters, valid Unicode."""
-_ARGUMENTS = (f"at most {MAX_ARGUMENTS} arguments of at most {MAX_ARGUMENT_LENGTH} "
-              "characters each")
-_ENVIRONMENT = (f"at most {MAX_ENVIRONMENT} variables, names of at most {MAX_NAME_LENGTH} "
-                f"and values of at most {MAX_ENV_VALUE_LENGTH} characters")
+_ARGUMENTS = f"at most {MAX_ARGUMENTS} arguments of at most {MAX_ARGUMENT_LENGTH} characters each"
+_ENVIRONMENT = (
+    f"at most {MAX_ENVIRONMENT} variables, names of at most {MAX_NAME_LENGTH} "
+    f"and values of at most {MAX_ENV_VALUE_LENGTH} characters"
+)
 
 
 def whole_number(value: Any) -> Any:
@@ -102,6 +103,7 @@ def one_name_each(data: Any, aliases: dict[str, str]) -> Any:
                     "give one of them"
                 )
     return data
+
 
 _ATTRIBUTES_DESCRIPTION = (
     "Optional, type-specific metadata for this object (official IRI `attributes` field)."
@@ -170,8 +172,11 @@ def _valid_requirements(
 
 
 _CONSTRAINT_SCHEMA: dict[str, Any] = {
-    "anyOf": [{"type": "string", "maxLength": MAX_TEXT_LENGTH}, {"type": "number"},
-              {"type": "boolean"}],
+    "anyOf": [
+        {"type": "string", "maxLength": MAX_TEXT_LENGTH},
+        {"type": "number"},
+        {"type": "boolean"},
+    ],
 }
 _FACTS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -179,11 +184,16 @@ _FACTS_SCHEMA: dict[str, Any] = {
     "propertyNames": {"maxLength": MAX_NAME_LENGTH, "pattern": r"^\S(.*\S)?$"},
     "additionalProperties": _CONSTRAINT_SCHEMA,
 }
-REQUIREMENTS_SCHEMA: dict[str, Any] = {"anyOf": [
-    {**_FACTS_SCHEMA, "maxProperties": MAX_ITEMS},
-    {"type": "array", "maxItems": MAX_ITEMS,
-     "items": {**_FACTS_SCHEMA, "minProperties": 1, "maxProperties": 1}},
-]}
+REQUIREMENTS_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {**_FACTS_SCHEMA, "maxProperties": MAX_ITEMS},
+        {
+            "type": "array",
+            "maxItems": MAX_ITEMS,
+            "items": {**_FACTS_SCHEMA, "minProperties": 1, "maxProperties": 1},
+        },
+    ]
+}
 """Both shapes `requirements_mapping` accepts, as JSON Schema: pydantic would describe only
 the mapping it stores, and the console's schema check would refuse the list form the
 gateway takes."""
@@ -213,9 +223,14 @@ ImagePlatform = Annotated[
     # The pattern is published for clients (JSON Schema) but checked by `_valid_platform`,
     # whose refusal names the unknown OS or arch and the known ones; the pattern's own
     # message would only repeat the regular expression.
-    str, Field(max_length=64, json_schema_extra={"pattern": platform_pattern()},
-               examples=["linux/arm64", "linux/amd64"]),
-    BeforeValidator(unicode_text), AfterValidator(_valid_platform),
+    str,
+    Field(
+        max_length=64,
+        json_schema_extra={"pattern": platform_pattern()},
+        examples=["linux/arm64", "linux/amd64"],
+    ),
+    BeforeValidator(unicode_text),
+    AfterValidator(_valid_platform),
 ]
 """An OCI platform, `os/arch[/variant]`; kept as written, parsed by `models.platforms`."""
 
@@ -227,9 +242,7 @@ class Flavour(_Unicode):
 
     name: Annotated[
         str, Field(pattern=FLAVOUR_NAME, max_length=64), BeforeValidator(unicode_text)
-    ] = Field(
-        description="Flavour name, unique in the job (letters, digits, '.', '_', '-')"
-    )
+    ] = Field(description="Flavour name, unique in the job (letters, digits, '.', '_', '-')")
     image: NonEmptyStr = Field(description="The image of this flavour")
     priority: JsonInt = Field(
         default=0, description="Higher wins among the flavours a resource can run"
@@ -448,6 +461,7 @@ class RoleContainer(_Open):
     @classmethod
     def _aliases_once(cls, data: Any) -> Any:
         return one_name_each(data, CONTAINER_ALIASES)
+
     workdir: NonEmptyStr | None = Field(default=None, description="Working directory inside")
     extra_options: ExtraOptions = Field(
         default_factory=dict, description="Options added after the job's, per runtime"
@@ -483,9 +497,7 @@ class Role(_Unicode):
         "end in a digit); members are named name1, name2, ... (no zero padding)",
         json_schema_extra={"pattern": ROLE_NAME},
     )
-    count: MemberCount = Field(
-        description="How many members this role has"
-    )
+    count: MemberCount = Field(description="How many members this role has")
     executable: NonEmptyStr | None = Field(default=None, description="The members' program")
     arguments: Arguments | None = Field(
         default=None,
@@ -502,9 +514,13 @@ class Role(_Unicode):
         "processes_per_node = members per node (default 1); memory per node. Fields left out "
         "are the job's.",
     )
-    ports: Annotated[dict[PortName, PortNumber], Field(
-        max_length=MAX_ROLE_PORTS, json_schema_extra={"propertyNames": {"pattern": PORT_NAME}},
-    )] = Field(
+    ports: Annotated[
+        dict[PortName, PortNumber],
+        Field(
+            max_length=MAX_ROLE_PORTS,
+            json_schema_extra={"propertyNames": {"pattern": PORT_NAME}},
+        ),
+    ] = Field(
         default_factory=dict,
         description="Named service ports, name -> base port: member k of the role listens on "
         "base + k - 1, given to it as IRI_CLUSTER_PORT_<NAME>; every member sees all of them "
@@ -532,7 +548,8 @@ def _alias_properties(schema: dict[str, Any]) -> None:
     properties = schema["properties"]
     for alias, name in JOB_ALIASES.items():
         properties[alias] = {
-            **properties[name], "title": alias.replace("_", " ").title(),
+            **properties[name],
+            "title": alias.replace("_", " ").title(),
             "description": f"The same field as `{name}` (the IRI container discussion's "
             "name); give one of them, not both.",
         }
@@ -634,7 +651,8 @@ class JobSpec(_Unicode):
         """No two members' ports may be equal: members of different roles may share a node."""
         ranges = sorted(
             (base, base + role.count - 1, role.name, name)
-            for role in roles or [] for name, base in role.ports.items()
+            for role in roles or []
+            for name, base in role.ports.items()
         )
         widest: tuple[int, int, str, str] | None = None  # the range reaching highest so far
         for low, high, role, name in ranges:
@@ -656,11 +674,17 @@ class JobSpec(_Unicode):
     ) -> ClusterLifecycle | None:
         """A cluster template brings its roles with it, so a job naming one may set the
         life cycle without listing roles (`template` is declared before this field)."""
-        if (lifecycle is not None and not info.data.get("roles")
-                and info.data.get("template") is None):
-            raise ValueError("cluster_lifecycle applies to jobs with roles only; this job has "
-                             "none (leave it out, or add roles)")
+        if (
+            lifecycle is not None
+            and not info.data.get("roles")
+            and info.data.get("template") is None
+        ):
+            raise ValueError(
+                "cluster_lifecycle applies to jobs with roles only; this job has "
+                "none (leave it out, or add roles)"
+            )
         return lifecycle
+
 
 Flavour.model_rebuild()  # its `resources` is a ResourceSpec, defined after it
 Container.model_rebuild()

@@ -45,22 +45,36 @@ requirements, roles, custom attributes."""
 class JobSpecLimits(BaseModel):
     """The size limits every JobSpec must respect (the same on every resource)."""
 
-    max_text_length: int = Field(default=MAX_TEXT_LENGTH, description=(
-        "Characters of a path, image, name, identifier, option or custom attribute value"))
-    max_script_length: int = Field(default=MAX_SCRIPT_LENGTH,
-                                   description="Characters of pre_launch and post_launch")
+    max_text_length: int = Field(
+        default=MAX_TEXT_LENGTH,
+        description=(
+            "Characters of a path, image, name, identifier, option or custom attribute value"
+        ),
+    )
+    max_script_length: int = Field(
+        default=MAX_SCRIPT_LENGTH, description="Characters of pre_launch and post_launch"
+    )
     max_arguments: int = Field(default=MAX_ARGUMENTS, description="Arguments of a job or role")
-    max_argument_length: int = Field(default=MAX_ARGUMENT_LENGTH,
-                                     description="Characters of one argument")
-    max_environment: int = Field(default=MAX_ENVIRONMENT,
-                                 description="Environment variables of a job or role")
-    max_name_length: int = Field(default=MAX_NAME_LENGTH, description=(
-        "Characters of an environment variable's, custom attribute's or fact's name"))
-    max_env_value_length: int = Field(default=MAX_ENV_VALUE_LENGTH,
-                                      description="Characters of an environment value")
-    max_items: int = Field(default=MAX_ITEMS, description=(
-        "Entries of any other list or mapping (mounts, devices, options, flavours, roles, "
-        "custom attributes)"))
+    max_argument_length: int = Field(
+        default=MAX_ARGUMENT_LENGTH, description="Characters of one argument"
+    )
+    max_environment: int = Field(
+        default=MAX_ENVIRONMENT, description="Environment variables of a job or role"
+    )
+    max_name_length: int = Field(
+        default=MAX_NAME_LENGTH,
+        description=("Characters of an environment variable's, custom attribute's or fact's name"),
+    )
+    max_env_value_length: int = Field(
+        default=MAX_ENV_VALUE_LENGTH, description="Characters of an environment value"
+    )
+    max_items: int = Field(
+        default=MAX_ITEMS,
+        description=(
+            "Entries of any other list or mapping (mounts, devices, options, flavours, roles, "
+            "custom attributes)"
+        ),
+    )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -73,8 +87,10 @@ def surrogate_reason(text: str) -> str | None:
     found = _SURROGATE.search(text)
     if found is None:
         return None
-    return (f"not valid Unicode text: lone surrogate U+{ord(found.group()):04X} at "
-            f"character {found.start() + 1}")
+    return (
+        f"not valid Unicode text: lone surrogate U+{ord(found.group()):04X} at "
+        f"character {found.start() + 1}"
+    )
 
 
 def unicode_text(value: Any) -> Any:
@@ -109,8 +125,9 @@ def checked_keys(max_items: int, max_length: int, what: str) -> Callable[[Any], 
             if (reason := surrogate_reason(key)) is not None:
                 raise ValueError(f"{what} {shown(key)}: {reason}")
             if len(key) > max_length:
-                raise ValueError(f"{what} {shown(key)} has {len(key)} characters; at most "
-                                 f"{max_length}")
+                raise ValueError(
+                    f"{what} {shown(key)} has {len(key)} characters; at most {max_length}"
+                )
         return value
 
     return check
@@ -158,8 +175,10 @@ EnvValue = Annotated[str, Field(max_length=MAX_ENV_VALUE_LENGTH), BeforeValidato
 """One environment variable's value."""
 Environment = Annotated[
     dict[str, EnvValue],
-    Field(max_length=MAX_ENVIRONMENT,
-          json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}}),
+    Field(
+        max_length=MAX_ENVIRONMENT,
+        json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}},
+    ),
     BeforeValidator(checked_keys(MAX_ENVIRONMENT, MAX_NAME_LENGTH, "variable name")),
 ]
 """Environment variables: name -> value."""
@@ -169,15 +188,17 @@ NonEmptyTextList = Annotated[list[NonEmptyText], Field(max_length=MAX_ITEMS)]
 """A list of at most MAX_ITEMS non-empty strings (e.g. CDI device names)."""
 ExtraOptions = Annotated[
     dict[str, TextList],
-    Field(max_length=MAX_ITEMS,
-          json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}}),
+    Field(
+        max_length=MAX_ITEMS, json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}}
+    ),
     BeforeValidator(checked_keys(MAX_ITEMS, MAX_NAME_LENGTH, "runtime name")),
 ]
 """{runtime name: [option, ...]}."""
 CustomAttributes = Annotated[
     dict[str, Text],
-    Field(max_length=MAX_ITEMS,
-          json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}}),
+    Field(
+        max_length=MAX_ITEMS, json_schema_extra={"propertyNames": {"maxLength": MAX_NAME_LENGTH}}
+    ),
     BeforeValidator(checked_keys(MAX_ITEMS, MAX_NAME_LENGTH, "attribute name")),
 ]
 """Custom scheduler attributes: name -> value."""

@@ -78,14 +78,20 @@ class FlavourOutcome:
 
     name: Annotated[str, Field(description="Flavour name")]
     priority: Annotated[int, Field(description="Its priority")]
-    status: Annotated[FlavourStatus, Field(
-        description="'chosen'; 'rejected' (a requirement failed, or its job cannot run "
-        "here); 'outranked' (it fits, but a higher-priority flavour was chosen)"
-    )]
-    reason: Annotated[str | None, Field(
-        description="For a rejected flavour, the first requirement or problem that failed; "
-        "for an outranked one, the flavour chosen"
-    )]
+    status: Annotated[
+        FlavourStatus,
+        Field(
+            description="'chosen'; 'rejected' (a requirement failed, or its job cannot run "
+            "here); 'outranked' (it fits, but a higher-priority flavour was chosen)"
+        ),
+    ]
+    reason: Annotated[
+        str | None,
+        Field(
+            description="For a rejected flavour, the first requirement or problem that failed; "
+            "for an outranked one, the flavour chosen"
+        ),
+    ]
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
+from iri_gateway.models.job_template_names import TemplateName
+from iri_gateway.models.job_templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.models.platforms import normalise_arch
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
 from iri_gateway.models.storage import Storage
-from iri_gateway.models.template_names import TemplateName
-from iri_gateway.models.templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.runtimes import RUNTIMES
 
 Identifier = Annotated[
@@ -89,14 +89,18 @@ class SshConnection(_Strict):
         description="Gateway user name -> account on the login node; unmapped users are refused",
     )
     max_sessions_per_connection: int = Field(
-        default=8, ge=1, le=1000,
+        default=8,
+        ge=1,
+        le=1000,
         description="Commands the gateway runs at once over one SSH connection (each is an "
         "SSH session). Keep it below the login node's sshd `MaxSessions` (OpenSSH's default "
         "is 10): sshd refuses sessions beyond it, which the gateway then retries on another "
         "connection. More concurrent commands open more connections, up to `max_connections`.",
     )
     max_connections: int = Field(
-        default=4, ge=1, le=100,
+        default=4,
+        ge=1,
+        le=100,
         description="SSH connections the gateway keeps open at most per login account; "
         "opened as commands need them. Commands beyond max_connections x "
         "max_sessions_per_connection wait for a free session.",
@@ -199,8 +203,7 @@ class Queue(_Strict):
     )
     select_by: Literal["partition", "qos"] = Field(
         default="partition",
-        description="Slurm: pass the queue name as --partition (default) or as --qos "
-        "(NERSC style)",
+        description="Slurm: pass the queue name as --partition (default) or as --qos (NERSC style)",
     )
 
     @model_validator(mode="after")
@@ -211,8 +214,7 @@ class Queue(_Strict):
             and self.default_walltime > self.max_walltime
         ):
             raise ValueError(
-                f"default_walltime {self.default_walltime} exceeds max_walltime "
-                f"{self.max_walltime}"
+                f"default_walltime {self.default_walltime} exceeds max_walltime {self.max_walltime}"
             )
         if self.max_nodes is not None and self.min_nodes > self.max_nodes:
             raise ValueError(f"min_nodes {self.min_nodes} exceeds max_nodes {self.max_nodes}")
@@ -469,8 +471,11 @@ class Runtimes(_Strict):
 
     def without(self, names: Collection[str]) -> Runtimes:
         """These runtimes with `names` no longer offered; a default among them becomes 'none'."""
-        blocks = {name: config for name, config in (self.__pydantic_extra__ or {}).items()
-                  if name not in names}
+        blocks = {
+            name: config
+            for name, config in (self.__pydantic_extra__ or {}).items()
+            if name not in names
+        }
         default = "none" if self.default in names else self.default
         return Runtimes.model_validate({"default": default, **blocks})
 
@@ -486,15 +491,18 @@ class Runtimes(_Strict):
                 continue
             runtime = RUNTIMES[name]
             if config.oci_mode and runtime.oci_mode_flag is None:
-                raise ValueError(f"{name}.oci_mode: {name} has no OCI mode (an Apptainer "
-                                 "setting)")
-            if config.gpu is not None and config.gpu.cdi_devices and (
-                not runtime.injects_cdi(config)
+                raise ValueError(f"{name}.oci_mode: {name} has no OCI mode (an Apptainer setting)")
+            if (
+                config.gpu is not None
+                and config.gpu.cdi_devices
+                and (not runtime.injects_cdi(config))
             ):
                 if runtime.supports_cdi:
-                    raise ValueError(f"{name}.gpu.cdi_devices: {name} injects CDI devices "
-                                     f"only in OCI mode ({runtime.oci_mode_flag}); set "
-                                     "oci_mode: true, or give GPUs by vendor flags")
+                    raise ValueError(
+                        f"{name}.gpu.cdi_devices: {name} injects CDI devices "
+                        f"only in OCI mode ({runtime.oci_mode_flag}); set "
+                        "oci_mode: true, or give GPUs by vendor flags"
+                    )
                 raise ValueError(f"{name}.gpu.cdi_devices: {name} cannot inject CDI devices")
         return self
 
@@ -540,7 +548,8 @@ class SchedulerConfig(_Strict):
         description="Cluster jobs: several roles of members in one scheduler job",
     )
     history_window: int = Field(
-        default=300, ge=1,
+        default=300,
+        ge=1,
         description="Seconds a finished job stays visible in the live queue (Slurm "
         "MinJobAge); a submission attempt younger than this that the queue does not show "
         "surely never reached the scheduler",
@@ -551,13 +560,10 @@ class SchedulerConfig(_Strict):
         if self.gpu_request is None:
             return self
         if self.kind == "pbs" and self.gpu_request != "ngpus":
-            raise ValueError(
-                f"gpu_request {self.gpu_request!r} is Slurm syntax; PBS uses 'ngpus'"
-            )
+            raise ValueError(f"gpu_request {self.gpu_request!r} is Slurm syntax; PBS uses 'ngpus'")
         if self.kind == "slurm" and self.gpu_request == "ngpus":
             raise ValueError(
-                "gpu_request 'ngpus' is PBS syntax; Slurm uses gpus-per-task, gpus-per-node "
-                "or gres"
+                "gpu_request 'ngpus' is PBS syntax; Slurm uses gpus-per-task, gpus-per-node or gres"
             )
         return self
 
@@ -575,13 +581,17 @@ class ResourceLimits(_Strict):
     resource's: most requests name no resource."""
 
     active_jobs_per_user: int | None = Field(
-        default=None, ge=1, le=10_000_000,
+        default=None,
+        ge=1,
+        le=10_000_000,
         description="Unfinished jobs (not completed, failed or canceled) one user may have "
         "on this resource; a launch beyond it is refused with 429 naming the limit and the "
         "user's count. Absent: the gateway's `active_jobs_per_user` (default 1000)",
     )
     tasks_per_user: int | None = Field(
-        default=None, ge=1, le=100_000,
+        default=None,
+        ge=1,
+        le=100_000,
         description="Unfinished background filesystem tasks (cp, compress, extract) one user "
         "may have when starting another on this resource (counted over every resource); "
         "beyond it: 429 naming the limit. Absent: the gateway's `tasks_per_user` (default 32)",
@@ -731,7 +741,8 @@ class FacilityProfile(_Strict):
                     raise ValueError(
                         f"{name}: role {role.name!r} names task template {role.task!r}, "
                         "which this profile does not define (its task templates: "
-                        f"{', '.join(tasks) or 'none'})")
+                        f"{', '.join(tasks) or 'none'})"
+                    )
         return templates
 
 

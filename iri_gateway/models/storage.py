@@ -16,8 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-LogicalName = Literal["home", "scratch", "project", "campaign", "archive", "shared",
-                      "temporary"]
+LogicalName = Literal["home", "scratch", "project", "campaign", "archive", "shared", "temporary"]
 """Official `LogicalName`: the well-known filesystem tiers."""
 StorageIntent = Literal["read", "write", "staging", "long-term-storage"]
 """Official `StorageIntent`: what the caller means to do with the locations."""
@@ -50,8 +49,10 @@ def check_template(template: str) -> str:
     for placeholder in STORAGE_PLACEHOLDERS:
         rest = rest.replace(placeholder, "x")
     if "{" in rest or "}" in rest:
-        raise ValueError(f"path {template!r}: only the placeholders "
-                         f"{', '.join(STORAGE_PLACEHOLDERS)} may appear in braces")
+        raise ValueError(
+            f"path {template!r}: only the placeholders "
+            f"{', '.join(STORAGE_PLACEHOLDERS)} may appear in braces"
+        )
     if any(ord(c) < 32 or ord(c) == 127 for c in template):
         raise ValueError(f"path {template!r} contains a control character")
     if not template.startswith("/"):
@@ -88,16 +89,23 @@ class StorageLocation(_Strict):
         "(no '/', not '.' or '..') leaves the location out for that caller",
     )
     filesystem: Text | None = Field(
-        default=None, description="Filesystem type or label, e.g. 'lustre-scratch'")
+        default=None, description="Filesystem type or label, e.g. 'lustre-scratch'"
+    )
     performance_tier: Literal["high", "medium", "low", "tape"] | None = Field(
-        default=None, description="Performance tier")
+        default=None, description="Performance tier"
+    )
     purge_policy_days: int | None = Field(
-        default=None, ge=1, le=36500,
-        description="Days of inactivity before files are purged; absent: no purge policy")
+        default=None,
+        ge=1,
+        le=36500,
+        description="Days of inactivity before files are purged; absent: no purge policy",
+    )
     shared: bool = Field(
-        default=False, description="True when the path is shared by several users or projects")
+        default=False, description="True when the path is shared by several users or projects"
+    )
     access: StorageAccess = Field(
-        default_factory=StorageAccess, description="Permissions from this resource")
+        default_factory=StorageAccess, description="Permissions from this resource"
+    )
 
     @field_validator("path")
     @classmethod
@@ -108,44 +116,56 @@ class StorageLocation(_Strict):
 class AccessEndpointConfig(_Strict):
     """One way to move data in or out from outside (Globus, XRootD, S3)."""
 
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128,
-                    description="Endpoint id, unique within the resource")
+    id: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        max_length=128,
+        description="Endpoint id, unique within the resource",
+    )
     protocol: AccessProtocol = Field(description="globus, xrootd or s3")
     display_name: Text | None = Field(default=None, description="Human-readable name")
     auth_type: Text = Field(description="Authentication it needs, e.g. 'globus', 'x509'")
     capabilities: list[AccessCapability] = Field(
-        min_length=1, description="Operations it supports: list, read, write, transfer, "
-        "streaming")
+        min_length=1, description="Operations it supports: list, read, write, transfer, streaming"
+    )
     endpoint_id: Text | None = Field(default=None, description="Globus endpoint UUID (globus)")
     uri: Text | None = Field(default=None, description="Full Globus URI (globus)")
     root_path: str | None = Field(
         default=None,
         description="Root path within the Globus endpoint (globus); a path template like "
-        "`locations[].path` (without `{project}`), filled in per caller")
+        "`locations[].path` (without `{project}`), filled in per caller",
+    )
     endpoint: Text | None = Field(default=None, description="XRootD server address (xrootd)")
     bucket: Text | None = Field(default=None, description="S3 bucket name (s3)")
     region: Text | None = Field(default=None, description="S3 region (s3)")
     endpoint_url: Text | None = Field(
-        default=None, description="S3-compatible endpoint URL for non-AWS providers (s3)")
+        default=None, description="S3-compatible endpoint URL for non-AWS providers (s3)"
+    )
 
     @field_validator("root_path")
     @classmethod
     def _root_template(cls, root_path: str | None) -> str | None:
         if root_path is not None and "{project}" in root_path:
-            raise ValueError(f"root_path {root_path!r}: an endpoint has one root, so it "
-                             "cannot name {project}; use {user}, {account} or "
-                             "{account_initial}")
+            raise ValueError(
+                f"root_path {root_path!r}: an endpoint has one root, so it "
+                "cannot name {project}; use {user}, {account} or "
+                "{account_initial}"
+            )
         return None if root_path is None else check_template(root_path)
 
     @model_validator(mode="after")
     def _fields_of_protocol(self) -> AccessEndpointConfig:
         own = _PROTOCOL_FIELDS[self.protocol]
-        foreign = sorted(field for fields in _PROTOCOL_FIELDS.values() for field in fields
-                         if field not in own and getattr(self, field) is not None)
+        foreign = sorted(
+            field
+            for fields in _PROTOCOL_FIELDS.values()
+            for field in fields
+            if field not in own and getattr(self, field) is not None
+        )
         if foreign:
             raise ValueError(
                 f"endpoint {self.id!r} ({self.protocol}): {', '.join(foreign)} belong to "
-                f"another protocol; {self.protocol} takes {', '.join(own)}")
+                f"another protocol; {self.protocol} takes {', '.join(own)}"
+            )
         needed = _REQUIRED_FIELD[self.protocol]
         if getattr(self, needed) is None:
             raise ValueError(f"endpoint {self.id!r} ({self.protocol}) needs {needed}")
@@ -157,11 +177,13 @@ class Storage(_Strict):
 
     locations: list[StorageLocation] = Field(
         default_factory=list,
-        description="Storage tiers users see from this resource (`getStorageLocations`)")
+        description="Storage tiers users see from this resource (`getStorageLocations`)",
+    )
     access_endpoints: list[AccessEndpointConfig] = Field(
         default_factory=list,
         description="Data access endpoints of this resource's storage "
-        "(`getStorageAccessEndpoints`)")
+        "(`getStorageAccessEndpoints`)",
+    )
 
     @field_validator("access_endpoints")
     @classmethod

@@ -30,7 +30,12 @@ def load_jobspec_text(text: str) -> JobSpec:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise InvalidJobSpecError([Problem(
-            "(document)", f"not JSON: {error.msg} at line {error.lineno} column {error.colno}"
-        )]) from None
+        raise InvalidJobSpecError(
+            [
+                Problem(
+                    "(document)",
+                    f"not JSON: {error.msg} at line {error.lineno} column {error.colno}",
+                )
+            ]
+        ) from None
     return parse_jobspec(data)

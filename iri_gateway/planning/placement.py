@@ -31,7 +31,9 @@ def known_facts(resources: Iterable[LoadedResource]) -> frozenset[str]:
 
 
 def place_on(
-    spec: JobSpec, loaded: LoadedResource, flavours: FlavourChoice | None = None,
+    spec: JobSpec,
+    loaded: LoadedResource,
+    flavours: FlavourChoice | None = None,
     known: frozenset[str] | None = None,
 ) -> Placement:
     """The answer of one resource (`flavours`: the job's prepared flavours, if any; `known`:
@@ -41,22 +43,40 @@ def place_on(
         decision = negotiate(spec, loaded, flavours, known)
     except JobRejectedError as error:
         return Placement.model_construct(
-            resource=loaded.id, facility=facility, runnable=False, app=_app(spec),
-            flavour=None, priority=None,
-            runtime=None, queue=None, image=None, flavours=[], role_flavours={}, warnings=[],
-            problems=[PlacementProblem.model_construct(name=p.field, reason=p.reason,
-                                                       offered=p.offered)
-                      for p in error.problems],
+            resource=loaded.id,
+            facility=facility,
+            runnable=False,
+            app=_app(spec),
+            flavour=None,
+            priority=None,
+            runtime=None,
+            queue=None,
+            image=None,
+            flavours=[],
+            role_flavours={},
+            warnings=[],
+            problems=[
+                PlacementProblem.model_construct(name=p.field, reason=p.reason, offered=p.offered)
+                for p in error.problems
+            ],
         )
     chosen = next((f for f in decision.flavours if f.status == "chosen"), None)
     return Placement.model_construct(
-        resource=loaded.id, facility=facility, runnable=True, app=_app(spec),
+        resource=loaded.id,
+        facility=facility,
+        runnable=True,
+        app=_app(spec),
         flavour=decision.flavour,
-        priority=chosen.priority if chosen else None, runtime=decision.runtime,
-        queue=decision.queue.name if decision.queue else None, image=decision.image,
-        flavours=list(decision.flavours), warnings=list(decision.warnings), problems=[],
+        priority=chosen.priority if chosen else None,
+        runtime=decision.runtime,
+        queue=decision.queue.name if decision.queue else None,
+        image=decision.image,
+        flavours=list(decision.flavours),
+        warnings=list(decision.warnings),
+        problems=[],
         role_flavours={role.name: role.decision.flavour for role in decision.cluster.roles}
-        if decision.cluster is not None else {},
+        if decision.cluster is not None
+        else {},
     )
 
 
@@ -80,6 +100,7 @@ def place(spec: JobSpec, resources: Iterable[LoadedResource]) -> list[Placement]
     if unknown:
         raise InvalidJobSpecError(unknown)
     flavours = prepare_flavours(spec)
-    answers = [(order, place_on(spec, loaded, flavours, known))
-               for order, loaded in enumerate(resources)]
+    answers = [
+        (order, place_on(spec, loaded, flavours, known)) for order, loaded in enumerate(resources)
+    ]
     return [placement for _, placement in sorted(answers, key=_rank)]

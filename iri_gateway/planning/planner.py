@@ -26,17 +26,25 @@ from iri_gateway.planning.render import pre_submit_commands, render_script
 from iri_gateway.schedulers import SCHEDULERS
 
 
-def make_plan(spec: JobSpec, loaded: LoadedResource,
-              known_facts: Collection[str] | None = None) -> Plan:
+def make_plan(
+    spec: JobSpec, loaded: LoadedResource, known_facts: Collection[str] | None = None
+) -> Plan:
     """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run.
 
     `known_facts`: the facts of every loaded resource (see `negotiate`). A job naming a
     template must be expanded first (`planning/templates.py`): planning it as it is would
     silently leave the template out."""
     if spec.template is not None:
-        raise JobRejectedError(loaded.id, [Problem(
-            "template", f"template {spec.template!r} was not expanded before planning; "
-            "templates are applied by the gateway (or the CLI) that knows them")])
+        raise JobRejectedError(
+            loaded.id,
+            [
+                Problem(
+                    "template",
+                    f"template {spec.template!r} was not expanded before planning; "
+                    "templates are applied by the gateway (or the CLI) that knows them",
+                )
+            ],
+        )
     decision = negotiate(spec, loaded, known_facts=known_facts)
     return describe(decision, render_script(decision))
 
@@ -51,8 +59,11 @@ def describe(decision: Decision, script: str) -> Plan:
             flags=list(decision.gpu_flags),
             devices=list(decision.devices),
             gpus_per_node=shape.gpus_per_node,
-            request="whole-node" if shape.whole_node_gpus
-            else "per-process" if shape.gpus_per_process else "none",
+            request="whole-node"
+            if shape.whole_node_gpus
+            else "per-process"
+            if shape.gpus_per_process
+            else "none",
         )
     mpi = None
     if decision.use_mpi and resource.mpi is not None:
@@ -76,12 +87,17 @@ def describe(decision: Decision, script: str) -> Plan:
             hosts=decision.cluster.hosts,
             primary=decision.cluster.members[0].name,
             roles=[
-                RoleView(name=role.name, count=role.count, members_per_node=role.per_node,
-                         node_count=role.node_count, runtime=role.decision.runtime,
-                         image=role.decision.image,
-                         gpus_per_member=role.decision.shape.gpus_per_process
-                         or role.decision.shape.whole_node_gpus,
-                         flavour=role.decision.flavour)
+                RoleView(
+                    name=role.name,
+                    count=role.count,
+                    members_per_node=role.per_node,
+                    node_count=role.node_count,
+                    runtime=role.decision.runtime,
+                    image=role.decision.image,
+                    gpus_per_member=role.decision.shape.gpus_per_process
+                    or role.decision.shape.whole_node_gpus,
+                    flavour=role.decision.flavour,
+                )
                 for role in decision.cluster.roles
             ],
             lifecycle=decision.cluster.lifecycle,
@@ -102,8 +118,10 @@ def describe(decision: Decision, script: str) -> Plan:
         cluster=cluster,
         gpu=gpu,
         mpi=mpi,
-        mounts=[MountView(source=m.source, target=m.target, read_only=m.read_only)
-                for m in decision.mounts],
+        mounts=[
+            MountView(source=m.source, target=m.target, read_only=m.read_only)
+            for m in decision.mounts
+        ],
         shape=ShapeView(
             node_count=shape.node_count,
             process_count=shape.process_count,

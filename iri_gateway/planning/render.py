@@ -158,24 +158,30 @@ def _cluster_context(decision: Decision, scheduler: SchedulerPlugin) -> dict[str
         ports = cluster_ports.port_variables(cluster.ports.get(member.name, {}))
         own = replace(
             role,
-            environment={**role.environment, "IRI_CLUSTER_ROLE_INDEX": str(member.index),
-                         **ports},
+            environment={**role.environment, "IRI_CLUSTER_ROLE_INDEX": str(member.index), **ports},
             binds=[*role.binds, hosts_bind] if role.runtime_config is not None else role.binds,
         )
-        members.append({
-            "name": member.name,
-            "role": member.role,
-            "index": member.index,
-            "host": layout.hosts[number],
-            "launcher": layout.launchers[number],
-            "runtime": own.runtime,
-            "runtime_template": RUNTIMES[own.runtime].template,
-            "rt": RUNTIMES[own.runtime].invocation(own),
-            "stdin": decision.spec.stdin_path if number == 0 else None,
-        })
-    return {"job_id": layout.job_id, "discovery": layout.discovery,
-            "address": layout.address, "stop": layout.stop, "members": members,
-            "lifecycle": cluster.lifecycle}
+        members.append(
+            {
+                "name": member.name,
+                "role": member.role,
+                "index": member.index,
+                "host": layout.hosts[number],
+                "launcher": layout.launchers[number],
+                "runtime": own.runtime,
+                "runtime_template": RUNTIMES[own.runtime].template,
+                "rt": RUNTIMES[own.runtime].invocation(own),
+                "stdin": decision.spec.stdin_path if number == 0 else None,
+            }
+        )
+    return {
+        "job_id": layout.job_id,
+        "discovery": layout.discovery,
+        "address": layout.address,
+        "stop": layout.stop,
+        "members": members,
+        "lifecycle": cluster.lifecycle,
+    }
 
 
 def render_script(decision: Decision) -> str:

@@ -140,7 +140,8 @@ def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapabili
         networks=list(config.networks),
         image_forms=list(config.image_forms),
         allowed_extra_options=list(config.allowed_extra_options),
-        image_staging=staging.when if staging.when == "never"
+        image_staging=staging.when
+        if staging.when == "never"
         else f"{staging.when}: {' '.join(staging.command)} IMAGE{staged_into}",
         oci_mode=config.oci_mode,
         oci_conf=config.oci_conf,
@@ -149,8 +150,7 @@ def _runtime(name: str, config: RuntimeConfig, default: bool) -> RuntimeCapabili
     )
 
 
-def capabilities(loaded: LoadedResource, *,
-                 max_request_bytes: int | None = None) -> Capabilities:
+def capabilities(loaded: LoadedResource, *, max_request_bytes: int | None = None) -> Capabilities:
     """The capability document of one loaded resource (and the server's body limit)."""
     resource = loaded.resource
     runtimes = [

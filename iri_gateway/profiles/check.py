@@ -81,7 +81,8 @@ def sample_job(sample: Sample, loaded: LoadedResource, runtime: RuntimeName) -> 
         directory="/tmp/iri-check",
         environment={"OMP_NUM_THREADS": "2"},
         container=container,
-        launcher="srun" if mpi and resource.mpi and resource.mpi.launcher == "srun"
+        launcher="srun"
+        if mpi and resource.mpi and resource.mpi.launcher == "srun"
         else ("mpiexec" if mpi else None),
         resources=ResourceSpec(
             node_count=nodes,
@@ -144,7 +145,9 @@ def check_scripts(rows: list[CheckRow], shellcheck: str | None) -> None:
             return
         result = subprocess.run(
             [shellcheck, "-S", "warning", "-s", "bash", "-f", "json1", *paths],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if result.returncode not in (0, 1):
             raise RuntimeError(f"shellcheck failed to run: {result.stderr.strip()}")

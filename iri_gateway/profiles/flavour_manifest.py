@@ -36,8 +36,10 @@ from iri_gateway.models.constraints import ConstraintError, parse_constraint
 from iri_gateway.models.jobspec import AppRef, Flavour
 from iri_gateway.profiles.yaml_source import locate_line, read_yaml_document
 
-_SHAPE = ("an app manifest is a list of apps {app, version, flavours}, or one such app as a "
-          "mapping, or a mapping of flavour names to {priority, image, requirements}")
+_SHAPE = (
+    "an app manifest is a list of apps {app, version, flavours}, or one such app as a "
+    "mapping, or a mapping of flavour names to {priority, image, requirements}"
+)
 _FLAVOUR_KEYS = "image, priority, requirements, runtime, extra_options, resources, launcher"
 
 Loc = tuple[Any, ...]
@@ -59,8 +61,7 @@ class _Issues:
         self.found: list[ProfileIssue] = []
 
     def add(self, loc: Loc, field: str, reason: str) -> None:
-        self.found.append(ProfileIssue(str(self.path), locate_line(self.tree, loc), field,
-                                       reason))
+        self.found.append(ProfileIssue(str(self.path), locate_line(self.tree, loc), field, reason))
 
 
 def import_manifest(path: Path, app: str | None = None) -> ImportedApp:
@@ -84,8 +85,9 @@ def _apps(tree: Any, issues: _Issues) -> list[tuple[Loc, Any, str]]:
         apps = []
         for index, node in enumerate(tree):
             if not isinstance(node, dict) or "flavours" not in node:
-                issues.add((index,), f"[{index}]", "an app is a mapping with app, version "
-                           "and flavours")
+                issues.add(
+                    (index,), f"[{index}]", "an app is a mapping with app, version and flavours"
+                )
                 continue
             name = node.get("app", node.get("name"))
             apps.append(((index,), node, f"{name if name is not None else f'[{index}]'}"))
@@ -103,8 +105,9 @@ def _name_of(node: Any) -> str | None:
     return None if name is None else str(name)
 
 
-def _choose(apps: list[tuple[Loc, Any, str]], wanted: str | None,
-            path: Path) -> tuple[Loc, Any, str]:
+def _choose(
+    apps: list[tuple[Loc, Any, str]], wanted: str | None, path: Path
+) -> tuple[Loc, Any, str]:
     """The app named `wanted`, or the only one; else ManifestError naming the apps there are."""
     names = [_name_of(node) or label or "(unnamed)" for _, node, label in apps]
     if wanted is None and len(apps) == 1:
@@ -115,8 +118,11 @@ def _choose(apps: list[tuple[Loc, Any, str]], wanted: str | None,
         raise ManifestError([ProfileIssue(str(path), 1, "", reason)])
     matches = [entry for entry, name in zip(apps, names, strict=True) if name == wanted]
     if len(matches) != 1:
-        reason = (f"no app {wanted!r} in the manifest; its apps: {listed}" if not matches else
-                  f"{len(matches)} apps are named {wanted!r}")
+        reason = (
+            f"no app {wanted!r} in the manifest; its apps: {listed}"
+            if not matches
+            else f"{len(matches)} apps are named {wanted!r}"
+        )
         raise ManifestError([ProfileIssue(str(path), 1, "", reason)])
     return matches[0]
 
@@ -129,8 +135,16 @@ def _app_ref(node: Any, loc: Loc, issues: _Issues) -> AppRef | None:
     try:
         return AppRef(name=name, version=None if version is None else str(version))
     except ValidationError as error:
-        raise ManifestError([ProfileIssue(str(issues.path), locate_line(issues.tree, loc), "app",
-                                          str(error.errors()[0]["msg"]))]) from None
+        raise ManifestError(
+            [
+                ProfileIssue(
+                    str(issues.path),
+                    locate_line(issues.tree, loc),
+                    "app",
+                    str(error.errors()[0]["msg"]),
+                )
+            ]
+        ) from None
 
 
 def _entries(node: Any, loc: Loc) -> Iterator[tuple[str | None, Any, Loc]]:
@@ -154,8 +168,12 @@ def _flavours(app: Any, loc: Loc, label: str, issues: _Issues) -> list[Flavour]:
     node = app.get("flavours", app)
     base = f"{label}.flavours" if label else "flavours"
     if not isinstance(node, dict | list) or not node:
-        issues.add(where, base, "flavours are a mapping (or a list of one-key mappings) of "
-                   "flavour names to their properties")
+        issues.add(
+            where,
+            base,
+            "flavours are a mapping (or a list of one-key mappings) of "
+            "flavour names to their properties",
+        )
         return []
     flavours: list[Flavour] = []
     seen: set[str] = set()
@@ -176,8 +194,9 @@ def _flavours(app: Any, loc: Loc, label: str, issues: _Issues) -> list[Flavour]:
 
 def _flavour(name: str, entry: Any, loc: Loc, field: str, issues: _Issues) -> Flavour | None:
     if not isinstance(entry, dict | list):
-        issues.add(loc, field, f"a flavour is a mapping (or a list of one-key mappings) of "
-                   f"{_FLAVOUR_KEYS}")
+        issues.add(
+            loc, field, f"a flavour is a mapping (or a list of one-key mappings) of {_FLAVOUR_KEYS}"
+        )
         return None
     before = len(issues.found)
     properties: dict[str, Any] = {}
@@ -193,7 +212,8 @@ def _flavour(name: str, entry: Any, loc: Loc, field: str, issues: _Issues) -> Fl
         issues.add(places["name"], f"{field}.name", f"differs from the flavour's key {name!r}")
     if "requirements" in properties:
         properties["requirements"] = _requirements(
-            properties["requirements"], places["requirements"], f"{field}.requirements", issues)
+            properties["requirements"], places["requirements"], f"{field}.requirements", issues
+        )
     if len(issues.found) > before:
         return None
     try:
@@ -213,14 +233,16 @@ def _flavour(name: str, entry: Any, loc: Loc, field: str, issues: _Issues) -> Fl
 def _requirements(node: Any, loc: Loc, field: str, issues: _Issues) -> dict[str, Any]:
     """The requirements as one mapping; each malformed constraint reported at its own line."""
     if not isinstance(node, dict | list):
-        issues.add(loc, field, "requirements are a list of one-key mappings (fact: "
-                   "constraint) or a mapping")
+        issues.add(
+            loc,
+            field,
+            "requirements are a list of one-key mappings (fact: constraint) or a mapping",
+        )
         return {}
     merged: dict[str, Any] = {}
     for fact, raw, at in _entries(node, loc):
         if fact is None:
-            issues.add(at, field, "each requirement is a one-key mapping, e.g. - gpu_count: "
-                       "'>= 2'")
+            issues.add(at, field, "each requirement is a one-key mapping, e.g. - gpu_count: '>= 2'")
             continue
         if fact in merged:
             issues.add(at, f"{field}.{fact}", "given twice")

@@ -46,8 +46,16 @@ def builtin_profile(name: str) -> Path:
     path = builtin_profiles_dir() / f"{name}.yaml"
     if not path.is_file():
         shipped = sorted(p.stem for p in builtin_profiles_dir().glob("*.yaml"))
-        raise ProfileError([ProfileIssue(str(path), None, "", f"no shipped profile {name!r}; "
-                                         f"shipped: {', '.join(shipped)}")])
+        raise ProfileError(
+            [
+                ProfileIssue(
+                    str(path),
+                    None,
+                    "",
+                    f"no shipped profile {name!r}; shipped: {', '.join(shipped)}",
+                )
+            ]
+        )
     return path
 
 
@@ -109,10 +117,16 @@ class ProfileRegistry:
         for item in loaded:
             if item.id in self._resources:
                 first = self._resources[item.id].source
-                raise ProfileError([ProfileIssue(
-                    str(item.source), None, "resources",
-                    f"resource id {item.id!r} is already defined in {first}",
-                )])
+                raise ProfileError(
+                    [
+                        ProfileIssue(
+                            str(item.source),
+                            None,
+                            "resources",
+                            f"resource id {item.id!r} is already defined in {first}",
+                        )
+                    ]
+                )
             self._resources[item.id] = item
 
     @classmethod
@@ -133,10 +147,14 @@ class ProfileRegistry:
                 if resource.templates_dir is not None:
                     templates = (path.parent / resource.templates_dir).resolve()
                     if not templates.is_dir():
-                        issues.append(ProfileIssue(
-                            str(path), None, f"resources.{resource.id}.templates_dir",
-                            f"{templates} is not a directory",
-                        ))
+                        issues.append(
+                            ProfileIssue(
+                                str(path),
+                                None,
+                                f"resources.{resource.id}.templates_dir",
+                                f"{templates} is not a directory",
+                            )
+                        )
                 loaded.append(LoadedResource(profile, resource, path, templates))
         if issues:
             raise ProfileError(issues)
@@ -153,17 +171,21 @@ class ProfileRegistry:
         tree = parse_yaml_text(text, label, ProfileError, _SHAPE)
         profile = _validate(Path(label), tree)
         issues = [
-            ProfileIssue(label, locate_line(tree, ("resources", index, "templates_dir")),
-                         f"resources.{index}.templates_dir",
-                         "a checked text has no folder beside it: check a profile with its "
-                         "own templates with `iri-gateway profile check FILE`")
+            ProfileIssue(
+                label,
+                locate_line(tree, ("resources", index, "templates_dir")),
+                f"resources.{index}.templates_dir",
+                "a checked text has no folder beside it: check a profile with its "
+                "own templates with `iri-gateway profile check FILE`",
+            )
             for index, resource in enumerate(profile.resources)
             if resource.templates_dir is not None
         ]
         if issues:
             raise ProfileError(issues)
-        return cls(LoadedResource(profile, resource, Path(label), None)
-                   for resource in profile.resources)
+        return cls(
+            LoadedResource(profile, resource, Path(label), None) for resource in profile.resources
+        )
 
     @classmethod
     def from_paths(cls, paths: Iterable[Path]) -> ProfileRegistry:

@@ -22,8 +22,7 @@ from iri_gateway.models.profile import Gpus
 from iri_gateway.profiles.loading import ProfileRegistry
 
 
-def with_machine(loaded: LoadedResource, machine: MachineFacts
-                 ) -> tuple[LoadedResource, list[str]]:
+def with_machine(loaded: LoadedResource, machine: MachineFacts) -> tuple[LoadedResource, list[str]]:
     """`loaded` with the measured facts when its profile asks for detection, and notes."""
     resource = loaded.resource
     nodes = resource.nodes
@@ -34,10 +33,12 @@ def with_machine(loaded: LoadedResource, machine: MachineFacts
     detected: dict[str, Any] = {}
     cpu: dict[str, Any] = {}
     node: dict[str, Any] = {}
-    measured = (("cpu_arch", "arch", machine.arch, cpu, nodes.cpu.arch),
-                ("cpu_cores", "cores", machine.cores, cpu, nodes.cpu.cores),
-                ("cpu_mhz", "mhz", machine.mhz, cpu, nodes.cpu.mhz),
-                ("memory_gib", "memory_gib", machine.memory_gib, node, nodes.memory_gib))
+    measured = (
+        ("cpu_arch", "arch", machine.arch, cpu, nodes.cpu.arch),
+        ("cpu_cores", "cores", machine.cores, cpu, nodes.cpu.cores),
+        ("cpu_mhz", "mhz", machine.mhz, cpu, nodes.cpu.mhz),
+        ("memory_gib", "memory_gib", machine.memory_gib, node, nodes.memory_gib),
+    )
     for fact, name, value, target, written in measured:
         if value is not None:
             target[name] = detected[fact] = value
@@ -51,8 +52,11 @@ def with_machine(loaded: LoadedResource, machine: MachineFacts
         detected["gpu_count"] = gpus.count if gpus else 0
     if gpus is not None and "gpu_count" in detected:
         detected.update({"gpu_vendor": gpus.vendor, "gpu_model": gpus.model})
-        for fact, value in (("gpu_memory_gib", gpus.memory_gib), ("nvidia_cuda", gpus.cuda),
-                            ("rocm", gpus.rocm)):
+        for fact, value in (
+            ("gpu_memory_gib", gpus.memory_gib),
+            ("nvidia_cuda", gpus.cuda),
+            ("rocm", gpus.rocm),
+        ):
             if value is not None:
                 detected[fact] = value
     detected["cdi_devices"] = list(machine.cdi_devices)
@@ -62,14 +66,18 @@ def with_machine(loaded: LoadedResource, machine: MachineFacts
 
 
 def registry_with_machine(
-    registry: ProfileRegistry, detect: Callable[[], MachineFacts] = detect_machine,
+    registry: ProfileRegistry,
+    detect: Callable[[], MachineFacts] = detect_machine,
     only: str | None = None,
 ) -> tuple[ProfileRegistry, list[str]]:
     """The registry with every `detect: true` resource measured (this machine once), and
     notes on what could not be; with `only`, just that resource (a command about another
     one does not measure this machine)."""
-    wanted = {loaded.id for loaded in registry if loaded.resource.nodes.detect
-              and (only is None or loaded.id == only)}
+    wanted = {
+        loaded.id
+        for loaded in registry
+        if loaded.resource.nodes.detect and (only is None or loaded.id == only)
+    }
     if not wanted:
         return registry, []
     machine = detect()
@@ -85,21 +93,30 @@ def registry_with_machine(
     return ProfileRegistry(kept), notes
 
 
-def _gpus(machine: MachineFacts, written: Gpus | None, rid: str, notes: list[str]
-          ) -> Gpus | None:
+def _gpus(machine: MachineFacts, written: Gpus | None, rid: str, notes: list[str]) -> Gpus | None:
     """The GPUs found, as profile facts; none found means none (the profile's are dropped)."""
     found = machine.gpus
     if found is None:
         if written is not None:
-            notes.append(f"{rid}: no GPUs found on this machine; the profile's "
-                         f"{written.count} x {written.model} are left out")
+            notes.append(
+                f"{rid}: no GPUs found on this machine; the profile's "
+                f"{written.count} x {written.model} are left out"
+            )
         return None
     try:
-        return Gpus.model_validate({
-            "count": found.count, "vendor": found.vendor, "model": found.model,
-            "memory_gib": found.memory_gib, "cuda": found.cuda, "rocm": found.rocm,
-        })
+        return Gpus.model_validate(
+            {
+                "count": found.count,
+                "vendor": found.vendor,
+                "model": found.model,
+                "memory_gib": found.memory_gib,
+                "cuda": found.cuda,
+                "rocm": found.rocm,
+            }
+        )
     except ValidationError as error:
-        notes.append(f"{rid}: the GPUs found ({found}) are not usable as facts "
-                     f"({error.errors()[0]['msg']}); the profile's GPUs are used")
+        notes.append(
+            f"{rid}: the GPUs found ({found}) are not usable as facts "
+            f"({error.errors()[0]['msg']}); the profile's GPUs are used"
+        )
         return written

@@ -17,15 +17,17 @@ from iri_gateway.runtimes import RUNTIMES
 from iri_gateway.runtimes.base import Which
 
 
-def installed_only(loaded: LoadedResource, which: Which = shutil.which
-                   ) -> tuple[LoadedResource, list[str]]:
+def installed_only(
+    loaded: LoadedResource, which: Which = shutil.which
+) -> tuple[LoadedResource, list[str]]:
     """`loaded` without the runtimes whose program is missing here (local scheduler only)."""
     resource = loaded.resource
     if resource.scheduler.kind != "local":
         return loaded, []
     runtimes = resource.runtimes
     missing: list[str] = [
-        name for name in runtimes.available()
+        name
+        for name in runtimes.available()
         if (config := runtimes.get(name)) is not None
         and not RUNTIMES[name].installed(config, which)
     ]
@@ -35,8 +37,9 @@ def installed_only(loaded: LoadedResource, which: Which = shutil.which
     return replace(loaded, resource=trimmed), missing
 
 
-def registry_for_this_machine(registry: ProfileRegistry, which: Which = shutil.which
-                              ) -> tuple[ProfileRegistry, list[str]]:
+def registry_for_this_machine(
+    registry: ProfileRegistry, which: Which = shutil.which
+) -> tuple[ProfileRegistry, list[str]]:
     """The registry with every local resource trimmed; notes say what was dropped."""
     kept: list[LoadedResource] = []
     notes: list[str] = []
@@ -44,6 +47,8 @@ def registry_for_this_machine(registry: ProfileRegistry, which: Which = shutil.w
         trimmed, missing = installed_only(loaded, which)
         kept.append(trimmed)
         if missing:
-            notes.append(f"{loaded.id}: {', '.join(missing)} not found on this machine; jobs "
-                         f"there run without {'it' if len(missing) == 1 else 'them'}")
+            notes.append(
+                f"{loaded.id}: {', '.join(missing)} not found on this machine; jobs "
+                f"there run without {'it' if len(missing) == 1 else 'them'}"
+            )
     return ProfileRegistry(kept), notes

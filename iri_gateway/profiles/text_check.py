@@ -43,12 +43,14 @@ class TextCheck:
 
 def matrix_cells(registry: ProfileRegistry) -> int:
     """How many cells `run_matrix` would render for `registry`."""
-    return sum((len(loaded.resource.runtimes.available()) + 1) * len(SAMPLES)
-               for loaded in registry)
+    return sum(
+        (len(loaded.resource.runtimes.available()) + 1) * len(SAMPLES) for loaded in registry
+    )
 
 
-def check_text(text: str, label: str, shellcheck: str | None,
-               max_cells: int = MAX_CELLS) -> TextCheck:
+def check_text(
+    text: str, label: str, shellcheck: str | None, max_cells: int = MAX_CELLS
+) -> TextCheck:
     """Load `text` as the profile `label` and run the check matrix on it.
 
     ProfileError when it does not load, or when its matrix would pass `max_cells` (then
@@ -58,12 +60,19 @@ def check_text(text: str, label: str, shellcheck: str | None,
     registry = ProfileRegistry.from_text(text, label)
     cells = matrix_cells(registry)
     if cells > max_cells:
-        raise ProfileError([ProfileIssue(
-            label, None, "resources",
-            f"its check matrix has {cells} cells ({len(registry)} resources x their runtimes "
-            f"and bare execution x {len(SAMPLES)} sample jobs), more than the {max_cells} "
-            "checked here: split the profile, or run `iri-gateway profile check FILE`",
-        )])
+        raise ProfileError(
+            [
+                ProfileIssue(
+                    label,
+                    None,
+                    "resources",
+                    f"its check matrix has {cells} cells ({len(registry)} resources x their "
+                    f"runtimes and bare execution x {len(SAMPLES)} sample jobs), more than the "
+                    f"{max_cells} checked here: split the profile, or run "
+                    "`iri-gateway profile check FILE`",
+                )
+            ]
+        )
     rows = run_matrix(registry)
     check_scripts(rows, shellcheck)
     return TextCheck(rows, len(registry), shellcheck is not None)

@@ -138,5 +138,7 @@ class ProfileTreeCache:
 
     @cached_property
     def _parser(self) -> str:
-        return f"format {FORMAT}, iri-gateway {__version__}, " \
-               f"ruamel.yaml {metadata.version('ruamel.yaml')}"
+        return (
+            f"format {FORMAT}, iri-gateway {__version__}, "
+            f"ruamel.yaml {metadata.version('ruamel.yaml')}"
+        )

@@ -74,10 +74,19 @@ def parse_yaml_text(
         try:
             line.encode("utf-8")
         except UnicodeEncodeError as failure:
-            raise error([ProfileIssue(label, number, "", "not valid text: character "
-                                      f"{failure.start + 1} is a lone surrogate "
-                                      f"(U+{ord(line[failure.start]):04X}), which no "
-                                      "UTF-8 file can hold")]) from None
+            raise error(
+                [
+                    ProfileIssue(
+                        label,
+                        number,
+                        "",
+                        "not valid text: character "
+                        f"{failure.start + 1} is a lone surrogate "
+                        f"(U+{ord(line[failure.start]):04X}), which no "
+                        "UTF-8 file can hold",
+                    )
+                ]
+            ) from None
     normalised = text.replace("\r\n", "\n").replace("\r", "\n")
     try:
         tree = YAML(typ="rt").load(normalised)
@@ -89,16 +98,19 @@ def parse_yaml_text(
     except YAMLError as failure:
         raise error([ProfileIssue(label, None, "", f"not valid YAML: {failure}")]) from None
     except RecursionError:
-        raise error([ProfileIssue(label, None, "", "not valid YAML here: nested deeper "
-                                  "than the parser follows")]) from None
+        raise error(
+            [
+                ProfileIssue(
+                    label, None, "", "not valid YAML here: nested deeper than the parser follows"
+                )
+            ]
+        ) from None
     if not isinstance(tree, dict):
         raise error([ProfileIssue(label, 1, "", shape)])
     return tree
 
 
-def read_yaml_document(
-    path: Path, error: Callable[[list[ProfileIssue]], GatewayError]
-) -> Any:
+def read_yaml_document(path: Path, error: Callable[[list[ProfileIssue]], GatewayError]) -> Any:
     """The YAML document in `path` whatever its top-level shape (a mapping, a list, ...),
     with line numbers; `error([issue])` is raised when unreadable or not YAML."""
     from ruamel.yaml import YAML

@@ -44,8 +44,14 @@ logger = logging.getLogger(__name__)
 IRI_PREFIX = "iri."
 CONTAINER_PREFIX = "iri.container."
 ROLES_KEY = "iri.roles"
-RESOURCE_COUNTS = ("node_count", "process_count", "processes_per_node",
-                   "cpu_cores_per_process", "gpu_cores_per_process", "memory")
+RESOURCE_COUNTS = (
+    "node_count",
+    "process_count",
+    "processes_per_node",
+    "cpu_cores_per_process",
+    "gpu_cores_per_process",
+    "memory",
+)
 SECOND = timedelta(seconds=1)
 PSIJ_DEFAULT_DURATION = int(JobAttributes().duration // SECOND)
 """What an IRI document without a duration gets back from a round trip through PSI/J."""
@@ -85,8 +91,13 @@ def to_iri(spec: JobSpec) -> dict[str, Any]:
         if isinstance(spec.resources, ResourceSpecV1):
             document["resources"] = _resources_to_iri(spec.resources)
         else:
-            problems.append(("resources", f"only ResourceSpecV1 has an IRI equivalent, not "
-                             f"version {spec.resources.version}"))
+            problems.append(
+                (
+                    "resources",
+                    f"only ResourceSpecV1 has an IRI equivalent, not "
+                    f"version {spec.resources.version}",
+                )
+            )
     if spec.attributes is not None:
         _attributes_to_iri(spec.attributes, document, problems)
     if problems:
@@ -122,8 +133,9 @@ def _resources_to_iri(resources: ResourceSpecV1) -> dict[str, Any]:
     return document
 
 
-def _attributes_to_iri(attributes: JobAttributes, document: dict[str, Any],
-                       problems: list[tuple[str, str]]) -> None:
+def _attributes_to_iri(
+    attributes: JobAttributes, document: dict[str, Any], problems: list[tuple[str, str]]
+) -> None:
     out: dict[str, Any] = {}
     if attributes.duration is not None:
         seconds = -(-attributes.duration // SECOND)  # round a partial second up
@@ -144,8 +156,9 @@ def _attributes_to_iri(attributes: JobAttributes, document: dict[str, Any],
             elif key == ROLES_KEY:
                 document["roles"] = value
             elif key.startswith(IRI_PREFIX):
-                problems.append((where, "unknown 'iri.' key; known: iri.container.<field>, "
-                                 "iri.roles"))
+                problems.append(
+                    (where, "unknown 'iri.' key; known: iri.container.<field>, iri.roles")
+                )
             else:
                 custom[key] = str(value)
         if container:
@@ -210,8 +223,7 @@ def from_iri(document: Mapping[str, Any]) -> JobSpec:
     return spec
 
 
-def _sourced_path(field: str, command: str | None,
-                  problems: list[tuple[str, str]]) -> Path | None:
+def _sourced_path(field: str, command: str | None, problems: list[tuple[str, str]]) -> Path | None:
     """The script path of a `source P` command written as `source_command` writes it."""
     if command is None:
         return None
@@ -223,13 +235,19 @@ def _sourced_path(field: str, command: str | None,
         path = Path(words[1])
         if source_command(path) == command:
             return path
-    problems.append((field, "PSI/J takes the path of a script to source; only a command "
-                     "`source /abs/path` or `source ./rel/path` (shell-quoted) converts"))
+    problems.append(
+        (
+            field,
+            "PSI/J takes the path of a script to source; only a command "
+            "`source /abs/path` or `source ./rel/path` (shell-quoted) converts",
+        )
+    )
     return None
 
 
-def _resources_from_iri(resources: iri.ResourceSpec,
-                        problems: list[tuple[str, str]]) -> ResourceSpecV1 | None:
+def _resources_from_iri(
+    resources: iri.ResourceSpec, problems: list[tuple[str, str]]
+) -> ResourceSpecV1 | None:
     _refuse_extra("resources", resources, problems)
     try:
         return ResourceSpecV1(
@@ -259,25 +277,30 @@ def _attributes_from_iri(model: iri.JobSpec, problems: list[tuple[str, str]]) ->
             custom = dict(source.custom_attributes)
         for key in source.custom_attributes:
             if key.startswith(IRI_PREFIX):
-                problems.append((f"attributes.custom_attributes[{key!r}]",
-                                 "'iri.' keys are reserved for IRI fields PSI/J lacks"))
+                problems.append(
+                    (
+                        f"attributes.custom_attributes[{key!r}]",
+                        "'iri.' keys are reserved for IRI fields PSI/J lacks",
+                    )
+                )
     if model.container is not None:
         custom = custom or {}
         dumped = model.container.model_dump(mode="json", exclude_unset=True)
         custom.update({CONTAINER_PREFIX + key: value for key, value in dumped.items()})
     if model.roles is not None:
         custom = custom or {}
-        custom[ROLES_KEY] = [role.model_dump(mode="json", exclude_unset=True)
-                             for role in model.roles]
+        custom[ROLES_KEY] = [
+            role.model_dump(mode="json", exclude_unset=True) for role in model.roles
+        ]
     result.custom_attributes = custom
     return result
 
 
-def _refuse_extra(path: str, part: iri.ResourceSpec | iri.JobAttributes,
-                  problems: list[tuple[str, str]]) -> None:
+def _refuse_extra(
+    path: str, part: iri.ResourceSpec | iri.JobAttributes, problems: list[tuple[str, str]]
+) -> None:
     """Fields beyond the official ones have no PSI/J place: refused; metadata is dropped."""
     for key in part.model_extra or {}:
-        problems.append((f"{path}.{key}", "not an official IRI field; PSI/J has no place "
-                         "for it"))
+        problems.append((f"{path}.{key}", "not an official IRI field; PSI/J has no place for it"))
     if part.attributes is not None:
         logger.warning("%s.attributes (metadata) has no PSI/J equivalent; dropped", path)

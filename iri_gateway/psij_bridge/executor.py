@@ -59,10 +59,16 @@ class IriExecutorConfig(JobExecutorConfig):
     job's script and files itself.
     """
 
-    def __init__(self, resource: str = "local", token: str | None = None,
-                 project: str | None = None, poll_interval: float = 1.0, *,
-                 launcher_log_file: Path | None = None,
-                 work_directory: Path | None = None) -> None:
+    def __init__(
+        self,
+        resource: str = "local",
+        token: str | None = None,
+        project: str | None = None,
+        poll_interval: float = 1.0,
+        *,
+        launcher_log_file: Path | None = None,
+        work_directory: Path | None = None,
+    ) -> None:
         super().__init__(launcher_log_file=launcher_log_file, work_directory=work_directory)
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, not {poll_interval}")
@@ -87,8 +93,9 @@ class IriJobExecutor(JobExecutor):
     def __init__(self, url: str | None = None, config: JobExecutorConfig | None = None) -> None:
         if not isinstance(config, IriExecutorConfig):
             plain = config or JobExecutorConfig.DEFAULT
-            config = IriExecutorConfig(launcher_log_file=plain.launcher_log_file,
-                                       work_directory=plain.work_directory)
+            config = IriExecutorConfig(
+                launcher_log_file=plain.launcher_log_file, work_directory=plain.work_directory
+            )
         self._client = GatewayClient(url, config.token)
         super().__init__(url=self._client.server, config=config)
         self._settings = config
@@ -110,8 +117,9 @@ class IriJobExecutor(JobExecutor):
         has_account = bool((document.get("attributes") or {}).get("account"))
         project = None if has_account else self._settings.project
         try:
-            info = self._client.submit(self._settings.resource, document,
-                                       idempotency_key=job.id, project=project)
+            info = self._client.submit(
+                self._settings.resource, document, idempotency_key=job.id, project=project
+            )
         except GatewayClientError as error:
             job.executor = None
             raise _problem(f"the gateway refused job {job.id}", error) from None
@@ -157,8 +165,9 @@ class IriJobExecutor(JobExecutor):
         with self._lock:
             self._tracked[info.id] = job
             if self._poller is None:
-                self._poller = threading.Thread(target=self._poll, daemon=True,
-                                                name="iri-executor-poller")
+                self._poller = threading.Thread(
+                    target=self._poll, daemon=True, name="iri-executor-poller"
+                )
                 self._poller.start()
 
     def _report(self, job: Job, info: JobInfo) -> None:
@@ -166,8 +175,16 @@ class IriJobExecutor(JobExecutor):
         if state == job.status.state:
             return
         metadata: dict[str, object] = {**info.meta_data, "iri_state": info.state.value}
-        self._set_job_status(job, JobStatus(state, time=info.time, message=info.message,
-                                            exit_code=info.exit_code, metadata=metadata))
+        self._set_job_status(
+            job,
+            JobStatus(
+                state,
+                time=info.time,
+                message=info.message,
+                exit_code=info.exit_code,
+                metadata=metadata,
+            ),
+        )
 
     def _poll(self) -> None:
         """The poller thread: runs while jobs are tracked, with its own connection."""
@@ -201,9 +218,13 @@ class IriJobExecutor(JobExecutor):
                         logger.warning("iri executor: status of %s: %s", native_id, error)
                         continue
                     self._untrack(native_id)
-                    self._set_job_status(job, JobStatus(
-                        JobState.FAILED, message=f"the gateway no longer knows job "
-                        f"{native_id}: {error}"))
+                    self._set_job_status(
+                        job,
+                        JobStatus(
+                            JobState.FAILED,
+                            message=f"the gateway no longer knows job {native_id}: {error}",
+                        ),
+                    )
                     continue
             self._report(job, info)
             if info.final:

@@ -21,8 +21,17 @@ class Apptainer(Runtime):
     name = "apptainer"
     program = "apptainer"
     image_forms = frozenset(
-        {"oci", "docker-uri", "oras-uri", "library-uri", "shub-uri", "sif", "squashfs",
-         "sandbox", "shifter"}
+        {
+            "oci",
+            "docker-uri",
+            "oras-uri",
+            "library-uri",
+            "shub-uri",
+            "sif",
+            "squashfs",
+            "sandbox",
+            "shifter",
+        }
     )
     rank = 10
     supports_network_none = True

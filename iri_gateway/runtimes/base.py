@@ -107,11 +107,13 @@ class Runtime(ABC):
         bundles through Slurm; every other runtime refuses them rather than ignore them."""
         errors = []
         if config.oci_conf is not None:
-            errors.append(f"oci_conf: {self.name} is not run through Slurm's oci.conf "
-                          "(a slurm-oci setting)")
+            errors.append(
+                f"oci_conf: {self.name} is not run through Slurm's oci.conf (a slurm-oci setting)"
+            )
         if config.rootfs_cache is not None:
-            errors.append(f"rootfs_cache: {self.name} stages no root filesystems "
-                          "(a slurm-oci setting)")
+            errors.append(
+                f"rootfs_cache: {self.name} stages no root filesystems (a slurm-oci setting)"
+            )
         return errors
 
     def refusals(self, decision: Decision) -> list[Problem]:
@@ -172,8 +174,9 @@ def mpi_flags(decision: Decision) -> list[str]:
     if not decision.use_mpi or config is None or config.mpi is None:
         return []
     mpi = config.mpi
-    return site_words(mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None
-                      else mpi.flags)
+    return site_words(
+        mpi.gpu_flags if decision.use_gpu and mpi.gpu_flags is not None else mpi.flags
+    )
 
 
 def site_binds(decision: Decision) -> list[str]:

@@ -79,15 +79,24 @@ class Charliecloud(Runtime):
             return []
         # ch-image, like ch-run, refuses to start without USER (a service's environment
         # may lack it); the launch line sets it again for jobs that stage nothing.
-        commands: list[list[str]] = [[SiteWord("export"), _USER],
-                                     *super().staging_commands(decision)]
+        commands: list[list[str]] = [
+            [SiteWord("export"), _USER],
+            *super().staging_commands(decision),
+        ]
         inject = [*decision.gpu_flags, *mpi_flags(decision)]
         if inject:
             # ch-fromhost runs `ch-run IMAGE-FOLDER` for libraries, which ch-run 0.31 refuses
             # inside its storage ("can't run directory images from storage"); the folder is
             # expanded first, then ch-fromhost runs with the storage variable pointed away.
-            commands.append([SiteWord("env"), _AWAY, SiteWord("ch-fromhost"), *inject,
-                             storage_path(decision.image)])
+            commands.append(
+                [
+                    SiteWord("env"),
+                    _AWAY,
+                    SiteWord("ch-fromhost"),
+                    *inject,
+                    storage_path(decision.image),
+                ]
+            )
         return commands
 
     def invocation(self, decision: Decision) -> Invocation:

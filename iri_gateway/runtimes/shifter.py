@@ -50,9 +50,7 @@ class Shifter(Runtime):
         options += [f"--env={key}={value}" for key, value in decision.environment.items()]
         if decision.workdir is not None:
             workdir = f"--workdir={decision.workdir}"
-            options.append(
-                SiteWord(workdir) if isinstance(decision.workdir, SiteWord) else workdir
-            )
+            options.append(SiteWord(workdir) if isinstance(decision.workdir, SiteWord) else workdir)
         if decision.spec.executable is None:
             options.append("--entrypoint")
         return Invocation(

@@ -64,22 +64,55 @@ _CAPABILITIES = ["CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"]
 # The mounts of `runc spec --rootless`, after the image itself, plus a private /tmp.
 _SYSTEM_MOUNTS: list[dict[str, Any]] = [
     {"destination": "/proc", "type": "proc", "source": "proc"},
-    {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-     "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-    {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-     "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-    {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-     "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
-    {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
-     "options": ["nosuid", "noexec", "nodev"]},
-    {"destination": "/sys", "type": "none", "source": "/sys",
-     "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]},
-    {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
-     "options": ["nosuid", "nodev", "mode=1777"]},
+    {
+        "destination": "/dev",
+        "type": "tmpfs",
+        "source": "tmpfs",
+        "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
+    },
+    {
+        "destination": "/dev/pts",
+        "type": "devpts",
+        "source": "devpts",
+        "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
+    },
+    {
+        "destination": "/dev/shm",
+        "type": "tmpfs",
+        "source": "shm",
+        "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+    },
+    {
+        "destination": "/dev/mqueue",
+        "type": "mqueue",
+        "source": "mqueue",
+        "options": ["nosuid", "noexec", "nodev"],
+    },
+    {
+        "destination": "/sys",
+        "type": "none",
+        "source": "/sys",
+        "options": ["rbind", "nosuid", "noexec", "nodev", "ro"],
+    },
+    {
+        "destination": "/tmp",
+        "type": "tmpfs",
+        "source": "tmpfs",
+        "options": ["nosuid", "nodev", "mode=1777"],
+    },
 ]
-_MASKED = ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-           "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
-           "/proc/scsi"]
+_MASKED = [
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/sys/firmware",
+    "/proc/scsi",
+]
 _READ_ONLY = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 
 
@@ -148,11 +181,12 @@ class SlurmOci(Runtime):
     def config_errors(self, config: RuntimeConfig, scheduler_kind: str) -> list[str]:
         errors = []
         if scheduler_kind != "slurm":
-            errors.append(f"oci_conf: slurm-oci runs through Slurm's `srun --container`; a "
-                          f"{scheduler_kind} resource cannot offer it")
+            errors.append(
+                f"oci_conf: slurm-oci runs through Slurm's `srun --container`; a "
+                f"{scheduler_kind} resource cannot offer it"
+            )
         if config.oci_conf is None:
-            errors.append("oci_conf: required: the runtime the site's oci.conf drives "
-                          "('runc')")
+            errors.append("oci_conf: required: the runtime the site's oci.conf drives ('runc')")
         elif config.oci_conf == "ch-run-oci":
             errors.append(f"oci_conf: {CH_RUN_OCI_REASON}")
         staged = sorted(STAGED_FORMS & set(config.image_forms))
@@ -163,11 +197,15 @@ class SlurmOci(Runtime):
                 "rootfs_cache (or accept only 'sandbox' folders)"
             )
         if config.staging.when == "submit":
-            errors.append("staging.when: 'submit' stages on the login node, but the bundle's "
-                          "root filesystem is staged by the batch script ('job')")
+            errors.append(
+                "staging.when: 'submit' stages on the login node, but the bundle's "
+                "root filesystem is staged by the batch script ('job')"
+            )
         if config.gpu is not None:
-            errors.append("gpu: this gateway writes no GPU devices into a slurm-oci bundle "
-                          "(no device nodes or CDI in its config.json), so it offers no GPUs")
+            errors.append(
+                "gpu: this gateway writes no GPU devices into a slurm-oci bundle "
+                "(no device nodes or CDI in its config.json), so it offers no GPUs"
+            )
         if config.mpi is not None:
             errors.append(f"mpi: {NO_RANKS_REASON}")
         if "none" in config.networks:
@@ -179,19 +217,29 @@ class SlurmOci(Runtime):
         shape = decision.shape
         problems: list[Problem] = []
         if spec.executable is None:
-            problems.append(Problem(
-                "executable", "slurm-oci needs the program to run: Slurm 22.05 replaces the "
-                "bundle's process.args with the step's command, so the image's own "
-                "entrypoint is not known", "an executable",
-            ))
+            problems.append(
+                Problem(
+                    "executable",
+                    "slurm-oci needs the program to run: Slurm 22.05 replaces the "
+                    "bundle's process.args with the step's command, so the image's own "
+                    "entrypoint is not known",
+                    "an executable",
+                )
+            )
         limit = self.max_processes_per_node or shape.processes_on_busiest_node
         if shape.processes_on_busiest_node > limit:
-            where = ("resources.processes_per_node" if shape.processes_per_node is not None
-                     else "resources.process_count")
-            problems.append(Problem(
-                where, ONE_TASK_REASON,
-                f"one process per node: process_count at most node_count ({shape.node_count})",
-            ))
+            where = (
+                "resources.processes_per_node"
+                if shape.processes_per_node is not None
+                else "resources.process_count"
+            )
+            problems.append(
+                Problem(
+                    where,
+                    ONE_TASK_REASON,
+                    f"one process per node: process_count at most node_count ({shape.node_count})",
+                )
+            )
         if decision.launcher == "mpi" and not decision.use_mpi:  # use_mpi: see mpi_refusal
             problems.append(Problem("launcher", NO_RANKS_REASON, "single, multiple"))
         return problems
@@ -239,8 +287,12 @@ def cache_key(image: str) -> str:
 
 
 def _bind(source: str, target: str, read_only: bool) -> dict[str, Any]:
-    return {"destination": target, "type": "none", "source": source,
-            "options": ["rbind", "ro" if read_only else "rw"]}
+    return {
+        "destination": target,
+        "type": "none",
+        "source": source,
+        "options": ["rbind", "ro" if read_only else "rw"],
+    }
 
 
 def _site_bind(bind: str, slots: _Placeholders) -> dict[str, Any]:
@@ -256,8 +308,9 @@ def _config(decision: Decision, rootfs: str, slots: _Placeholders) -> dict[str, 
     """The bundle's config.json, with stand-ins for what only the node knows."""
     uid = slots.add(SiteWord("$(id -u)"), string=False)
     gid = slots.add(SiteWord("$(id -g)"), string=False)
-    mounts: list[dict[str, Any]] = [{"destination": "/", "type": "none", "source": rootfs,
-                                     "options": ["rbind"]}]
+    mounts: list[dict[str, Any]] = [
+        {"destination": "/", "type": "none", "source": rootfs, "options": ["rbind"]}
+    ]
     mounts += _SYSTEM_MOUNTS
     workdir = decision.workdir or "/"
     if isinstance(decision.workdir, SiteWord):  # the job directory, bound where it is
@@ -275,8 +328,9 @@ def _config(decision: Decision, rootfs: str, slots: _Placeholders) -> dict[str, 
             "args": command_of(decision),
             "env": env,
             "cwd": workdir,
-            "capabilities": {kind: _CAPABILITIES for kind in
-                             ("bounding", "effective", "permitted", "ambient")},
+            "capabilities": {
+                kind: _CAPABILITIES for kind in ("bounding", "effective", "permitted", "ambient")
+            },
             "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
             "noNewPrivileges": True,
         },
@@ -285,8 +339,7 @@ def _config(decision: Decision, rootfs: str, slots: _Placeholders) -> dict[str, 
         "linux": {
             "uidMappings": [{"containerID": 0, "hostID": uid, "size": 1}],
             "gidMappings": [{"containerID": 0, "hostID": gid, "size": 1}],
-            "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "mount"},
-                           {"type": "user"}],
+            "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "mount"}, {"type": "user"}],
             "maskedPaths": _MASKED,
             "readonlyPaths": _READ_ONLY,
         },

@@ -27,17 +27,17 @@ STOP_BY_PID: tuple[str, ...] = (
     # Every process of the members: a member's program may itself fork (`sh -c` keeps its
     # child), and TERM to the member's shell alone would leave that grandchild running on
     # after the job (seen on the local scheduler). Walk the tree, then TERM it all at once.
-    'local i n=0 child',
-    'local -a tree=()',
+    "local i n=0 child",
+    "local -a tree=()",
     'for i in "$@"; do',
     '    tree+=("${iri_pids[i]}")',
-    'done',
-    'while ((n < ${#tree[@]})); do',
+    "done",
+    "while ((n < ${#tree[@]})); do",
     '    for child in $(pgrep -P "${tree[n]}"); do',
     '        tree+=("$child")',
-    '    done',
-    '    n=$((n + 1))',
-    'done',
+    "    done",
+    "    n=$((n + 1))",
+    "done",
     'kill -TERM "${tree[@]}" 2>/dev/null',
 )
 

@@ -116,8 +116,9 @@ class Transport(Protocol):
         was sent raises OutcomeUnknownError (never a made-up exit code).
         """
 
-    def stream(self, argv: Sequence[str], *,
-               timeout: float = 120.0) -> AbstractContextManager[Stream]:
+    def stream(
+        self, argv: Sequence[str], *, timeout: float = 120.0
+    ) -> AbstractContextManager[Stream]:
         """`argv` started, its input and output streamed until the block ends, when the
         command is ended (it sees the end of its input first; one still running is then
         killed). Never sent twice: a stream is not retried once it started."""

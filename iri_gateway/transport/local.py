@@ -46,15 +46,20 @@ class LocalTransport:
         full = [*self._prefix, *argv]
         try:
             done = subprocess.run(
-                full, input=None if stdin is None else stdin.encode(), capture_output=True,
-                timeout=timeout, env=self._env, check=False,
+                full,
+                input=None if stdin is None else stdin.encode(),
+                capture_output=True,
+                timeout=timeout,
+                env=self._env,
+                check=False,
             )
         except FileNotFoundError as error:
             raise TransportError(f"cannot run {argv[0]!r}: not found on this machine") from error
         except subprocess.TimeoutExpired as error:
             raise TransportError(f"`{' '.join(argv)}` timed out after {timeout:g} s") from error
-        return CommandResult(tuple(argv), done.returncode, decode_output(done.stdout),
-                             decode_output(done.stderr))
+        return CommandResult(
+            tuple(argv), done.returncode, decode_output(done.stdout), decode_output(done.stderr)
+        )
 
     @contextlib.contextmanager
     def stream(self, argv: Sequence[str], *, timeout: float = 120.0) -> Iterator[LocalStream]:
@@ -64,12 +69,18 @@ class LocalTransport:
         errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed when the stream ends
         try:
             process = subprocess.Popen(
-                [*self._prefix, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=errors, env=self._env, start_new_session=True)
+                [*self._prefix, *argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=self._env,
+                start_new_session=True,
+            )
         except OSError as error:
             errors.close()
-            raise NotSentError(f"cannot run {argv[0]!r} on this machine: "
-                               f"{error.strerror or error}") from None
+            raise NotSentError(
+                f"cannot run {argv[0]!r} on this machine: {error.strerror or error}"
+            ) from None
         try:
             yield LocalStream(process, errors, timeout, argv[0])
         finally:
@@ -113,8 +124,9 @@ class LocalStream:
     wait is bounded by the stream's time-out. Its standard error goes to a file (its tail
     is kept for messages)."""
 
-    def __init__(self, process: subprocess.Popen[bytes], errors: IO[bytes], timeout: float,
-                 program: str) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], errors: IO[bytes], timeout: float, program: str
+    ) -> None:
         assert process.stdin is not None and process.stdout is not None
         self.process = process
         self._in, self._out = process.stdin.fileno(), process.stdout.fileno()
@@ -123,24 +135,26 @@ class LocalStream:
         self._pending = bytearray()
 
     def _wait(self, fd: int, writing: bool) -> None:
-        ready = select.select([] if writing else [fd], [fd] if writing else [], [],
-                              self._timeout)
+        ready = select.select([] if writing else [fd], [fd] if writing else [], [], self._timeout)
         if not any(ready):
-            raise OutcomeUnknownError(f"`{self._program}` on this machine did not "
-                                      f"{'read' if writing else 'answer'} within "
-                                      f"{self._timeout:g} s")
+            raise OutcomeUnknownError(
+                f"`{self._program}` on this machine did not "
+                f"{'read' if writing else 'answer'} within "
+                f"{self._timeout:g} s"
+            )
 
     def send(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             self._wait(self._in, writing=True)
             try:
-                view = view[os.write(self._in, view):]
+                view = view[os.write(self._in, view) :]
             except BlockingIOError:
                 continue
             except OSError as error:
-                raise OutcomeUnknownError(f"`{self._program}` on this machine stopped "
-                                          f"reading: {error.strerror or error}") from None
+                raise OutcomeUnknownError(
+                    f"`{self._program}` on this machine stopped reading: {error.strerror or error}"
+                ) from None
 
     def end_input(self) -> None:
         with contextlib.suppress(OSError):
@@ -174,7 +188,6 @@ class LocalStream:
         """The last 64 KiB the command wrote to its standard error."""
         try:
             size = os.fstat(self._errors.fileno()).st_size
-            return decode_output(os.pread(self._errors.fileno(), 65536,
-                                          max(0, size - 65536)))
+            return decode_output(os.pread(self._errors.fileno(), 65536, max(0, size - 65536)))
         except OSError:
             return ""

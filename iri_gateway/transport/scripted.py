@@ -39,8 +39,9 @@ class Call:
 
     def run_on(self, transport: Transport) -> CommandResult:
         """This call, run by `transport` exactly as it was asked."""
-        return transport.run(self.argv, stdin=self.stdin, timeout=self.timeout,
-                             idempotent=self.idempotent)
+        return transport.run(
+            self.argv, stdin=self.stdin, timeout=self.timeout, idempotent=self.idempotent
+        )
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class _Rule:
     left: int | None  # answers still to give; None: any number
 
     def takes(self, argv: tuple[str, ...]) -> bool:
-        return argv[:len(self.prefix)] == self.prefix and self.left != 0
+        return argv[: len(self.prefix)] == self.prefix and self.left != 0
 
 
 class ScriptedTransport:
@@ -126,14 +127,14 @@ class ScriptedTransport:
         """`otherwise`'s interpreter (a login node's `python3` without one)."""
         return self.otherwise.python if self.otherwise is not None else "python3"
 
-    def stream(self, argv: Sequence[str], *,
-               timeout: float = 120.0) -> AbstractContextManager[Stream]:
+    def stream(
+        self, argv: Sequence[str], *, timeout: float = 120.0
+    ) -> AbstractContextManager[Stream]:
         """`otherwise`'s stream, recorded as a call; a script has no streams of its own."""
         with self._lock:
             self.calls.append(Call(tuple(argv), None, timeout, False))
         if self.otherwise is None:
-            raise UnscriptedCommandError(f"no streams without `otherwise`: "
-                                         f"`{shlex.join(argv)}`")
+            raise UnscriptedCommandError(f"no streams without `otherwise`: `{shlex.join(argv)}`")
         return self.otherwise.stream(argv, timeout=timeout)
 
     def make_directory(self, path: str) -> None:

@@ -126,22 +126,25 @@ class SshTransport:
         try:
             client.load_host_keys(self._known_hosts)
         except OSError as error:
-            raise NotSentError(
-                f"cannot read known_hosts {self._known_hosts}: {error}") from None
+            raise NotSentError(f"cannot read known_hosts {self._known_hosts}: {error}") from None
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(
-                self.host, port=self.port, username=self.username,
-                key_filename=self._key_file, timeout=self._connect_timeout,
-                banner_timeout=self._connect_timeout, auth_timeout=self._connect_timeout,
-                allow_agent=False, look_for_keys=self._key_file is None,
+                self.host,
+                port=self.port,
+                username=self.username,
+                key_filename=self._key_file,
+                timeout=self._connect_timeout,
+                banner_timeout=self._connect_timeout,
+                auth_timeout=self._connect_timeout,
+                allow_agent=False,
+                look_for_keys=self._key_file is None,
                 transport_factory=RekeySafeTransport,
             )
         except paramiko.BadHostKeyException as error:
             client.close()
             raise HostKeyError(
-                f"host key of {self.host}:{self.port} does not match {self._known_hosts}: "
-                f"{error}"
+                f"host key of {self.host}:{self.port} does not match {self._known_hosts}: {error}"
             ) from None
         except paramiko.AuthenticationException as error:
             client.close()
@@ -172,8 +175,10 @@ class SshTransport:
                 self._forget_dead()
                 now = time.monotonic()
                 for connection in self._pool:
-                    if (connection.busy < self.max_sessions
-                            and now - connection.refused_at >= REFUSAL_PAUSE):
+                    if (
+                        connection.busy < self.max_sessions
+                        and now - connection.refused_at >= REFUSAL_PAUSE
+                    ):
                         connection.busy += 1
                         return connection
                 if not self._opening and len(self._pool) < self.max_connections:
@@ -260,8 +265,9 @@ class SshTransport:
                 else:
                     if code >= 0:
                         return CommandResult(tuple(argv), code, stdout, stderr)
-                    failure = _Lost(EOFError("the channel closed without an exit status"),
-                                    sent=True)
+                    failure = _Lost(
+                        EOFError("the channel closed without an exit status"), sent=True
+                    )
                 finally:
                     self._release(connection)
             attempt += 1
@@ -320,8 +326,10 @@ class SshTransport:
             try:
                 connection = self._lease(deadline)
             except (paramiko.SSHException, EOFError, OSError) as error:
-                raise NotSentError(f"cannot start `{argv[0]}` on {self.username}@{self.host}:"
-                                   f"{self.port}: {_describe(error)}") from None
+                raise NotSentError(
+                    f"cannot start `{argv[0]}` on {self.username}@{self.host}:"
+                    f"{self.port}: {_describe(error)}"
+                ) from None
             try:
                 channel = self._open(connection)
             except _Refused:
@@ -329,16 +337,20 @@ class SshTransport:
                 continue
             except _Lost as lost:
                 self._release(connection)
-                raise NotSentError(f"cannot start `{argv[0]}` on {self.username}@{self.host}:"
-                                   f"{self.port}: {_describe(lost.error)}") from None
+                raise NotSentError(
+                    f"cannot start `{argv[0]}` on {self.username}@{self.host}:"
+                    f"{self.port}: {_describe(lost.error)}"
+                ) from None
             break
         try:
             channel.settimeout(timeout)
             try:
                 channel.exec_command(command)
             except (paramiko.SSHException, EOFError, OSError) as error:
-                raise OutcomeUnknownError(f"`{argv[0]}` was sent to {self.host}, but the "
-                                          f"channel failed: {_describe(error)}") from None
+                raise OutcomeUnknownError(
+                    f"`{argv[0]}` was sent to {self.host}, but the "
+                    f"channel failed: {_describe(error)}"
+                ) from None
             yield CommandStream(channel, f"{self.username}@{self.host}")
         finally:
             channel.close()

@@ -37,8 +37,10 @@ class _PrivateSending(Protocol):
 
 for _name in ("_send_user_message", "_send_message"):
     if not callable(getattr(paramiko.Transport, _name, None)):
-        raise RuntimeError(f"paramiko {paramiko.__version__} has no Transport.{_name}: "
-                           "iri_gateway.transport.ssh_rekey must be updated for it")
+        raise RuntimeError(
+            f"paramiko {paramiko.__version__} has no Transport.{_name}: "
+            "iri_gateway.transport.ssh_rekey must be updated for it"
+        )
 
 
 class _ClearToSend(threading.Event):

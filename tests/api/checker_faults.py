@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from iri_gateway.api.problems import REQUEST_NOT_VALID
+from iri_gateway.api.plumbing.problems import REQUEST_NOT_VALID
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -71,55 +71,75 @@ rule relates two fields, which JSON Schema cannot express (the reason with each)
 
 def _names_each_field_at_fault(failure: Failure) -> bool:
     return bool(failure.invalid_params) and all(
-        name and reason for name, reason in failure.invalid_params)
+        name and reason for name, reason in failure.invalid_params
+    )
 
 
 def _refused_for_a_stated_reason(failure: Failure) -> bool:
-    return (failure.check == "RejectedPositiveData" and failure.status in (400, 422)
-            and failure.media_type == PROBLEM_JSON
-            and failure.detail not in (None, REQUEST_NOT_VALID)
-            and _names_each_field_at_fault(failure))
+    return (
+        failure.check == "RejectedPositiveData"
+        and failure.status in (400, 422)
+        and failure.media_type == PROBLEM_JSON
+        and failure.detail not in (None, REQUEST_NOT_VALID)
+        and _names_each_field_at_fault(failure)
+    )
 
 
 def _cross_field_rule(failure: Failure) -> bool:
-    return (failure.check == "RejectedPositiveData" and failure.status == 422
-            and _names_each_field_at_fault(failure)
-            and all(any(re.fullmatch(rule, reason) for rule in CROSS_FIELD_RULES)
-                    for _, reason in failure.invalid_params))
+    return (
+        failure.check == "RejectedPositiveData"
+        and failure.status == 422
+        and _names_each_field_at_fault(failure)
+        and all(
+            any(re.fullmatch(rule, reason) for rule in CROSS_FIELD_RULES)
+            for _, reason in failure.invalid_params
+        )
+    )
 
 
 EXCUSES: tuple[Excuse, ...] = (
-    Excuse("the token put back",
-           "Schemathesis sends a request without the required `Authorization` header to see "
-           "it refused, and the harness's `before_call` hook puts the bearer token back on "
-           "every request, so the server rightly answers it as authorized",
-           lambda f: f.check == "MissingHeaderNotRejected" and f.token_forced),
-    Excuse("refused for a stated reason",
-           "the check takes every schema-valid request as one to accept, but the official "
-           "text itself prescribes refusing some (the project in both or neither of "
-           "`attributes.account` and `X-IRI-Facility-Project`; `bytes` and `lines` together; "
-           "an `Idempotency-Key` reused with another body), and no schema can say what a "
-           "resource can run (a program, a known queue, fitting nodes). Excused only as a "
-           "400/422 problem naming each field at fault, never as the request validation's "
-           "generic answer",
-           _refused_for_a_stated_reason),
-    Excuse("a rule across fields",
-           "the gateway's request validation refuses a body the schema allows only where "
-           "the rule relates two fields, which JSON Schema cannot express; each such rule is "
-           "in CROSS_FIELD_RULES with its reason, and every reason of the 422 must be one",
-           _cross_field_rule),
-    Excuse("not modified is an answer",
-           "the check counts only 2xx as accepting a request, but 304 Not Modified is the "
-           "answer the official spec documents (getFacility, getSite, ...) for a "
-           "`modified_since` the data has not changed since",
-           lambda f: f.check == "RejectedPositiveData" and f.status == 304),
-    Excuse("too large is a refusal",
-           "a body the check made invalid by growing strings or arrays past `maxLength` or "
-           "`maxItems` can outgrow the server's request size limit first; the answer is then "
-           "the documented 413 problem (RFC 9110: Content Too Large), a refusal the check does "
-           "not count as one",
-           lambda f: (f.check == "AcceptedNegativeData" and f.status == 413
-                      and f.media_type == PROBLEM_JSON)),
+    Excuse(
+        "the token put back",
+        "Schemathesis sends a request without the required `Authorization` header to see "
+        "it refused, and the harness's `before_call` hook puts the bearer token back on "
+        "every request, so the server rightly answers it as authorized",
+        lambda f: f.check == "MissingHeaderNotRejected" and f.token_forced,
+    ),
+    Excuse(
+        "refused for a stated reason",
+        "the check takes every schema-valid request as one to accept, but the official "
+        "text itself prescribes refusing some (the project in both or neither of "
+        "`attributes.account` and `X-IRI-Facility-Project`; `bytes` and `lines` together; "
+        "an `Idempotency-Key` reused with another body), and no schema can say what a "
+        "resource can run (a program, a known queue, fitting nodes). Excused only as a "
+        "400/422 problem naming each field at fault, never as the request validation's "
+        "generic answer",
+        _refused_for_a_stated_reason,
+    ),
+    Excuse(
+        "a rule across fields",
+        "the gateway's request validation refuses a body the schema allows only where "
+        "the rule relates two fields, which JSON Schema cannot express; each such rule is "
+        "in CROSS_FIELD_RULES with its reason, and every reason of the 422 must be one",
+        _cross_field_rule,
+    ),
+    Excuse(
+        "not modified is an answer",
+        "the check counts only 2xx as accepting a request, but 304 Not Modified is the "
+        "answer the official spec documents (getFacility, getSite, ...) for a "
+        "`modified_since` the data has not changed since",
+        lambda f: f.check == "RejectedPositiveData" and f.status == 304,
+    ),
+    Excuse(
+        "too large is a refusal",
+        "a body the check made invalid by growing strings or arrays past `maxLength` or "
+        "`maxItems` can outgrow the server's request size limit first; the answer is then "
+        "the documented 413 problem (RFC 9110: Content Too Large), a refusal the check does "
+        "not count as one",
+        lambda f: (
+            f.check == "AcceptedNegativeData" and f.status == 413 and f.media_type == PROBLEM_JSON
+        ),
+    ),
 )
 
 
@@ -142,7 +162,14 @@ def problem_parts(body: Any) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     if not isinstance(body, dict):
         return None, ()
     params = body.get("invalid_params")
-    pairs = tuple((str(p.get("name") or ""), str(p.get("reason") or ""))
-                  for p in params if isinstance(p, dict)) if isinstance(params, list) else ()
+    pairs = (
+        tuple(
+            (str(p.get("name") or ""), str(p.get("reason") or ""))
+            for p in params
+            if isinstance(p, dict)
+        )
+        if isinstance(params, list)
+        else ()
+    )
     detail = body.get("detail")
     return (detail if isinstance(detail, str) else None), pairs

@@ -14,10 +14,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from iri_gateway.api.app import create_app
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 
 OFFICIAL_SPEC = (
-    Path(__file__).parent.parent.parent / "openapi" / "official"
+    Path(__file__).parent.parent.parent
+    / "openapi"
+    / "official"
     / "iri-facility-api-v2.openapi.yaml"
 )
 

@@ -42,9 +42,14 @@ FAILURES = os.environ["IRI_HARNESS_FAILURES"]
 # found, not minimised; which checks fail on which operation is the same, and the run stays
 # short (shrinking a failure costs hundreds of requests).
 settings.register_profile(
-    "iri-harness", max_examples=int(os.environ.get("IRI_HARNESS_MAX_EXAMPLES", "20")),
-    deadline=30000, suppress_health_check=[HealthCheck.filter_too_much],
-    derandomize=True, phases=[Phase.explicit, Phase.generate], database=None)
+    "iri-harness",
+    max_examples=int(os.environ.get("IRI_HARNESS_MAX_EXAMPLES", "20")),
+    deadline=30000,
+    suppress_health_check=[HealthCheck.filter_too_much],
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    database=None,
+)
 settings.load_profile("iri-harness")
 
 PATH_VALUE = re.compile(r"^[A-Za-z0-9._~-]+$")
@@ -65,9 +70,13 @@ def _only_kept(document: dict[str, Any]) -> dict[str, Any]:
     """The document with the operations whose operationId is not in KEPT removed."""
     paths: dict[str, Any] = {}
     for path, item in document.get("paths", {}).items():
-        kept = {key: value for key, value in item.items()
-                if not isinstance(value, dict) or "operationId" not in value
-                or value["operationId"] in KEPT}
+        kept = {
+            key: value
+            for key, value in item.items()
+            if not isinstance(value, dict)
+            or "operationId" not in value
+            or value["operationId"] in KEPT
+        }
         if any(isinstance(v, dict) and "operationId" in v for v in kept.values()):
             paths[path] = kept
     return {**document, "paths": paths}
@@ -123,14 +132,25 @@ def _record(label: str, response: Any, error: BaseException) -> None:
     params = problem.get("invalid_params")
     with open(FAILURES, "a", encoding="utf-8") as stream:
         for failure in found:
-            stream.write(json.dumps({
-                "operation": label, "check": type(failure).__name__,
-                "title": str(getattr(failure, "title", failure)).splitlines()[0],
-                "status": response.status_code, "content_type": _content_type(response),
-                "detail": problem.get("detail"),
-                "invalid_params": [[p.get("name"), p.get("reason")] for p in params
-                                   if isinstance(p, dict)] if isinstance(params, list) else [],
-                "message": str(failure)[:2000]}) + "\n")
+            stream.write(
+                json.dumps(
+                    {
+                        "operation": label,
+                        "check": type(failure).__name__,
+                        "title": str(getattr(failure, "title", failure)).splitlines()[0],
+                        "status": response.status_code,
+                        "content_type": _content_type(response),
+                        "detail": problem.get("detail"),
+                        "invalid_params": [
+                            [p.get("name"), p.get("reason")] for p in params if isinstance(p, dict)
+                        ]
+                        if isinstance(params, list)
+                        else [],
+                        "message": str(failure)[:2000],
+                    }
+                )
+                + "\n"
+            )
 
 
 @schema.parametrize()
@@ -138,11 +158,14 @@ def test_api(case: Any) -> None:
     """One operation: generated requests, each response validated."""
     response = case.call(base_url=BASE_URL, timeout=30)
     try:
-        case.validate_response(response, excluded_checks=[
-            schemathesis.checks.content_type_conformance,
-            schemathesis.checks.unsupported_method,
-            schemathesis.checks.ignored_auth,
-        ])
+        case.validate_response(
+            response,
+            excluded_checks=[
+                schemathesis.checks.content_type_conformance,
+                schemathesis.checks.unsupported_method,
+                schemathesis.checks.ignored_auth,
+            ],
+        )
     except BaseException as error:  # a FailureGroup is a BaseExceptionGroup
         _record(case.operation.label, response, error)
         raise

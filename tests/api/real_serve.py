@@ -32,13 +32,13 @@ class RunningServe:
 
 
 @contextmanager
-def serve_process(argv: list[str], log: Path, env: dict[str, str],
-                  cwd: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def serve_process(
+    argv: list[str], log: Path, env: dict[str, str], cwd: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """ARGV started (in CWD, if given) with its output (stdout and stderr) in LOG, ended when
     the block ends: terminated, killed if it does not stop within 15 s."""
     with log.open("wb") as stream:
-        process = subprocess.Popen(argv, stdout=stream, stderr=subprocess.STDOUT, env=env,
-                                   cwd=cwd)
+        process = subprocess.Popen(argv, stdout=stream, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     try:
         yield process
     finally:
@@ -51,15 +51,31 @@ def serve_process(argv: list[str], log: Path, env: dict[str, str],
 
 
 @contextmanager
-def running_serve(data_dir: Path, *, extra_env: dict[str, str] | None = None,
-                  timeout: float = 60, args: tuple[str, ...] = ()) -> Iterator[RunningServe]:
+def running_serve(
+    data_dir: Path,
+    *,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 60,
+    args: tuple[str, ...] = (),
+) -> Iterator[RunningServe]:
     """`iri-gateway serve --data-dir DATA_DIR [ARGS]` on a free loopback port until the block
     ends."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = data_dir.parent / f"{data_dir.name}-serve.log"
-    argv = [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-            str(port), "--data-dir", str(data_dir), *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "iri_gateway",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        *args,
+    ]
     with serve_process(argv, log, {**clean_env(), **(extra_env or {})}) as process:
         served = RunningServe(f"http://127.0.0.1:{port}", process, log)
         deadline = time.monotonic() + timeout

@@ -77,8 +77,9 @@ COMMANDS = {"sbatch": sbatch, "squeue": squeue, "scancel": scancel, "scontrol": 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
-        print(f"stand-in slurm: no command {argv[:1]}; known: {', '.join(COMMANDS)}",
-              file=sys.stderr)
+        print(
+            f"stand-in slurm: no command {argv[:1]}; known: {', '.join(COMMANDS)}", file=sys.stderr
+        )
         return 2
     return COMMANDS[argv[0]](argv[1:])
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from iri_gateway.api.app import create_app
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 from tests.api.conftest import OFFICIAL_SPEC
 
 CHECKED_TAGS = {"compute", "status", "facility", "account", "filesystem", "task"}
@@ -55,8 +55,10 @@ class Operation(NamedTuple):
 
     @property
     def parameters(self) -> set[tuple[str, str]]:
-        return {(p["in"], p["name"].lower() if p["in"] == "header" else p["name"])
-                for p in self.spec.get("parameters", [])}
+        return {
+            (p["in"], p["name"].lower() if p["in"] == "header" else p["name"])
+            for p in self.spec.get("parameters", [])
+        }
 
     def success_schema(self) -> str | None:
         """The component name of the success body (`X` or `X[]`), or None."""
@@ -82,8 +84,11 @@ def operations(document: dict[str, Any]) -> dict[str, Operation]:
 
 
 OFFICIAL = operations(yaml.safe_load(OFFICIAL_SPEC.read_text(encoding="utf-8")))
-REQUIRED = sorted(op.operation_id for op in OFFICIAL.values()
-                  if op.required and op.tag in CHECKED_TAGS | NOT_YET_TAGS)
+REQUIRED = sorted(
+    op.operation_id
+    for op in OFFICIAL.values()
+    if op.required and op.tag in CHECKED_TAGS | NOT_YET_TAGS
+)
 
 
 def _served() -> dict[str, Operation]:
@@ -113,8 +118,10 @@ def test_the_required_operations_not_served_are_exactly_the_listed_ones() -> Non
 def test_required_operation_is_served(operation_id: str) -> None:
     official = OFFICIAL[operation_id]
     if operation_id not in SERVED:
-        pytest.fail(f"required {official.tag} operation {operation_id} "
-                    f"({official.method.upper()} {official.path}) is missing")
+        pytest.fail(
+            f"required {official.tag} operation {operation_id} "
+            f"({official.method.upper()} {official.path}) is missing"
+        )
 
 
 @pytest.mark.parametrize("operation_id", IMPLEMENTED)
@@ -151,8 +158,10 @@ def test_official_parameter_defaults_and_required(operation_id: str) -> None:
 
     def declared(operation: Operation) -> dict[tuple[str, str], tuple[bool, Any]]:
         return {
-            (p["in"], p["name"].lower()): (bool(p.get("required")),
-                                           p.get("schema", {}).get("default"))
+            (p["in"], p["name"].lower()): (
+                bool(p.get("required")),
+                p.get("schema", {}).get("default"),
+            )
             for p in operation.spec.get("parameters", [])
         }
 
@@ -160,7 +169,7 @@ def test_official_parameter_defaults_and_required(operation_id: str) -> None:
     differing = {
         key: {"official": want, "ours": ours.get(key)}
         for key, want in declared(OFFICIAL[operation_id]).items()
-        if key in ours and (ours[key][0] != want[0]
-                            or (want[1] is not None and ours[key][1] != want[1]))
+        if key in ours
+        and (ours[key][0] != want[0] or (want[1] is not None and ours[key][1] != want[1]))
     }
     assert not differing, f"{operation_id}: (required, default) differ: {differing}"

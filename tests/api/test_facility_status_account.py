@@ -18,7 +18,7 @@ from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 from tests.api.conftest import OfficialSchemas
 
 pytestmark = pytest.mark.anyio
@@ -45,10 +45,17 @@ PRIVATE = [
     ("/account/projects/proj1", "Project", False),
     ("/account/projects/proj1/project_allocations", "ProjectAllocation", True),
     ("/account/projects/proj1/project_allocations/proj1:local", "ProjectAllocation", False),
-    ("/account/projects/proj1/project_allocations/proj1:local/user_allocations",
-     "UserAllocation", True),
-    ("/account/projects/proj1/project_allocations/proj1:local/user_allocations/"
-     "proj1:local:alice", "UserAllocation", False),
+    (
+        "/account/projects/proj1/project_allocations/proj1:local/user_allocations",
+        "UserAllocation",
+        True,
+    ),
+    (
+        "/account/projects/proj1/project_allocations/proj1:local/user_allocations/"
+        "proj1:local:alice",
+        "UserAllocation",
+        False,
+    ),
 ]
 
 
@@ -67,8 +74,9 @@ def problem_of(response: httpx.Response, official: OfficialSchemas) -> dict[str,
 def fleet_app(tmp_path: Path, outages: list[str]) -> FastAPI:
     """Every shipped profile plus the test site, with `outages` declared."""
     profiles = [*ProfileRegistry.builtin_files(), TESTS / "profiles" / "testsite.yaml"]
-    settings = Settings(data_dir=tmp_path, profiles=profiles, outages=outages,
-                        facility_name="test-facility")
+    settings = Settings(
+        data_dir=tmp_path, profiles=profiles, outages=outages, facility_name="test-facility"
+    )
     return create_app(settings, run_poller=False)
 
 
@@ -93,7 +101,11 @@ async def test_public_operations_need_no_token_and_follow_the_official_schema(
 
 @pytest.mark.parametrize(("path", "schema", "array"), PRIVATE)
 async def test_account_operations_follow_the_official_schema(
-    client: httpx.AsyncClient, token: str, official: OfficialSchemas, path: str, schema: str,
+    client: httpx.AsyncClient,
+    token: str,
+    official: OfficialSchemas,
+    path: str,
+    schema: str,
     array: bool,
 ) -> None:
     response = await client.get(V2 + path, headers=auth(token))
@@ -129,12 +141,23 @@ async def test_facility_lists_one_site_per_facility_profile(
     sites = (await client.get(V2 + "/facility/sites")).json()
     official.check("Site", sites, array=True)
     ids = [site["id"] for site in sites]
-    assert sorted(ids) == ["alcf", "alcf-aurora", "example-cdi", "example-slurm-oci", "lanl",
-                           "local", "nersc", "olcf", "testsite"]
+    assert sorted(ids) == [
+        "alcf",
+        "alcf-aurora",
+        "example-cdi",
+        "example-slurm-oci",
+        "lanl",
+        "local",
+        "nersc",
+        "olcf",
+        "testsite",
+    ]
     assert facility["site_uris"] == [f"http://test{V2}/facility/sites/{i}" for i in ids]
     nersc = next(site for site in sites if site["id"] == "nersc")
-    assert nersc["resource_uris"] == [f"http://test{V2}/status/resources/perlmutter-gpu",
-                                      f"http://test{V2}/status/resources/perlmutter-cpu"]
+    assert nersc["resource_uris"] == [
+        f"http://test{V2}/status/resources/perlmutter-gpu",
+        f"http://test{V2}/status/resources/perlmutter-cpu",
+    ]
     assert nersc["attributes"]["example_profile"] is True
     assert "example_profile" not in sites[ids.index("testsite")].get("attributes", {})
     named = await client.get(V2 + "/facility/sites", params={"name": nersc["name"]})
@@ -173,8 +196,9 @@ async def test_every_link_leads_to_a_valid_official_object(
             event = await follow(event_uri, "Event")
             assert event["incident_uri"] == incident["self_uri"]
             assert event["resource_uri"] in incident["resource_uris"]
-    allocations = (await client.get(V2 + "/account/projects/proj2/project_allocations",
-                                     headers=auth(token))).json()
+    allocations = (
+        await client.get(V2 + "/account/projects/proj2/project_allocations", headers=auth(token))
+    ).json()
     for allocation in allocations:
         await follow(allocation["project_uri"], "Project")
         await follow(allocation["capability_uri"], "Capability")
@@ -182,7 +206,7 @@ async def test_every_link_leads_to_a_valid_official_object(
 
 
 async def test_resources_describe_their_hardware_with_the_registry_vocabulary(
-    fleet: tuple[httpx.AsyncClient, str]
+    fleet: tuple[httpx.AsyncClient, str],
 ) -> None:
     client, _ = fleet
     resources = {r["id"]: r for r in (await client.get(V2 + "/status/resources")).json()}
@@ -193,10 +217,15 @@ async def test_resources_describe_their_hardware_with_the_registry_vocabulary(
     attributes = gpu["attributes"]
     assert attributes["schema_version"] == "1.0.0"
     assert attributes["system_capabilities"] == [
-        CAP + "batch-scheduling", CAP + "container-execution", CAP + "accelerator-support"]
+        CAP + "batch-scheduling",
+        CAP + "container-execution",
+        CAP + "accelerator-support",
+    ]
     assert attributes["configured_gpu_count"] == 4 * attributes["configured_node_count"]
-    assert CAP + "accelerator-support" not in resources["perlmutter-cpu"]["attributes"][
-        "system_capabilities"]
+    assert (
+        CAP + "accelerator-support"
+        not in resources["perlmutter-cpu"]["attributes"]["system_capabilities"]
+    )
     assert resources["perlmutter-cpu"]["attributes"]["configured_gpu_count"] == 0
     local = resources["local"]["attributes"]
     assert local["configured_node_count"] == 1
@@ -224,8 +253,9 @@ async def test_a_declared_outage_is_the_resource_status_and_an_incident(
     same = (await client.get(V2 + "/status/incidents/outage-frontier")).json()
     assert same == incident
 
-    events = (await client.get(V2 + "/status/events",
-                               params={"incident_id": "outage-frontier"})).json()
+    events = (
+        await client.get(V2 + "/status/events", params={"incident_id": "outage-frontier"})
+    ).json()
     official.check("Event", events, array=True)
     assert [e["self_uri"] for e in events] == incident["event_uris"]
     event = (await client.get(incident["event_uris"][0])).json()
@@ -273,8 +303,9 @@ async def test_no_outage_means_empty_incident_and_event_lists(
     assert (await client.get(V2 + "/status/resources/local")).json()["current_status"] == "up"
 
 
-async def test_resource_filters(fleet: tuple[httpx.AsyncClient, str],
-                                official: OfficialSchemas) -> None:
+async def test_resource_filters(
+    fleet: tuple[httpx.AsyncClient, str], official: OfficialSchemas
+) -> None:
     client, _ = fleet
 
     async def ids(**params: Any) -> list[str]:
@@ -297,24 +328,28 @@ async def test_resource_filters(fleet: tuple[httpx.AsyncClient, str],
     assert await ids(limit=0) == []
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     assert await ids(modified_since=future) == []
-    for bad in ({"resource_type": "compute"}, {"current_status": "sideways"},
-                {"limit": 1001}, {"offset": -1}, {"capability": "node-hours"},
-                {"modified_since": "1700000000"}, {"modified_since": "2026-02-21"}):
+    for bad in (
+        {"resource_type": "compute"},
+        {"current_status": "sideways"},
+        {"limit": 1001},
+        {"offset": -1},
+        {"capability": "node-hours"},
+        {"modified_since": "1700000000"},
+        {"modified_since": "2026-02-21"},
+    ):
         response = await client.get(V2 + "/status/resources", params=bad)
         assert response.status_code == 422, bad
         assert problem_of(response, official)["invalid_params"]
 
 
 async def test_modified_since_on_single_objects_answers_not_modified(
-    client: httpx.AsyncClient
+    client: httpx.AsyncClient,
 ) -> None:
     future = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     past = "2000-01-01T00:00:00Z"
     for path in ("/facility", "/facility/sites/local", "/account/capabilities/local"):
-        assert (await client.get(V2 + path, params={"modified_since": future})).status_code \
-            == 304
-        assert (await client.get(V2 + path, params={"modified_since": past})).status_code \
-            == 200
+        assert (await client.get(V2 + path, params={"modified_since": future})).status_code == 304
+        assert (await client.get(V2 + path, params={"modified_since": past})).status_code == 200
     for path in ("/facility/sites", "/account/capabilities"):
         assert (await client.get(V2 + path, params={"modified_since": future})).json() == []
         assert (await client.get(V2 + path, params={"modified_since": past})).json()
@@ -332,8 +367,7 @@ async def test_modified_since_on_single_objects_answers_not_modified(
         "/account/projects/proj2/project_allocations",
         "/account/projects/proj1/project_allocations/proj2:local",
         "/account/projects/proj1/project_allocations/proj1:nothing/user_allocations",
-        "/account/projects/proj1/project_allocations/proj1:local/user_allocations/"
-        "proj1:local:bob",
+        "/account/projects/proj1/project_allocations/proj1:local/user_allocations/proj1:local:bob",
     ],
 )
 async def test_unknown_objects_are_404_problems(
@@ -353,24 +387,27 @@ async def test_projects_are_the_callers_token_projects(
     assert [p["id"] for p in projects] == ["proj1", "proj2"]
     assert all(p["user_ids"] == ["alice"] for p in projects)
 
-    allocations = (await client.get(V2 + "/account/projects/proj2/project_allocations",
-                                    headers=auth(token))).json()
+    allocations = (
+        await client.get(V2 + "/account/projects/proj2/project_allocations", headers=auth(token))
+    ).json()
     official.check("ProjectAllocation", allocations, array=True)
     resources = [r["id"] for r in (await client.get(V2 + "/status/resources")).json()]
     assert [a["id"] for a in allocations] == [f"proj2:{r}" for r in resources]
-    assert all(a["entries"] == [] and a["attributes"]["limits_known"] is False
-               for a in allocations)
-    users = (await client.get(
-        V2 + "/account/projects/proj2/project_allocations/proj2:frontier/user_allocations",
-        headers=auth(token))).json()
+    assert all(a["entries"] == [] and a["attributes"]["limits_known"] is False for a in allocations)
+    users = (
+        await client.get(
+            V2 + "/account/projects/proj2/project_allocations/proj2:frontier/user_allocations",
+            headers=auth(token),
+        )
+    ).json()
     official.check("UserAllocation", users, array=True)
     assert [(u["id"], u["user_id"]) for u in users] == [("proj2:frontier:alice", "alice")]
     assert users[0]["project_allocation_uri"] == (
-        f"http://test{V2}/account/projects/proj2/project_allocations/proj2:frontier")
+        f"http://test{V2}/account/projects/proj2/project_allocations/proj2:frontier"
+    )
 
 
-async def test_a_token_without_projects_lists_none(app: FastAPI,
-                                                   client: httpx.AsyncClient) -> None:
+async def test_a_token_without_projects_lists_none(app: FastAPI, client: httpx.AsyncClient) -> None:
     admin = app.state.tokens.issue("root", [])
     response = await client.get(V2 + "/account/projects", headers=auth(admin))
     assert response.status_code == 200 and response.json() == []
@@ -389,18 +426,27 @@ async def test_capabilities_are_one_per_compute_resource(
     assert all(c["units"] == [NODE_HOURS] for c in capabilities)
     named = await client.get(V2 + "/account/capabilities", params={"name": "Frontier"})
     assert [c["id"] for c in named.json()] == ["frontier"]
-    assert (await client.get(V2 + "/account/capabilities",
-                             params={"offset": 1001})).status_code == 422
+    assert (
+        await client.get(V2 + "/account/capabilities", params={"offset": 1001})
+    ).status_code == 422
 
 
 def test_the_official_validators_are_not_vacuous(official: OfficialSchemas) -> None:
-    site = {"id": "s", "last_modified": "2026-02-21T12:00:00Z", "operating_organization": None,
-            "self_uri": "http://x/s", "resource_uris": []}
+    site = {
+        "id": "s",
+        "last_modified": "2026-02-21T12:00:00Z",
+        "operating_organization": None,
+        "self_uri": "http://x/s",
+        "resource_uris": [],
+    }
     official.check("Site", site)
-    for broken in ({k: v for k, v in site.items() if k != "operating_organization"},
-                   {**site, "last_modified": "yesterday"}):
+    for broken in (
+        {k: v for k, v in site.items() if k != "operating_organization"},
+        {**site, "last_modified": "yesterday"},
+    ):
         with pytest.raises(AssertionError):
             official.check("Site", broken)
     with pytest.raises(AssertionError):
-        official.check("Capability", [{"id": "c", "units": ["node-hours"], "self_uri": "u"}],
-                       array=True)
+        official.check(
+            "Capability", [{"id": "c", "units": ["node-hours"], "self_uri": "u"}], array=True
+        )

@@ -30,13 +30,12 @@ HEALTH_WITHIN = 0.2
 """Seconds `/health` must answer in while a pathological task runs (a loaded machine)."""
 
 
-def pathological(site: Site) -> dict[str, str]:  # noqa: F811
+def pathological(site: Site) -> dict[str, str]:
     """A folder whose one name makes `PATTERN` backtrack for days, and a compress of it."""
     folder = site.home / "names"
     folder.mkdir()
     (folder / ("a" * 30 + "!")).write_text("x")
-    return {"path": str(folder), "target_path": f"{site.home}/made.tgz",
-            "match_pattern": PATTERN}
+    return {"path": str(folder), "target_path": f"{site.home}/made.tgz", "match_pattern": PATTERN}
 
 
 @contextmanager
@@ -84,10 +83,12 @@ def agent_processes(server_pid: int) -> dict[int, list[int]]:
             continue
         ppid = next(line for line in status.splitlines() if line.startswith("PPid:"))
         parents[int(entry)] = int(ppid.split()[1])
-    agents = [pid for pid, parent in parents.items()
-              if parent == server_pid and b"SOURCES" in commands.get(pid, b"")]
-    return {agent: [pid for pid, parent in parents.items() if parent == agent]
-            for agent in agents}
+    agents = [
+        pid
+        for pid, parent in parents.items()
+        if parent == server_pid and b"SOURCES" in commands.get(pid, b"")
+    ]
+    return {agent: [pid for pid, parent in parents.items() if parent == agent] for agent in agents}
 
 
 def wait_until_dead(pid: int) -> None:
@@ -124,11 +125,14 @@ def failed_with_413(http: httpx.Client, user: str, body: dict[str, str]) -> dict
 
 
 def test_a_backtracking_pattern_stalls_nothing_and_its_cancel_is_at_once(
-        site: Site, tmp_path: Path) -> None:  # noqa: F811
+    site: Site, tmp_path: Path
+) -> None:
     body = pathological(site)
     before = sorted(p.name for p in site.home.iterdir())
-    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
+    with (
+        gateway(site.profile, tmp_path / "data", site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
         with health_watch(served.url) as times:
             task_id = start(http, site.alice, "compress", body)
             watch(http, site.alice, task_id, until=lambda task: task["status"] == "active")
@@ -138,8 +142,13 @@ def test_a_backtracking_pattern_stalls_nothing_and_its_cancel_is_at_once(
             answer = http.delete(f"{V2}/task/{task_id}", headers=auth(site.alice))
             answered = time.monotonic() - began
             assert answer.status_code == 200, answer.text
-            task = watch(http, site.alice, task_id, deadline=10,
-                         until=lambda task: (task["result"] or {}).get("stopped") is True)[1]
+            task = watch(
+                http,
+                site.alice,
+                task_id,
+                deadline=10,
+                until=lambda task: (task["result"] or {}).get("stopped") is True,
+            )[1]
             stopped = time.monotonic() - began
         assert answered < 1.0, f"the cancel took {answered:.2f} s to be answered"
         assert task["status"] == "canceled", task
@@ -152,13 +161,17 @@ def test_a_backtracking_pattern_stalls_nothing_and_its_cancel_is_at_once(
 
 
 def test_a_pattern_out_of_cpu_time_fails_its_task_naming_the_limit(
-        site: Site, tmp_path: Path) -> None:  # noqa: F811
+    site: Site, tmp_path: Path
+) -> None:
     body = pathological(site)
     before = sorted(p.name for p in site.home.iterdir())
-    with gateway(site.profile, tmp_path / "data", site.tokens,
-                 IRI_GATEWAY_FILE_AGENT_CPU_SECONDS="2") as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http, \
-            health_watch(served.url) as times:
+    with (
+        gateway(
+            site.profile, tmp_path / "data", site.tokens, IRI_GATEWAY_FILE_AGENT_CPU_SECONDS="2"
+        ) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+        health_watch(served.url) as times,
+    ):
         problem = failed_with_413(http, site.alice, body)
     assert "match_pattern took more than 2 s of CPU time" in problem["detail"], problem
     assert "simpler pattern" in problem["detail"], problem
@@ -167,31 +180,45 @@ def test_a_pattern_out_of_cpu_time_fails_its_task_naming_the_limit(
 
 
 def test_a_compress_beyond_the_address_space_limit_is_refused_naming_it(
-        site: Site, tmp_path: Path) -> None:  # noqa: F811
+    site: Site, tmp_path: Path
+) -> None:
     """xz needs about 94 MiB to compress: with the agent's worker limited to 80 MiB the
     operation fails naming the limit, in the worker, while the server answers."""
     (site.home / "src").mkdir()
     (site.home / "src" / "f").write_text("some text\n" * 100)
-    body = {"path": f"{site.home}/src", "target_path": f"{site.home}/made.txz",
-            "compression": "urn:doe-iri:compression:xz"}
-    with gateway(site.profile, tmp_path / "data", site.tokens,
-                 IRI_GATEWAY_FILE_AGENT_MEMORY_BYTES=str(80 * 2**20)) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
+    body = {
+        "path": f"{site.home}/src",
+        "target_path": f"{site.home}/made.txz",
+        "compression": "urn:doe-iri:compression:xz",
+    }
+    with (
+        gateway(
+            site.profile,
+            tmp_path / "data",
+            site.tokens,
+            IRI_GATEWAY_FILE_AGENT_MEMORY_BYTES=str(80 * 2**20),
+        ) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
         problem = failed_with_413(http, site.alice, body)
         assert "more than 80 MiB of memory" in problem["detail"], problem
         assert http.get("/health").status_code == 200
-        listed = http.post(f"{V2}/filesystem/ls/local", json={"path": str(site.home)},
-                          headers=auth(site.alice))
+        listed = http.post(
+            f"{V2}/filesystem/ls/local", json={"path": str(site.home)}, headers=auth(site.alice)
+        )
         assert listed.status_code == 200, listed.text
         shown = watch(http, site.alice, listed.json()["task_id"])[1]["result"]["output"]
         assert [entry["name"] for entry in shown] == ["src"], shown
 
 
 def test_kill_9_of_the_agent_or_its_worker_fails_the_task_and_the_next_work_goes_on(
-        site: Site, tmp_path: Path) -> None:  # noqa: F811
+    site: Site, tmp_path: Path
+) -> None:
     body = pathological(site)
-    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
+    with (
+        gateway(site.profile, tmp_path / "data", site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
         for victim in ("agent", "worker"):
             task_id = start(http, site.alice, "compress", body)
             agent, worker = wait_for_worker(served.process.pid)
@@ -201,8 +228,7 @@ def test_kill_9_of_the_agent_or_its_worker_fails_the_task_and_the_next_work_goes
             assert task["result"]["error"]["status"] == 503, (victim, task)
             assert http.get("/health").status_code == 200
             deadline = time.monotonic() + 10
-            while worker in {w for ws in agent_processes(served.process.pid).values()
-                             for w in ws}:
+            while worker in {w for ws in agent_processes(served.process.pid).values() for w in ws}:
                 assert time.monotonic() < deadline, f"the {victim}'s worker lives on"
                 time.sleep(0.05)
         idle = list(agent_processes(served.process.pid))
@@ -212,8 +238,9 @@ def test_kill_9_of_the_agent_or_its_worker_fails_the_task_and_the_next_work_goes
         for agent in idle:
             wait_until_dead(agent)
         for _ in range(3):
-            listed = http.post(f"{V2}/filesystem/ls/local", json={"path": str(site.home)},
-                               headers=auth(site.alice))
+            listed = http.post(
+                f"{V2}/filesystem/ls/local", json={"path": str(site.home)}, headers=auth(site.alice)
+            )
             assert listed.status_code == 200, listed.text
             task = watch(http, site.alice, listed.json()["task_id"])[1]
             assert task["status"] == "completed", task

@@ -48,16 +48,41 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tokens = {}
     for user in ("alice", "bob"):
         tokens[user] = subprocess.run(
-            [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
-             "--data-dir", str(data_dir)],
-            capture_output=True, text=True, timeout=60, env=clean_env(), check=True,
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                user,
+                "--project",
+                "proj1",
+                "--data-dir",
+                str(data_dir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+            check=True,
         ).stdout.strip()
     port = free_port()
     log = (data_dir / "server.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-         str(port), "--data-dir", str(data_dir)],
-        stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=clean_env(),
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -103,8 +128,9 @@ def plan(http: httpx.Client, token: str, spec: dict[str, Any]) -> httpx.Response
 def finished(http: httpx.Client, token: str, job_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + 60
     while True:
-        job: dict[str, Any] = http.get(f"{V2}/compute/status/local/{job_id}",
-                                       headers=headers(token)).json()
+        job: dict[str, Any] = http.get(
+            f"{V2}/compute/status/local/{job_id}", headers=headers(token)
+        ).json()
         if job["status"]["state"] in ("completed", "failed", "canceled"):
             return job
         assert time.monotonic() < deadline, job
@@ -119,8 +145,7 @@ def run(http: httpx.Client, token: str, script: str) -> dict[str, Any]:
     return job
 
 
-def read(http: httpx.Client, token: str, operation: str, body: dict[str, Any]
-         ) -> httpx.Response:
+def read(http: httpx.Client, token: str, operation: str, body: dict[str, Any]) -> httpx.Response:
     return http.post(f"{V2}/filesystem/{operation}/local", json=body, headers=headers(token))
 
 
@@ -147,9 +172,16 @@ def test_system_and_gateway_folders_cannot_be_a_jobs_directory(
 ) -> None:
     alices = run(http, served.alice, "echo mine")
     folder = alices["status"]["meta_data"]["directory"]
-    for directory in ("/etc", "/", "/tmp/../etc", "/tmp/../../etc", "../../etc",
-                      str(served.data_dir), f"{served.data_dir}/work",
-                      str(Path(folder).parent)):
+    for directory in (
+        "/etc",
+        "/",
+        "/tmp/../etc",
+        "/tmp/../../etc",
+        "../../etc",
+        str(served.data_dir),
+        f"{served.data_dir}/work",
+        str(Path(folder).parent),
+    ):
         spec = {"executable": "/bin/true", "directory": directory}
         assert_refused_directory(launch(http, served.alice, spec))
         assert_refused_directory(plan(http, served.alice, spec))
@@ -157,15 +189,20 @@ def test_system_and_gateway_folders_cannot_be_a_jobs_directory(
         spec = {"executable": "/bin/true", "directory": directory}
         assert_refused_directory(launch(http, served.bob, spec))
         assert_refused_directory(plan(http, served.bob, spec))
-    jobs = http.post(f"{V2}/compute/status/local?historical=true",
-                     headers=headers(served.bob)).json()
+    jobs = http.post(
+        f"{V2}/compute/status/local?historical=true", headers=headers(served.bob)
+    ).json()
     assert jobs == [], "nothing refused was recorded"
 
 
 def test_input_and_output_paths_stay_inside(http: httpx.Client, served: Served) -> None:
     written = Path(f"/etc/iri-test-{uuid.uuid4()}")
-    for field, value in (("stdout_path", str(written)), ("stderr_path", "../../x"),
-                         ("stdin_path", "/etc/shadow"), ("stdout_path", "../other/out")):
+    for field, value in (
+        ("stdout_path", str(written)),
+        ("stderr_path", "../../x"),
+        ("stdin_path", "/etc/shadow"),
+        ("stdout_path", "../other/out"),
+    ):
         spec = {"executable": "/bin/true", field: value}
         assert_refused_directory(launch(http, served.alice, spec), field)
         assert_refused_directory(plan(http, served.alice, spec), field)
@@ -177,23 +214,43 @@ def test_a_directory_in_a_granted_root_is_used_and_readable(
     http: httpx.Client, served: Served, tmp_path: Path
 ) -> None:
     workdir = tmp_path / "run"
-    answer = launch(http, served.alice, {"executable": "/bin/sh", "arguments": ["-c", "echo ok"],
-                                         "directory": f"{tmp_path}//x/../run/"})
+    answer = launch(
+        http,
+        served.alice,
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", "echo ok"],
+            "directory": f"{tmp_path}//x/../run/",
+        },
+    )
     assert answer.status_code == 200, answer.text
     job = finished(http, served.alice, answer.json()["id"])
     assert job["status"]["meta_data"]["directory"] == str(workdir), "recorded normalised"
-    out = output_of(http, served.alice, "head",
-                    {"path": f"{workdir}/{job['status']['meta_data']['stdout_path']}"})
+    out = output_of(
+        http,
+        served.alice,
+        "head",
+        {"path": f"{workdir}/{job['status']['meta_data']['stdout_path']}"},
+    )
     assert out["content"] == "ok\n"
 
 
 def test_system_and_gateway_files_are_not_found(http: httpx.Client, served: Served) -> None:
     job = run(http, served.alice, "echo hi")
     folder = job["status"]["meta_data"]["directory"]
-    paths = ["/etc/shadow", "/etc/passwd", "/etc", "/", str(served.data_dir / "tokens.json"),
-             str(served.data_dir / "jobs.db"), str(served.data_dir), f"{folder}/../..",
-             f"{job['id']}/../../../tokens.json", "../../tokens.json",
-             f"/tmp/../{served.data_dir}/tokens.json"]
+    paths = [
+        "/etc/shadow",
+        "/etc/passwd",
+        "/etc",
+        "/",
+        str(served.data_dir / "tokens.json"),
+        str(served.data_dir / "jobs.db"),
+        str(served.data_dir),
+        f"{folder}/../..",
+        f"{job['id']}/../../../tokens.json",
+        "../../tokens.json",
+        f"/tmp/../{served.data_dir}/tokens.json",
+    ]
     for operation in OPERATIONS:
         for path in paths:
             answer = read(http, served.alice, operation, {"path": path})
@@ -229,33 +286,44 @@ while time.time() < end and not os.path.exists("stop"):
 """
 
 
-def swapping_job(http: httpx.Client, token: str, outside: Path, resource: str = "local"
-                 ) -> dict[str, Any]:
+def swapping_job(
+    http: httpx.Client, token: str, outside: Path, resource: str = "local"
+) -> dict[str, Any]:
     """A job whose folder's `sub` is, in turn, a folder holding `f` ('inside') and a link
     to `outside` (holding `f`, the secret); once its `ready` file exists."""
-    answer = http.post(f"{V2}/compute/job/{resource}", headers=headers(token), json={
-        "executable": "python3", "arguments": ["-c", SWAPPER, str(outside)],
-        "attributes": {"duration": 900}})
+    answer = http.post(
+        f"{V2}/compute/job/{resource}",
+        headers=headers(token),
+        json={
+            "executable": "python3",
+            "arguments": ["-c", SWAPPER, str(outside)],
+            "attributes": {"duration": 900},
+        },
+    )
     assert answer.status_code == 200, answer.text
     return dict(answer.json())
 
 
-def race(http: httpx.Client, token: str, folder: str, outside: Path, rounds: int,
-         resource: str = "local") -> tuple[dict[str, int], list[str]]:
+def race(
+    http: httpx.Client, token: str, folder: str, outside: Path, rounds: int, resource: str = "local"
+) -> tuple[dict[str, int], list[str]]:
     """Read `sub/f` (head, tail, view), stat it and list `sub` `rounds` times each; what came
     back, counted, and every answer that showed the outside."""
     secret_ino = (outside / "f").stat().st_ino
     seen = {"inside": 0, "not found": 0}
     escapes: list[str] = []
-    bodies = [("head", {"path": f"{folder}/sub/f", "bytes": 100}),
-              ("tail", {"path": f"{folder}/sub/f", "lines": 1}),
-              ("view", {"path": f"{folder}/sub/f"}),
-              ("stat", {"path": f"{folder}/sub/f", "dereference": True}),
-              ("ls", {"path": f"{folder}/sub"})]
+    bodies = [
+        ("head", {"path": f"{folder}/sub/f", "bytes": 100}),
+        ("tail", {"path": f"{folder}/sub/f", "lines": 1}),
+        ("view", {"path": f"{folder}/sub/f"}),
+        ("stat", {"path": f"{folder}/sub/f", "dereference": True}),
+        ("ls", {"path": f"{folder}/sub"}),
+    ]
     for _ in range(rounds):
         for operation, body in bodies:
-            answer = http.post(f"{V2}/filesystem/{operation}/{resource}", json=body,
-                               headers=headers(token))
+            answer = http.post(
+                f"{V2}/filesystem/{operation}/{resource}", json=body, headers=headers(token)
+            )
             if answer.status_code == 404:
                 seen["not found"] += 1
                 continue
@@ -263,8 +331,11 @@ def race(http: httpx.Client, token: str, folder: str, outside: Path, rounds: int
             task = http.get(f"{V2}/task/{answer.json()['task_id']}", headers=headers(token))
             output = task.json()["result"]["output"]
             text = json.dumps(output)
-            if ("SECRET" in text or "secret-only" in text
-                    or (operation == "stat" and output["ino"] == secret_ino)):
+            if (
+                "SECRET" in text
+                or "secret-only" in text
+                or (operation == "stat" and output["ino"] == secret_ino)
+            ):
                 escapes.append(f"{operation}: {text[:200]}")
             else:
                 seen["inside"] += 1
@@ -287,8 +358,9 @@ def test_swapping_a_folder_for_a_link_never_reads_outside(
         time.sleep(0.05)
     try:
         seen, escapes = race(http, served.alice, str(folder), outside, rounds=700)
-        still = http.get(f"{V2}/compute/status/local/{job['id']}",
-                         headers=headers(served.alice)).json()
+        still = http.get(
+            f"{V2}/compute/status/local/{job['id']}", headers=headers(served.alice)
+        ).json()
         assert still["status"]["state"] == "active", "the job swapped throughout"
     finally:
         (folder / "stop").touch()
@@ -303,17 +375,21 @@ def test_swapping_a_folder_for_a_link_never_reads_outside(
 def test_unusable_paths_are_422_naming_path(http: httpx.Client, served: Served) -> None:
     """Inside the caller's own job folder, where the path reaches the file system."""
     folder = run(http, served.alice, "echo hi")["status"]["meta_data"]["directory"]
-    long_paths = [f"{folder}/" + "a" * (128 * 1024), "/tmp/" + "b" * 4092,
-                  "/tmp/" + "é" * 2046]
+    long_paths = [f"{folder}/" + "a" * (128 * 1024), "/tmp/" + "b" * 4092, "/tmp/" + "é" * 2046]
     for operation in OPERATIONS:
         bodies = [json.dumps({"path": path}) for path in long_paths]
         inside = json.dumps(f"{folder}/a")[:-1]  # JSON string without its closing quote
-        bodies += ['{"path": ' + inside + '\\u0000b"}', '{"path": ' + inside + '\\ud800b"}',
-                   '{"path": "\\udfff"}']
+        bodies += [
+            '{"path": ' + inside + '\\u0000b"}',
+            '{"path": ' + inside + '\\ud800b"}',
+            '{"path": "\\udfff"}',
+        ]
         for body in bodies:
-            answer = http.post(f"{V2}/filesystem/{operation}/local", content=body,
-                               headers={**headers(served.alice),
-                                        "Content-Type": "application/json"})
+            answer = http.post(
+                f"{V2}/filesystem/{operation}/local",
+                content=body,
+                headers={**headers(served.alice), "Content-Type": "application/json"},
+            )
             assert answer.status_code == 422, (operation, body[:60], answer.text[:300])
             assert answer.headers["content-type"] == "application/problem+json"
             assert "path" in [p["name"] for p in answer.json()["invalid_params"]]

@@ -54,8 +54,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serve_for_two(tmp_path_factory.mktemp("transfer-limited") / "data",
-                       extra_env={"IRI_GATEWAY_MAX_UPLOAD_BYTES": str(SMALL_LIMIT)}) as running:
+    with serve_for_two(
+        tmp_path_factory.mktemp("transfer-limited") / "data",
+        extra_env={"IRI_GATEWAY_MAX_UPLOAD_BYTES": str(SMALL_LIMIT)},
+    ) as running:
         yield running
 
 
@@ -88,10 +90,15 @@ def outside() -> Iterator[Path]:
     path.rmdir()
 
 
-def upload(http: httpx.Client, token: str, path: str, data: bytes = b"payload",
-           resource: str = "local") -> httpx.Response:
-    return http.post(f"{V2}/filesystem/upload/{resource}", params={"path": path},
-                     files={"file": ("f.bin", data)}, headers=headers(token))
+def upload(
+    http: httpx.Client, token: str, path: str, data: bytes = b"payload", resource: str = "local"
+) -> httpx.Response:
+    return http.post(
+        f"{V2}/filesystem/upload/{resource}",
+        params={"path": path},
+        files={"file": ("f.bin", data)},
+        headers=headers(token),
+    )
 
 
 def task_output(http: httpx.Client, token: str, answer: httpx.Response) -> Any:
@@ -101,7 +108,8 @@ def task_output(http: httpx.Client, token: str, answer: httpx.Response) -> Any:
 
 
 def test_a_1_gib_file_goes_up_and_down_streamed_with_the_server_under_200_mib(
-        http: httpx.Client, served: Served, folder: Path) -> None:
+    http: httpx.Client, served: Served, folder: Path
+) -> None:
     payload = Payload(GiB)
     target = folder / "big.bin"
     pid = served.serve.process.pid
@@ -116,39 +124,51 @@ def test_a_1_gib_file_goes_up_and_down_streamed_with_the_server_under_200_mib(
     assert target.stat().st_size == GiB and size == GiB
     assert file_digest(target) == payload.digest == digest
     growth = (watch.peak_kib - watch.before_kib) / 1024
-    print(f"1 GiB up {up:.1f} s, down {down:.1f} s; server RSS before "
-          f"{watch.before_kib / 1024:.0f} MiB, peak {watch.peak_kib / 1024:.0f} MiB")
+    print(
+        f"1 GiB up {up:.1f} s, down {down:.1f} s; server RSS before "
+        f"{watch.before_kib / 1024:.0f} MiB, peak {watch.peak_kib / 1024:.0f} MiB"
+    )
     assert watch.peak_kib < 200 * 1024, f"peak {watch.peak_kib / 1024:.0f} MiB"
     assert growth < 64, f"the server grew by {growth:.0f} MiB during the transfers"
     assert leftovers(folder) == []
 
 
 def test_raw_bytes_upload_and_the_download_task_round_trip(
-        http: httpx.Client, served: Served, folder: Path) -> None:
+    http: httpx.Client, served: Served, folder: Path
+) -> None:
     data = b"\r\n--not-the-boundary\r\n" + bytes(range(256)) * 64
-    answer = http.post(f"{V2}/filesystem/upload/local", params={"path": f"{folder}/raw.bin"},
-                       content=data, headers=headers(served.alice, **{
-                           "Content-Type": "application/octet-stream"}))
+    answer = http.post(
+        f"{V2}/filesystem/upload/local",
+        params={"path": f"{folder}/raw.bin"},
+        content=data,
+        headers=headers(served.alice, **{"Content-Type": "application/octet-stream"}),
+    )
     assert task_output(http, served.alice, answer)["size"] == len(data)
     multipart = upload(http, served.alice, f"{folder}/form.bin", data)
     assert task_output(http, served.alice, multipart)["size"] == len(data)
     for name in ("raw.bin", "form.bin"):
         assert (folder / name).read_bytes() == data
-        got = http.post(f"{V2}/filesystem/download/local", json={"path": f"{folder}/{name}"},
-                        headers=headers(served.alice))
+        got = http.post(
+            f"{V2}/filesystem/download/local",
+            json={"path": f"{folder}/{name}"},
+            headers=headers(served.alice),
+        )
         output = task_output(http, served.alice, got)
         assert base64.b64decode(output["content"]) == data
         assert output["file_size"] == len(data)
 
 
 def test_an_upload_without_a_file_body_is_a_400_naming_file_and_writes_nothing(
-        http: httpx.Client, served: Served, folder: Path) -> None:
+    http: httpx.Client, served: Served, folder: Path
+) -> None:
     """The official spec documents 400 for invalid request parameters and no 415: a body that
     is neither multipart/form-data nor raw bytes (or none at all) is that 400."""
     for extra in ({}, {"content": b"{}", "headers": {"Content-Type": "application/json"}}):
-        answer = http.post(f"{V2}/filesystem/upload/local", params={"path": f"{folder}/x"},
-                           **{"headers": headers(served.alice, **extra.pop("headers", {})),
-                              **extra})
+        answer = http.post(
+            f"{V2}/filesystem/upload/local",
+            params={"path": f"{folder}/x"},
+            **{"headers": headers(served.alice, **extra.pop("headers", {})), **extra},
+        )
         assert answer.status_code == 400, answer.text
         assert answer.headers["content-type"].startswith("application/problem+json")
         assert answer.json()["invalid_params"][0]["name"] == "file"
@@ -156,26 +176,34 @@ def test_an_upload_without_a_file_body_is_a_400_naming_file_and_writes_nothing(
 
 
 def test_a_download_ignores_fields_beyond_path_as_the_official_schema_allows(
-        http: httpx.Client, served: Served, folder: Path) -> None:
+    http: httpx.Client, served: Served, folder: Path
+) -> None:
     (folder / "a.txt").write_bytes(b"a")
-    answer = http.post(f"{V2}/filesystem/download/local",
-                       json={"path": f"{folder}/a.txt", "something": [None]},
-                       headers=headers(served.alice))
+    answer = http.post(
+        f"{V2}/filesystem/download/local",
+        json={"path": f"{folder}/a.txt", "something": [None]},
+        headers=headers(served.alice),
+    )
     assert base64.b64decode(task_output(http, served.alice, answer)["content"]) == b"a"
 
 
 def test_a_download_task_over_5_mib_says_how_to_stream_it(
-        http: httpx.Client, served: Served, folder: Path) -> None:
+    http: httpx.Client, served: Served, folder: Path
+) -> None:
     (folder / "six.bin").write_bytes(b"x" * (6 * MiB))
-    answer = http.post(f"{V2}/filesystem/download/local", json={"path": f"{folder}/six.bin"},
-                       headers=headers(served.alice))
+    answer = http.post(
+        f"{V2}/filesystem/download/local",
+        json={"path": f"{folder}/six.bin"},
+        headers=headers(served.alice),
+    )
     assert answer.status_code == 422, answer.text
     assert "application/octet-stream" in answer.json()["detail"]
     assert answer.json()["invalid_params"][0]["name"] == "path"
 
 
 def test_an_upload_never_replaces_and_never_follows_a_link_at_its_target(
-        http: httpx.Client, served: Served, folder: Path, outside: Path) -> None:
+    http: httpx.Client, served: Served, folder: Path, outside: Path
+) -> None:
     (folder / "kept.txt").write_text("original")
     answer = upload(http, served.alice, f"{folder}/kept.txt")
     assert answer.status_code == 409, answer.text
@@ -191,7 +219,8 @@ def test_an_upload_never_replaces_and_never_follows_a_link_at_its_target(
 
 
 def test_escapes_change_nothing_outside(
-        http: httpx.Client, served: Served, folder: Path, outside: Path) -> None:
+    http: httpx.Client, served: Served, folder: Path, outside: Path
+) -> None:
     (folder / "way").symlink_to(outside)
     (folder / "sub").mkdir()
     attempts = [
@@ -206,13 +235,19 @@ def test_escapes_change_nothing_outside(
     for path in attempts:
         answer = upload(http, served.alice, path)
         assert answer.status_code == 404, (path, answer.text)
-        got = http.post(f"{V2}/filesystem/download/local", json={"path": path},
-                        headers=headers(served.alice, Accept="application/octet-stream"))
+        got = http.post(
+            f"{V2}/filesystem/download/local",
+            json={"path": path},
+            headers=headers(served.alice, Accept="application/octet-stream"),
+        )
         assert got.status_code in (404, 422), (path, got.text)
     assert sorted(os.listdir(outside)) == ["victim"]
     assert not (served.data_dir / "planted").exists()
-    secret = http.post(f"{V2}/filesystem/download/local", json={"path": f"{folder}/way/victim"},
-                       headers=headers(served.alice, Accept="application/octet-stream"))
+    secret = http.post(
+        f"{V2}/filesystem/download/local",
+        json={"path": f"{folder}/way/victim"},
+        headers=headers(served.alice, Accept="application/octet-stream"),
+    )
     assert secret.status_code == 404 and b"untouched" not in secret.content
     for path in (f"{folder}/a\x00b", "x" * 5000):
         answer = upload(http, served.alice, path)
@@ -223,8 +258,11 @@ def test_escapes_change_nothing_outside(
 
 
 def test_another_users_job_folder_is_404_both_ways(http: httpx.Client, served: Served) -> None:
-    launched = http.post(f"{V2}/compute/job/local", headers=headers(served.bob), json={
-        "executable": "/bin/sh", "arguments": ["-c", "echo bob-secret"]})
+    launched = http.post(
+        f"{V2}/compute/job/local",
+        headers=headers(served.bob),
+        json={"executable": "/bin/sh", "arguments": ["-c", "echo bob-secret"]},
+    )
     assert launched.status_code == 200, launched.text
     job_id = launched.json()["id"]
     deadline = time.monotonic() + 60
@@ -236,8 +274,11 @@ def test_another_users_job_folder_is_404_both_ways(http: httpx.Client, served: S
         time.sleep(0.1)
     directory = job["status"]["meta_data"]["directory"]
     for path in (f"{directory}/stdout.txt", f"{job_id}/stdout.txt"):
-        got = http.post(f"{V2}/filesystem/download/local", json={"path": path},
-                        headers=headers(served.alice, Accept="application/octet-stream"))
+        got = http.post(
+            f"{V2}/filesystem/download/local",
+            json={"path": path},
+            headers=headers(served.alice, Accept="application/octet-stream"),
+        )
         assert got.status_code == 404 and b"bob-secret" not in got.content
     for path in (f"{directory}/planted", f"{job_id}/planted"):
         assert upload(http, served.alice, path).status_code == 404
@@ -254,8 +295,8 @@ def test_a_client_that_goes_away_halfway_leaves_no_file(served: Served, folder: 
         connection.sendall(
             f"POST {V2}/filesystem/upload/local?path={target} HTTP/1.1\r\nHost: {host}\r\n"
             f"Authorization: Bearer {served.alice}\r\nX-IRI-Facility-Project: proj1\r\n"
-            f"Content-Type: application/octet-stream\r\nContent-Length: {64 * MiB}\r\n\r\n"
-            .encode())
+            f"Content-Type: application/octet-stream\r\nContent-Length: {64 * MiB}\r\n\r\n".encode()
+        )
         for _ in range(8):
             connection.sendall(b"h" * MiB)
         deadline = time.monotonic() + 30
@@ -277,8 +318,9 @@ def slow_upload(url: str, token: str, target: Path, size: int, sent: int) -> soc
     connection.sendall(
         f"POST {V2}/filesystem/upload/local?path={target} HTTP/1.1\r\nHost: {host}\r\n"
         f"Authorization: Bearer {token}\r\nX-IRI-Facility-Project: proj1\r\n"
-        f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n\r\n"
-        .encode() + b"s" * sent)
+        f"Content-Type: application/octet-stream\r\nContent-Length: {size}\r\n\r\n".encode()
+        + b"s" * sent
+    )
     return connection
 
 
@@ -290,7 +332,8 @@ def wait_for(condition: Any, what: str, timeout: float = 30) -> None:
 
 
 def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
-        tmp_path_factory: pytest.TempPathFactory, folder: Path) -> None:
+    tmp_path_factory: pytest.TempPathFactory, folder: Path
+) -> None:
     """kill -9 of the serve mid-upload: its transfer agent (a process of its own) sees its
     input end and removes its temporary file. One left by an agent that could not (named
     for a process that is gone) is removed by the next upload into that folder, while a
@@ -310,9 +353,11 @@ def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
     foreign = [".iri-upload-000000000000-1-0123456789abcdef", ".iri-upload-0123456789abcdef"]
     for name in foreign:
         (folder / name).write_bytes(b"another machine's, or an old name")
-    with running_serve(data_dir) as serve, \
-            httpx.Client(base_url=serve.url, timeout=60) as http, \
-            slow_upload(serve.url, alice, folder / "live.bin", 2 * MiB, MiB) as live:
+    with (
+        running_serve(data_dir) as serve,
+        httpx.Client(base_url=serve.url, timeout=60) as http,
+        slow_upload(serve.url, alice, folder / "live.bin", 2 * MiB, MiB) as live,
+    ):
 
         def ours() -> list[str]:
             return [name for name in leftovers(folder) if name not in foreign]
@@ -335,7 +380,8 @@ def test_a_serve_killed_mid_upload_leaves_a_file_the_next_upload_removes(
 
 
 def test_an_upload_over_the_limit_is_413_naming_the_setting_and_leaves_nothing(
-        limited: Served, folder: Path) -> None:
+    limited: Served, folder: Path
+) -> None:
     with client(limited, timeout=60) as http:
         declared = upload(http, limited.alice, f"{folder}/declared", b"d" * (2 * SMALL_LIMIT))
         assert declared.status_code == 413, declared.text
@@ -346,10 +392,12 @@ def test_an_upload_over_the_limit_is_413_naming_the_setting_and_leaves_nothing(
             for _ in range(4):
                 yield b"c" * (SMALL_LIMIT // 2)
 
-        chunked = http.post(f"{V2}/filesystem/upload/local",
-                            params={"path": f"{folder}/chunked"}, content=body(),
-                            headers=headers(limited.alice, **{
-                                "Content-Type": "application/octet-stream"}))
+        chunked = http.post(
+            f"{V2}/filesystem/upload/local",
+            params={"path": f"{folder}/chunked"},
+            content=body(),
+            headers=headers(limited.alice, **{"Content-Type": "application/octet-stream"}),
+        )
         assert chunked.status_code == 413, chunked.text
         assert "max_upload_bytes" in chunked.json()["detail"]
         fits = upload(http, limited.alice, f"{folder}/fits", b"f" * 1000)

@@ -20,12 +20,12 @@ import pytest
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
-from iri_gateway.api.file_operations import MAX_READ
+from iri_gateway.api.filesystem.read_operations import MAX_READ
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import builtin_profile
-from iri_gateway.service.engine import JobNotFoundError, OutputUnavailableError
-from iri_gateway.service.settings import Settings
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import JobNotFoundError, OutputUnavailableError
+from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.settings import Settings
 from tests.api.conftest import OfficialSchemas
 
 pytestmark = pytest.mark.anyio
@@ -45,8 +45,7 @@ def local_profile(folder: Path, roots: str) -> Path:
 def app(tmp_path: Path) -> FastAPI:
     """The `local` resource granting each user `<tmp_path>/granted/<user>` only."""
     profile = local_profile(tmp_path, f'["{tmp_path}/granted/{{user}}"]')
-    return create_app(Settings(data_dir=tmp_path / "data", profiles=[profile]),
-                      run_poller=False)
+    return create_app(Settings(data_dir=tmp_path / "data", profiles=[profile]), run_poller=False)
 
 
 def granted(tmp_path: Path, user: str = "alice") -> Path:
@@ -59,8 +58,9 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1"}
 
 
-async def run_job(app: FastAPI, client: httpx.AsyncClient, token: str, script: str,
-                  **extra: Any) -> JobRecord:
+async def run_job(
+    app: FastAPI, client: httpx.AsyncClient, token: str, script: str, **extra: Any
+) -> JobRecord:
     """Submit `sh -c script` on `local` and refresh until it is final."""
     spec = {"executable": "/bin/sh", "arguments": ["-c", script], **extra}
     response = await client.post(f"{V2}/compute/job/local", json=spec, headers=auth(token))
@@ -78,18 +78,29 @@ async def run_job(app: FastAPI, client: httpx.AsyncClient, token: str, script: s
     raise AssertionError(f"job {job_id} did not finish")
 
 
-async def fs(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
-             official: OfficialSchemas | None = None) -> httpx.Response:
+async def fs(
+    client: httpx.AsyncClient,
+    token: str,
+    operation: str,
+    body: dict[str, Any],
+    official: OfficialSchemas | None = None,
+) -> httpx.Response:
     """POST a filesystem operation; the raw answer (task submission or problem)."""
-    response = await client.post(f"{V2}/filesystem/{operation}/local", json=body,
-                                 headers=auth(token))
+    response = await client.post(
+        f"{V2}/filesystem/{operation}/local", json=body, headers=auth(token)
+    )
     if official is not None and response.status_code == 200:
         official.check("TaskSubmitResponse", response.json())
     return response
 
 
-async def result(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
-                 official: OfficialSchemas | None = None) -> Any:
+async def result(
+    client: httpx.AsyncClient,
+    token: str,
+    operation: str,
+    body: dict[str, Any],
+    official: OfficialSchemas | None = None,
+) -> Any:
     """The `output` of a filesystem operation's task (which must have completed)."""
     response = await fs(client, token, operation, body, official)
     assert response.status_code == 200, response.text
@@ -108,8 +119,9 @@ def stdout_of(record: JobRecord) -> str:
     return str(Path(record.effective_spec["directory"]) / "stdout.txt")
 
 
-async def assert_not_found(client: httpx.AsyncClient, token: str, operation: str,
-                           body: dict[str, Any]) -> None:
+async def assert_not_found(
+    client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any]
+) -> None:
     response = await fs(client, token, operation, body)
     assert response.status_code == 404, (operation, body, response.text)
     assert response.headers["content-type"] == "application/problem+json"
@@ -119,13 +131,20 @@ async def assert_not_found(client: httpx.AsyncClient, token: str, operation: str
 FIVE_LINES = "for i in 1 2 3 4 5; do echo line$i; done"
 
 
-async def test_tail_head_view_of_a_job_output(app: FastAPI, client: httpx.AsyncClient,
-                                              token: str, official: OfficialSchemas) -> None:
+async def test_tail_head_view_of_a_job_output(
+    app: FastAPI, client: httpx.AsyncClient, token: str, official: OfficialSchemas
+) -> None:
     record = await run_job(app, client, token, FIVE_LINES)
     path = stdout_of(record)  # "line1\n" ... "line5\n": 30 bytes
     tail = await result(client, token, "tail", {"path": path, "lines": 2}, official)
-    assert tail == {"content": "line4\nline5\n", "content_type": "lines", "start_position": 18,
-                    "end_position": 30, "file_size": 30, "truncated": False}
+    assert tail == {
+        "content": "line4\nline5\n",
+        "content_type": "lines",
+        "start_position": 18,
+        "end_position": 30,
+        "file_size": 30,
+        "truncated": False,
+    }
     tail = await result(client, token, "tail", {"path": path, "bytes": 4})
     assert (tail["content"], tail["start_position"]) == ("ne5\n", 26)
     tail = await result(client, token, "tail", {"path": path, "lines": 3, "skipHeading": True})
@@ -152,22 +171,28 @@ async def test_tail_head_view_of_a_job_output(app: FastAPI, client: httpx.AsyncC
     assert view["content"] == "" and view["start_position"] == 30
 
 
-async def test_relative_paths_are_under_the_job_root(app: FastAPI, client: httpx.AsyncClient,
-                                                     token: str) -> None:
+async def test_relative_paths_are_under_the_job_root(
+    app: FastAPI, client: httpx.AsyncClient, token: str
+) -> None:
     """A job without `directory` runs in `<id>/` of the job root: `<id>/stdout.txt`."""
     record = await run_job(app, client, token, "echo hello; echo oops >&2")
-    assert (await result(client, token, "tail", {"path": f"{record.id}/stdout.txt"})
-            )["content"] == "hello\n"
-    assert (await result(client, token, "head", {"path": f"{record.id}/stderr.txt"})
-            )["content"] == "oops\n"
+    assert (await result(client, token, "tail", {"path": f"{record.id}/stdout.txt"}))[
+        "content"
+    ] == "hello\n"
+    assert (await result(client, token, "head", {"path": f"{record.id}/stderr.txt"}))[
+        "content"
+    ] == "oops\n"
     await assert_not_found(client, token, "tail", {"path": "../../etc/passwd"})
     await assert_not_found(client, token, "tail", {"path": f"{record.id}/../x"})
 
 
-async def test_stat_and_ls(app: FastAPI, client: httpx.AsyncClient, token: str,
-                           official: OfficialSchemas) -> None:
-    script = ("echo hi; mkdir -p sub/deeper; echo x > sub/f; echo y > sub/deeper/g; "
-              "echo h > .hidden; ln -s sub/f inner-link")
+async def test_stat_and_ls(
+    app: FastAPI, client: httpx.AsyncClient, token: str, official: OfficialSchemas
+) -> None:
+    script = (
+        "echo hi; mkdir -p sub/deeper; echo x > sub/f; echo y > sub/deeper/g; "
+        "echo h > .hidden; ln -s sub/f inner-link"
+    )
     record = await run_job(app, client, token, script)
     directory = record.effective_spec["directory"]
     info = await result(client, token, "stat", {"path": stdout_of(record)}, official)
@@ -175,8 +200,9 @@ async def test_stat_and_ls(app: FastAPI, client: httpx.AsyncClient, token: str,
     assert info["mode"] & 0o170000 == 0o100000, "a regular file"
     link = await result(client, token, "stat", {"path": f"{directory}/inner-link"})
     assert link["mode"] & 0o170000 == 0o120000, "the link itself without dereference"
-    followed = await result(client, token, "stat",
-                            {"path": f"{directory}/inner-link", "dereference": True})
+    followed = await result(
+        client, token, "stat", {"path": f"{directory}/inner-link", "dereference": True}
+    )
     assert followed["mode"] & 0o170000 == 0o100000 and followed["size"] == 2
 
     entries = await result(client, token, "ls", {"path": directory}, official)
@@ -190,9 +216,18 @@ async def test_stat_and_ls(app: FastAPI, client: httpx.AsyncClient, token: str,
     link = by_name["inner-link"]
     assert (link["type"], link["link_target"]) == ("symlink", "sub/f")
 
-    everything = await result(client, token, "ls", {"path": directory, "recursive": True,
-                                                    "showHidden": True, "dereference": True,
-                                                    "numericUid": True})
+    everything = await result(
+        client,
+        token,
+        "ls",
+        {
+            "path": directory,
+            "recursive": True,
+            "showHidden": True,
+            "dereference": True,
+            "numericUid": True,
+        },
+    )
     names = [e["name"] for e in everything]
     assert names == sorted(names)
     assert {".hidden", "sub/f", "sub/deeper", "sub/deeper/g"} <= set(names)
@@ -211,8 +246,10 @@ async def test_paths_outside_the_callers_job_directories_are_not_found(
 ) -> None:
     outside = tmp_path / "secret.txt"
     outside.write_text("secret\n")
-    script = (f"echo out; ln -s {outside} leak; ln -s {tmp_path} leakdir; ln -s /etc etc; "
-              "mkdir sub; ln -s ../../ up")
+    script = (
+        f"echo out; ln -s {outside} leak; ln -s {tmp_path} leakdir; ln -s /etc etc; "
+        "mkdir sub; ln -s ../../ up"
+    )
     record = await run_job(app, client, token, script)
     directory = record.effective_spec["directory"]
     for operation in ("tail", "head", "view", "stat", "ls"):
@@ -232,8 +269,9 @@ async def test_paths_outside_the_callers_job_directories_are_not_found(
         ):
             await assert_not_found(client, token, operation, {"path": path})
     # The links are listed as links, never followed out, not even with dereference.
-    entries = await result(client, token, "ls", {"path": directory, "dereference": True,
-                                                 "recursive": True})
+    entries = await result(
+        client, token, "ls", {"path": directory, "dereference": True, "recursive": True}
+    )
     kinds = {e["name"]: e["type"] for e in entries}
     assert kinds["leak"] == kinds["leakdir"] == kinds["etc"] == "symlink"
     assert not any(name.startswith(("leakdir/", "etc/")) for name in kinds)
@@ -248,11 +286,11 @@ async def test_another_users_job_directory_is_not_found(
     assert (await result(client, bob, "tail", {"path": stdout_of(bobs)}))["content"] == "bob\n"
     for operation in ("tail", "head", "view", "stat", "ls"):
         await assert_not_found(client, token, operation, {"path": stdout_of(bobs)})
-        await assert_not_found(client, token, operation,
-                               {"path": bobs.effective_spec["directory"]})
+        await assert_not_found(client, token, operation, {"path": bobs.effective_spec["directory"]})
         await assert_not_found(client, token, operation, {"path": f"{bobs.id}/stdout.txt"})
-        await assert_not_found(client, token, operation,
-                               {"path": f"{alices.id}/../{bobs.id}/stdout.txt"})
+        await assert_not_found(
+            client, token, operation, {"path": f"{alices.id}/../{bobs.id}/stdout.txt"}
+        )
     tasks = await client.get(f"{V2}/task", headers=auth(token))
     assert tasks.status_code == 200 and tasks.json() == []
 
@@ -307,17 +345,17 @@ async def test_a_job_directory_that_is_a_link(
     away = await run_job(app, client, token, "echo away", directory=str(root / "away"))
     assert (tmp_path / "elsewhere" / f"iri-{away.id}.out").read_text() == "away\n"
     for operation in ("tail", "head", "view", "stat"):
-        await assert_not_found(client, token, operation,
-                               {"path": f"{root}/away/iri-{away.id}.out"})
+        await assert_not_found(client, token, operation, {"path": f"{root}/away/iri-{away.id}.out"})
     await assert_not_found(client, token, "ls", {"path": f"{root}/away"})
 
 
-async def test_limits_and_invalid_requests(app: FastAPI, client: httpx.AsyncClient,
-                                           token: str) -> None:
+async def test_limits_and_invalid_requests(
+    app: FastAPI, client: httpx.AsyncClient, token: str
+) -> None:
     # 40,000 lines of 100 bytes: 4 MB.
-    record = await run_job(app, client, token,
-                           "i=0; while [ $i -lt 40000 ]; do printf '%099d\\n' $i; i=$((i+1)); "
-                           "done")
+    record = await run_job(
+        app, client, token, "i=0; while [ $i -lt 40000 ]; do printf '%099d\\n' $i; i=$((i+1)); done"
+    )
     path = stdout_of(record)
     size = 40_000 * 100
     tail = await result(client, token, "tail", {"path": path, "lines": 2})
@@ -333,16 +371,15 @@ async def test_limits_and_invalid_requests(app: FastAPI, client: httpx.AsyncClie
     assert len(view["content"]) == MAX_READ and view["file_size"] == size
     page = await result(client, token, "view", {"path": path, "offset": size - 100})
     assert page["content"] == f"{39999:099d}\n"
-    skipped = await result(client, token, "tail", {"path": path, "lines": 2,
-                                                   "skipHeading": True})
+    skipped = await result(client, token, "tail", {"path": path, "lines": 2, "skipHeading": True})
     assert skipped["start_position"] == 200 and skipped["truncated"]
     assert skipped["content"].startswith(f"{2:099d}\n")
     assert len(skipped["content"]) == MAX_READ // 100 * 100, "whole lines only"
-    most = await result(client, token, "head", {"path": path, "lines": 2,
-                                                "skipTrailing": True})
+    most = await result(client, token, "head", {"path": path, "lines": 2, "skipTrailing": True})
     assert most["truncated"] and len(most["content"]) == MAX_READ // 100 * 100
-    rest = await result(client, token, "head", {"path": path, "bytes": size - 100,
-                                                "skipTrailing": True})
+    rest = await result(
+        client, token, "head", {"path": path, "bytes": size - 100, "skipTrailing": True}
+    )
     assert rest["content"] == f"{0:099d}\n"
 
     invalid: list[tuple[str, dict[str, Any], str]] = [
@@ -381,8 +418,9 @@ async def test_output_that_is_not_clean_utf8_is_still_served(
     assert cut["content"] in (" ", "\ufffd ")
 
 
-async def test_tasks_belong_to_their_caller(app: FastAPI, client: httpx.AsyncClient,
-                                            token: str, official: OfficialSchemas) -> None:
+async def test_tasks_belong_to_their_caller(
+    app: FastAPI, client: httpx.AsyncClient, token: str, official: OfficialSchemas
+) -> None:
     record = await run_job(app, client, token, "echo one")
     submitted = (await fs(client, token, "tail", {"path": stdout_of(record)})).json()
     task_id = submitted["task_id"]
@@ -401,13 +439,13 @@ async def test_tasks_belong_to_their_caller(app: FastAPI, client: httpx.AsyncCli
     assert (await client.get(f"{V2}/task/{task_id}", headers=auth(token))).status_code == 404
 
 
-async def test_authentication_and_unknown_resource(client: httpx.AsyncClient,
-                                                   token: str) -> None:
+async def test_authentication_and_unknown_resource(client: httpx.AsyncClient, token: str) -> None:
     response = await client.post(f"{V2}/filesystem/ls/local", json={"path": "/"})
     assert response.status_code == 401
     assert (await client.get(f"{V2}/task")).status_code == 401
-    response = await client.post(f"{V2}/filesystem/ls/nowhere", json={"path": "/"},
-                                 headers=auth(token))
+    response = await client.post(
+        f"{V2}/filesystem/ls/nowhere", json={"path": "/"}, headers=auth(token)
+    )
     assert response.status_code == 404
 
 
@@ -419,8 +457,11 @@ async def test_a_path_outside_touches_nothing(
     record = await run_job(app, client, token, "true")
     backend = app.state.engine.backends.get(app.state.engine.registry.get("local"), "alice")
     ran: list[Any] = []
-    real_run, real_stream, real_agent = (backend.transport.run, backend.transport.stream,
-                                         backend.agents.run)
+    real_run, real_stream, real_agent = (
+        backend.transport.run,
+        backend.transport.stream,
+        backend.agents.run,
+    )
 
     def spy_run(argv: list[str], **kwargs: Any) -> Any:
         ran.append(list(argv))
@@ -452,10 +493,18 @@ async def test_job_output_is_read_only_where_the_user_may_read(
     read access there: the CLI's and SDK's job output goes through the same reader."""
     engine = app.state.engine
     record = engine.store.create(
-        owner="alice", resource_id="local", spec={"executable": "x", "directory": "/etc"},
-        effective_spec={"executable": "x", "directory": "/etc", "stdout_path": "passwd",
-                        "stderr_path": "/etc/shadow"},
-        plan={}, script="")
+        owner="alice",
+        resource_id="local",
+        spec={"executable": "x", "directory": "/etc"},
+        effective_spec={
+            "executable": "x",
+            "directory": "/etc",
+            "stdout_path": "passwd",
+            "stderr_path": "/etc/shadow",
+        },
+        plan={},
+        script="",
+    )
     for stream in ("stdout", "stderr"):
         with pytest.raises(OutputUnavailableError, match="not where you may read"):
             engine.read_output(owner="alice", job_id=record.id, stream=stream)
@@ -467,8 +516,11 @@ async def test_job_output_is_read_only_where_the_user_may_read(
 
 
 async def test_a_relative_directory_is_taken_from_the_home_and_recorded_absolute(
-    app: FastAPI, client: httpx.AsyncClient, token: str, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    token: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A relative `directory` is relative to the account's home (where a login shell
     starts); the job records it absolute, so the path a client is given works as it is.
@@ -483,7 +535,8 @@ async def test_a_relative_directory_is_taken_from_the_home_and_recorded_absolute
 
 
 async def test_an_empty_path_is_the_default_directory(
-        app: FastAPI, client: httpx.AsyncClient, token: str, official: OfficialSchemas) -> None:
+    app: FastAPI, client: httpx.AsyncClient, token: str, official: OfficialSchemas
+) -> None:
     """The official schema allows `{"path": ""}`: the caller's default directory, the job
     root, whose listing holds only the caller's own job folders (never another user's)."""
     mine = await run_job(app, client, token, "echo mine")
@@ -495,8 +548,7 @@ async def test_an_empty_path_is_the_default_directory(
     names = [entry["name"] for entry in deep]
     assert f"{mine.id}/stdout.txt" in names
     assert not any(theirs.id in name for name in names)
-    assert [e["name"] for e in await result(client, other_token, "ls", {"path": ""})] == [
-        theirs.id]
+    assert [e["name"] for e in await result(client, other_token, "ls", {"path": ""})] == [theirs.id]
     stat = await result(client, token, "stat", {"path": ""}, official)
     assert stat["mode"] & 0o040000
     for operation in ("head", "view"):
@@ -505,16 +557,19 @@ async def test_an_empty_path_is_the_default_directory(
         assert answer.json()["invalid_params"] == [{"name": "path", "reason": "is a directory"}]
 
 
-async def test_an_empty_default_directory_lists_nothing(client: httpx.AsyncClient,
-                                                        token: str) -> None:
+async def test_an_empty_default_directory_lists_nothing(
+    client: httpx.AsyncClient, token: str
+) -> None:
     assert await result(client, token, "ls", {"path": ""}) == []
 
 
 @pytest.mark.parametrize("operation", ["ls", "head", "view", "stat", "tail"])
 @pytest.mark.parametrize("body", [{"path": ""}, {"path": 5}, [], {}])
 async def test_an_unknown_resource_is_not_found_whatever_the_body(
-        client: httpx.AsyncClient, token: str, operation: str, body: Any) -> None:
-    answer = await client.post(f"{V2}/filesystem/{operation}/nowhere", json=body,
-                               headers=auth(token))
+    client: httpx.AsyncClient, token: str, operation: str, body: Any
+) -> None:
+    answer = await client.post(
+        f"{V2}/filesystem/{operation}/nowhere", json=body, headers=auth(token)
+    )
     assert answer.status_code == 404, answer.text
     assert "unknown resource 'nowhere'" in answer.json()["detail"]

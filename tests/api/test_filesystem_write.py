@@ -25,7 +25,7 @@ import pytest
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 from tests.api.conftest import OfficialSchemas
 from tests.api.test_filesystem import auth, granted, local_profile, run_job
 
@@ -38,8 +38,15 @@ def app(tmp_path: Path) -> FastAPI:
     """The `local` resource granting each user `<tmp_path>/granted/<user>` only; `cp` of at
     most 20 files and 1 MiB."""
     profile = local_profile(tmp_path, f'["{tmp_path}/granted/{{user}}"]')
-    return create_app(Settings(data_dir=tmp_path / "data", profiles=[profile],
-                               cp_max_files=20, cp_max_bytes=1024 * 1024), run_poller=False)
+    return create_app(
+        Settings(
+            data_dir=tmp_path / "data",
+            profiles=[profile],
+            cp_max_files=20,
+            cp_max_bytes=1024 * 1024,
+        ),
+        run_poller=False,
+    )
 
 
 @pytest.fixture
@@ -76,18 +83,19 @@ def outside(tmp_path: Path) -> Iterator[Path]:
     assert snapshot(folder) == before, "the outside changed"
 
 
-async def post(client: httpx.AsyncClient, token: str, operation: str,
-               body: dict[str, Any]) -> httpx.Response:
-    return await client.post(f"{V2}/filesystem/{operation}/local", json=body,
-                             headers=auth(token))
+async def post(
+    client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any]
+) -> httpx.Response:
+    return await client.post(f"{V2}/filesystem/{operation}/local", json=body, headers=auth(token))
 
 
 LONG = {"cp", "compress", "extract"}
 """The operations run as background tasks (answered `pending`, finished later)."""
 
 
-async def finished(client: httpx.AsyncClient, token: str, task_id: str,
-                   deadline: float = 120.0) -> dict[str, Any]:
+async def finished(
+    client: httpx.AsyncClient, token: str, task_id: str, deadline: float = 120.0
+) -> dict[str, Any]:
     """The task once it is no longer pending or active (failing after `deadline` s)."""
     end = time.monotonic() + deadline
     while True:
@@ -100,8 +108,14 @@ async def finished(client: httpx.AsyncClient, token: str, task_id: str,
         await asyncio.sleep(0.02)
 
 
-async def output(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
-                 status: int = 200, official: OfficialSchemas | None = None) -> Any:
+async def output(
+    client: httpx.AsyncClient,
+    token: str,
+    operation: str,
+    body: dict[str, Any],
+    status: int = 200,
+    official: OfficialSchemas | None = None,
+) -> Any:
     """The completed task's `output` (the answer must have `status`)."""
     response = await post(client, token, operation, body)
     assert response.status_code == status, (operation, body, response.text)
@@ -113,8 +127,14 @@ async def output(client: httpx.AsyncClient, token: str, operation: str, body: di
     return task["result"]["output"]
 
 
-async def refused(client: httpx.AsyncClient, token: str, operation: str, body: dict[str, Any],
-                  status: int, field: str) -> dict[str, Any]:
+async def refused(
+    client: httpx.AsyncClient,
+    token: str,
+    operation: str,
+    body: dict[str, Any],
+    status: int,
+    field: str,
+) -> dict[str, Any]:
     """The problem of a refused operation: its answer, or (a long operation refused as it
     ran) its failed task's `result.error`, which carries the same problem."""
     response = await post(client, token, operation, body)
@@ -132,11 +152,13 @@ async def refused(client: httpx.AsyncClient, token: str, operation: str, body: d
     return problem
 
 
-async def test_each_operation_works(client: httpx.AsyncClient, token: str, tmp_path: Path,
-                                    official: OfficialSchemas) -> None:
+async def test_each_operation_works(
+    client: httpx.AsyncClient, token: str, tmp_path: Path, official: OfficialSchemas
+) -> None:
     home = granted(tmp_path)
-    made = await output(client, token, "mkdir", {"path": f"{home}/a/b/c", "parent": True},
-                        201, official)
+    made = await output(
+        client, token, "mkdir", {"path": f"{home}/a/b/c", "parent": True}, 201, official
+    )
     assert (home / "a/b/c").is_dir() and made["type"] == "directory"
     assert made["name"] == str(home / "a/b/c")
     await refused(client, token, "mkdir", {"path": f"{home}/a"}, 409, "path")
@@ -148,55 +170,79 @@ async def test_each_operation_works(client: httpx.AsyncClient, token: str, tmp_p
     assert typed == "ASCII text"
     assert await output(client, token, "file", {"path": f"{home}/a/b"}) == "directory"
     summed = await output(client, token, "checksum", {"path": f"{home}/a/data.txt"})
-    assert summed == {"algorithm": "SHA-256",
-                      "checksum": hashlib.sha256(b"hello\n").hexdigest()}
+    assert summed == {"algorithm": "SHA-256", "checksum": hashlib.sha256(b"hello\n").hexdigest()}
     await refused(client, token, "checksum", {"path": f"{home}/a"}, 400, "path")
 
-    copied = await output(client, token, "cp", {"path": f"{home}/a/data.txt",
-                                                "target_path": f"{home}/copy.txt"}, 201)
+    copied = await output(
+        client, token, "cp", {"path": f"{home}/a/data.txt", "target_path": f"{home}/copy.txt"}, 201
+    )
     assert (home / "copy.txt").read_text() == "hello\n" and copied["type"] == "file"
     await output(client, token, "cp", {"path": f"{home}/a", "target_path": f"{home}/tree"}, 201)
     assert (home / "tree/data.txt").read_text() == "hello\n" and (home / "tree/b/c").is_dir()
-    await refused(client, token, "cp", {"path": f"{home}/a", "target_path": f"{home}/tree"},
-                  409, "target_path")
-    await refused(client, token, "cp", {"path": f"{home}/a", "target_path": f"{home}/a/b/a"},
-                  400, "target_path")
+    await refused(
+        client,
+        token,
+        "cp",
+        {"path": f"{home}/a", "target_path": f"{home}/tree"},
+        409,
+        "target_path",
+    )
+    await refused(
+        client,
+        token,
+        "cp",
+        {"path": f"{home}/a", "target_path": f"{home}/a/b/a"},
+        400,
+        "target_path",
+    )
     assert not (home / "a/b/a").exists()
 
-    await output(client, token, "mv", {"path": f"{home}/copy.txt",
-                                       "target_path": f"{home}/tree/moved.txt"}, 201)
+    await output(
+        client,
+        token,
+        "mv",
+        {"path": f"{home}/copy.txt", "target_path": f"{home}/tree/moved.txt"},
+        201,
+    )
     assert not (home / "copy.txt").exists()
     assert (home / "tree/moved.txt").read_text() == "hello\n"
 
-    changed = await output(client, token, "chmod", {"path": f"{home}/tree/moved.txt",
-                                                    "mode": "640"})
+    changed = await output(
+        client, token, "chmod", {"path": f"{home}/tree/moved.txt", "mode": "640"}
+    )
     assert (home / "tree/moved.txt").stat().st_mode & 0o777 == 0o640
     assert changed["permissions"] == "rw-r-----"
     await refused(client, token, "chmod", {"path": f"{home}/tree", "mode": "9"}, 422, "mode")
     me = pwd.getpwuid(os.getuid()).pw_name
-    name = (await output(client, token, "chown", {"path": f"{home}/tree/moved.txt",
-                                                  "owner": me}))["user"]
+    name = (await output(client, token, "chown", {"path": f"{home}/tree/moved.txt", "owner": me}))[
+        "user"
+    ]
     assert name == me, "a file may be given to the account that runs the jobs"
-    await refused(client, token, "chown", {"path": f"{home}/tree", "owner": "no-such-user"},
-                  422, "owner")
+    await refused(
+        client, token, "chown", {"path": f"{home}/tree", "owner": "no-such-user"}, 422, "owner"
+    )
 
-    link = await output(client, token, "symlink", {"path": "a/data.txt",
-                                                   "link_path": f"{home}/ln"}, 201)
+    link = await output(
+        client, token, "symlink", {"path": "a/data.txt", "link_path": f"{home}/ln"}, 201
+    )
     assert os.readlink(home / "ln") == "a/data.txt" and link["type"] == "symlink"
-    assert (await output(client, token, "file", {"path": f"{home}/ln"})
-            ) == "symbolic link to a/data.txt"
+    assert (
+        await output(client, token, "file", {"path": f"{home}/ln"})
+    ) == "symbolic link to a/data.txt"
 
     await refused(client, token, "rm", {"path": f"{home}/tree"}, 400, "recursive")
     assert (home / "tree").is_dir()
     await output(client, token, "rm", {"path": f"{home}/ln"})
     assert not (home / "ln").exists() and (home / "a/data.txt").exists(), "link only"
-    assert await output(client, token, "rm", {"path": f"{home}/tree", "recursive": True}
-                        ) == str(home / "tree")
+    assert await output(client, token, "rm", {"path": f"{home}/tree", "recursive": True}) == str(
+        home / "tree"
+    )
     assert not (home / "tree").exists()
 
 
-async def test_escapes_change_nothing_outside(client: httpx.AsyncClient, token: str,
-                                              tmp_path: Path, outside: Path) -> None:
+async def test_escapes_change_nothing_outside(
+    client: httpx.AsyncClient, token: str, tmp_path: Path, outside: Path
+) -> None:
     home = granted(tmp_path)
     (home / "to-outside").symlink_to(outside)  # a link pointing out, made by hand
     (home / "mine.txt").write_text("mine\n")
@@ -217,36 +263,64 @@ async def test_escapes_change_nothing_outside(client: httpx.AsyncClient, token: 
             ("checksum", {"path": path}),
             ("file", {"path": path}),
         ):
-            problem = await refused(client, token, operation, body, 404,
-                                    "target_path" if body.get("target_path", "") in (
-                                        path, path + "-2") else
-                                    "link_path" if "link_path" in body else "path")
+            problem = await refused(
+                client,
+                token,
+                operation,
+                body,
+                404,
+                "target_path"
+                if body.get("target_path", "") in (path, path + "-2")
+                else "link_path"
+                if "link_path" in body
+                else "path",
+            )
             assert "SECRET" not in str(problem)
     assert not (home / "stolen").exists()
     assert (home / "mine.txt").read_text() == "mine\n"
 
     # Links pointing outside are never created (absolute, relative, or through `..`).
     for target in (secret, "../../outside/secret", "/etc", f"{home}/../x"):
-        await refused(client, token, "symlink", {"path": target, "link_path": f"{home}/bad"},
-                      403, "path")
+        await refused(
+            client, token, "symlink", {"path": target, "link_path": f"{home}/bad"}, 403, "path"
+        )
         assert not (home / "bad").is_symlink()
     # Followed as the kernel would: a link on the way that leads out (directly, through
     # another link, or through `..` after a link) makes the new link a 403 naming `path`.
     (home / "via").symlink_to("to-outside")  # inside, but leads out in turn
     (home / "deep").symlink_to(outside / "deep")
-    for target in ("to-outside/secret", f"{home}/to-outside", "via/secret", "via",
-                   "deep/../secret", f"{home}/sub-missing/../via/deep/g"):
-        problem = await refused(client, token, "symlink", {"path": target,
-                                "link_path": f"{home}/escape"}, 403, "path")
+    for target in (
+        "to-outside/secret",
+        f"{home}/to-outside",
+        "via/secret",
+        "via",
+        "deep/../secret",
+        f"{home}/sub-missing/../via/deep/g",
+    ):
+        problem = await refused(
+            client, token, "symlink", {"path": target, "link_path": f"{home}/escape"}, 403, "path"
+        )
         assert "outside" in problem["detail"], problem
         assert not (home / "escape").is_symlink()
     # Nor moved or copied where they would point outside.
     (home / "sub").mkdir()
     (home / "sub/up").symlink_to("../mine.txt")
-    await refused(client, token, "mv", {"path": f"{home}/sub/up", "target_path": f"{home}/up"},
-                  403, "target_path")
-    await refused(client, token, "cp", {"path": f"{home}/sub", "target_path": f"{home}/x/y"},
-                  404, "target_path")
+    await refused(
+        client,
+        token,
+        "mv",
+        {"path": f"{home}/sub/up", "target_path": f"{home}/up"},
+        403,
+        "target_path",
+    )
+    await refused(
+        client,
+        token,
+        "cp",
+        {"path": f"{home}/sub", "target_path": f"{home}/x/y"},
+        404,
+        "target_path",
+    )
 
     # The root itself is never removed, moved or replaced.
     for operation, body, field in (
@@ -269,23 +343,34 @@ async def test_escapes_change_nothing_outside(client: httpx.AsyncClient, token: 
         ("symlink", {"path": "mine\n.txt", "link_path": f"{home}/l"}, "path"),
     ):
         await refused(client, token, operation, body, 422, field)
-    assert sorted(p.name for p in home.iterdir()) == ["deep", "mine.txt", "sub", "to-outside",
-                                                     "via"]
+    assert sorted(p.name for p in home.iterdir()) == [
+        "deep",
+        "mine.txt",
+        "sub",
+        "to-outside",
+        "via",
+    ]
 
 
 async def test_a_link_is_followed_through_the_links_on_its_way(
-        client: httpx.AsyncClient, token: str, tmp_path: Path, outside: Path) -> None:
+    client: httpx.AsyncClient, token: str, tmp_path: Path, outside: Path
+) -> None:
     home = granted(tmp_path)
     (home / "data" / "run1").mkdir(parents=True)
     (home / "data" / "run1" / "in.txt").write_text("input\n")
     (home / "current").symlink_to("data/run1")  # a link inside, to a folder inside
     (home / "abs").symlink_to(home / "data")
     (home / "sub").mkdir()
-    for target, link in (("current/in.txt", "a"), ("../current/in.txt", "sub/b"),
-                         (f"{home}/abs/run1/in.txt", "c"), ("current/not-yet", "d"),
-                         ("current/../data/run1", "e")):
-        made = await output(client, token, "symlink", {"path": target,
-                            "link_path": f"{home}/{link}"}, 201)
+    for target, link in (
+        ("current/in.txt", "a"),
+        ("../current/in.txt", "sub/b"),
+        (f"{home}/abs/run1/in.txt", "c"),
+        ("current/not-yet", "d"),
+        ("current/../data/run1", "e"),
+    ):
+        made = await output(
+            client, token, "symlink", {"path": target, "link_path": f"{home}/{link}"}, 201
+        )
         assert made["type"] == "symlink" and os.readlink(home / link) == target
     assert (home / "a").read_text() == "input\n" and (home / "sub/b").read_text() == "input\n"
     # A loop (two links pointing at each other, a link to itself) is refused cleanly.
@@ -293,23 +378,29 @@ async def test_a_link_is_followed_through_the_links_on_its_way(
     (home / "pong").symlink_to("ping")
     (home / "self").symlink_to("self")
     for target in ("ping", "ping/x", "self/x"):
-        problem = await refused(client, token, "symlink", {"path": target,
-                                "link_path": f"{home}/loop"}, 403, "path")
+        problem = await refused(
+            client, token, "symlink", {"path": target, "link_path": f"{home}/loop"}, 403, "path"
+        )
         assert "loop" in problem["detail"], problem
     assert not (home / "loop").is_symlink()
 
 
-async def test_another_users_folders_are_not_found(app: FastAPI, client: httpx.AsyncClient,
-                                                   token: str, bob: str, tmp_path: Path
-                                                   ) -> None:
+async def test_another_users_folders_are_not_found(
+    app: FastAPI, client: httpx.AsyncClient, token: str, bob: str, tmp_path: Path
+) -> None:
     bobs = await run_job(app, client, bob, "echo bob > kept.txt")
     folder = Path(bobs.effective_spec["directory"])
     bob_home = granted(tmp_path, "bob")
     (bob_home / "b.txt").write_text("bob\n")
     before = {folder: snapshot(folder), bob_home: snapshot(bob_home)}
     home = granted(tmp_path)
-    for path in (f"{folder}/kept.txt", str(folder), f"{bobs.id}/kept.txt",
-                 f"{bob_home}/b.txt", str(bob_home)):
+    for path in (
+        f"{folder}/kept.txt",
+        str(folder),
+        f"{bobs.id}/kept.txt",
+        f"{bob_home}/b.txt",
+        str(bob_home),
+    ):
         for operation, body in (
             ("rm", {"path": path, "recursive": True}),
             ("chmod", {"path": path, "mode": "777"}),
@@ -332,13 +423,15 @@ async def test_cp_is_bounded(client: httpx.AsyncClient, token: str, tmp_path: Pa
     (home / "many").mkdir()
     for index in range(25):
         (home / "many" / f"f{index}").write_text("x")
-    problem = await refused(client, token, "cp", {"path": f"{home}/many",
-                                                  "target_path": f"{home}/copy"}, 413, "path")
+    problem = await refused(
+        client, token, "cp", {"path": f"{home}/many", "target_path": f"{home}/copy"}, 413, "path"
+    )
     assert "20" in problem["detail"]
     assert not (home / "copy").exists(), "counted before anything is copied"
     (home / "big").write_bytes(b"x" * (1024 * 1024 + 1))
-    await refused(client, token, "cp", {"path": f"{home}/big", "target_path": f"{home}/b2"},
-                  413, "path")
+    await refused(
+        client, token, "cp", {"path": f"{home}/big", "target_path": f"{home}/b2"}, 413, "path"
+    )
     assert not (home / "b2").exists()
 
 

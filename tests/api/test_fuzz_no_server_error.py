@@ -63,15 +63,30 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
     cli = [sys.executable, "-m", "iri_gateway"]
     token = subprocess.run(
         [*cli, "token", USER, "--project", PROJECT, "--data-dir", str(data)],
-        capture_output=True, text=True, check=True, env=env, cwd=sandbox,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=sandbox,
     ).stdout.strip()
     port = _free_port()
     log_path = sandbox / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [*cli, "serve", "--port", str(port), "--data-dir", str(data),
-             "--profiles", str(profile)],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=sandbox,
+            [
+                *cli,
+                "serve",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data),
+                "--profiles",
+                str(profile),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=sandbox,
         )
     base_url = f"http://127.0.0.1:{port}"
     try:
@@ -86,8 +101,11 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
                     time.sleep(0.05)
             else:
                 pytest.fail("the server did not answer within 10 s")
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                       "X-IRI-Facility-Project": PROJECT}
+            headers = {
+                "Authorization": f"Bearer {token}",
+                "Content-Type": "application/json",
+                "X-IRI-Facility-Project": PROJECT,
+            }
             yield Sandboxed(base_url, headers, log_path, client)
     finally:
         process.terminate()
@@ -104,31 +122,81 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
 # hypothesis leaves out by default), NUL and other control characters, and long strings.
 hostile_text = st.one_of(
     st.text(st.characters(exclude_categories=()), max_size=40),
-    st.sampled_from(["\ud800", "a\udfffb", "\x00", "../../etc/passwd", "/etc/shadow", "-x",
-                     "$(id)", "`id`", "'\"", "\n#SBATCH --uid=0", "x" * 5000, "/" * 200_000]),
+    st.sampled_from(
+        [
+            "\ud800",
+            "a\udfffb",
+            "\x00",
+            "../../etc/passwd",
+            "/etc/shadow",
+            "-x",
+            "$(id)",
+            "`id`",
+            "'\"",
+            "\n#SBATCH --uid=0",
+            "x" * 5000,
+            "/" * 200_000,
+        ]
+    ),
 )
 numbers = st.one_of(
-    st.integers(), st.integers(min_value=2**62, max_value=2**70),
-    st.integers(max_value=-1), st.floats(allow_nan=False), st.just(1e9), st.just(1e308),
+    st.integers(),
+    st.integers(min_value=2**62, max_value=2**70),
+    st.integers(max_value=-1),
+    st.floats(allow_nan=False),
+    st.just(1e9),
+    st.just(1e308),
 )
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), numbers, hostile_text),
-    lambda inner: st.one_of(st.lists(inner, max_size=5),
-                            st.dictionaries(hostile_text, inner, max_size=5)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(hostile_text, inner, max_size=5)
+    ),
     max_leaves=25,
 )
 
 JOBSPEC_FIELDS = (
-    "executable", "arguments", "directory", "name", "inherit_environment", "environment",
-    "stdin_path", "stdout_path", "stderr_path", "resources", "attributes", "pre_launch",
-    "post_launch", "launcher", "container", "roles", "template",
+    "executable",
+    "arguments",
+    "directory",
+    "name",
+    "inherit_environment",
+    "environment",
+    "stdin_path",
+    "stdout_path",
+    "stderr_path",
+    "resources",
+    "attributes",
+    "pre_launch",
+    "post_launch",
+    "launcher",
+    "container",
+    "roles",
+    "template",
 )
 NESTED = {
-    "resources": ("node_count", "process_count", "processes_per_node", "cpu_cores_per_process",
-                  "gpu_cores_per_process", "exclusive_node_use", "memory"),
+    "resources": (
+        "node_count",
+        "process_count",
+        "processes_per_node",
+        "cpu_cores_per_process",
+        "gpu_cores_per_process",
+        "exclusive_node_use",
+        "memory",
+    ),
     "attributes": ("duration", "queue_name", "account", "reservation_id", "custom_attributes"),
-    "container": ("image", "volume_mounts", "runtime", "gpu", "mpi", "devices", "network",
-                  "workdir", "extra_options", "flavours"),
+    "container": (
+        "image",
+        "volume_mounts",
+        "runtime",
+        "gpu",
+        "mpi",
+        "devices",
+        "network",
+        "workdir",
+        "extra_options",
+        "flavours",
+    ),
 }
 
 
@@ -141,40 +209,91 @@ mapping = st.dictionaries(hostile_text, hostile_text, max_size=5)
 TYPED = {
     # The shapes the models expect, with hostile values inside, so that documents get past
     # the first type check and reach the deeper code.
-    "arguments": strings, "environment": mapping, "custom_attributes": mapping,
-    "devices": strings, "node_count": numbers, "process_count": numbers,
-    "processes_per_node": numbers, "cpu_cores_per_process": numbers,
-    "gpu_cores_per_process": numbers, "duration": numbers, "memory": numbers,
-    "volume_mounts": st.lists(st.fixed_dictionaries(
-        {"source": hostile_text, "target": hostile_text}), max_size=3),
+    "arguments": strings,
+    "environment": mapping,
+    "custom_attributes": mapping,
+    "devices": strings,
+    "node_count": numbers,
+    "process_count": numbers,
+    "processes_per_node": numbers,
+    "cpu_cores_per_process": numbers,
+    "gpu_cores_per_process": numbers,
+    "duration": numbers,
+    "memory": numbers,
+    "volume_mounts": st.lists(
+        st.fixed_dictionaries({"source": hostile_text, "target": hostile_text}), max_size=3
+    ),
 }
 
 
 def _field_value(name: str) -> st.SearchStrategy[Any]:
     if name in NESTED:
-        inner = st.fixed_dictionaries({}, optional={
-            key: st.one_of(TYPED[key], json_values) if key in TYPED else json_values
-            for key in NESTED[name]})
+        inner = st.fixed_dictionaries(
+            {},
+            optional={
+                key: st.one_of(TYPED[key], json_values) if key in TYPED else json_values
+                for key in NESTED[name]
+            },
+        )
         return st.one_of(json_values, inner)
     if name in TYPED:
         return st.one_of(TYPED[name], json_values)
     return json_values
 
 
-VALID_JOB = {"executable": "/bin/true", "name": "fuzz", "attributes": {"duration": 60},
-             "resources": {"node_count": 1, "process_count": 1}}
-hostile_fields = st.lists(st.sampled_from(JOBSPEC_FIELDS).flatmap(
-    lambda name: st.tuples(st.just(name), _field_value(name))), min_size=1, max_size=2)
+VALID_JOB = {
+    "executable": "/bin/true",
+    "name": "fuzz",
+    "attributes": {"duration": 60},
+    "resources": {"node_count": 1, "process_count": 1},
+}
+hostile_fields = st.lists(
+    st.sampled_from(JOBSPEC_FIELDS).flatmap(
+        lambda name: st.tuples(st.just(name), _field_value(name))
+    ),
+    min_size=1,
+    max_size=2,
+)
 # A valid job with one or two fields made hostile: a document wrong everywhere is refused at
 # its first wrong field and never reaches the code behind it.
 jobspec_shaped = hostile_fields.map(lambda fields: {**VALID_JOB, **dict(fields)})
 documents = st.one_of(json_values, jobspec_shaped)
-file_requests = st.one_of(json_values, _shaped(
-    ("path", "bytes", "lines", "skipTrailing", "skipHeading", "size", "offset", "showHidden",
-     "numericUid", "recursive", "dereference"), json_values))
-file_changes = st.one_of(json_values, _shaped(
-    ("path", "target_path", "link_path", "mode", "owner", "group", "parent", "recursive",
-     "dereference"), json_values))
+file_requests = st.one_of(
+    json_values,
+    _shaped(
+        (
+            "path",
+            "bytes",
+            "lines",
+            "skipTrailing",
+            "skipHeading",
+            "size",
+            "offset",
+            "showHidden",
+            "numericUid",
+            "recursive",
+            "dereference",
+        ),
+        json_values,
+    ),
+)
+file_changes = st.one_of(
+    json_values,
+    _shaped(
+        (
+            "path",
+            "target_path",
+            "link_path",
+            "mode",
+            "owner",
+            "group",
+            "parent",
+            "recursive",
+            "dereference",
+        ),
+        json_values,
+    ),
+)
 
 
 def _post(sandboxed: Sandboxed, path: str, document: Any) -> httpx.Response:
@@ -190,41 +309,72 @@ def _assert_client_fault_at_most(response: httpx.Response, sandboxed: Sandboxed)
     )
     if response.status_code >= 400:
         assert response.headers["content-type"].startswith("application/problem+json"), (
-            response.headers["content-type"], response.text[:500])
+            response.headers["content-type"],
+            response.text[:500],
+        )
 
 
-_SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                            HealthCheck.function_scoped_fixture])
+_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
-@pytest.mark.parametrize("path", [
-    f"/api/v2/compute/job/{RESOURCE}",
-    f"/api/v2/compute/plan/{RESOURCE}",
-    "/api/v2/compute/placement",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/api/v2/compute/job/{RESOURCE}",
+        f"/api/v2/compute/plan/{RESOURCE}",
+        "/api/v2/compute/placement",
+    ],
+)
 @_SETTINGS
 @given(document=documents)
-def test_job_operations_never_answer_5xx(sandboxed: Sandboxed, path: str,
-                                         document: Any) -> None:
+def test_job_operations_never_answer_5xx(sandboxed: Sandboxed, path: str, document: Any) -> None:
     _assert_client_fault_at_most(_post(sandboxed, path, document), sandboxed)
 
 
-TEMPLATE_FIELDS = ("description", "image", "executable", "arguments", "environment",
-                   "volume_mounts", "resources", "bootstrap", "roles")
-template_documents = st.one_of(json_values, st.tuples(
-    st.sampled_from(["task", "cluster"]), _shaped(TEMPLATE_FIELDS, json_values),
-).map(lambda pair: {"kind": pair[0], **pair[1]}), st.tuples(st.just("cluster"), st.lists(
-    _shaped(("name", "task", "min", "max", "count"), st.one_of(numbers, hostile_text,
-                                                               json_values)), max_size=3),
-).map(lambda pair: {"kind": pair[0], "roles": pair[1]}))
+TEMPLATE_FIELDS = (
+    "description",
+    "image",
+    "executable",
+    "arguments",
+    "environment",
+    "volume_mounts",
+    "resources",
+    "bootstrap",
+    "roles",
+)
+template_documents = st.one_of(
+    json_values,
+    st.tuples(
+        st.sampled_from(["task", "cluster"]),
+        _shaped(TEMPLATE_FIELDS, json_values),
+    ).map(lambda pair: {"kind": pair[0], **pair[1]}),
+    st.tuples(
+        st.just("cluster"),
+        st.lists(
+            _shaped(
+                ("name", "task", "min", "max", "count"),
+                st.one_of(numbers, hostile_text, json_values),
+            ),
+            max_size=3,
+        ),
+    ).map(lambda pair: {"kind": pair[0], "roles": pair[1]}),
+)
 
 
 @_SETTINGS
-@given(document=template_documents,
-       name=st.one_of(st.just("fuzz"), st.text(st.characters(), min_size=1, max_size=70)))
-def test_template_writes_never_answer_5xx(sandboxed: Sandboxed, document: Any,
-                                          name: str) -> None:
+@given(
+    document=template_documents,
+    name=st.one_of(st.just("fuzz"), st.text(st.characters(), min_size=1, max_size=70)),
+)
+def test_template_writes_never_answer_5xx(sandboxed: Sandboxed, document: Any, name: str) -> None:
     from urllib.parse import quote
 
     # A lone surrogate has no UTF-8 form: it is sent as the bytes a careless client would
@@ -233,35 +383,44 @@ def test_template_writes_never_answer_5xx(sandboxed: Sandboxed, document: Any,
     body = json.dumps(document, ensure_ascii=True)
     response = sandboxed.client.put(path, content=body, headers=sandboxed.headers)
     _assert_client_fault_at_most(response, sandboxed)
-    _assert_client_fault_at_most(sandboxed.client.get(path, headers=sandboxed.headers),
-                                 sandboxed)
+    _assert_client_fault_at_most(sandboxed.client.get(path, headers=sandboxed.headers), sandboxed)
 
 
 @pytest.mark.parametrize("operation", ["ls", "head", "tail", "view", "stat"])
 @_SETTINGS
 @given(document=file_requests)
-def test_filesystem_reads_never_answer_5xx(sandboxed: Sandboxed, operation: str,
-                                           document: Any) -> None:
+def test_filesystem_reads_never_answer_5xx(
+    sandboxed: Sandboxed, operation: str, document: Any
+) -> None:
     response = _post(sandboxed, f"/api/v2/filesystem/{operation}/{RESOURCE}", document)
     _assert_client_fault_at_most(response, sandboxed)
 
 
-@pytest.mark.parametrize("operation", ["mkdir", "rm", "mv", "cp", "chmod", "chown", "symlink",
-                                       "file", "checksum"])
+@pytest.mark.parametrize(
+    "operation", ["mkdir", "rm", "mv", "cp", "chmod", "chown", "symlink", "file", "checksum"]
+)
 @_SETTINGS
 @given(document=file_changes)
-def test_filesystem_changes_never_answer_5xx(sandboxed: Sandboxed, operation: str,
-                                             document: Any) -> None:
+def test_filesystem_changes_never_answer_5xx(
+    sandboxed: Sandboxed, operation: str, document: Any
+) -> None:
     response = _post(sandboxed, f"/api/v2/filesystem/{operation}/{RESOURCE}", document)
     _assert_client_fault_at_most(response, sandboxed)
 
 
-@pytest.mark.parametrize("body", [
-    b"{", b"\xff\xfe", b'{"executable": "\\ud800"', b"[" * 100_000, b"null", b"",
-    b'{"executable": "/bin/true", "arguments": ["' + b"\\ud83d" * 1000 + b'"]}',
-])
-def test_bytes_that_are_not_a_json_document_are_refused(sandboxed: Sandboxed,
-                                                        body: bytes) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{",
+        b"\xff\xfe",
+        b'{"executable": "\\ud800"',
+        b"[" * 100_000,
+        b"null",
+        b"",
+        b'{"executable": "/bin/true", "arguments": ["' + b"\\ud83d" * 1000 + b'"]}',
+    ],
+)
+def test_bytes_that_are_not_a_json_document_are_refused(sandboxed: Sandboxed, body: bytes) -> None:
     for path in (f"/api/v2/compute/job/{RESOURCE}", f"/api/v2/filesystem/head/{RESOURCE}"):
         response = sandboxed.client.post(path, content=body, headers=sandboxed.headers)
         _assert_client_fault_at_most(response, sandboxed)
@@ -272,8 +431,11 @@ def test_bytes_that_are_not_a_json_document_are_refused(sandboxed: Sandboxed,
 def test_template_names_that_are_not_names_are_refused(sandboxed: Sandboxed, raw: str) -> None:
     """Bytes that are no UTF-8 (a lone surrogate's CESU bytes, 0xFF), NUL, a slash, `..`."""
     path = f"/api/v2/compute/templates/{raw}"
-    for response in (sandboxed.client.put(path, content=b'{"kind": "task", "image": "x"}',
-                                          headers=sandboxed.headers),
-                     sandboxed.client.get(path, headers=sandboxed.headers)):
+    for response in (
+        sandboxed.client.put(
+            path, content=b'{"kind": "task", "image": "x"}', headers=sandboxed.headers
+        ),
+        sandboxed.client.get(path, headers=sandboxed.headers),
+    ):
         _assert_client_fault_at_most(response, sandboxed)
         assert 400 <= response.status_code < 500, (raw, response.status_code, response.text)

@@ -11,8 +11,7 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("path", ["/api/v2/facility", "/api/v2/status/resources", "/health"])
-async def test_head_answers_like_get_without_a_body(client: httpx.AsyncClient,
-                                                    path: str) -> None:
+async def test_head_answers_like_get_without_a_body(client: httpx.AsyncClient, path: str) -> None:
     got = await client.get(path)
     head = await client.head(path)
     assert (head.status_code, head.content) == (200, b"")
@@ -30,8 +29,7 @@ async def test_head_on_secured_and_unknown(client: httpx.AsyncClient, token: str
     assert (unknown.status_code, unknown.content) == (404, b"")
 
 
-async def test_head_where_no_get_is_served_is_405(client: httpx.AsyncClient,
-                                                  app: FastAPI) -> None:
+async def test_head_where_no_get_is_served_is_405(client: httpx.AsyncClient, app: FastAPI) -> None:
     answer = await client.head("/api/v2/compute/placement")
     assert answer.status_code == 405
     assert answer.headers["allow"] == "POST"

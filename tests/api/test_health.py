@@ -58,22 +58,29 @@ def test_health_and_readiness_of_one_serve(tmp_path: Path) -> None:
 
 
 def test_readiness_fails_while_the_database_refuses_and_recovers(
-        tmp_path: Path, postgres_url: str, postgres_server: str) -> None:  # noqa: F811
+    tmp_path: Path, postgres_url: str, postgres_server: str
+) -> None:
     name = make_url(postgres_url).database
     admin = create_engine(postgres_server, isolation_level="AUTOCOMMIT")
 
     def database_accepts(accepts: bool) -> None:
         with admin.connect() as connection:
-            connection.execute(text(
-                f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS {str(accepts).lower()}'))
+            connection.execute(
+                text(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS {str(accepts).lower()}')
+            )
             if not accepts:
-                connection.execute(text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name"), {"name": name})
+                connection.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = :name"
+                    ),
+                    {"name": name},
+                )
 
     try:
-        with running_serve(tmp_path / "data",
-                           extra_env={"IRI_GATEWAY_DATABASE_URL": postgres_url}) as served:
+        with running_serve(
+            tmp_path / "data", extra_env={"IRI_GATEWAY_DATABASE_URL": postgres_url}
+        ) as served:
             wait_ready_until(served.url, lambda b: True)
             database_accepts(False)
             refused = ready(served.url)
@@ -90,7 +97,8 @@ def test_readiness_fails_while_the_database_refuses_and_recovers(
 
 
 def test_two_replicas_share_polling_and_the_survivor_takes_over_after_kill_9(
-        tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
+    tmp_path: Path, postgres_url: str
+) -> None:
     env = {"IRI_GATEWAY_DATABASE_URL": postgres_url, **FAST}
     with running_serve(tmp_path / "first", extra_env=env) as first:
         wait_ready_until(first.url, lambda b: b["details"]["polling"] == ["local"])
@@ -101,8 +109,7 @@ def test_two_replicas_share_polling_and_the_survivor_takes_over_after_kill_9(
             os.kill(first.process.pid, signal.SIGKILL)
             first.process.wait(timeout=10)
             started = time.monotonic()
-            wait_ready_until(second.url, lambda b: b["details"]["polling"] == ["local"],
-                             timeout=20)
+            wait_ready_until(second.url, lambda b: b["details"]["polling"] == ["local"], timeout=20)
             # heartbeat timeout (2 s; at once for a dead pid on this host) + lease check (5 s)
             assert time.monotonic() - started < 12
 
@@ -112,9 +119,23 @@ def test_a_second_serve_on_one_sqlite_store_is_refused_in_one_line(tmp_path: Pat
     with running_serve(data) as served:
         port = free_port()
         second = subprocess.run(
-            [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-             str(port), "--data-dir", str(data)],
-            capture_output=True, text=True, timeout=60, env=clean_env())
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+        )
         assert second.returncode != 0
         error = second.stderr.strip()
         assert f"pid {served.process.pid}" in error and "PostgreSQL" in error, error

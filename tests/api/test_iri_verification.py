@@ -101,8 +101,9 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     data, work = folder / "data", folder / "work"
     profile = folder / "sandbox.yaml"
     text = PROFILE.format(resource=RESOURCE, down=DOWN, work=work)
-    text = text.replace("    runtimes: {default: none}\n",
-                        "    runtimes: {default: none}\n" + STORAGE, 1)
+    text = text.replace(
+        "    runtimes: {default: none}\n", "    runtimes: {default: none}\n" + STORAGE, 1
+    )
     profile.write_text(text, encoding="utf-8")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")},
@@ -116,11 +117,26 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     cli = [sys.executable, "-m", "iri_gateway"]
     token = subprocess.run(
         [*cli, "token", USER, "--project", PROJECT, "--data-dir", str(data)],
-        capture_output=True, text=True, check=True, env=env, cwd=folder, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=folder,
+        timeout=60,
     ).stdout.strip()
     port = free_port()
-    argv = [*cli, "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data),
-            "--profiles", str(profile)]
+    argv = [
+        *cli,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+        "--profiles",
+        str(profile),
+    ]
     url = f"http://127.0.0.1:{port}"
     with serve_process(argv, folder / "server.log", env, cwd=folder) as process:
         deadline = time.monotonic() + 60
@@ -141,8 +157,9 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 def old_schemathesis() -> Path:
     """The 4.17.0 venv, made by scripts/schemathesis-venv when missing (failing loudly when it
     cannot be made)."""
-    made = subprocess.run([str(ROOT / "scripts" / "schemathesis-venv")], capture_output=True,
-                          text=True, timeout=600)
+    made = subprocess.run(
+        [str(ROOT / "scripts" / "schemathesis-venv")], capture_output=True, text=True, timeout=600
+    )
     assert made.returncode == 0, f"scripts/schemathesis-venv failed:\n{made.stderr}"
     return VERSIONS["4.17.0"]
 
@@ -151,17 +168,36 @@ def _failures(recorded: Path, document: str) -> list[Recorded]:
     """The failed checks `harness_run.py` recorded."""
     if not recorded.exists():
         return []
-    return [Recorded(document, entry["operation"], Failure(
-                check=entry["check"], status=entry["status"],
+    return [
+        Recorded(
+            document,
+            entry["operation"],
+            Failure(
+                check=entry["check"],
+                status=entry["status"],
                 media_type=media_type({"content-type": entry["content_type"]}),
-                detail=entry["detail"], message=entry["message"], token_forced=True,
-                invalid_params=tuple((str(name or ""), str(reason or ""))
-                                     for name, reason in entry["invalid_params"])))
-            for entry in map(json.loads, recorded.read_text(encoding="utf-8").splitlines())]
+                detail=entry["detail"],
+                message=entry["message"],
+                token_forced=True,
+                invalid_params=tuple(
+                    (str(name or ""), str(reason or "")) for name, reason in entry["invalid_params"]
+                ),
+            ),
+        )
+        for entry in map(json.loads, recorded.read_text(encoding="utf-8").splitlines())
+    ]
 
 
-def _run(python: Path, sandbox: Sandbox, document: str, source: str, operations: list[str],
-         out: Path, *, coverage: bool = False) -> tuple[list[Recorded], int, str, str]:
+def _run(
+    python: Path,
+    sandbox: Sandbox,
+    document: str,
+    source: str,
+    operations: list[str],
+    out: Path,
+    *,
+    coverage: bool = False,
+) -> tuple[list[Recorded], int, str, str]:
     ini = out / "pytest.ini"
     ini.write_text("[pytest]\n", encoding="utf-8")
     if python == VERSIONS["4.17.0"] and not coverage:
@@ -169,17 +205,44 @@ def _run(python: Path, sandbox: Sandbox, document: str, source: str, operations:
         # our JobSpec schemas for many minutes on two cores (over five measured, for one
         # operation); the current release runs it in seconds. Off for 4.17.0 only, through
         # the configuration file Schemathesis reads from the working directory.
-        (out / "schemathesis.toml").write_text("[phases.coverage]\nenabled = false\n",
-                                               encoding="utf-8")
+        (out / "schemathesis.toml").write_text(
+            "[phases.coverage]\nenabled = false\n", encoding="utf-8"
+        )
     report, recorded = out / f"{document}.xml", out / f"{document}-failures.jsonl"
-    env = {**os.environ, "IRI_HARNESS_BASE_URL": sandbox.url, "IRI_HARNESS_SCHEMA": source,
-           "IRI_HARNESS_OPERATIONS": json.dumps(operations), "IRI_HARNESS_FAILURES": str(recorded),
-           "IRI_HARNESS_MAX_EXAMPLES": EXAMPLES, "IRI_API_TOKEN": sandbox.token}
+    env = {
+        **os.environ,
+        "IRI_HARNESS_BASE_URL": sandbox.url,
+        "IRI_HARNESS_SCHEMA": source,
+        "IRI_HARNESS_OPERATIONS": json.dumps(operations),
+        "IRI_HARNESS_FAILURES": str(recorded),
+        "IRI_HARNESS_MAX_EXAMPLES": EXAMPLES,
+        "IRI_API_TOKEN": sandbox.token,
+    }
     run = subprocess.run(
-        [str(python), "-m", "pytest", str(HARNESS), "-c", str(ini), "--rootdir", str(out),
-         "--noconftest", "-p", "no:cacheprovider", "-q", "--tb=line", "-W", "ignore",
-         f"--junitxml={report}"],
-        capture_output=True, text=True, env=env, cwd=out, timeout=600)
+        [
+            str(python),
+            "-m",
+            "pytest",
+            str(HARNESS),
+            "-c",
+            str(ini),
+            "--rootdir",
+            str(out),
+            "--noconftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tb=line",
+            "-W",
+            "ignore",
+            f"--junitxml={report}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=out,
+        timeout=600,
+    )
     assert report.exists(), f"the harness run wrote no report:\n{run.stdout}\n{run.stderr}"
     count = len(ET.parse(report).getroot().findall(".//testcase"))
     version = Path(f"{recorded}.version").read_text(encoding="utf-8")
@@ -187,8 +250,9 @@ def _run(python: Path, sandbox: Sandbox, document: str, source: str, operations:
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))
-def test_the_harness_finds_no_failures(version: str, sandbox: Sandbox, old_schemathesis: Path,
-                                       tmp_path: Path) -> None:
+def test_the_harness_finds_no_failures(
+    version: str, sandbox: Sandbox, old_schemathesis: Path, tmp_path: Path
+) -> None:
     python = VERSIONS[version]
     ours_document = httpx.get(f"{sandbox.url}/openapi.json", timeout=30).json()
     ours = operation_ids(ours_document)
@@ -206,18 +270,24 @@ def test_the_harness_finds_no_failures(version: str, sandbox: Sandbox, old_schem
         found, count, ran, output = _run(python, sandbox, document, source, operations, folder)
         assert ran == (version if version != "current" else CURRENT), ran
         assert count == len(operations), (
-            f"{version}/{document}: {count} operations run, {len(operations)} kept\n{output}")
+            f"{version}/{document}: {count} operations run, {len(operations)} kept\n{output}"
+        )
         failures += found
         outputs.append(output)
-    unexpected = sorted({failure.key for failure in failures
-                         if excuse_for(failure.failure) is None})
+    unexpected = sorted(
+        {failure.key for failure in failures if excuse_for(failure.failure) is None}
+    )
     assert not unexpected, (
         f"Schemathesis {version}: failures not listed:\n"
-        + "\n".join(map(str, unexpected)) + "\n\n" + "\n".join(outputs))
+        + "\n".join(map(str, unexpected))
+        + "\n\n"
+        + "\n".join(outputs)
+    )
 
 
 def test_the_harness_coverage_phase_finds_no_failures_where_queries_are_taken(
-        sandbox: Sandbox, old_schemathesis: Path, tmp_path: Path) -> None:
+    sandbox: Sandbox, old_schemathesis: Path, tmp_path: Path
+) -> None:
     """4.17.0 as the harness runs it, coverage phase on, against our OpenAPI, for every served
     operation that takes query parameters and no body (there the phase takes seconds; on the
     JobSpec bodies minutes, hence off in the test above). The phase sends each such operation
@@ -227,15 +297,28 @@ def test_the_harness_coverage_phase_finds_no_failures_where_queries_are_taken(
     document = httpx.get(f"{sandbox.url}/openapi.json", timeout=30).json()
     operations = sorted(
         operation["operationId"]
-        for item in document["paths"].values() for operation in item.values()
+        for item in document["paths"].values()
+        for operation in item.values()
         if any(p["in"] == "query" for p in operation.get("parameters", []))
-        and "requestBody" not in operation and operation["operationId"] not in NOT_YET_SERVED)
-    assert {"getSites", "getIncidents", "getEventsByIncident", "getCapabilities",
-            "listMyJobs"} <= set(operations), operations
-    found, count, ran, output = _run(VERSIONS["4.17.0"], sandbox, "ours",
-                                     f"{sandbox.url}/openapi.json", operations, tmp_path,
-                                     coverage=True)
+        and "requestBody" not in operation
+        and operation["operationId"] not in NOT_YET_SERVED
+    )
+    assert {
+        "getSites",
+        "getIncidents",
+        "getEventsByIncident",
+        "getCapabilities",
+        "listMyJobs",
+    } <= set(operations), operations
+    found, count, ran, output = _run(
+        VERSIONS["4.17.0"],
+        sandbox,
+        "ours",
+        f"{sandbox.url}/openapi.json",
+        operations,
+        tmp_path,
+        coverage=True,
+    )
     assert ran == "4.17.0" and count == len(operations), output
-    unexpected = sorted({failure.key for failure in found
-                         if excuse_for(failure.failure) is None})
+    unexpected = sorted({failure.key for failure in found if excuse_for(failure.failure) is None})
     assert not unexpected, "\n".join(map(str, unexpected)) + "\n\n" + output

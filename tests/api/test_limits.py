@@ -27,26 +27,30 @@ from tests.conftest import Server
 pytestmark = pytest.mark.anyio
 V2 = "/api/v2"
 MIB = 1024 * 1024
-TEN_MB_JOB = json.dumps(
-    {"executable": "/bin/echo", "arguments": ["x" * (10 * MIB)]}
-).encode()
+TEN_MB_JOB = json.dumps({"executable": "/bin/echo", "arguments": ["x" * (10 * MIB)]}).encode()
 
 
 def headers(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1",
-            "Content-Type": "application/json"}
+    return {
+        "Authorization": f"Bearer {token}",
+        "X-IRI-Facility-Project": "proj1",
+        "Content-Type": "application/json",
+    }
 
 
 def chunks(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
     """The body as a stream: httpx sends it chunked, without Content-Length."""
     for start in range(0, len(body), size):
-        yield body[start:start + size]
+        yield body[start : start + size]
 
 
 def job_count(server: Server) -> int:
-    listed = httpx.post(f"{server.url}{V2}/compute/status/local",
-                        params={"historical": "true", "limit": 1000},
-                        headers=headers(server.token), timeout=30)
+    listed = httpx.post(
+        f"{server.url}{V2}/compute/status/local",
+        params={"historical": "true", "limit": 1000},
+        headers=headers(server.token),
+        timeout=30,
+    )
     assert listed.status_code == 200, listed.text
     return len(listed.json())
 
@@ -55,8 +59,12 @@ def job_count(server: Server) -> int:
 def test_a_10_mb_body_is_refused_413(server: Server, streamed: bool) -> None:
     before = job_count(server)
     content: bytes | Iterator[bytes] = chunks(TEN_MB_JOB) if streamed else TEN_MB_JOB
-    response = httpx.post(f"{server.url}{V2}/compute/job/local", content=content,
-                          headers=headers(server.token), timeout=60)
+    response = httpx.post(
+        f"{server.url}{V2}/compute/job/local",
+        content=content,
+        headers=headers(server.token),
+        timeout=60,
+    )
     assert response.status_code == 413, response.text[:500]
     assert ("content-length" in response.request.headers) is not streamed
     assert response.headers["content-type"] == "application/problem+json"
@@ -64,8 +72,12 @@ def test_a_10_mb_body_is_refused_413(server: Server, streamed: bool) -> None:
     assert problem["title"] == "Content Too Large"
     assert f"{MIB} bytes" in problem["detail"] and "max_request_bytes" in problem["detail"]
     assert job_count(server) == before, "nothing was stored"
-    after = httpx.post(f"{server.url}{V2}/compute/plan/local", json={"executable": "/bin/true"},
-                       headers=headers(server.token), timeout=30)
+    after = httpx.post(
+        f"{server.url}{V2}/compute/plan/local",
+        json={"executable": "/bin/true"},
+        headers=headers(server.token),
+        timeout=30,
+    )
     assert after.status_code == 200, "the server goes on serving"
 
 
@@ -77,39 +89,59 @@ def too_long(length: int) -> str:
 # under the 1 MiB body limit.
 OVER_LIMITS: list[tuple[dict[str, Any], str, int]] = [
     ({"arguments": ["a"] * (MAX_ARGUMENTS + 1)}, "arguments", MAX_ARGUMENTS),
-    ({"arguments": ["ok", too_long(MAX_ARGUMENT_LENGTH)]}, "arguments[1]",
-     MAX_ARGUMENT_LENGTH),
-    ({"environment": {f"V{i}": "1" for i in range(MAX_ENVIRONMENT + 1)}}, "environment",
-     MAX_ENVIRONMENT),
+    ({"arguments": ["ok", too_long(MAX_ARGUMENT_LENGTH)]}, "arguments[1]", MAX_ARGUMENT_LENGTH),
+    (
+        {"environment": {f"V{i}": "1" for i in range(MAX_ENVIRONMENT + 1)}},
+        "environment",
+        MAX_ENVIRONMENT,
+    ),
     ({"environment": {too_long(MAX_NAME_LENGTH): "1"}}, "environment", MAX_NAME_LENGTH),
-    ({"environment": {"V": too_long(MAX_ENV_VALUE_LENGTH)}}, "environment.V",
-     MAX_ENV_VALUE_LENGTH),
-    ({"attributes": {"custom_attributes": {"comment": too_long(MAX_TEXT_LENGTH)}}},
-     "attributes.custom_attributes.comment", MAX_TEXT_LENGTH),
-    ({"attributes": {"custom_attributes": {f"k{i}": "v" for i in range(MAX_ITEMS + 1)}}},
-     "attributes.custom_attributes", MAX_ITEMS),
+    ({"environment": {"V": too_long(MAX_ENV_VALUE_LENGTH)}}, "environment.V", MAX_ENV_VALUE_LENGTH),
+    (
+        {"attributes": {"custom_attributes": {"comment": too_long(MAX_TEXT_LENGTH)}}},
+        "attributes.custom_attributes.comment",
+        MAX_TEXT_LENGTH,
+    ),
+    (
+        {"attributes": {"custom_attributes": {f"k{i}": "v" for i in range(MAX_ITEMS + 1)}}},
+        "attributes.custom_attributes",
+        MAX_ITEMS,
+    ),
     ({"name": too_long(MAX_TEXT_LENGTH)}, "name", MAX_TEXT_LENGTH),
     ({"directory": "/" + too_long(MAX_TEXT_LENGTH)}, "directory", MAX_TEXT_LENGTH),
     ({"pre_launch": too_long(MAX_SCRIPT_LENGTH)}, "pre_launch", MAX_SCRIPT_LENGTH),
     ({"container": {"image": too_long(MAX_TEXT_LENGTH)}}, "container.image", MAX_TEXT_LENGTH),
-    ({"container": {"image": "i", "volume_mounts": [{"source": "/s", "target": "/t"}]
-                    * (MAX_ITEMS + 1)}}, "container.volume_mounts", MAX_ITEMS),
-    ({"container": {"image": "i", "extra_options": {"podman": [too_long(MAX_TEXT_LENGTH)]}}},
-     "container.extra_options.podman[0]", MAX_TEXT_LENGTH),
-    ({"roles": [{"name": "worker", "count": 1,
-                 "arguments": [too_long(MAX_ARGUMENT_LENGTH)]}]}, "roles[0].arguments[0]",
-     MAX_ARGUMENT_LENGTH),
+    (
+        {
+            "container": {
+                "image": "i",
+                "volume_mounts": [{"source": "/s", "target": "/t"}] * (MAX_ITEMS + 1),
+            }
+        },
+        "container.volume_mounts",
+        MAX_ITEMS,
+    ),
+    (
+        {"container": {"image": "i", "extra_options": {"podman": [too_long(MAX_TEXT_LENGTH)]}}},
+        "container.extra_options.podman[0]",
+        MAX_TEXT_LENGTH,
+    ),
+    (
+        {"roles": [{"name": "worker", "count": 1, "arguments": [too_long(MAX_ARGUMENT_LENGTH)]}]},
+        "roles[0].arguments[0]",
+        MAX_ARGUMENT_LENGTH,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("extra", "field", "limit"), OVER_LIMITS,
-                         ids=[f for _, f, _ in OVER_LIMITS])
+@pytest.mark.parametrize(
+    ("extra", "field", "limit"), OVER_LIMITS, ids=[f for _, f, _ in OVER_LIMITS]
+)
 async def test_a_jobspec_over_a_limit_is_refused_naming_the_field(
     client: httpx.AsyncClient, token: str, extra: dict[str, Any], field: str, limit: int
 ) -> None:
     document = {"executable": "/bin/echo", **extra}
-    response = await client.post(f"{V2}/compute/job/local", json=document,
-                                 headers=headers(token))
+    response = await client.post(f"{V2}/compute/job/local", json=document, headers=headers(token))
     assert response.status_code == 422, response.text[:500]
     assert response.headers["content-type"] == "application/problem+json"
     params = response.json()["invalid_params"]
@@ -117,16 +149,14 @@ async def test_a_jobspec_over_a_limit_is_refused_naming_the_field(
     assert f"at most {limit}" in params[0]["reason"], params
 
 
-async def test_a_jobspec_at_the_limits_is_accepted(client: httpx.AsyncClient,
-                                                   token: str) -> None:
+async def test_a_jobspec_at_the_limits_is_accepted(client: httpx.AsyncClient, token: str) -> None:
     document = {
         "executable": "/bin/echo",
         "arguments": ["a"] * (MAX_ARGUMENTS - 1) + ["x" * MAX_ARGUMENT_LENGTH],
         "environment": {"V" * MAX_NAME_LENGTH: "x" * MAX_ENV_VALUE_LENGTH},
         "name": "n" * MAX_TEXT_LENGTH,
     }
-    response = await client.post(f"{V2}/compute/plan/local", json=document,
-                                 headers=headers(token))
+    response = await client.post(f"{V2}/compute/plan/local", json=document, headers=headers(token))
     assert response.status_code == 200, response.text[:500]
 
 
@@ -146,8 +176,9 @@ def test_the_openapi_document_states_the_limits(app: FastAPI) -> None:
     assert f"at most {MAX_ARGUMENTS} arguments" in spec["arguments"]["description"]
 
 
-async def test_capabilities_show_the_limits(client: httpx.AsyncClient, token: str,
-                                            app: FastAPI) -> None:
+async def test_capabilities_show_the_limits(
+    client: httpx.AsyncClient, token: str, app: FastAPI
+) -> None:
     response = await client.get(f"{V2}/compute/capabilities/local", headers=headers(token))
     assert response.status_code == 200
     document = response.json()

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from iri_gateway.api.app import create_app
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 from tests.api import test_filesystem_write as write_tests
 from tests.api.test_filesystem import granted, local_profile
 from tests.api.test_filesystem_write import output, refused

@@ -65,8 +65,8 @@ from schemathesis.checks import (
 from schemathesis.core.transport import Response
 from schemathesis.openapi.checks import RejectedPositiveData
 
-from iri_gateway.api import filesystem_models
-from iri_gateway.api.problems import REQUEST_NOT_VALID
+from iri_gateway.api.filesystem import read_models as filesystem_models
+from iri_gateway.api.plumbing.problems import REQUEST_NOT_VALID
 from tests.api.conftest import OFFICIAL_SPEC, OfficialSchemas
 from tests.api.test_compliance import IMPLEMENTED
 from tests.conftest import UNHURRIED
@@ -166,13 +166,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     cli = [sys.executable, "-m", "iri_gateway"]
     token = subprocess.run(
         [*cli, "token", USER, "--project", PROJECT, "--data-dir", str(data)],
-        capture_output=True, text=True, check=True, env=env, cwd=sandbox,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=sandbox,
     ).stdout.strip()
     port = _free_port()
     log = (sandbox / "server.log").open("wb")
     process = subprocess.Popen(
         [*cli, "serve", "--port", str(port), "--data-dir", str(data), "--profiles", str(profile)],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=sandbox,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=sandbox,
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
@@ -201,6 +208,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 # ---- generation: known ids next to generated ones, directories kept in the sandbox ----------
 
+
 def _known(name: str) -> list[str]:
     """Ids the server knows for a path parameter `name`, so that found objects are fuzzed too."""
     server = SERVER
@@ -227,15 +235,21 @@ def flatmap_path_parameters(context: Any, parameters: dict[str, Any] | None) -> 
     or, as often again, a job of the test's user with its resource."""
     if not parameters:
         return st.just(parameters)
-    mixed = st.fixed_dictionaries({
-        name: st.sampled_from([value, *known]) if (known := _known(name)) else st.just(value)
-        for name, value in parameters.items()
-    })
+    mixed = st.fixed_dictionaries(
+        {
+            name: st.sampled_from([value, *known]) if (known := _known(name)) else st.just(value)
+            for name, value in parameters.items()
+        }
+    )
     jobs = SERVER.jobs if SERVER is not None and "job_id" in parameters else []
     if not jobs:
         return mixed
-    return st.one_of(mixed, st.sampled_from(list(jobs)).map(
-        lambda job: {**parameters, "resource_id": job[0], "job_id": job[1]}))
+    return st.one_of(
+        mixed,
+        st.sampled_from(list(jobs)).map(
+            lambda job: {**parameters, "resource_id": job[0], "job_id": job[1]}
+        ),
+    )
 
 
 def _inside_sandbox(directory: str) -> str:
@@ -290,21 +304,27 @@ def flatmap_body(context: Any, body: Any) -> Any:
         return st.sampled_from([body, _runnable(body)])
     known = SERVER.paths if SERVER is not None else []
     if isinstance(body.get("path"), str) and known:
-        return st.one_of(st.just(body), st.sampled_from(list(known)).map(
-            lambda path: {**body, "path": path}))
+        return st.one_of(
+            st.just(body), st.sampled_from(list(known)).map(lambda path: {**body, "path": path})
+        )
     return st.just(body)
 
 
 @schema.hook
 def map_body(context: Any, body: Any) -> Any:
     """Job directories (which the gateway creates) stay in the sandbox."""
-    if (_operation_id(context) == "launchJob" and isinstance(body, dict)
-            and isinstance(body.get("directory"), str) and body["directory"]):
+    if (
+        _operation_id(context) == "launchJob"
+        and isinstance(body, dict)
+        and isinstance(body.get("directory"), str)
+        and body["directory"]
+    ):
         return {**body, "directory": _inside_sandbox(body["directory"])}
     return body
 
 
 # ---- the replaced checks ---------------------------------------------------------------------
+
 
 def _media_type(response: Response) -> str:
     values = response.headers.get("content-type") or [""]
@@ -322,9 +342,14 @@ def problem_json_conformance(ctx: CheckContext, response: Response, case: Case) 
         return content_type_conformance(ctx, response, case)
     headers = {**response.headers, "content-type": ["application/json"]}
     as_json = Response(
-        status_code=response.status_code, headers=headers, content=response.content,
-        request=response.request, elapsed=response.elapsed, verify=response.verify,
-        message=response.message, http_version=response.http_version,
+        status_code=response.status_code,
+        headers=headers,
+        content=response.content,
+        request=response.request,
+        elapsed=response.elapsed,
+        verify=response.verify,
+        message=response.message,
+        http_version=response.http_version,
         encoding=response.encoding,
     )
     content_type_conformance(ctx, as_json, case)
@@ -370,9 +395,15 @@ def _refused_for_a_stated_reason(case: Case, response: Response) -> bool:
     params = body.get("invalid_params") if isinstance(body, dict) else None
     return (
         body.get("detail") != REQUEST_NOT_VALID
-        and isinstance(params, list) and bool(params)
-        and all(isinstance(p, dict) and isinstance(p.get("name"), str)
-                and isinstance(p.get("reason"), str) and p["reason"] for p in params)
+        and isinstance(params, list)
+        and bool(params)
+        and all(
+            isinstance(p, dict)
+            and isinstance(p.get("name"), str)
+            and isinstance(p.get("reason"), str)
+            and p["reason"]
+            for p in params
+        )
     )
 
 
@@ -410,9 +441,15 @@ def _learn(server: Server, case: Case, response: Response) -> None:
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 def test_official_operation_conforms(case: Case, server: Server) -> None:
     _authorize(case, server)
     response = case.call_and_validate(
@@ -421,8 +458,10 @@ def test_official_operation_conforms(case: Case, server: Server) -> None:
         # Contract 2's problem+json errors where the official spec documents application/json;
         # refusals of schema-valid requests that the official text prescribes.
         excluded_checks=[content_type_conformance, positive_data_acceptance],
-        additional_checks=[problem_json_conformance,
-                           valid_data_accepted_or_refused_for_a_stated_reason],
+        additional_checks=[
+            problem_json_conformance,
+            valid_data_accepted_or_refused_for_a_stated_reason,
+        ],
     )
     _learn(server, case, response)
 
@@ -432,27 +471,35 @@ def test_the_fuzzed_operations_are_the_served_official_ones(server: Server) -> N
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
     served = {
         operation["operationId"]
-        for item in document["paths"].values() for operation in item.values()
+        for item in document["paths"].values()
+        for operation in item.values()
         if isinstance(operation, dict) and "operationId" in operation
     }
-    fuzzed = {operation.definition.raw["operationId"]
-              for operation in (r.ok() for r in schema.get_all_operations())}
+    fuzzed = {
+        operation.definition.raw["operationId"]
+        for operation in (r.ok() for r in schema.get_all_operations())
+    }
     assert fuzzed == set(IMPLEMENTED)
     assert fuzzed <= served
 
 
-@pytest.mark.parametrize(("operation_id", "body"), [
-    ("tail", {"path": "stdout.txt", "lines": True}),
-    ("head", {"path": "stdout.txt", "bytes": "5"}),
-    ("ls", {"path": ".", "showHidden": "yes"}),
-    ("stat", {"path": ".", "dereference": 1}),
-    ("view", {"path": "stdout.txt", "size": "10"}),
-])
+@pytest.mark.parametrize(
+    ("operation_id", "body"),
+    [
+        ("tail", {"path": "stdout.txt", "lines": True}),
+        ("head", {"path": "stdout.txt", "bytes": "5"}),
+        ("ls", {"path": ".", "showHidden": "yes"}),
+        ("stat", {"path": ".", "dereference": 1}),
+        ("view", {"path": "stdout.txt", "size": "10"}),
+    ],
+)
 def test_filesystem_bodies_refuse_wrong_types(operation_id: str, body: dict[str, Any]) -> None:
     """The official schema refuses these bodies (wrong types); the gateway's models do too."""
     models: dict[str, type[BaseModel]] = {
-        "ls": filesystem_models.PostLsRequest, "head": filesystem_models.PostHeadRequest,
-        "tail": filesystem_models.PostTailRequest, "view": filesystem_models.PostViewRequest,
+        "ls": filesystem_models.PostLsRequest,
+        "head": filesystem_models.PostHeadRequest,
+        "tail": filesystem_models.PostTailRequest,
+        "view": filesystem_models.PostViewRequest,
         "stat": filesystem_models.PostStatRequest,
     }
     model = models[operation_id]
@@ -462,6 +509,7 @@ def test_filesystem_bodies_refuse_wrong_types(operation_id: str, body: dict[str,
 
 
 # ---- what the run found, pinned ------------------------------------------------------------------
+
 
 def _auth(server: Server) -> dict[str, str]:
     return {"Authorization": f"Bearer {server.token}"}
@@ -479,8 +527,11 @@ def test_405_allows_every_method_of_the_path(server: Server) -> None:
 def test_reused_idempotency_key_names_the_header(server: Server) -> None:
     """The official 422 for a key reused with another body names the field at fault."""
     url = f"{server.base_url}/api/v2/compute/job/{RESOURCE}"
-    headers = {**_auth(server), "Idempotency-Key": "conformance-reused",
-               "X-IRI-Facility-Project": PROJECT}
+    headers = {
+        **_auth(server),
+        "Idempotency-Key": "conformance-reused",
+        "X-IRI-Facility-Project": PROJECT,
+    }
     job = {"executable": "iri-conformance-no-such-program", "name": "first"}
     assert httpx.post(url, json=job, headers=headers).status_code == 200
     again = httpx.post(url, json={**job, "name": "second"}, headers=headers)
@@ -490,8 +541,11 @@ def test_reused_idempotency_key_names_the_header(server: Server) -> None:
 
 def _updates(server: Server) -> list[str]:
     """Every update the stand-in Slurm was told, in order."""
-    return [line for file in sorted((server.sandbox / "slurm").glob("*.updates"))
-            for line in file.read_text().splitlines()]
+    return [
+        line
+        for file in sorted((server.sandbox / "slurm").glob("*.updates"))
+        for line in file.read_text().splitlines()
+    ]
 
 
 def test_update_honours_the_idempotency_key(server: Server) -> None:
@@ -500,8 +554,9 @@ def test_update_honours_the_idempotency_key(server: Server) -> None:
     header; the key is the caller's own (another job's update with it is another request)."""
     headers = {**_auth(server), "X-IRI-Facility-Project": PROJECT}
     base = f"{server.base_url}/api/v2/compute/job/{RESOURCE}"
-    job = httpx.post(base, headers=headers,
-                     json={"executable": "iri-conformance-no-such-program"}).json()
+    job = httpx.post(
+        base, headers=headers, json={"executable": "iri-conformance-no-such-program"}
+    ).json()
     assert job["status"]["state"] == "queued", job
     keyed = {**headers, "Idempotency-Key": "update-once"}
     before = len(_updates(server))
@@ -523,46 +578,72 @@ def test_update_honours_the_idempotency_key(server: Server) -> None:
 
 def test_job_list_offset_beyond_sql_range_is_an_empty_page(server: Server) -> None:
     """The official offset has no maximum; one past SQL's 64-bit OFFSET was a 500."""
-    answer = httpx.post(f"{server.base_url}/api/v2/compute/status/{RESOURCE}",
-                        params={"offset": str(2**70), "historical": "true"},
-                        headers=_auth(server))
+    answer = httpx.post(
+        f"{server.base_url}/api/v2/compute/status/{RESOURCE}",
+        params={"offset": str(2**70), "historical": "true"},
+        headers=_auth(server),
+    )
     assert (answer.status_code, answer.json()) == (200, [])
 
 
-@pytest.mark.parametrize(("value", "status"), [
-    ("true", 200), ("FALSE", 200), (" True ", 200), ("1", 422), ("yes", 422), ("on", 422),
-    ("t", 422), ("0", 422),
-])
+@pytest.mark.parametrize(
+    ("value", "status"),
+    [
+        ("true", 200),
+        ("FALSE", 200),
+        (" True ", 200),
+        ("1", 422),
+        ("yes", 422),
+        ("on", 422),
+        ("t", 422),
+        ("0", 422),
+    ],
+)
 def test_query_booleans_are_strict(server: Server, value: str, status: int) -> None:
     """'Strict boolean. Only true/false allowed', as the official reference reads it."""
-    answer = httpx.post(f"{server.base_url}/api/v2/compute/status/{RESOURCE}",
-                        params={"historical": value}, headers=_auth(server))
+    answer = httpx.post(
+        f"{server.base_url}/api/v2/compute/status/{RESOURCE}",
+        params={"historical": value},
+        headers=_auth(server),
+    )
     assert answer.status_code == status
     if status == 422:
         assert answer.json()["invalid_params"][0]["name"] == "query.historical"
 
 
-@pytest.mark.parametrize(("attributes", "field"), [
-    ({"queue_name": "de\u0000bug"}, "attributes.queue_name"),
-    ({"queue_name": "no-such-queue"}, "attributes.queue_name"),
-    ({"duration": 10**6}, "attributes.duration"),
-])
-def test_update_is_checked_like_a_submission(server: Server, attributes: dict[str, Any],
-                                             field: str) -> None:
+@pytest.mark.parametrize(
+    ("attributes", "field"),
+    [
+        ({"queue_name": "de\u0000bug"}, "attributes.queue_name"),
+        ({"queue_name": "no-such-queue"}, "attributes.queue_name"),
+        ({"duration": 10**6}, "attributes.duration"),
+    ],
+)
+def test_update_is_checked_like_a_submission(
+    server: Server, attributes: dict[str, Any], field: str
+) -> None:
     """A NUL in the queue reached scontrol's argv: 500. An update must leave a job the
     resource accepts, or be refused with the field at fault."""
     headers = {**_auth(server), "X-IRI-Facility-Project": PROJECT}
-    job = httpx.post(f"{server.base_url}/api/v2/compute/job/{RESOURCE}", headers=headers,
-                     json={"executable": "iri-conformance-no-such-program"}).json()
-    answer = httpx.put(f"{server.base_url}/api/v2/compute/job/{RESOURCE}/{job['id']}",
-                       headers=headers, json={"attributes": attributes})
+    job = httpx.post(
+        f"{server.base_url}/api/v2/compute/job/{RESOURCE}",
+        headers=headers,
+        json={"executable": "iri-conformance-no-such-program"},
+    ).json()
+    answer = httpx.put(
+        f"{server.base_url}/api/v2/compute/job/{RESOURCE}/{job['id']}",
+        headers=headers,
+        json={"attributes": attributes},
+    )
     assert answer.status_code == 422
     assert field in [p["name"] for p in answer.json()["invalid_params"]]
 
 
 def test_a_single_valued_query_parameter_given_twice_is_refused(server: Server) -> None:
     """`?offset=abc&offset=0` was read as offset 0: FastAPI keeps the last value."""
-    answer = httpx.get(f"{server.base_url}/api/v2/account/capabilities",
-                       params=[("offset", "abc"), ("offset", "0")])
+    answer = httpx.get(
+        f"{server.base_url}/api/v2/account/capabilities",
+        params=[("offset", "abc"), ("offset", "0")],
+    )
     assert answer.status_code == 422
     assert [p["name"] for p in answer.json()["invalid_params"]] == ["query.offset"]

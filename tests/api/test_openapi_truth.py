@@ -18,8 +18,8 @@ from fastapi import FastAPI
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from iri_gateway.api.export import openapi_document
-from iri_gateway.api.problems import PROBLEM
+from iri_gateway.api.openapi.export import openapi_document
+from iri_gateway.api.plumbing.problems import PROBLEM
 
 METHODS = ("get", "put", "post", "delete", "patch")
 UNKNOWN = "no-such-thing"
@@ -50,15 +50,20 @@ def excused(status: int, operation: dict[str, Any]) -> bool:
     if status in NEVER_SENT:
         return True
     parameters = operation.get("parameters", [])
-    return ((status == 401 and not operation.get("security"))
-            or (status == 404 and not any(p["in"] == "path" for p in parameters))
-            or (status == 422 and not parameters and "requestBody" not in operation))
+    return (
+        (status == 401 and not operation.get("security"))
+        or (status == 404 and not any(p["in"] == "path" for p in parameters))
+        or (status == 422 and not parameters and "requestBody" not in operation)
+    )
 
 
 def operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    return [(method, path, operation)
-            for path, item in document["paths"].items()
-            for method, operation in item.items() if method in METHODS]
+    return [
+        (method, path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if method in METHODS
+    ]
 
 
 def _validator(document: dict[str, Any], schema: dict[str, Any]) -> Draft202012Validator:
@@ -67,8 +72,9 @@ def _validator(document: dict[str, Any], schema: dict[str, Any]) -> Draft202012V
     return Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-def assert_documented(document: dict[str, Any], operation: dict[str, Any],
-                      answer: httpx.Response) -> None:
+def assert_documented(
+    document: dict[str, Any], operation: dict[str, Any], answer: httpx.Response
+) -> None:
     """The answer's status is documented for the operation, its body valid against it."""
     where = f"{operation['operationId']} answered {answer.status_code}"
     documented = operation["responses"].get(str(answer.status_code))
@@ -87,8 +93,7 @@ def assert_documented(document: dict[str, Any], operation: dict[str, Any],
         assert "WWW-Authenticate" in documented["headers"]
 
 
-def _path(path: str, operation: dict[str, Any], value: str,
-          resource: str | None = None) -> str:
+def _path(path: str, operation: dict[str, Any], value: str, resource: str | None = None) -> str:
     for parameter in operation.get("parameters", []):
         if parameter["in"] == "path":
             name = parameter["name"]
@@ -103,8 +108,9 @@ def document(app: FastAPI) -> dict[str, Any]:
     return built
 
 
-async def _every_case(client: httpx.AsyncClient, document: dict[str, Any],
-                      token: str) -> list[tuple[dict[str, Any], httpx.Response]]:
+async def _every_case(
+    client: httpx.AsyncClient, document: dict[str, Any], token: str
+) -> list[tuple[dict[str, Any], httpx.Response]]:
     """The answers to the requests that make the server send errors, per operation."""
     bearer = {"Authorization": f"Bearer {token}"}
     answers = []
@@ -120,14 +126,18 @@ async def _every_case(client: httpx.AsyncClient, document: dict[str, Any],
         for url, headers, body in cases:
             content = json.dumps(body).encode() if body is not None else None
             answer = await client.request(
-                method.upper(), url, headers={**headers, "Content-Type": "application/json"},
-                content=content)
+                method.upper(),
+                url,
+                headers={**headers, "Content-Type": "application/json"},
+                content=content,
+            )
             answers.append((operation, answer))
     return answers
 
 
 async def test_every_error_the_server_sends_is_documented(
-        client: httpx.AsyncClient, document: dict[str, Any], token: str) -> None:
+    client: httpx.AsyncClient, document: dict[str, Any], token: str
+) -> None:
     answers = await _every_case(client, document, token)
     for operation, answer in answers:
         assert answer.status_code != 500, answer.text
@@ -140,18 +150,22 @@ async def test_every_error_the_server_sends_is_documented(
 
 
 async def test_a_refused_project_is_documented(
-        client: httpx.AsyncClient, document: dict[str, Any], token: str) -> None:
+    client: httpx.AsyncClient, document: dict[str, Any], token: str
+) -> None:
     operation = document["paths"]["/api/v2/compute/job/{resource_id}"]["post"]
     answer = await client.post(
-        f"/api/v2/compute/job/{KNOWN_RESOURCE}", json={"executable": "/bin/true"},
-        headers={"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "not-mine"})
+        f"/api/v2/compute/job/{KNOWN_RESOURCE}",
+        json={"executable": "/bin/true"},
+        headers={"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "not-mine"},
+    )
     assert answer.status_code == 403
     assert_documented(document, operation, answer)
     assert answer.json()["invalid_params"][0]["name"] == "X-IRI-Facility-Project"
 
 
 async def test_a_bad_query_is_a_documented_problem(
-        client: httpx.AsyncClient, document: dict[str, Any]) -> None:
+    client: httpx.AsyncClient, document: dict[str, Any]
+) -> None:
     """`?modified_since=` was documented as FastAPI's HTTPValidationError (`detail` an
     array) while the server sent a Problem."""
     answer = await client.get("/api/v2/facility", params={"modified_since": ""})
@@ -178,8 +192,9 @@ def test_errors_are_problems_with_their_headers(document: dict[str, Any]) -> Non
     assert "ReadinessReport" in json.dumps(ready)
 
 
-def test_official_statuses_are_documented(document: dict[str, Any],
-                                          official_spec: dict[str, Any]) -> None:
+def test_official_statuses_are_documented(
+    document: dict[str, Any], official_spec: dict[str, Any]
+) -> None:
     """Where the official spec documents an error for an operation we serve, ours does too,
     except the statuses in NEVER_SENT (each with its reason)."""
     ours = {op["operationId"]: op for _, _, op in operations(document)}
@@ -202,7 +217,8 @@ def test_no_parameter_is_published_as_nullable() -> None:
     document = json.loads(openapi_document())
     nullable = [
         (path, method, parameter["name"])
-        for path, item in document["paths"].items() for method, operation in item.items()
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
         for parameter in operation.get("parameters", [])
         if {"type": "null"} in parameter.get("schema", {}).get("anyOf", [])
         or parameter.get("schema", {}).get("type") == "null"

@@ -35,8 +35,11 @@ def operation_ids(document: dict[str, Any]) -> dict[str, tuple[str, str, list[st
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
             if method in METHODS and operation.get("operationId"):
-                found[operation["operationId"]] = (method.upper(), path,
-                                                   list(operation.get("tags", [])))
+                found[operation["operationId"]] = (
+                    method.upper(),
+                    path,
+                    list(operation.get("tags", [])),
+                )
     return found
 
 
@@ -57,33 +60,46 @@ def test_the_official_spec_has_47_operations() -> None:
 
 
 def test_every_official_operation_is_served_or_listed_as_not_yet(
-        ours: dict[str, tuple[str, str, list[str]]]) -> None:
+    ours: dict[str, tuple[str, str, list[str]]],
+) -> None:
     missing = {name for name in OFFICIAL if name not in ours}
-    report = "\n".join(f"FAILED {OFFICIAL[name][0]} {OFFICIAL[name][1]} ({name})"
-                       for name in sorted(missing - NOT_YET_SERVED))
+    report = "\n".join(
+        f"FAILED {OFFICIAL[name][0]} {OFFICIAL[name][1]} ({name})"
+        for name in sorted(missing - NOT_YET_SERVED)
+    )
     assert missing == NOT_YET_SERVED, (
         f"missing but not listed:\n{report}\n"
         f"served but still listed (remove from NOT_YET_SERVED): "
-        f"{sorted(NOT_YET_SERVED - missing)}")
+        f"{sorted(NOT_YET_SERVED - missing)}"
+    )
 
 
 def test_served_official_operations_are_at_their_official_path_and_method(
-        ours: dict[str, tuple[str, str, list[str]]]) -> None:
-    wrong = {name: {"official": OFFICIAL[name][:2], "ours": ours[name][:2]}
-             for name in OFFICIAL if name in ours and ours[name][:2] != OFFICIAL[name][:2]}
+    ours: dict[str, tuple[str, str, list[str]]],
+) -> None:
+    wrong = {
+        name: {"official": OFFICIAL[name][:2], "ours": ours[name][:2]}
+        for name in OFFICIAL
+        if name in ours and ours[name][:2] != OFFICIAL[name][:2]
+    }
     assert not wrong, wrong
 
 
 def test_every_operation_that_is_not_official_is_marked_an_extension(
-        ours: dict[str, tuple[str, str, list[str]]]) -> None:
-    unmarked = {f"{method} {path} ({name})": tags
-                for name, (method, path, tags) in ours.items()
-                if name not in OFFICIAL and EXTENSION_TAG not in tags}
+    ours: dict[str, tuple[str, str, list[str]]],
+) -> None:
+    unmarked = {
+        f"{method} {path} ({name})": tags
+        for name, (method, path, tags) in ours.items()
+        if name not in OFFICIAL and EXTENSION_TAG not in tags
+    }
     assert not unmarked, f"extensions without the tag {EXTENSION_TAG!r}: {unmarked}"
 
 
 def test_official_operations_are_not_marked_extensions(
-        ours: dict[str, tuple[str, str, list[str]]]) -> None:
-    marked = sorted(name for name, (_, _, tags) in ours.items()
-                    if name in OFFICIAL and EXTENSION_TAG in tags)
+    ours: dict[str, tuple[str, str, list[str]]],
+) -> None:
+    marked = sorted(
+        name for name, (_, _, tags) in ours.items() if name in OFFICIAL and EXTENSION_TAG in tags
+    )
     assert not marked, marked

@@ -19,15 +19,17 @@ from ruamel.yaml import YAML
 from iri_gateway.api.app import create_app
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.operations.settings import Settings
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def bearer(app: FastAPI, user: str, project: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {app.state.tokens.issue(user, [project])}",
-            "X-IRI-Facility-Project": project}
+    return {
+        "Authorization": f"Bearer {app.state.tokens.issue(user, [project])}",
+        "X-IRI-Facility-Project": project,
+    }
 
 
 def two_sites(folder: Path) -> Path:
@@ -47,24 +49,28 @@ def two_sites(folder: Path) -> Path:
 
 @pytest.fixture
 async def sites(tmp_path: Path) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    app = create_app(Settings(data_dir=tmp_path / "data", profiles=[two_sites(tmp_path)]),
-                     run_poller=False)
+    app = create_app(
+        Settings(data_dir=tmp_path / "data", profiles=[two_sites(tmp_path)]), run_poller=False
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         yield app, client
 
 
-async def launch(client: httpx.AsyncClient, headers: dict[str, str], resource: str,
-                 name: str) -> str:
-    answer = await client.post(f"/api/v2/compute/job/{resource}", headers=headers,
-                               json={"executable": "/bin/true", "name": name})
+async def launch(
+    client: httpx.AsyncClient, headers: dict[str, str], resource: str, name: str
+) -> str:
+    answer = await client.post(
+        f"/api/v2/compute/job/{resource}",
+        headers=headers,
+        json={"executable": "/bin/true", "name": name},
+    )
     assert answer.status_code == 200, answer.text
     job_id: str = answer.json()["id"]
     return job_id
 
 
-async def page(client: httpx.AsyncClient, headers: dict[str, str],
-               **params: str) -> dict[str, Any]:
+async def page(client: httpx.AsyncClient, headers: dict[str, str], **params: str) -> dict[str, Any]:
     answer = await client.get("/api/v2/compute/jobs", params=params, headers=headers)
     assert answer.status_code == 200, answer.text
     body: dict[str, Any] = answer.json()
@@ -73,8 +79,9 @@ async def page(client: httpx.AsyncClient, headers: dict[str, str],
 
 @pytest.mark.parametrize("path", ["/api/v2/compute/capabilities", "/api/v2/compute/jobs"])
 @pytest.mark.parametrize("token", [None, "not-a-token"])
-async def test_the_overviews_need_a_valid_token(client: httpx.AsyncClient, path: str,
-                                                 token: str | None) -> None:
+async def test_the_overviews_need_a_valid_token(
+    client: httpx.AsyncClient, path: str, token: str | None
+) -> None:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     answer = await client.get(path, headers=headers)
     assert answer.status_code == 401
@@ -82,8 +89,9 @@ async def test_the_overviews_need_a_valid_token(client: httpx.AsyncClient, path:
 
 
 async def test_every_capability_in_one_request_as_each_alone(tmp_path: Path) -> None:
-    app = create_app(Settings(data_dir=tmp_path, profiles=ProfileRegistry.builtin_files()),
-                     run_poller=False)
+    app = create_app(
+        Settings(data_dir=tmp_path, profiles=ProfileRegistry.builtin_files()), run_poller=False
+    )
     headers = {"Authorization": f"Bearer {app.state.tokens.issue('alice', ['proj1'])}"}
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
@@ -91,24 +99,28 @@ async def test_every_capability_in_one_request_as_each_alone(tmp_path: Path) -> 
         assert listed.status_code == 200, listed.text
         resources = (await client.get("/api/v2/status/resources")).json()
         assert len(resources) > 3
-        alone = [(await client.get(f"/api/v2/compute/capabilities/{r['id']}",
-                                   headers=headers)).json() for r in resources]
+        alone = [
+            (await client.get(f"/api/v2/compute/capabilities/{r['id']}", headers=headers)).json()
+            for r in resources
+        ]
     assert listed.json() == alone, "the same documents, in the order of /status/resources"
 
 
 async def test_jobs_are_paged_newest_first_across_resources(
-        sites: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    sites: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
     app, client = sites
     alice = bearer(app, "alice", "proj1")
-    launched = [await launch(client, alice, resource, f"job-{n}")
-                for n, resource in enumerate(["site-a", "site-b"] * 3)]
+    launched = [
+        await launch(client, alice, resource, f"job-{n}")
+        for n, resource in enumerate(["site-a", "site-b"] * 3)
+    ]
     newest_first = launched[::-1]
 
     first = await page(client, alice, limit="4")
     assert (first["total"], first["offset"], first["limit"]) == (6, 0, 4)
     assert [j["id"] for j in first["jobs"]] == newest_first[:4]
-    assert {j["status"]["meta_data"]["resource_id"] for j in first["jobs"]} == {"site-a",
-                                                                             "site-b"}
+    assert {j["status"]["meta_data"]["resource_id"] for j in first["jobs"]} == {"site-a", "site-b"}
     assert "job_spec" not in first["jobs"][0], "the JobSpec only with include_spec"
     second = await page(client, alice, limit="4", offset="4", include_spec="true")
     assert (second["total"], second["offset"]) == (6, 4)
@@ -117,13 +129,13 @@ async def test_jobs_are_paged_newest_first_across_resources(
     past = await page(client, alice, offset="6")
     assert (past["total"], past["jobs"]) == (6, [])
     # Each job as getJob shows it.
-    alone = (await client.get(f"/api/v2/compute/status/site-b/{launched[5]}",
-                              headers=alice)).json()
+    alone = (await client.get(f"/api/v2/compute/status/site-b/{launched[5]}", headers=alice)).json()
     assert first["jobs"][0] == alone
 
 
 async def test_another_users_jobs_are_neither_listed_nor_counted(
-        sites: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    sites: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
     app, client = sites
     alice, bob = bearer(app, "alice", "proj1"), bearer(app, "bob", "proj1")
     alices = [await launch(client, alice, "site-a", "mine") for _ in range(2)]
@@ -141,11 +153,19 @@ async def test_another_users_jobs_are_neither_listed_nor_counted(
 
 
 async def test_state_and_text_filters_apply_before_paging(
-        sites: tuple[FastAPI, httpx.AsyncClient]) -> None:
+    sites: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
     app, client = sites
     alice = bearer(app, "alice", "proj1")
-    ids = {name: await launch(client, alice, resource, name) for name, resource in (
-        ("Alpha-1", "site-a"), ("beta", "site-b"), ("alpha-2", "site-b"), ("50%_off", "site-a"))}
+    ids = {
+        name: await launch(client, alice, resource, name)
+        for name, resource in (
+            ("Alpha-1", "site-a"),
+            ("beta", "site-b"),
+            ("alpha-2", "site-b"),
+            ("50%_off", "site-a"),
+        )
+    }
     store = app.state.engine.store
     store.transition(ids["Alpha-1"], JobState.COMPLETED, "done")
     store.transition(ids["beta"], JobState.FAILED, "broken")
@@ -157,31 +177,38 @@ async def test_state_and_text_filters_apply_before_paging(
     assert [j["id"] for j in unfinished["jobs"]] == [ids["50%_off"], ids["alpha-2"]]
     named = await page(client, alice, text="ALPHA")
     assert (named["total"], [j["id"] for j in named["jobs"]]) == (
-        2, [ids["alpha-2"], ids["Alpha-1"]]), "any case, across resources"
+        2,
+        [ids["alpha-2"], ids["Alpha-1"]],
+    ), "any case, across resources"
     both = await page(client, alice, text="alpha", state="finished")
     assert [j["id"] for j in both["jobs"]] == [ids["Alpha-1"]]
     by_id = await page(client, alice, text=ids["beta"][:8].upper())
     assert [j["id"] for j in by_id["jobs"]] == [ids["beta"]]
     for wildcard in ("%", "_"):
         literal = await page(client, alice, text=wildcard)
-        assert [j["id"] for j in literal["jobs"]] == [ids["50%_off"]], \
+        assert [j["id"] for j in literal["jobs"]] == [ids["50%_off"]], (
             f"{wildcard!r} is a character, not a pattern"
+        )
 
 
-@pytest.mark.parametrize(("params", "field"), [
-    ({"limit": "0"}, "limit"),
-    ({"limit": "201"}, "limit"),
-    ({"limit": "many"}, "limit"),
-    ({"offset": "-1"}, "offset"),
-    ({"state": "running"}, "state"),
-    ({"text": "x" * 201}, "text"),
-    ({"include_spec": "maybe"}, "include_spec"),
-])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"limit": "0"}, "limit"),
+        ({"limit": "201"}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"offset": "-1"}, "offset"),
+        ({"state": "running"}, "state"),
+        ({"text": "x" * 201}, "text"),
+        ({"include_spec": "maybe"}, "include_spec"),
+    ],
+)
 async def test_bad_paging_is_a_problem_naming_the_parameter(
-        app: FastAPI, client: httpx.AsyncClient, token: str, params: dict[str, str],
-        field: str) -> None:
-    answer = await client.get("/api/v2/compute/jobs", params=params,
-                              headers={"Authorization": f"Bearer {token}"})
+    app: FastAPI, client: httpx.AsyncClient, token: str, params: dict[str, str], field: str
+) -> None:
+    answer = await client.get(
+        "/api/v2/compute/jobs", params=params, headers={"Authorization": f"Bearer {token}"}
+    )
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
     names = [p["name"] for p in answer.json()["invalid_params"]]

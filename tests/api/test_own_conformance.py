@@ -33,7 +33,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import Failure as SchemathesisFailure
 from schemathesis.core.transport import Response
 
-from iri_gateway.api.export import openapi_document
+from iri_gateway.api.openapi.export import openapi_document
 from tests.api import test_official_conformance as official
 from tests.api.checker_faults import Failure, excuse_for, media_type, problem_parts
 from tests.api.test_official_conformance import (  # noqa: F401  (the fixture)
@@ -49,7 +49,8 @@ Check = Callable[[CheckContext, Response, Case], bool | None]
 DOCUMENT = json.loads(openapi_document())
 OURS = sorted(
     operation["operationId"]
-    for item in DOCUMENT["paths"].values() for operation in item.values()
+    for item in DOCUMENT["paths"].values()
+    for operation in item.values()
     if isinstance(operation, dict)
 )
 JOBSPEC_BEHIND_A_RESOURCE = ("launchJob", "planJob", "updateJob")
@@ -80,15 +81,18 @@ def flatmap_body(context: Any, body: Any) -> Any:
 def _schema(operation_ids: list[str], config: SchemathesisConfig | None = None) -> Any:
     """Our document's operations `operation_ids`, with the generation hooks."""
     loaded = schemathesis.openapi.from_dict(DOCUMENT, config=config).include(
-        operation_id=operation_ids)
+        operation_id=operation_ids
+    )
     for hook in (official.flatmap_path_parameters, official.map_body, flatmap_body):
         loaded.hook(hook)
     return loaded
 
 
 schema = _schema([o for o in OURS if o not in JOBSPEC_BEHIND_A_RESOURCE])
-job_schema = _schema(list(JOBSPEC_BEHIND_A_RESOURCE), SchemathesisConfig.from_dict(
-    {"phases": {"coverage": {"enabled": False}}}))
+job_schema = _schema(
+    list(JOBSPEC_BEHIND_A_RESOURCE),
+    SchemathesisConfig.from_dict({"phases": {"coverage": {"enabled": False}}}),
+)
 
 
 def _failure(error: SchemathesisFailure, response: Response) -> Failure:
@@ -98,13 +102,20 @@ def _failure(error: SchemathesisFailure, response: Response) -> Failure:
     except ValueError:
         body = None
     detail, params = problem_parts(body)
-    return Failure(check=type(error).__name__, status=response.status_code,
-                   media_type=media_type(response.headers), detail=detail,
-                   invalid_params=params, message=str(error), token_forced=False)
+    return Failure(
+        check=type(error).__name__,
+        status=response.status_code,
+        media_type=media_type(response.headers),
+        detail=detail,
+        invalid_params=params,
+        message=str(error),
+        token_forced=False,
+    )
 
 
 def _excusing(check: Check) -> Check:
     """`check`, with a failure that a rule of `checker_faults.EXCUSES` excuses let pass."""
+
     def excused(ctx: CheckContext, response: Response, case: Case) -> bool | None:
         try:
             return check(ctx, response, case)
@@ -112,6 +123,7 @@ def _excusing(check: Check) -> Check:
             if excuse_for(_failure(error, response)) is not None:
                 return None
             raise
+
     excused.__name__ = f"{check.__name__}_unless_the_checkers_fault"
     return excused
 
@@ -131,18 +143,23 @@ def _conforms(case: Case, gateway: Server) -> None:
 
 
 _SETTINGS: dict[str, Any] = {
-    "deadline": None, "derandomize": True,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.filter_too_much,
-                              HealthCheck.function_scoped_fixture]}
+    "deadline": None,
+    "derandomize": True,
+    "suppress_health_check": [
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
+}
 
 
 @schema.parametrize()
 @settings(max_examples=EXAMPLES, **_SETTINGS)
-def test_our_operation_conforms(case: Case, server: Server) -> None:  # noqa: F811
+def test_our_operation_conforms(case: Case, server: Server) -> None:
     _conforms(case, server)
 
 
 @job_schema.parametrize()
 @settings(max_examples=JOB_EXAMPLES, **_SETTINGS)
-def test_our_job_operation_conforms(case: Case, server: Server) -> None:  # noqa: F811
+def test_our_job_operation_conforms(case: Case, server: Server) -> None:
     _conforms(case, server)

@@ -101,7 +101,7 @@ def test_a_user_past_the_read_rate_waits_retry_after_and_others_are_served(tmp_p
         assert again.status_code == 200, again.text
 
 
-def test_two_replicas_share_one_limit_per_user(tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
+def test_two_replicas_share_one_limit_per_user(tmp_path: Path, postgres_url: str) -> None:
     """30 reads per 30 s: alice's requests alternate between two serves on one database,
     about 10 a second; she is refused at about 30 in all (each serve alone would let 30
     through: 60), and then by both."""

@@ -29,8 +29,8 @@ import httpx
 import pytest
 from fastapi import APIRouter
 
-from iri_gateway.api.caller_first import CallerFirstRoute, require_caller_first
-from iri_gateway.api.deps import ADMIN_ONLY, PrincipalDep
+from iri_gateway.api.plumbing.caller_first import CallerFirstRoute, require_caller_first
+from iri_gateway.api.plumbing.deps import ADMIN_ONLY, PrincipalDep
 from tests.api.real_serve import RunningServe, running_serve
 from tests.api.transfer_helpers import V2, headers, tokens
 from tests.conftest import clean_env

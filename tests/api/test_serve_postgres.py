@@ -19,14 +19,25 @@ from tests.databases import postgres_server, postgres_url  # noqa: F401
 V2 = "/api/v2"
 
 
-def issue_token(data_dir: Path, user: str, project: str,
-                env: dict[str, str] | None = None) -> str:
+def issue_token(data_dir: Path, user: str, project: str, env: dict[str, str] | None = None) -> str:
     """A token issued by `iri-gateway token` (with `env` added to its environment: another
     tokens file, say)."""
-    made = subprocess.run([sys.executable, "-m", "iri_gateway", "token", user,
-                           f"--project={project}", "--data-dir", str(data_dir)],
-                          capture_output=True, text=True, timeout=60,
-                          env={**clean_env(), **(env or {})})
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "token",
+            user,
+            f"--project={project}",
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean_env(), **(env or {})},
+    )
     assert made.returncode == 0, made.stderr
     return made.stdout.strip()
 
@@ -34,8 +45,7 @@ def issue_token(data_dir: Path, user: str, project: str,
 def wait_final(url: str, headers: dict[str, str], job_id: str) -> dict[str, object]:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        answer = httpx.get(f"{url}{V2}/compute/status/local/{job_id}", headers=headers,
-                           timeout=30)
+        answer = httpx.get(f"{url}{V2}/compute/status/local/{job_id}", headers=headers, timeout=30)
         assert answer.status_code == 200, answer.text
         status = answer.json()["status"]
         if status["state"] in ("completed", "failed", "canceled"):
@@ -44,8 +54,7 @@ def wait_final(url: str, headers: dict[str, str], job_id: str) -> dict[str, obje
     raise AssertionError(f"job {job_id} did not finish: {answer.text}")
 
 
-def test_serve_on_postgresql_runs_tracks_and_keeps_jobs(tmp_path: Path,
-                                                       postgres_url: str) -> None:  # noqa: F811
+def test_serve_on_postgresql_runs_tracks_and_keeps_jobs(tmp_path: Path, postgres_url: str) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     token = issue_token(data_dir, "alice", "p1")
@@ -53,8 +62,9 @@ def test_serve_on_postgresql_runs_tracks_and_keeps_jobs(tmp_path: Path,
     env = {"IRI_GATEWAY_DATABASE_URL": postgres_url}
     job = {"executable": "/bin/sh", "arguments": ["-c", "echo from-postgres"]}
     with running_serve(data_dir, extra_env=env) as served:
-        launched = httpx.post(f"{served.url}{V2}/compute/job/local", json=job, headers=headers,
-                              timeout=30)
+        launched = httpx.post(
+            f"{served.url}{V2}/compute/job/local", json=job, headers=headers, timeout=30
+        )
         assert launched.status_code == 200, launched.text
         job_id = launched.json()["id"]
         status = wait_final(served.url, headers, job_id)
@@ -70,14 +80,20 @@ def test_serve_on_postgresql_runs_tracks_and_keeps_jobs(tmp_path: Path,
     assert [(row.id, row.owner, row.state) for row in rows] == [(job_id, "alice", "completed")]
 
     with running_serve(data_dir, extra_env=env) as again:
-        answer = httpx.get(f"{again.url}{V2}/compute/status/local/{job_id}", headers=headers,
-                           timeout=30)
+        answer = httpx.get(
+            f"{again.url}{V2}/compute/status/local/{job_id}", headers=headers, timeout=30
+        )
         assert answer.status_code == 200, answer.text
         assert answer.json()["status"]["state"] == "completed"
-        tail = httpx.post(f"{again.url}{V2}/filesystem/tail/local", headers=headers,
-                          json={"path": f"{job_id}/stdout.txt", "lines": 5}, timeout=30)
+        tail = httpx.post(
+            f"{again.url}{V2}/filesystem/tail/local",
+            headers=headers,
+            json={"path": f"{job_id}/stdout.txt", "lines": 5},
+            timeout=30,
+        )
         assert tail.status_code == 200, tail.text
-        task = httpx.get(f"{again.url}{V2}/task/{tail.json()['task_id']}", headers=headers,
-                         timeout=30)
+        task = httpx.get(
+            f"{again.url}{V2}/task/{tail.json()['task_id']}", headers=headers, timeout=30
+        )
         assert task.status_code == 200, task.text
         assert "from-postgres" in task.text, task.text

@@ -27,8 +27,9 @@ async def test_a_database_locked_past_its_time_out_is_a_retryable_503(
     other = sqlite3.connect(tmp_path / "jobs.db", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer holds the database's lock
     try:
-        answer = await client.post(f"{API}/compute/job/local",
-                                   json={"executable": "/bin/true"}, headers=headers)
+        answer = await client.post(
+            f"{API}/compute/job/local", json={"executable": "/bin/true"}, headers=headers
+        )
     finally:
         other.execute("ROLLBACK")
         other.close()

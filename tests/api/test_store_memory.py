@@ -26,8 +26,8 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.service.auth import TokenFile
-from iri_gateway.service.store import JobStore
+from iri_gateway.service.accounts.auth import TokenFile
+from iri_gateway.service.jobs.store import JobStore
 from tests.api.real_serve import running_serve
 from tests.conftest import UNHURRIED
 
@@ -50,23 +50,32 @@ def fill_store(database: Path) -> list[str]:
     and times, written in one SQL statement (20,000 commits through JobStore take minutes).
     """
     store = JobStore(f"sqlite:///{database}")
-    spec = parse_jobspec({
-        "executable": "/bin/echo",
-        "arguments": [f"--option-{i}=" + "v" * 60 for i in range(16)],
-        "environment": {f"VARIABLE_{i}": "x" * 60 for i in range(16)},
-        "attributes": {"account": "proj1"},
-    })
+    spec = parse_jobspec(
+        {
+            "executable": "/bin/echo",
+            "arguments": [f"--option-{i}=" + "v" * 60 for i in range(16)],
+            "environment": {f"VARIABLE_{i}": "x" * 60 for i in range(16)},
+            "attributes": {"account": "proj1"},
+        }
+    )
     plan = make_plan(spec, ProfileRegistry.from_paths([builtin_profile("local")]).get("local"))
-    first = store.create(owner="alice", resource_id="local",
-                         spec=spec.model_dump(mode="json", exclude_unset=True),
-                         effective_spec=spec.model_dump(mode="json"),
-                         plan=plan.model_dump(mode="json"), script=plan.script)
+    first = store.create(
+        owner="alice",
+        resource_id="local",
+        spec=spec.model_dump(mode="json", exclude_unset=True),
+        effective_spec=spec.model_dump(mode="json"),
+        plan=plan.model_dump(mode="json"),
+        script=plan.script,
+    )
     store.transition(first.id, JobState.COMPLETED, "completed", exit_code=0)
     store.engine.dispose()
     with sqlite3.connect(database) as connection:
         columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
-        varied = {"id": "printf('%08d-0000-4000-8000-000000000000', n)",
-                  "created_at": "created_at + n", "updated_at": "updated_at + n"}
+        varied = {
+            "id": "printf('%08d-0000-4000-8000-000000000000', n)",
+            "created_at": "created_at + n",
+            "updated_at": "updated_at + n",
+        }
         chosen = ", ".join(varied.get(column, column) for column in columns)
         connection.execute(
             f"WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq "
@@ -90,8 +99,11 @@ def read_jobs(url: str, token: str, ids: list[str]) -> int:
     completed = 0
     try:
         for job_id in ids:
-            connection.request("GET", f"{V2}/compute/status/local/{job_id}",
-                               headers={"Authorization": f"Bearer {token}"})
+            connection.request(
+                "GET",
+                f"{V2}/compute/status/local/{job_id}",
+                headers={"Authorization": f"Bearer {token}"},
+            )
             answer = connection.getresponse()
             body = answer.read()
             assert answer.status == 200, body[:500]
@@ -109,8 +121,10 @@ def test_memory_stays_bounded_after_reading_20000_jobs(tmp_path: Path) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     # One user reads 20,000 jobs as fast as two threads can: far past the default read rate,
     # which is not what this test measures.
-    with running_serve(data, extra_env=UNHURRIED) as served, \
-            httpx.Client(base_url=served.url, headers=headers, timeout=60) as client:
+    with (
+        running_serve(data, extra_env=UNHURRIED) as served,
+        httpx.Client(base_url=served.url, headers=headers, timeout=60) as client,
+    ):
         for job_id in ids[:10]:  # warm up: the first requests load code and connections
             assert client.get(f"{V2}/compute/status/local/{job_id}").status_code == 200
         before = resident_mb(served.process.pid)
@@ -120,8 +134,10 @@ def test_memory_stays_bounded_after_reading_20000_jobs(tmp_path: Path) -> None:
             assert list(states) == [JOBS // 2, JOBS // 2]
         listed = 0
         for offset in range(0, JOBS, 1000):
-            page = client.post(f"{V2}/compute/status/local",
-                               params={"historical": "true", "offset": offset, "limit": 1000})
+            page = client.post(
+                f"{V2}/compute/status/local",
+                params={"historical": "true", "offset": offset, "limit": 1000},
+            )
             assert page.status_code == 200, page.text
             listed += len(page.json())
         assert listed == JOBS

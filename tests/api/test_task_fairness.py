@@ -21,7 +21,7 @@ QUEUED = 24
 XZ = "urn:doe-iri:compression:xz"
 
 
-def timed_compress(http: httpx.Client, site: Site, name: str) -> float:  # noqa: F811
+def timed_compress(http: httpx.Client, site: Site, name: str) -> float:
     """Seconds one of alice's compressions takes alone, from its request to its end."""
     began = time.monotonic()
     task_id = start(
@@ -37,7 +37,7 @@ def timed_compress(http: httpx.Client, site: Site, name: str) -> float:  # noqa:
 
 
 def test_another_users_first_task_waits_at_most_one_task(
-    site: Site,  # noqa: F811
+    site: Site,
     tmp_path: Path,
 ) -> None:
     (site.home / "noise").write_bytes(os.urandom(4 * 1024 * 1024))

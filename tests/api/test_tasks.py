@@ -27,9 +27,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from iri_gateway.service.schema import ReplicaRow
-from iri_gateway.service.store import JobStore
-from iri_gateway.service.tasks import TASKS_PER_USER, TaskStore
+from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.schema import ReplicaRow
+from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
 from tests.api.real_serve import serve_process
 from tests.api.test_filesystem import auth, local_profile
 from tests.conftest import clean_env, free_port
@@ -48,12 +48,28 @@ class Gateway:
 
 
 def token(tokens: Path, user: str) -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
-         "--data-dir", str(tokens.parent)],
-        capture_output=True, text=True, check=True, timeout=60,
-        env={**clean_env(), "IRI_GATEWAY_TOKENS_FILE": str(tokens)},
-    ).stdout.strip().splitlines()[-1]
+    return (
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                user,
+                "--project",
+                "proj1",
+                "--data-dir",
+                str(tokens.parent),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+            env={**clean_env(), "IRI_GATEWAY_TOKENS_FILE": str(tokens)},
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
 
 
 @contextmanager
@@ -63,10 +79,26 @@ def gateway(profile: Path, data: Path, tokens: Path, **env: str) -> Iterator[Gat
     data.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = data / "serve.log"
-    argv = [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-            str(port), "--data-dir", str(data), "--profiles", str(profile)]
-    environment = {**clean_env(), "IRI_GATEWAY_TOKENS_FILE": str(tokens),
-                   "IRI_GATEWAY_TASK_PROGRESS_INTERVAL": "0.02", **env}
+    argv = [
+        sys.executable,
+        "-m",
+        "iri_gateway",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+        "--profiles",
+        str(profile),
+    ]
+    environment = {
+        **clean_env(),
+        "IRI_GATEWAY_TOKENS_FILE": str(tokens),
+        "IRI_GATEWAY_TASK_PROGRESS_INTERVAL": "0.02",
+        **env,
+    }
     with serve_process(argv, log, environment) as process:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -127,8 +159,9 @@ def read(http: httpx.Client, user: str, task_id: str) -> dict[str, Any]:
     return task
 
 
-def watch(http: httpx.Client, user: str, task_id: str, until: Any = None,
-          deadline: float = 300) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def watch(
+    http: httpx.Client, user: str, task_id: str, until: Any = None, deadline: float = 300
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The progress seen while the task was active, and the task when `until(task)` (by
     default: no longer pending or active). Read every 20 ms, within the user's read rate
     (200 a second by default: a loop without a pause is refused with 429 within seconds)."""
@@ -156,30 +189,41 @@ def assert_grows(seen: list[dict[str, Any]], entries: int, nbytes: int) -> None:
 
 def same_tree(one: Path, other: Path) -> bool:
     def files(root: Path) -> dict[str, bytes]:
-        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
-                if p.is_file()}
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
     return files(one) == files(other)
 
 
-def test_a_big_copy_and_extract_report_growing_progress_then_complete(site: Site,
-                                                                       tmp_path: Path) -> None:
+def test_a_big_copy_and_extract_report_growing_progress_then_complete(
+    site: Site, tmp_path: Path
+) -> None:
     source = big_tree(site.home / "big")
     archive = site.home / "big.tar"
     with tarfile.open(archive, "w") as tar:
         tar.add(source, arcname="big")
-    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
-        task_id = start(http, site.alice, "cp", {"path": str(source),
-                                                 "target_path": f"{site.home}/copy"})
+    with (
+        gateway(site.profile, tmp_path / "data", site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
+        task_id = start(
+            http, site.alice, "cp", {"path": str(source), "target_path": f"{site.home}/copy"}
+        )
         seen, task = watch(http, site.alice, task_id)
         assert task["status"] == "completed", task
         assert task["result"]["output"]["name"] == f"{site.home}/copy"
         assert_grows(seen, 1 + FOLDERS * (1 + FILES), FOLDERS * FILES * SIZE)
         assert same_tree(source, site.home / "copy")
 
-        task_id = start(http, site.alice, "extract", {
-            "path": str(archive), "target_path": f"{site.home}/out",
-            "compression": "urn:doe-iri:compression:none"})
+        task_id = start(
+            http,
+            site.alice,
+            "extract",
+            {
+                "path": str(archive),
+                "target_path": f"{site.home}/out",
+                "compression": "urn:doe-iri:compression:none",
+            },
+        )
         seen, task = watch(http, site.alice, task_id)
         assert task["status"] == "completed", task
         assert_grows(seen, 1 + FOLDERS * (1 + FILES), FOLDERS * FILES * SIZE)
@@ -189,9 +233,17 @@ def test_a_big_copy_and_extract_report_growing_progress_then_complete(site: Site
         # `match_pattern` applied (folders always stored, files matching `f0[0-2]`: 30 each,
         # enough bytes that the packing is seen twice: 10 each was once packed between two
         # reads 20 ms apart).
-        task_id = start(http, site.alice, "compress", {
-            "path": str(source), "target_path": f"{site.home}/some.tar",
-            "compression": "urn:doe-iri:compression:none", "match_pattern": "/f0[0-2]"})
+        task_id = start(
+            http,
+            site.alice,
+            "compress",
+            {
+                "path": str(source),
+                "target_path": f"{site.home}/some.tar",
+                "compression": "urn:doe-iri:compression:none",
+                "match_pattern": "/f0[0-2]",
+            },
+        )
         seen, task = watch(http, site.alice, task_id)
         assert task["status"] == "completed", task
         assert_grows(seen, 1 + FOLDERS * (1 + 30), FOLDERS * 30 * SIZE)
@@ -200,7 +252,8 @@ def test_a_big_copy_and_extract_report_growing_progress_then_complete(site: Site
 
 
 def test_refusals_before_queueing_are_immediate_and_later_ones_are_the_tasks_error(
-        site: Site, tmp_path: Path) -> None:
+    site: Site, tmp_path: Path
+) -> None:
     (site.home / "tree").mkdir()
     (site.home / "tree" / "a").write_text("a")
     (site.home / "tree" / "out").symlink_to("/etc/passwd")
@@ -208,31 +261,60 @@ def test_refusals_before_queueing_are_immediate_and_later_ones_are_the_tasks_err
     with tarfile.open(bad, "w") as tar:
         tar.addfile(tarfile.TarInfo("ok"))
         tar.addfile(tarfile.TarInfo("../escape"))
-    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
-        missing = http.post(f"{V2}/filesystem/cp/local", headers=auth(site.alice),
-                            json={"path": f"{site.home}/nothing",
-                                  "target_path": f"{site.home}/x"})
+    with (
+        gateway(site.profile, tmp_path / "data", site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
+        missing = http.post(
+            f"{V2}/filesystem/cp/local",
+            headers=auth(site.alice),
+            json={"path": f"{site.home}/nothing", "target_path": f"{site.home}/x"},
+        )
         assert missing.status_code == 404, missing.text
-        taken = http.post(f"{V2}/filesystem/cp/local", headers=auth(site.alice),
-                          json={"path": f"{site.home}/tree", "target_path": str(bad)})
+        taken = http.post(
+            f"{V2}/filesystem/cp/local",
+            headers=auth(site.alice),
+            json={"path": f"{site.home}/tree", "target_path": str(bad)},
+        )
         assert taken.status_code == 409, taken.text
         assert taken.json()["invalid_params"][0]["name"] == "target_path"
-        unknown = http.post(f"{V2}/filesystem/extract/nowhere", headers=auth(site.alice),
-                            json={"path": str(bad), "target_path": f"{site.home}/x"})
+        unknown = http.post(
+            f"{V2}/filesystem/extract/nowhere",
+            headers=auth(site.alice),
+            json={"path": str(bad), "target_path": f"{site.home}/x"},
+        )
         assert unknown.status_code == 404, unknown.text
 
-        task = watch(http, site.alice, start(http, site.alice, "cp", {
-            "path": f"{site.home}/tree", "target_path": f"{site.home}/copy"}))[1]
+        task = watch(
+            http,
+            site.alice,
+            start(
+                http,
+                site.alice,
+                "cp",
+                {"path": f"{site.home}/tree", "target_path": f"{site.home}/copy"},
+            ),
+        )[1]
         assert task["status"] == "failed", task
         error = task["result"]["error"]
         assert error["status"] == 403 and error["title"] == "Forbidden", error
         assert "'out'" in error["detail"] and error["invalid_params"][0]["name"] == "path"
         assert not (site.home / "copy").exists(), "a failed copy leaves nothing"
 
-        task = watch(http, site.alice, start(http, site.alice, "extract", {
-            "path": str(bad), "target_path": f"{site.home}/out",
-            "compression": "urn:doe-iri:compression:none"}))[1]
+        task = watch(
+            http,
+            site.alice,
+            start(
+                http,
+                site.alice,
+                "extract",
+                {
+                    "path": str(bad),
+                    "target_path": f"{site.home}/out",
+                    "compression": "urn:doe-iri:compression:none",
+                },
+            ),
+        )[1]
         assert task["status"] == "failed", task
         assert task["result"]["error"]["status"] == 400
         assert "'../escape'" in task["result"]["error"]["detail"]
@@ -241,15 +323,21 @@ def test_refusals_before_queueing_are_immediate_and_later_ones_are_the_tasks_err
 
 def test_another_users_task_is_not_found_to_read_or_delete(site: Site, tmp_path: Path) -> None:
     big_tree(site.home / "big")
-    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
-        task_id = start(http, site.alice, "cp", {"path": f"{site.home}/big",
-                                                 "target_path": f"{site.home}/copy"})
-        for answer in (http.get(f"{V2}/task/{task_id}", headers=auth(site.bob)),
-                       http.delete(f"{V2}/task/{task_id}", headers=auth(site.bob))):
+    with (
+        gateway(site.profile, tmp_path / "data", site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
+        task_id = start(
+            http, site.alice, "cp", {"path": f"{site.home}/big", "target_path": f"{site.home}/copy"}
+        )
+        for answer in (
+            http.get(f"{V2}/task/{task_id}", headers=auth(site.bob)),
+            http.delete(f"{V2}/task/{task_id}", headers=auth(site.bob)),
+        ):
             assert answer.status_code == 404, answer.text
-        assert task_id not in [t["id"] for t in http.get(f"{V2}/task",
-                                                         headers=auth(site.bob)).json()]
+        assert task_id not in [
+            t["id"] for t in http.get(f"{V2}/task", headers=auth(site.bob)).json()
+        ]
         task = watch(http, site.alice, task_id)[1]
         assert task["status"] == "completed", "bob's delete did not cancel alice's task"
         assert http.delete(f"{V2}/task/{task_id}", headers=auth(site.bob)).status_code == 404
@@ -260,41 +348,63 @@ def test_another_users_task_is_not_found_to_read_or_delete(site: Site, tmp_path:
 
 @pytest.mark.parametrize("operation", ["cp", "compress", "extract"])
 def test_deleting_a_running_task_cancels_it_and_leaves_no_partial_target(
-        site: Site, tmp_path: Path, operation: str) -> None:
+    site: Site, tmp_path: Path, operation: str
+) -> None:
     body = long_operation(site, operation)
     before = sorted(p.name for p in site.home.iterdir())
-    with gateway(site.profile, tmp_path / "data", site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
+    with (
+        gateway(site.profile, tmp_path / "data", site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
         task_id = start(http, site.alice, operation, body)
-        watch(http, site.alice, task_id, until=lambda task: task["status"] == "active"
-              and task["result"] and "progress" in task["result"])
+        watch(
+            http,
+            site.alice,
+            task_id,
+            until=lambda task: (
+                task["status"] == "active" and task["result"] and "progress" in task["result"]
+            ),
+        )
         answer = http.delete(f"{V2}/task/{task_id}", headers=auth(site.alice))
         assert answer.status_code == 200 and "canceled" in answer.json(), answer.text
-        task = watch(http, site.alice, task_id,
-                     until=lambda task: task["result"].get("stopped") is True)[1]
+        task = watch(
+            http, site.alice, task_id, until=lambda task: task["result"].get("stopped") is True
+        )[1]
         assert task["status"] == "canceled", task
         assert sorted(p.name for p in site.home.iterdir()) == before, "nothing partial left"
 
 
 def test_a_users_quick_operations_keep_their_unfinished_tasks_and_one_more_is_a_429(
-        site: Site, tmp_path: Path) -> None:
+    site: Site, tmp_path: Path
+) -> None:
     """32 unfinished tasks of alice's (made pending in the serve's store, as a replica that
     runs them would): 40 quick operations of hers drop none of them; a 33rd long operation
     is a 429 naming the bound (with Retry-After); bob is not bound by alice's; a cancel
     makes room."""
     (site.home / "f").write_text("f")
     data = tmp_path / "data"
-    with gateway(site.profile, data, site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
+    with (
+        gateway(site.profile, data, site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
         store = JobStore(f"sqlite:///{data / 'jobs.db'}")
         with store.writing() as session:
             (replica_id,) = session.scalars(select(ReplicaRow.id)).all()
         tasks = TaskStore(store)
-        waiting = [tasks.create("alice", {"router": "filesystem", "command": "cp", "args": {}},
-                                replica_id=replica_id).id for _ in range(TASKS_PER_USER)]
+        waiting = [
+            tasks.create(
+                "alice",
+                {"router": "filesystem", "command": "cp", "args": {}},
+                replica_id=replica_id,
+            ).id
+            for _ in range(TASKS_PER_USER)
+        ]
         for index in range(40):
-            made = http.post(f"{V2}/filesystem/mkdir/local", headers=auth(site.alice),
-                             json={"path": f"{site.home}/d{index}"})
+            made = http.post(
+                f"{V2}/filesystem/mkdir/local",
+                headers=auth(site.alice),
+                json={"path": f"{site.home}/d{index}"},
+            )
             assert made.status_code == 201, made.text
         listed = http.get(f"{V2}/task", headers=auth(site.alice)).json()
         assert [t["id"] for t in listed if t["status"] == "pending"] == waiting
@@ -328,7 +438,8 @@ def long_operation(site: Site, operation: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("operation", ["cp", "compress", "extract"])
 def test_kill_9_during_a_task_leaves_it_failed_and_nothing_at_the_target(
-        site: Site, tmp_path: Path, operation: str) -> None:
+    site: Site, tmp_path: Path, operation: str
+) -> None:
     """The half-made result of a serve killed with kill -9 is only ever under a hidden
     `.iri-work-` name, never at the target's name (a user never takes half a copy for a
     copy), and usually not even that (the file agent sees its input end and removes what its
@@ -337,18 +448,28 @@ def test_kill_9_during_a_task_leaves_it_failed_and_nothing_at_the_target(
     body = long_operation(site, operation)
     before = sorted(p.name for p in site.home.iterdir())
     data = tmp_path / "data"
-    with gateway(site.profile, data, site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
+    with (
+        gateway(site.profile, data, site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
         task_id = start(http, site.alice, operation, body)
-        watch(http, site.alice, task_id, until=lambda task: task["status"] == "active"
-              and task["result"] and "progress" in task["result"])
+        watch(
+            http,
+            site.alice,
+            task_id,
+            until=lambda task: (
+                task["status"] == "active" and task["result"] and "progress" in task["result"]
+            ),
+        )
         os.kill(served.process.pid, signal.SIGKILL)
         served.process.wait(timeout=30)
     left = sorted(set(p.name for p in site.home.iterdir()) - set(before))
     assert "made" not in left
     assert len(left) <= 1 and all(name.startswith(".iri-work-") for name in left), left
-    with gateway(site.profile, data, site.tokens) as served, \
-            httpx.Client(base_url=served.url, timeout=60) as http:
+    with (
+        gateway(site.profile, data, site.tokens) as served,
+        httpx.Client(base_url=served.url, timeout=60) as http,
+    ):
         task = read(http, site.alice, task_id)
         assert task["status"] == "failed", task
         assert "stopped or died" in task["result"]["error"]["detail"]
@@ -359,7 +480,8 @@ def test_kill_9_during_a_task_leaves_it_failed_and_nothing_at_the_target(
 
 
 def test_tasks_are_shared_by_replicas_and_a_dead_replicas_task_fails(
-        site: Site, tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
+    site: Site, tmp_path: Path, postgres_url: str
+) -> None:
     big_tree(site.home / "big")
     (site.home / "small").write_text("small")
     env = {"IRI_GATEWAY_DATABASE_URL": postgres_url}
@@ -368,14 +490,22 @@ def test_tasks_are_shared_by_replicas_and_a_dead_replicas_task_fails(
         b = stack.enter_context(gateway(site.profile, tmp_path / "b", site.tokens, **env))
         via_a = stack.enter_context(httpx.Client(base_url=a.url, timeout=60))
         via_b = stack.enter_context(httpx.Client(base_url=b.url, timeout=60))
-        small = start(via_a, site.alice, "cp", {"path": f"{site.home}/small",
-                                                "target_path": f"{site.home}/small2"})
+        small = start(
+            via_a,
+            site.alice,
+            "cp",
+            {"path": f"{site.home}/small", "target_path": f"{site.home}/small2"},
+        )
         task = watch(via_b, site.alice, small)[1]
         assert task["status"] == "completed", task
         assert via_b.get(f"{V2}/task/{small}", headers=auth(site.bob)).status_code == 404
 
-        big = start(via_a, site.alice, "cp", {"path": f"{site.home}/big",
-                                              "target_path": f"{site.home}/copy"})
+        big = start(
+            via_a,
+            site.alice,
+            "cp",
+            {"path": f"{site.home}/big", "target_path": f"{site.home}/copy"},
+        )
         watch(via_b, site.alice, big, until=lambda task: task["status"] == "active")
         os.kill(a.process.pid, signal.SIGKILL)
         a.process.wait(timeout=30)

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from iri_gateway.models.templates import TaskTemplate
-from iri_gateway.service.templates import TemplateStore
+from iri_gateway.models.job_templates import TaskTemplate
+from iri_gateway.service.jobs.job_templates import TemplateStore
 from iri_gateway.shipped import shipped_dir
 from tests.api.real_serve import RunningServe, running_serve
 from tests.conftest import clean_env
@@ -40,16 +40,25 @@ templates:
 """
 
 GREETER = {
-    "kind": "task", "description": "Says who it is, once bootstrapped",
+    "kind": "task",
+    "description": "Says who it is, once bootstrapped",
     "executable": "/bin/sh",
-    "arguments": ["-c", 'echo "$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX of $IRI_CLUSTER_SIZE '
-                  'ready=$READY greeting=$GREETING"'],
+    "arguments": [
+        "-c",
+        'echo "$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX of $IRI_CLUSTER_SIZE '
+        'ready=$READY greeting=$GREETING"',
+    ],
     "environment": {"GREETING": "template"},
     "bootstrap": "READY=yes; export READY",
 }
-PAIR = {"kind": "cluster", "description": "one master, 1 to 3 workers",
-        "roles": [{"name": "master", "task": "greeter"},
-                  {"name": "worker", "task": "greeter", "min": 1, "max": 3}]}
+PAIR = {
+    "kind": "cluster",
+    "description": "one master, 1 to 3 workers",
+    "roles": [
+        {"name": "master", "task": "greeter"},
+        {"name": "worker", "task": "greeter", "min": 1, "max": 3},
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -66,9 +75,23 @@ class Site:
 
 def _token(data_dir: Path, user: str) -> str:
     made = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
-         "--data-dir", str(data_dir)],
-        capture_output=True, text=True, timeout=60, env=clean_env(), check=True)
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "token",
+            user,
+            "--project",
+            "proj1",
+            "--data-dir",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        check=True,
+    )
     return made.stdout.strip()
 
 
@@ -81,10 +104,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     (profiles / "local.yaml").write_text(shipped + SITE_TEMPLATES, encoding="utf-8")
     data = root / "data"
     data.mkdir()
-    headers = {user: {"Authorization": f"Bearer {_token(data, user)}",
-                      "X-IRI-Facility-Project": "proj1"} for user in ("alice", "bob")}
-    env = {"IRI_GATEWAY_PROFILES": json.dumps([str(profiles)]),
-           "IRI_GATEWAY_POLL_FAST": "0.2"}
+    headers = {
+        user: {"Authorization": f"Bearer {_token(data, user)}", "X-IRI-Facility-Project": "proj1"}
+        for user in ("alice", "bob")
+    }
+    env = {"IRI_GATEWAY_PROFILES": json.dumps([str(profiles)]), "IRI_GATEWAY_POLL_FAST": "0.2"}
     with running_serve(data, extra_env=env) as serve:
         yield Site(serve, headers["alice"], headers["bob"], tmp_path_factory.mktemp("jobs"))
 
@@ -92,8 +116,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 def _finished(site: Site, job_id: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        job: dict[str, Any] = httpx.get(f"{site.url}/status/local/{job_id}",
-                                        headers=site.alice).json()
+        job: dict[str, Any] = httpx.get(
+            f"{site.url}/status/local/{job_id}", headers=site.alice
+        ).json()
         if job["status"]["state"] in ("completed", "failed", "canceled"):
             return job
         time.sleep(0.2)
@@ -106,22 +131,30 @@ def test_a_user_keeps_templates_and_launches_a_cluster_inside_the_limits(site: S
     assert put.json()["source"] == "user" and put.json()["template"]["kind"] == "task"
     again = httpx.put(f"{site.url}/templates/greeter", json=GREETER, headers=site.alice)
     assert again.status_code == 200, "a second write replaces"
-    assert httpx.put(f"{site.url}/templates/pair", json=PAIR,
-                     headers=site.alice).status_code == 201
+    assert httpx.put(f"{site.url}/templates/pair", json=PAIR, headers=site.alice).status_code == 201
     listed = httpx.get(f"{site.url}/templates", headers=site.alice).json()
     assert [(t["name"], t["source"]) for t in listed] == [
-        ("site-pair", "facility"), ("site-shell", "facility"),
-        ("greeter", "user"), ("pair", "user")]
+        ("site-pair", "facility"),
+        ("site-shell", "facility"),
+        ("greeter", "user"),
+        ("pair", "user"),
+    ]
 
-    job = {"template": "pair", "roles": [{"name": "worker", "count": 3}],
-           "directory": str(site.jobs / "pair"), "stdout_path": "out.txt",
-           "environment": {"GREETING": "job"}}
+    job = {
+        "template": "pair",
+        "roles": [{"name": "worker", "count": 3}],
+        "directory": str(site.jobs / "pair"),
+        "stdout_path": "out.txt",
+        "environment": {"GREETING": "job"},
+    }
     (site.jobs / "pair").mkdir()
     plan = httpx.post(f"{site.url}/plan/local", json=job, headers=site.alice)
     assert plan.status_code == 200, plan.text
     assert plan.json()["template"] == "pair"
     assert [(r["name"], r["count"]) for r in plan.json()["cluster"]["roles"]] == [
-        ("master", 1), ("worker", 3)]
+        ("master", 1),
+        ("worker", 3),
+    ]
 
     launched = httpx.post(f"{site.url}/job/local", json=job, headers=site.alice)
     assert launched.status_code == 200, launched.text
@@ -137,29 +170,45 @@ def test_a_count_out_of_range_is_a_422_naming_the_role_and_range(site: Site) -> 
     httpx.put(f"{site.url}/templates/greeter", json=GREETER, headers=site.alice)
     httpx.put(f"{site.url}/templates/pair", json=PAIR, headers=site.alice)
     for path in ("plan/local", "job/local"):
-        answer = httpx.post(f"{site.url}/{path}", headers=site.alice, json={
-            "template": "pair", "roles": [{"name": "worker", "count": 4}]})
+        answer = httpx.post(
+            f"{site.url}/{path}",
+            headers=site.alice,
+            json={"template": "pair", "roles": [{"name": "worker", "count": 4}]},
+        )
         assert answer.status_code == 422, answer.text
-        assert answer.json()["invalid_params"] == [{
-            "name": "roles[0].count",
-            "reason": "role 'worker' of template 'pair' takes 1 to 3 members; 4 asked for "
-                      "(offered: 1..3)"}]
-    placed = httpx.post(f"{site.url}/placement", headers=site.alice, json={
-        "template": "pair", "roles": [{"name": "worker", "count": 2}]})
+        assert answer.json()["invalid_params"] == [
+            {
+                "name": "roles[0].count",
+                "reason": "role 'worker' of template 'pair' takes 1 to 3 members; 4 asked for "
+                "(offered: 1..3)",
+            }
+        ]
+    placed = httpx.post(
+        f"{site.url}/placement",
+        headers=site.alice,
+        json={"template": "pair", "roles": [{"name": "worker", "count": 2}]},
+    )
     assert placed.status_code == 200, placed.text
     assert placed.json()[0]["resource"] == "local" and placed.json()[0]["runnable"], placed.text
-    assert httpx.post(f"{site.url}/placement", headers=site.alice, json={
-        "template": "pair", "roles": [{"name": "worker", "count": 9}]}).status_code == 422
-    unknown = httpx.post(f"{site.url}/plan/local", headers=site.alice,
-                         json={"template": "pear"})
+    assert (
+        httpx.post(
+            f"{site.url}/placement",
+            headers=site.alice,
+            json={"template": "pair", "roles": [{"name": "worker", "count": 9}]},
+        ).status_code
+        == 422
+    )
+    unknown = httpx.post(f"{site.url}/plan/local", headers=site.alice, json={"template": "pear"})
     assert unknown.status_code == 422
     assert unknown.json()["invalid_params"] == [
-        {"name": "template", "reason": "no template named 'pear' (offered: closest: pair)"}]
+        {"name": "template", "reason": "no template named 'pear' (offered: closest: pair)"}
+    ]
 
 
 def test_another_user_can_neither_see_use_nor_delete_them(site: Site) -> None:
-    assert httpx.put(f"{site.url}/templates/greeter", json=GREETER,
-                     headers=site.alice).status_code in (200, 201)
+    assert httpx.put(
+        f"{site.url}/templates/greeter", json=GREETER, headers=site.alice
+    ).status_code in (200, 201)
     names = [t["name"] for t in httpx.get(f"{site.url}/templates", headers=site.bob).json()]
     assert names == ["site-pair", "site-shell"]
     assert httpx.get(f"{site.url}/templates/greeter", headers=site.bob).status_code == 404
@@ -167,8 +216,9 @@ def test_another_user_can_neither_see_use_nor_delete_them(site: Site) -> None:
     assert used.status_code == 422 and "no template named 'greeter'" in used.text
     assert httpx.delete(f"{site.url}/templates/greeter", headers=site.bob).status_code == 404
     mine = dict(GREETER, description="bob's own")
-    assert httpx.put(f"{site.url}/templates/greeter", json=mine,
-                     headers=site.bob).status_code == 201, "bob's names are his own"
+    assert (
+        httpx.put(f"{site.url}/templates/greeter", json=mine, headers=site.bob).status_code == 201
+    ), "bob's names are his own"
     alice_s = httpx.get(f"{site.url}/templates/greeter", headers=site.alice).json()
     assert alice_s["template"]["description"] == GREETER["description"]
     assert httpx.delete(f"{site.url}/templates/greeter", headers=site.bob).status_code == 204
@@ -182,17 +232,22 @@ def test_facility_templates_are_shared_and_read_only(site: Site) -> None:
     assert (shipped.json()["source"], shipped.json()["facility"]) == ("facility", "local")
     refused = httpx.put(f"{site.url}/templates/site-shell", json=GREETER, headers=site.bob)
     assert refused.status_code == 409 and "shipped by facility 'local'" in refused.text
-    assert httpx.delete(f"{site.url}/templates/site-shell",
-                        headers=site.bob).status_code == 409
+    assert httpx.delete(f"{site.url}/templates/site-shell", headers=site.bob).status_code == 409
     directory = site.jobs / "site"
     directory.mkdir()
-    launched = httpx.post(f"{site.url}/job/local", headers=site.alice, json={
-        "template": "site-shell", "directory": str(directory), "stdout_path": "out.txt"})
+    launched = httpx.post(
+        f"{site.url}/job/local",
+        headers=site.alice,
+        json={"template": "site-shell", "directory": str(directory), "stdout_path": "out.txt"},
+    )
     assert launched.status_code == 200, launched.text
     assert _finished(site, launched.json()["id"])["status"]["state"] == "completed"
     assert (directory / "out.txt").read_text() == "hello from the site\n"
-    over = httpx.post(f"{site.url}/plan/local", headers=site.bob, json={
-        "template": "site-pair", "roles": [{"name": "node", "count": 3}]})
+    over = httpx.post(
+        f"{site.url}/plan/local",
+        headers=site.bob,
+        json={"template": "site-pair", "roles": [{"name": "node", "count": 3}]},
+    )
     assert over.status_code == 422 and "takes 1 to 2 members" in over.text
 
 
@@ -202,27 +257,40 @@ def test_bad_template_bodies_are_422_with_the_field(site: Site) -> None:
         ({"kind": "task", "environment": {f"V{i}": "1" for i in range(1025)}}, "environment"),
         ({"kind": "cluster", "roles": [{"name": "worker", "task": "nothing"}]}, "roles[0].task"),
         ({"kind": "task", "surprise": 1}, "surprise"),
-        ({"kind": "cluster", "roles": [{"name": "w", "task": "greeter", "min": 3, "max": 2}]},
-         "roles"),
+        (
+            {"kind": "cluster", "roles": [{"name": "w", "task": "greeter", "min": 3, "max": 2}]},
+            "roles",
+        ),
     ]
     for body, field in cases:
         answer = httpx.put(f"{site.url}/templates/bad", json=body, headers=site.alice)
         assert answer.status_code == 422, (body, answer.text)
         assert any(field in p["name"] for p in answer.json()["invalid_params"]), answer.text
-    assert httpx.put(f"{site.url}/templates/..bad", json=GREETER,
-                     headers=site.alice).status_code == 422
+    assert (
+        httpx.put(f"{site.url}/templates/..bad", json=GREETER, headers=site.alice).status_code
+        == 422
+    )
     assert httpx.get(f"{site.url}/templates/bad", headers=site.alice).status_code == 404
 
 
 def test_two_puts_of_one_name_at_once_leave_one_whole_template(site: Site) -> None:
-    bodies = [dict(GREETER, description=f"writer {n}", environment={"N": str(n)} | {
-        f"V{i}": str(n) for i in range(50)}) for n in range(2)]
+    bodies = [
+        dict(
+            GREETER,
+            description=f"writer {n}",
+            environment={"N": str(n)} | {f"V{i}": str(n) for i in range(50)},
+        )
+        for n in range(2)
+    ]
     statuses: list[int] = []
 
     def write(body: dict[str, Any]) -> None:
         for _ in range(10):
-            statuses.append(httpx.put(f"{site.url}/templates/raced", json=body,
-                                      headers=site.alice, timeout=30).status_code)
+            statuses.append(
+                httpx.put(
+                    f"{site.url}/templates/raced", json=body, headers=site.alice, timeout=30
+                ).status_code
+            )
 
     threads = [threading.Thread(target=write, args=(body,)) for body in bodies]
     for thread in threads:
@@ -239,7 +307,7 @@ def test_two_puts_of_one_name_at_once_leave_one_whole_template(site: Site) -> No
 def test_the_store_decides_a_race_on_both_databases(database_url: str) -> None:
     """Two writers of one new name at once on SQLite and PostgreSQL: one insert wins, the
     other becomes an update; both bodies whole, the last stands."""
-    from iri_gateway.service.store import JobStore
+    from iri_gateway.service.jobs.store import JobStore
 
     store = TemplateStore(JobStore(database_url))
     barrier = threading.Barrier(8)
@@ -247,8 +315,13 @@ def test_the_store_decides_a_race_on_both_databases(database_url: str) -> None:
 
     def write(n: int) -> None:
         barrier.wait()
-        created.append(store.put("alice", "raced", TaskTemplate(
-            kind="task", description=f"writer {n}", environment={"N": str(n)})))
+        created.append(
+            store.put(
+                "alice",
+                "raced",
+                TaskTemplate(kind="task", description=f"writer {n}", environment={"N": str(n)}),
+            )
+        )
 
     threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
     for thread in threads:
@@ -262,37 +335,53 @@ def test_the_store_decides_a_race_on_both_databases(database_url: str) -> None:
     assert store.names("alice") == ["raced"] and store.names("bob") == []
 
 
-def _cli(site: Site, *args: str, user: str = "alice",
-         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(
+    site: Site, *args: str, user: str = "alice", stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     token = (site.alice if user == "alice" else site.bob)["Authorization"].split()[1]
     return subprocess.run(
         [sys.executable, "-m", "iri_gateway", "template", *args, "--server", site.serve.url],
-        input=stdin, capture_output=True, text=True, timeout=120,
-        env={**clean_env(), "IRI_GATEWAY_TOKEN": token, "COLUMNS": "200"})
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean_env(), "IRI_GATEWAY_TOKEN": token, "COLUMNS": "200"},
+    )
 
 
 def test_the_cli_keeps_templates(site: Site, tmp_path: Path) -> None:
     task = tmp_path / "solver.yaml"
-    task.write_text("kind: task\ndescription: the solver\nimage: docker.io/lab/solver:1\n"
-                    "executable: /opt/solver\nbootstrap: |\n  echo warming up\n",
-                    encoding="utf-8")
+    task.write_text(
+        "kind: task\ndescription: the solver\nimage: docker.io/lab/solver:1\n"
+        "executable: /opt/solver\nbootstrap: |\n  echo warming up\n",
+        encoding="utf-8",
+    )
     saved = _cli(site, "put", "solver", str(task))
     assert (saved.returncode, saved.stdout) == (0, "template solver (task) saved\n"), saved.stderr
-    cluster = json.dumps({"kind": "cluster", "roles": [
-        {"name": "worker", "task": "solver", "min": 2, "max": 16}]})
+    cluster = json.dumps(
+        {"kind": "cluster", "roles": [{"name": "worker", "task": "solver", "min": 2, "max": 16}]}
+    )
     assert _cli(site, "put", "solvers", "-", stdin=cluster).returncode == 0
     listed = _cli(site, "list")
     assert listed.returncode == 0, listed.stderr
-    rows = {line.split()[1]: line for line in listed.stdout.splitlines() if "│" in line
-            and line.split()[1] in ("solver", "solvers", "site-pair")}
+    rows = {
+        line.split()[1]: line
+        for line in listed.stdout.splitlines()
+        if "│" in line and line.split()[1] in ("solver", "solvers", "site-pair")
+    }
     assert "worker 2..16 (solver)" in rows["solvers"] and "user" in rows["solvers"]
     assert "facility local" in rows["site-pair"]
     shown = json.loads(_cli(site, "show", "solvers").stdout)
     assert shown["template"]["roles"][0]["max"] == 16
     as_json = json.loads(_cli(site, "list", "--json").stdout)
     assert "solver" in [t["name"] for t in as_json]
-    bad = _cli(site, "put", "broken", "-", stdin='{"kind": "cluster", "roles": ['
-               '{"name": "worker", "task": "solvr"}]}')
+    bad = _cli(
+        site,
+        "put",
+        "broken",
+        "-",
+        stdin='{"kind": "cluster", "roles": [{"name": "worker", "task": "solvr"}]}',
+    )
     assert bad.returncode == 2
     assert "roles[0].task" in bad.stderr and "closest: solver" in bad.stderr
     assert _cli(site, "show", "solvers", user="bob").returncode == 1, "not bob's"
@@ -312,11 +401,14 @@ def test_the_async_sdk_keeps_templates(site: Site) -> None:
 
     async def scenario() -> None:
         async with AsyncGatewayClient(site.serve.url, token) as client:
-            stored = await client.put_template("async-one", TaskTemplate(
-                kind="task", executable="/bin/true", description="from the async SDK"))
+            stored = await client.put_template(
+                "async-one",
+                TaskTemplate(kind="task", executable="/bin/true", description="from the async SDK"),
+            )
             assert (stored.name, stored.source) == ("async-one", "user")
             assert (await client.template("async-one")).template.description == (
-                "from the async SDK")
+                "from the async SDK"
+            )
             assert "async-one" in [t.name for t in await client.templates()]
             with pytest.raises(Conflict):
                 await client.delete_template("site-shell")

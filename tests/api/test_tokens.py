@@ -21,9 +21,9 @@ import pytest
 from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
-from iri_gateway.service import auth
-from iri_gateway.service.auth import TokenFile
-from iri_gateway.service.settings import Settings
+from iri_gateway.service.accounts import auth
+from iri_gateway.service.accounts.auth import TokenFile
+from iri_gateway.service.operations.settings import Settings
 from tests.api.real_serve import running_serve
 from tests.api.test_jwt_auth import AUDIENCE, ISSUER, jwks_url, keys, token  # noqa: F401
 from tests.conftest import Server, clean_env
@@ -34,13 +34,19 @@ JOB = {"executable": "/bin/true"}
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """`iri-gateway ARGS` as an administrator runs it beside the server."""
-    return subprocess.run([sys.executable, "-m", "iri_gateway", *args], capture_output=True,
-                          text=True, timeout=60, env=clean_env())
+    return subprocess.run(
+        [sys.executable, "-m", "iri_gateway", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
 
 
 def issue(server: Server, user: str, *projects: str) -> str:
-    made = cli("token", user, *(f"--project={p}" for p in projects),
-               "--data-dir", str(server.data_dir))
+    made = cli(
+        "token", user, *(f"--project={p}" for p in projects), "--data-dir", str(server.data_dir)
+    )
     assert made.returncode == 0, made.stderr
     return made.stdout.strip()
 
@@ -51,14 +57,17 @@ def bearer(token: str, project: str | None = None) -> dict[str, str]:
 
 
 def caps(server: Server, token: str) -> httpx.Response:
-    return httpx.get(f"{server.url}{V2}/compute/capabilities/local", headers=bearer(token),
-                     timeout=30)
+    return httpx.get(
+        f"{server.url}{V2}/compute/capabilities/local", headers=bearer(token), timeout=30
+    )
 
 
-def launch(url: str, token: str, project: str | None = None,
-           job: dict[str, Any] | None = None) -> httpx.Response:
-    return httpx.post(f"{url}{V2}/compute/job/local", json=job or JOB,
-                      headers=bearer(token, project), timeout=30)
+def launch(
+    url: str, token: str, project: str | None = None, job: dict[str, Any] | None = None
+) -> httpx.Response:
+    return httpx.post(
+        f"{url}{V2}/compute/job/local", json=job or JOB, headers=bearer(token, project), timeout=30
+    )
 
 
 def test_a_new_token_works_and_a_revoked_one_stops_at_once(server: Server) -> None:
@@ -129,8 +138,9 @@ def test_the_first_start_token_runs_the_readme_example(tmp_path: Path) -> None:
         assert "project 'demo'" in served.output()
         assert "X-IRI-Facility-Project: demo" in served.output()
         admin = printed.group(1)
-        readme = launch(served.url, admin, "demo",
-                        {"executable": "/bin/echo", "arguments": ["hello"]})
+        readme = launch(
+            served.url, admin, "demo", {"executable": "/bin/echo", "arguments": ["hello"]}
+        )
         assert readme.status_code == 200, readme.text
         assert launch(served.url, admin, "someone-elses-project").status_code == 403
         me = httpx.get(f"{served.url}{V2}/account/me", headers=bearer(admin), timeout=30)
@@ -142,21 +152,30 @@ def test_the_first_start_token_runs_the_readme_example(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_a_jwt_without_the_project_claim_may_charge_none(
-    jwks_url: str, keys: tuple[Any, Any], tmp_path: Path  # noqa: F811 (fixtures)
+    jwks_url: str,
+    keys: tuple[Any, Any],
+    tmp_path: Path,
 ) -> None:
-    settings = Settings(data_dir=tmp_path, auth="jwt", jwks_url=jwks_url, jwt_issuer=ISSUER,
-                        jwt_audience=AUDIENCE, jwt_username_claim="preferred_username")
+    settings = Settings(
+        data_dir=tmp_path,
+        auth="jwt",
+        jwks_url=jwks_url,
+        jwt_issuer=ISSUER,
+        jwt_audience=AUDIENCE,
+        jwt_username_claim="preferred_username",
+    )
     app: FastAPI = create_app(settings, run_poller=False)
     bare = token(keys[0], preferred_username="gina", projects=[])
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                 base_url="http://test") as client:
-        refused = await client.post(f"{V2}/compute/job/local", json=JOB,
-                                    headers=bearer(bare, "p1"))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test"
+    ) as client:
+        refused = await client.post(f"{V2}/compute/job/local", json=JOB, headers=bearer(bare, "p1"))
         assert refused.status_code == 403, refused.text
         assert "'projects' claim" in refused.json()["detail"]
         granted = token(keys[0], preferred_username="gina", projects="p1")
-        assert (await client.post(f"{V2}/compute/job/local", json=JOB,
-                                  headers=bearer(granted, "p1"))).status_code == 200
+        assert (
+            await client.post(f"{V2}/compute/job/local", json=JOB, headers=bearer(granted, "p1"))
+        ).status_code == 200
 
 
 def test_concurrent_writers_lose_no_token(tmp_path: Path) -> None:
@@ -191,11 +210,12 @@ def test_no_new_token_begins_with_a_dash() -> None:
     assert len(set(made)) == 2000 and {len(t) for t in made} == {43}
 
 
-def test_an_older_token_beginning_with_a_dash_is_revoked_after_double_dash(
-        tmp_path: Path) -> None:
+def test_an_older_token_beginning_with_a_dash_is_revoked_after_double_dash(tmp_path: Path) -> None:
     older = "-" + "a" * 42  # as tokens issued before the rule could begin
-    (tmp_path / "tokens.json").write_text(json.dumps({"tokens": {
-        auth._digest(older): {"user": "old", "projects": []}}}), encoding="utf-8")
+    (tmp_path / "tokens.json").write_text(
+        json.dumps({"tokens": {auth._digest(older): {"user": "old", "projects": []}}}),
+        encoding="utf-8",
+    )
     refused = cli("token", "revoke", older, "--data-dir", str(tmp_path))
     assert refused.returncode == 2 and "No such option" in refused.stderr
     revoked = cli("token", "revoke", "--data-dir", str(tmp_path), "--", older)

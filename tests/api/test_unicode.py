@@ -23,17 +23,20 @@ CASES: list[tuple[dict[str, Any], str]] = [
     ({"arguments": ["ok", f"a{HIGH}b"]}, "arguments[1]"),
     ({"environment": {f"NAME{HIGH}": "x"}}, "environment"),
     ({"environment": {"A": f"x{LOW}"}}, "environment.A"),
-    ({"attributes": {"custom_attributes": {"comment": HIGH}}},
-     "attributes.custom_attributes.comment"),
-    ({"attributes": {"custom_attributes": {f"mail{LOW}": "END"}}},
-     "attributes.custom_attributes"),
+    (
+        {"attributes": {"custom_attributes": {"comment": HIGH}}},
+        "attributes.custom_attributes.comment",
+    ),
+    ({"attributes": {"custom_attributes": {f"mail{LOW}": "END"}}}, "attributes.custom_attributes"),
     ({"executable": f"/bin/{HIGH}"}, "executable"),
     ({"name": f"job{LOW}"}, "name"),
     ({"container": {"image": f"img{HIGH}"}}, "container.image"),
     ({"container": {"image": "i", "note": [HIGH]}}, "container"),
     ({"container": {"image": "i", "attributes": {"k": HIGH}}}, "container"),
-    ({"roles": [{"name": "worker", "count": 1, "environment": {"X": LOW}}]},
-     "roles[0].environment.X"),
+    (
+        {"roles": [{"name": "worker", "count": 1, "environment": {"X": LOW}}]},
+        "roles[0].environment.X",
+    ),
     ({HIGH: 1}, "(document)"),
 ]
 OPERATIONS = ["launchJob", "updateJob", "planJob", "placeJob"]
@@ -44,18 +47,27 @@ def body(extra: dict[str, Any]) -> bytes:
     return json.dumps({"executable": "/bin/echo", **extra}).encode("ascii")
 
 
-async def send(client: httpx.AsyncClient, token: str, operation: str,
-               content: bytes) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1",
-               "Content-Type": "application/json"}
+async def send(
+    client: httpx.AsyncClient, token: str, operation: str, content: bytes
+) -> httpx.Response:
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "X-IRI-Facility-Project": "proj1",
+        "Content-Type": "application/json",
+    }
     if operation == "updateJob":
-        made = await client.post(f"{V2}/compute/job/local", json={"executable": "/bin/true"},
-                                 headers=headers)
+        made = await client.post(
+            f"{V2}/compute/job/local", json={"executable": "/bin/true"}, headers=headers
+        )
         assert made.status_code == 200, made.text
-        return await client.put(f"{V2}/compute/job/local/{made.json()['id']}",
-                                content=content, headers=headers)
-    path = {"launchJob": "/compute/job/local", "planJob": "/compute/plan/local",
-            "placeJob": "/compute/placement"}[operation]
+        return await client.put(
+            f"{V2}/compute/job/local/{made.json()['id']}", content=content, headers=headers
+        )
+    path = {
+        "launchJob": "/compute/job/local",
+        "planJob": "/compute/plan/local",
+        "placeJob": "/compute/placement",
+    }[operation]
     return await client.post(f"{V2}{path}", content=content, headers=headers)
 
 

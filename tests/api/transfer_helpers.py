@@ -33,11 +33,27 @@ BOUNDARY = "iri-test-boundary-7f3a"
 def tokens(data_dir: Path, users: tuple[str, ...] = ("alice", "bob")) -> dict[str, str]:
     """A bearer token for each user, written into DATA_DIR's tokens file before serve."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    return {user: subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
-         "--data-dir", str(data_dir)],
-        capture_output=True, text=True, timeout=60, env=clean_env(), check=True,
-    ).stdout.strip() for user in users}
+    return {
+        user: subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                user,
+                "--project",
+                "proj1",
+                "--data-dir",
+                str(data_dir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=clean_env(),
+            check=True,
+        ).stdout.strip()
+        for user in users
+    }
 
 
 def headers(token: str, **extra: str) -> dict[str, str]:
@@ -55,8 +71,9 @@ class Served:
 
 
 @contextmanager
-def serve_for_two(data_dir: Path, *, extra_env: dict[str, str] | None = None,
-                  args: tuple[str, ...] = ()) -> Iterator[Served]:
+def serve_for_two(
+    data_dir: Path, *, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> Iterator[Served]:
     """`running_serve` on DATA_DIR, its tokens file holding alice's and bob's tokens."""
     made = tokens(data_dir)
     with running_serve(data_dir, extra_env=extra_env, args=args) as serve:
@@ -105,9 +122,10 @@ class Payload:
 
     def multipart(self) -> Iterator[bytes]:
         """The payload as the official multipart/form-data body (part `file`)."""
-        yield (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; "
-               f"filename=\"big.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-               ).encode()
+        yield (
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
         yield from self.chunks()
         yield f"\r\n--{BOUNDARY}--\r\n".encode()
 
@@ -116,21 +134,28 @@ class Payload:
         return self.hasher.hexdigest()
 
 
-def upload_multipart(http: httpx.Client, token: str, resource: str, path: str,
-                     payload: Payload) -> httpx.Response:
+def upload_multipart(
+    http: httpx.Client, token: str, resource: str, path: str, payload: Payload
+) -> httpx.Response:
     """POST the payload as multipart/form-data, chunked (no Content-Length)."""
-    return http.post(f"{V2}/filesystem/upload/{resource}", params={"path": path},
-                     content=payload.multipart(), headers=headers(
-                         token, **{"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}))
+    return http.post(
+        f"{V2}/filesystem/upload/{resource}",
+        params={"path": path},
+        content=payload.multipart(),
+        headers=headers(token, **{"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}),
+    )
 
 
-def download_digest(http: httpx.Client, token: str, resource: str, path: str) -> tuple[
-        int, str]:
+def download_digest(http: httpx.Client, token: str, resource: str, path: str) -> tuple[int, str]:
     """Stream a download (`Accept: application/octet-stream`): its size and SHA-256."""
     hasher = hashlib.sha256()
     size = 0
-    with http.stream("POST", f"{V2}/filesystem/download/{resource}", json={"path": path},
-                     headers=headers(token, Accept="application/octet-stream")) as answer:
+    with http.stream(
+        "POST",
+        f"{V2}/filesystem/download/{resource}",
+        json={"path": path},
+        headers=headers(token, Accept="application/octet-stream"),
+    ) as answer:
         assert answer.status_code == 200, answer.read()
         assert int(answer.headers["content-length"]) > 0
         for data in answer.iter_bytes(MiB):

@@ -56,8 +56,10 @@ class Console:
         """What the API says of every resource (the console must show the same)."""
         auth = {"Authorization": f"Bearer {self.admin}"}
         ids = [r["id"] for r in httpx.get(f"{self.url}/api/v2/status/resources").json()]
-        return [httpx.get(f"{self.url}/api/v2/compute/capabilities/{rid}", headers=auth).json()
-                for rid in ids]
+        return [
+            httpx.get(f"{self.url}/api/v2/compute/capabilities/{rid}", headers=auth).json()
+            for rid in ids
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +74,24 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
 def token_of(data: Path, user: str, project: str) -> str:
     made = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", "create", user, "--project", project,
-         "--data-dir", str(data)],
-        capture_output=True, text=True, env=clean_env(), check=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "token",
+            "create",
+            user,
+            "--project",
+            project,
+            "--data-dir",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        check=True,
+        timeout=60,
+    )
     return made.stdout.strip()
 
 
@@ -83,11 +100,19 @@ def chromium(profile: Path) -> WebDriver:
     `profile`, recording its network requests and console messages; the caller quits it."""
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,900",
-                 f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
@@ -118,8 +143,10 @@ def page(browser: WebDriver, console: Console) -> Iterator[WebDriver]:
 def set_width(driver: WebDriver, name: str) -> None:
     """The page's viewport at a named width (CSS pixels), as a phone or a laptop shows it."""
     width, height = WIDTHS[name]
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+    )
 
 
 def screenshots(driver: WebDriver, name: str) -> list[Path]:
@@ -129,8 +156,11 @@ def screenshots(driver: WebDriver, name: str) -> list[Path]:
     into docs/console/ with IRI_UPDATE_SCREENSHOTS=1 (as IRI_UPDATE_GOLDEN does for
     goldens), else into a scratch folder, so an ordinary test run leaves the committed
     pictures alone."""
-    folder = SCREENSHOTS if os.environ.get("IRI_UPDATE_SCREENSHOTS") == "1" else Path(
-        tempfile.gettempdir()) / "iri-console-screenshots"
+    folder = (
+        SCREENSHOTS
+        if os.environ.get("IRI_UPDATE_SCREENSHOTS") == "1"
+        else Path(tempfile.gettempdir()) / "iri-console-screenshots"
+    )
     folder.mkdir(parents=True, exist_ok=True)
     taken = []
     for width_name, (width, _) in WIDTHS.items():
@@ -152,10 +182,17 @@ def whole_page_png(driver: WebDriver) -> bytes:
     Chromium's DevTools capture beyond the viewport lays the page out as it is at the
     current width; the height is the document's, measured after the width was set."""
     width, height = driver.execute_script(
-        "return [window.innerWidth, Math.ceil(document.documentElement.scrollHeight)]")
-    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
-        "format": "png", "captureBeyondViewport": True, "fromSurface": True,
-        "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})
+        "return [window.innerWidth, Math.ceil(document.documentElement.scrollHeight)]"
+    )
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "fromSurface": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1},
+        },
+    )
     return base64.b64decode(shot["data"])
 
 

@@ -21,8 +21,10 @@ def test_the_root_leads_to_the_sites_page(console: Console) -> None:
     assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
 
 
-@pytest.mark.parametrize("path", ["/console/sign-in", "/console/sites", "/console/jobs",
-                                  "/console/profiles", "/console/try"])
+@pytest.mark.parametrize(
+    "path",
+    ["/console/sign-in", "/console/sites", "/console/jobs", "/console/profiles", "/console/try"],
+)
 def test_pages_are_shells_under_a_strict_content_security_policy(
     console: Console, path: str
 ) -> None:
@@ -43,8 +45,12 @@ def test_pages_are_shells_under_a_strict_content_security_policy(
 def test_every_shipped_asset_is_served_with_its_type(console: Console, name: str) -> None:
     answer = httpx.get(f"{console.url}/console/static/{name}")
     assert answer.status_code == 200
-    expected = {"js": "text/javascript", "css": "text/css", "svg": "image/svg+xml",
-                "json": "application/json"}
+    expected = {
+        "js": "text/javascript",
+        "css": "text/css",
+        "svg": "image/svg+xml",
+        "json": "application/json",
+    }
     assert answer.headers["content-type"].split(";")[0] == expected[name.rsplit(".", 1)[1]]
     assert answer.content == (STATIC_DIR / name).read_bytes()
 
@@ -63,8 +69,7 @@ def test_pages_name_their_assets_under_a_version_the_browser_keeps(console: Cons
         assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
         assert answer.content == (STATIC_DIR / path.rsplit("/", 1)[1]).read_bytes()
     # The unversioned address is checked at every use; an old version is gone, with the why.
-    assert httpx.get(f"{console.url}/console/static/jobs.js").headers["cache-control"] == \
-        "no-cache"
+    assert httpx.get(f"{console.url}/console/static/jobs.js").headers["cache-control"] == "no-cache"
     stale = httpx.get(f"{console.url}/console/static/0123456789abcdef/jobs.js")
     assert stale.status_code == 404
     assert stale.headers["content-type"] == "application/problem+json"
@@ -77,24 +82,40 @@ EXAMPLES = sorted(p.name for p in STATIC_DIR.glob("example-*.json"))
 
 
 def test_the_try_page_ships_its_four_examples() -> None:
-    assert EXAMPLES == ["example-flavours.json", "example-gpu-mpi.json", "example-plain.json",
-                        "example-roles.json"]
+    assert EXAMPLES == [
+        "example-flavours.json",
+        "example-gpu-mpi.json",
+        "example-plain.json",
+        "example-roles.json",
+    ]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_example_is_a_jobspec_the_gateway_places(console: Console, name: str) -> None:
     """The Try a job page's examples are valid JobSpecs: placement ranks them (no 422)."""
     spec = json.loads((STATIC_DIR / name).read_text(encoding="utf-8"))
-    answer = httpx.post(f"{console.url}/api/v2/compute/placement", json=spec,
-                        headers={"Authorization": f"Bearer {console.admin}"})
+    answer = httpx.post(
+        f"{console.url}/api/v2/compute/placement",
+        json=spec,
+        headers={"Authorization": f"Bearer {console.admin}"},
+    )
     assert answer.status_code == 200, answer.text
     assert len(answer.json()) == len(console.capabilities())
 
 
-@pytest.mark.parametrize("path", [
-    "/nothing", "/index.html", "/consolex", "/console/nothing", "/console/static/nope.js",
-    "/console/static/..%2Froutes.py", "/console/static/%2e%2e/routes.py", "/api/v2/nothing",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/nothing",
+        "/index.html",
+        "/consolex",
+        "/console/nothing",
+        "/console/static/nope.js",
+        "/console/static/..%2Froutes.py",
+        "/console/static/%2e%2e/routes.py",
+        "/api/v2/nothing",
+    ],
+)
 def test_paths_outside_the_console_stay_404_problems(console: Console, path: str) -> None:
     answer = httpx.get(f"{console.url}{path}")
     assert answer.status_code == 404, answer.text
@@ -106,8 +127,14 @@ def test_the_modules_never_parse_strings_as_html() -> None:
     """Profile and user strings reach the page as text nodes only (dom.js `el`)."""
     for script in STATIC_DIR.glob("*.js"):
         text = script.read_text()
-        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
-                     "eval(", "new Function"):
+        for sink in (
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "new Function",
+        ):
             assert sink not in text, f"{script.name} uses {sink}"
 
 

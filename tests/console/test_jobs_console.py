@@ -17,18 +17,25 @@ from tests.console.conftest import Console, requested_urls, screenshots, sign_in
 
 
 def launch(console: Console, token: str, project: str, spec: dict[str, Any]) -> str:
-    answer = httpx.post(f"{console.url}/api/v2/compute/job/local", json=spec, timeout=30,
-                        headers={"Authorization": f"Bearer {token}",
-                                 "X-IRI-Facility-Project": project})
+    answer = httpx.post(
+        f"{console.url}/api/v2/compute/job/local",
+        json=spec,
+        timeout=30,
+        headers={"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": project},
+    )
     assert answer.status_code == 200, answer.text
     job_id: str = answer.json()["id"]
     return job_id
 
 
 def state_of(driver: WebDriver, job_id: str) -> str:
-    return str(driver.execute_script(
-        "const row = document.querySelector(`tr.job[data-job='${arguments[0]}']`);"
-        "return row ? row.querySelector('.state').textContent : null", job_id))
+    return str(
+        driver.execute_script(
+            "const row = document.querySelector(`tr.job[data-job='${arguments[0]}']`);"
+            "return row ? row.querySelector('.state').textContent : null",
+            job_id,
+        )
+    )
 
 
 def open_jobs(driver: WebDriver, console: Console, token: str) -> None:
@@ -40,68 +47,116 @@ def open_jobs(driver: WebDriver, console: Console, token: str) -> None:
 def test_jobs_live_state_cluster_members_cancel_and_privacy(
     page: WebDriver, console: Console
 ) -> None:
-    sleeper = launch(console, console.admin, "demo",
-                     {"name": "sleeper", "executable": "/bin/sleep", "arguments": ["600"]})
-    trio = launch(console, console.admin, "demo", {
-        "name": "trio", "executable": "/bin/sleep", "arguments": ["600"],
-        "roles": [{"name": "master", "count": 1}, {"name": "worker", "count": 2}]})
-    bobs = launch(console, console.bob, "bobs",
-                  {"name": "bobs-job", "executable": "/bin/sleep", "arguments": ["600"]})
+    sleeper = launch(
+        console,
+        console.admin,
+        "demo",
+        {"name": "sleeper", "executable": "/bin/sleep", "arguments": ["600"]},
+    )
+    trio = launch(
+        console,
+        console.admin,
+        "demo",
+        {
+            "name": "trio",
+            "executable": "/bin/sleep",
+            "arguments": ["600"],
+            "roles": [{"name": "master", "count": 1}, {"name": "worker", "count": 2}],
+        },
+    )
+    bobs = launch(
+        console,
+        console.bob,
+        "bobs",
+        {"name": "bobs-job", "executable": "/bin/sleep", "arguments": ["600"]},
+    )
 
     open_jobs(page, console, console.admin)
     # Live: the states move on without a reload (queued -> active, members listed).
     wait_for(page, f"document.querySelector(`tr.job[data-job='{trio}'] button.fold`)", 60)
-    wait_for(page, f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
-                   "?.textContent === 'active'", 60)
+    wait_for(
+        page,
+        f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)?.textContent === 'active'",
+        60,
+    )
     listed = page.execute_script(
-        "return [...document.querySelectorAll('tr.job')].map(r => r.dataset.job)")
+        "return [...document.querySelectorAll('tr.job')].map(r => r.dataset.job)"
+    )
     assert set(listed) == {sleeper, trio}, "bob's job is not admin's to see"
     assert bobs not in listed
 
     fold = page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{trio}'] button.fold")
     assert fold.text == "▸ 3 members" and fold.get_attribute("aria-expanded") == "false"
     fold.send_keys(Keys.ENTER)  # keyboard: the button unfolds the members
-    wait_for(page, f"document.querySelectorAll(`tr.member[data-member-of='{trio}']`)"
-                   ".length === 3")
+    wait_for(page, f"document.querySelectorAll(`tr.member[data-member-of='{trio}']`).length === 3")
     rows = page.find_elements(By.CSS_SELECTOR, f"tr.member[data-member-of='{trio}']")
     names = [r.find_element(By.CSS_SELECTOR, ".member-name").text for r in rows]
     assert names == ["master1", "worker1", "worker2"]
     assert rows[0].find_element(By.CSS_SELECTOR, ".primary").text == "primary"
     assert [r.find_elements(By.CSS_SELECTOR, ".primary") for r in rows[1:]] == [[], []]
     assert "role master #1" in rows[0].text and "role worker #2" in rows[2].text
-    assert page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{trio}'] button.fold"
-                             ).get_attribute("aria-expanded") == "true"
+    assert (
+        page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{trio}'] button.fold").get_attribute(
+            "aria-expanded"
+        )
+        == "true"
+    )
     screenshots(page, "jobs")
 
     page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{sleeper}'] button.cancel").click()
-    wait_for(page, f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
-                   "?.textContent === 'canceled'", 60)
-    assert page.find_elements(By.CSS_SELECTOR,
-                              f"tr.job[data-job='{sleeper}'] button.cancel") == []
-    state = httpx.get(f"{console.url}/api/v2/compute/status/local/{sleeper}",
-                      headers={"Authorization": f"Bearer {console.admin}"}).json()
+    wait_for(
+        page,
+        f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
+        "?.textContent === 'canceled'",
+        60,
+    )
+    assert page.find_elements(By.CSS_SELECTOR, f"tr.job[data-job='{sleeper}'] button.cancel") == []
+    state = httpx.get(
+        f"{console.url}/api/v2/compute/status/local/{sleeper}",
+        headers={"Authorization": f"Bearer {console.admin}"},
+    ).json()
     assert state["status"]["state"] == "canceled"
 
     # Live: a job submitted elsewhere (the API) appears and runs without a reload.
     page.execute_script("window.sameDocument = true")
-    late = launch(console, console.admin, "demo",
-                  {"name": "late", "executable": "/bin/sh",
-                   "arguments": ["-c", "echo '<b>hello</b> from late'; echo oops >&2; exit 3"]})
-    wait_for(page, f"document.querySelector(`tr.job[data-job='{late}'] .state`)"
-                   "?.textContent === 'failed'", 60)
+    late = launch(
+        console,
+        console.admin,
+        "demo",
+        {
+            "name": "late",
+            "executable": "/bin/sh",
+            "arguments": ["-c", "echo '<b>hello</b> from late'; echo oops >&2; exit 3"],
+        },
+    )
+    wait_for(
+        page,
+        f"document.querySelector(`tr.job[data-job='{late}'] .state`)?.textContent === 'failed'",
+        60,
+    )
     assert page.execute_script("return window.sameDocument") is True
 
     # Detail: the state history as a timeline and the output's tail (as text).
     page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{late}'] button.details").click()
-    wait_for(page, f"document.querySelector(`tr[data-detail-of='{late}'] .output-stdout pre`)"
-                   "?.textContent === '<b>hello</b> from late\\n'", 30)
+    wait_for(
+        page,
+        f"document.querySelector(`tr[data-detail-of='{late}'] .output-stdout pre`)"
+        "?.textContent === '<b>hello</b> from late\\n'",
+        30,
+    )
     detail = page.find_element(By.CSS_SELECTOR, f"tr[data-detail-of='{late}']")
-    steps = [li.find_element(By.CSS_SELECTOR, ".state").text
-             for li in detail.find_elements(By.CSS_SELECTOR, ".timeline li")]
+    steps = [
+        li.find_element(By.CSS_SELECTOR, ".state").text
+        for li in detail.find_elements(By.CSS_SELECTOR, ".timeline li")
+    ]
     assert steps[0] == "new" and steps[-1] == "failed", steps
     assert "queued" in steps
-    wait_for(page, f"document.querySelector(`tr[data-detail-of='{late}'] .output-stderr pre`)"
-                   "?.textContent === 'oops\\n'", 30)
+    wait_for(
+        page,
+        f"document.querySelector(`tr[data-detail-of='{late}'] .output-stderr pre`)"
+        "?.textContent === 'oops\\n'",
+        30,
+    )
     assert detail.find_elements(By.CSS_SELECTOR, "pre b") == []
     screenshots(page, "job-detail")
 
@@ -116,11 +171,15 @@ def test_jobs_live_state_cluster_members_cancel_and_privacy(
     open_jobs(page, console, console.bob)
     wait_for(page, "document.querySelectorAll('tr.job').length === 1")
     assert page.execute_script(
-        "return [...document.querySelectorAll('tr.job')].map(r => r.dataset.job)") == [bobs]
+        "return [...document.querySelectorAll('tr.job')].map(r => r.dataset.job)"
+    ) == [bobs]
 
     for token, job_id in ((console.admin, trio), (console.bob, bobs)):
-        httpx.delete(f"{console.url}/api/v2/compute/cancel/local/{job_id}", timeout=30,
-                     headers={"Authorization": f"Bearer {token}"})
+        httpx.delete(
+            f"{console.url}/api/v2/compute/cancel/local/{job_id}",
+            timeout=30,
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
 
 def test_jobs_are_paged_and_live_refresh_reads_the_shown_page_only(
@@ -128,11 +187,23 @@ def test_jobs_are_paged_and_live_refresh_reads_the_shown_page_only(
 ) -> None:
     carol = console.token("carol", "carols")
     with ThreadPoolExecutor(4) as pool:
-        ids = list(pool.map(lambda n: launch(console, carol, "carols", {
-            "name": f"carol-{n:02d}", "executable": "/bin/true"}), range(53)))
-    newest_first = [job["id"] for job in httpx.get(
-        f"{console.url}/api/v2/compute/jobs", params={"limit": 200}, timeout=30,
-        headers={"Authorization": f"Bearer {carol}"}).json()["jobs"]]
+        ids = list(
+            pool.map(
+                lambda n: launch(
+                    console, carol, "carols", {"name": f"carol-{n:02d}", "executable": "/bin/true"}
+                ),
+                range(53),
+            )
+        )
+    newest_first = [
+        job["id"]
+        for job in httpx.get(
+            f"{console.url}/api/v2/compute/jobs",
+            params={"limit": 200},
+            timeout=30,
+            headers={"Authorization": f"Bearer {carol}"},
+        ).json()["jobs"]
+    ]
     assert sorted(newest_first) == sorted(ids)
 
     open_jobs(page, console, carol)
@@ -158,8 +229,7 @@ def test_jobs_are_paged_and_live_refresh_reads_the_shown_page_only(
     wait_for(page, f"{count} === 'Showing 51-54 of your 54 jobs.'", 30)
     assert page.execute_script(f"return {shown}") == newest_first[49:]
     asked = [url for url in requested_urls(page) if "/api/v2/" in url]
-    assert asked and all("/api/v2/compute/jobs?offset=50&limit=50&" in url for url in asked), \
-        asked
+    assert asked and all("/api/v2/compute/jobs?offset=50&limit=50&" in url for url in asked), asked
     assert page.execute_script("return window.sameDocument") is True
 
     previous.send_keys(Keys.ENTER)

@@ -20,9 +20,11 @@ TAB_LIMIT = 80
 
 def unnamed(driver: WebDriver) -> list[str]:
     """The shown controls whose accessible name is empty, as their markup."""
-    return [element.get_attribute("outerHTML")[:160]
-            for element in driver.find_elements(By.CSS_SELECTOR, FOCUSABLE)
-            if element.is_displayed() and not element.accessible_name.strip()]
+    return [
+        element.get_attribute("outerHTML")[:160]
+        for element in driver.find_elements(By.CSS_SELECTOR, FOCUSABLE)
+        if element.is_displayed() and not element.accessible_name.strip()
+    ]
 
 
 def tab_to(driver: WebDriver, name: str) -> WebElement:
@@ -55,8 +57,11 @@ def test_every_page_is_labelled_and_its_main_actions_work_from_the_keyboard(
     page: WebDriver, console: Console
 ) -> None:
     auth = {"Authorization": f"Bearer {console.admin}", "X-IRI-Facility-Project": "demo"}
-    sleeper = httpx.post(f"{console.url}/api/v2/compute/job/local", headers=auth, json={
-        "name": "sleeper", "executable": "/bin/sleep", "arguments": ["300"]}).json()["id"]
+    sleeper = httpx.post(
+        f"{console.url}/api/v2/compute/job/local",
+        headers=auth,
+        json={"name": "sleeper", "executable": "/bin/sleep", "arguments": ["300"]},
+    ).json()["id"]
 
     # Sign in: the token field has the focus; Tab to the button, Enter.
     page.get(f"{console.url}/console/sign-in")
@@ -77,15 +82,21 @@ def test_every_page_is_labelled_and_its_main_actions_work_from_the_keyboard(
     from_the_top(page)
     tab_to(page, "have NVIDIA GPUs")
     press(page, Keys.SPACE)
-    wait_for(page, f"document.querySelectorAll('#comparison thead th[data-resource]').length"
-                   f" < {everything}")
+    wait_for(
+        page,
+        f"document.querySelectorAll('#comparison thead th[data-resource]').length < {everything}",
+    )
     press(page, Keys.SPACE)
-    wait_for(page, f"document.querySelectorAll('#comparison thead th[data-resource]').length"
-                   f" === {everything}")
+    wait_for(
+        page,
+        f"document.querySelectorAll('#comparison thead th[data-resource]').length === {everything}",
+    )
     tab_to(page, "allow the container option")
     press(page, "--writable-tmpfs")
-    wait_for(page, f"document.querySelectorAll('#comparison thead th[data-resource]').length"
-                   f" < {everything}")
+    wait_for(
+        page,
+        f"document.querySelectorAll('#comparison thead th[data-resource]').length < {everything}",
+    )
 
     # The menu by Enter: Try a job; Space picks an example; Enter submits it.
     from_the_top(page)
@@ -110,11 +121,16 @@ def test_every_page_is_labelled_and_its_main_actions_work_from_the_keyboard(
     wait_for(page, "document.getElementById('filter-state').value === 'unfinished'")
     tab_to(page, "Cancel sleeper")
     press(page, Keys.SPACE)
-    wait_for(page, f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
-                   "?.textContent === 'canceled'"
-                   f" || !document.querySelector(`tr.job[data-job='{sleeper}']`)", 60)
-    state = httpx.get(f"{console.url}/api/v2/compute/status/local/{sleeper}",
-                      headers=auth).json()["status"]["state"]
+    wait_for(
+        page,
+        f"document.querySelector(`tr.job[data-job='{sleeper}'] .state`)"
+        "?.textContent === 'canceled'"
+        f" || !document.querySelector(`tr.job[data-job='{sleeper}']`)",
+        60,
+    )
+    state = httpx.get(f"{console.url}/api/v2/compute/status/local/{sleeper}", headers=auth).json()[
+        "status"
+    ]["state"]
     assert state == "canceled", state
 
     # Profiles: type into the text area, Tab to Check, Enter.

@@ -29,14 +29,17 @@ from tests.conftest import clean_env, free_port
 from tests.console.conftest import ROOT, chromium, wait_for
 
 PRINTED_TOKEN = re.compile(r"\(shown once\):\n\s+(\S+)\n")
-PRINTED_ADDRESS = re.compile(r"Web console: open (http://\S+?)/? in a browser and sign in "
-                             r"with the token above\.")
+PRINTED_ADDRESS = re.compile(
+    r"Web console: open (http://\S+?)/? in a browser and sign in "
+    r"with the token above\."
+)
 
 
 def readme_first_command() -> str:
     """The README's first shell block, which must be the install and the serve."""
-    block = re.search(r"```sh\n(.+?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"),
-                      re.DOTALL)
+    block = re.search(
+        r"```sh\n(.+?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL
+    )
     assert block is not None
     return block.group(1).strip()
 
@@ -115,41 +118,57 @@ def test_a_newcomer_signs_in_compares_sites_tries_and_submits_a_job_and_reads_it
 
         wait_for(driver, "document.body.dataset.loaded === 'true'")
         assert driver.find_element(By.TAG_NAME, "h1").text == "Sites"
-        columns = [th.text.split("\n")[0]
-                   for th in driver.find_elements(By.CSS_SELECTOR, "#comparison thead th")]
+        columns = [
+            th.text.split("\n")[0]
+            for th in driver.find_elements(By.CSS_SELECTOR, "#comparison thead th")
+        ]
         assert "local" in columns, columns
         # One column only on a first start: the page says how to get sites to compare.
-        assert driver.find_element(By.XPATH, "//p[starts-with(normalize-space(), 'Showing 1 of "
-                                   "1 resources.')]").text == (
+        assert driver.find_element(
+            By.XPATH, "//p[starts-with(normalize-space(), 'Showing 1 of 1 resources.')]"
+        ).text == (
             "Showing 1 of 1 resources. Only local is loaded: to compare sites, start the "
-            "gateway with their profiles (iri-gateway serve --profiles DIR).")
+            "gateway with their profiles (iri-gateway serve --profiles DIR)."
+        )
         assert driver.find_element(By.ID, "who").text == (
-            "Signed in as admin (projects: demo; facility admin)")
+            "Signed in as admin (projects: demo; facility admin)"
+        )
 
         driver.find_element(By.LINK_TEXT, "Try a job").click()
         wait_for(driver, "document.querySelector('h1')?.textContent === 'Try a job'")
         button(driver, "Plain job").click()
-        wait_for(driver, "document.getElementById('check-status').textContent === 'Checked.'",
-                 30)
+        wait_for(driver, "document.getElementById('check-status').textContent === 'Checked.'", 30)
         local = driver.find_element(By.XPATH, "//article[@aria-label='local: can run']")
         script = local.find_element(By.XPATH, ".//pre[@aria-label='Batch script for local']")
         assert "/bin/echo" in script.text and script.is_displayed(), script.text
-        assert labelled(driver, "project to charge (when the JobSpec has no "
-                                "attributes.account)").get_attribute("value") == "demo"
+        assert (
+            labelled(
+                driver, "project to charge (when the JobSpec has no attributes.account)"
+            ).get_attribute("value")
+            == "demo"
+        )
         button(driver, "Submit to local").click()
 
-        link = wait_for(driver, "[...document.querySelectorAll('a')].find("
-                                "a => a.textContent === 'its state and output on the Jobs page')",
-                        30)
+        link = wait_for(
+            driver,
+            "[...document.querySelectorAll('a')].find("
+            "a => a.textContent === 'its state and output on the Jobs page')",
+            30,
+        )
         assert isinstance(link, WebElement)
-        said = driver.find_element(By.XPATH, "//p[starts-with(normalize-space(),"
-                                             "'Submitted to local as job ')]").text
+        said = driver.find_element(
+            By.XPATH, "//p[starts-with(normalize-space(),'Submitted to local as job ')]"
+        ).text
         job_id = said.removeprefix("Submitted to local as job ").split(":")[0]
         link.click()
 
         wait_for(driver, "document.querySelector('h1')?.textContent === 'Jobs'")
         row = "[...document.querySelectorAll('tr')].find(r => r.textContent.includes("
         wait_for(driver, f"{row}'{job_id}'))?.textContent.includes('completed')", 90)
-        wait_for(driver, "[...document.querySelectorAll('pre')].some(p => p.textContent === "
-                         "'hello from the console $(not a command)\\n')", 30)
+        wait_for(
+            driver,
+            "[...document.querySelectorAll('pre')].some(p => p.textContent === "
+            "'hello from the console $(not a command)\\n')",
+            30,
+        )
         assert "stdout: last 20 lines of" in driver.find_element(By.TAG_NAME, "main").text

@@ -17,14 +17,16 @@ LOCAL = shipped_dir("facility_profiles") / "local.yaml"
 
 
 PROFILES_LINK = "nav a[href='/console/profiles']"
-ADMINS_ONLY = ("Only facility admins can check profiles; ask an administrator for an admin "
-               "token (iri-gateway token USER --admin).")
+ADMINS_ONLY = (
+    "Only facility admins can check profiles; ask an administrator for an admin "
+    "token (iri-gateway token USER --admin)."
+)
 
 
 def open_profiles(driver: WebDriver, console: Console) -> None:
     sign_in(driver, console, console.admin)
     link = driver.find_element(By.CSS_SELECTOR, PROFILES_LINK)
-    wait_for(driver, f"document.querySelector(\"{PROFILES_LINK}\").checkVisibility()")
+    wait_for(driver, f'document.querySelector("{PROFILES_LINK}").checkVisibility()')
     link.click()
     wait_for(driver, "location.pathname === '/console/profiles'")
     wait_for(driver, "document.getElementById('who').textContent !== ''")
@@ -39,8 +41,11 @@ def test_a_non_admin_is_not_offered_the_page_and_is_told_why(
     wait_for(page, "document.getElementById('who').textContent !== ''")
     assert page.find_element(By.ID, "who").text == "Signed in as bob (projects: bobs)"
     assert not page.find_element(By.CSS_SELECTOR, PROFILES_LINK).is_displayed()
-    assert [a.text for a in page.find_elements(By.CSS_SELECTOR, "nav a")
-            if a.is_displayed()] == ["Sites", "Try a job", "Jobs"]
+    assert [a.text for a in page.find_elements(By.CSS_SELECTOR, "nav a") if a.is_displayed()] == [
+        "Sites",
+        "Try a job",
+        "Jobs",
+    ]
 
     page.get(f"{console.url}/console/profiles")
     wait_for(page, "!document.getElementById('admins-only').hidden")
@@ -62,14 +67,15 @@ def test_a_non_admin_is_not_offered_the_page_and_is_told_why(
 
 def check(driver: WebDriver) -> None:
     driver.find_element(By.ID, "check").click()
-    wait_for(driver, "!document.getElementById('problems').hidden"
-                     " || !document.getElementById('matrix-section').hidden"
-                     " || document.getElementById('error').textContent !== ''")
+    wait_for(
+        driver,
+        "!document.getElementById('problems').hidden"
+        " || !document.getElementById('matrix-section').hidden"
+        " || document.getElementById('error').textContent !== ''",
+    )
 
 
-def test_a_pasted_broken_profile_shows_its_line_numbers(
-    page: WebDriver, console: Console
-) -> None:
+def test_a_pasted_broken_profile_shows_its_line_numbers(page: WebDriver, console: Console) -> None:
     open_profiles(page, console)
     broken = LOCAL.read_text(encoding="utf-8").replace("  scheduler:", "  schedular:", 1)
     field = page.find_element(By.ID, "profile-text")
@@ -78,8 +84,10 @@ def test_a_pasted_broken_profile_shows_its_line_numbers(
     check(page)
     assert page.find_element(By.ID, "matrix-section").get_attribute("hidden") is not None
     items = [li.text for li in page.find_elements(By.CSS_SELECTOR, "#problem-list li")]
-    assert "line 13 profile.yaml:13: resources[0].schedular: unknown key (check the spelling " \
-           "against schema.json)" in items, items
+    assert (
+        "line 13 profile.yaml:13: resources[0].schedular: unknown key (check the spelling "
+        "against schema.json)" in items
+    ), items
     assert "line 10 profile.yaml:10: resources[0].scheduler: Field required" in items, items
     assert "does not load: 2 error(s)" in page.find_element(By.ID, "check-status").text
     screenshots(page, "profiles-errors")
@@ -91,8 +99,9 @@ def test_markup_in_a_profile_is_shown_as_text(page: WebDriver, console: Console)
     page.find_element(By.ID, "profile-text").send_keys(hostile)
     check(page)
     items = [li.text for li in page.find_elements(By.CSS_SELECTOR, "#problem-list li")]
-    assert any("line 4" in i and "facility.<img src=x onerror=alert(1)>: unknown key" in i
-               for i in items), items
+    assert any(
+        "line 4" in i and "facility.<img src=x onerror=alert(1)>: unknown key" in i for i in items
+    ), items
     assert page.find_elements(By.CSS_SELECTOR, "#main img") == []
 
 
@@ -103,14 +112,15 @@ def test_the_shipped_local_profile_picked_as_a_file_passes_every_cell(
     page.find_element(By.ID, "profile-file").send_keys(str(LOCAL))
     wait_for(page, "document.getElementById('profile-text').value.length > 0")
     assert page.execute_script(
-        "return document.getElementById('profile-text').value") == LOCAL.read_text(
-            encoding="utf-8")
+        "return document.getElementById('profile-text').value"
+    ) == LOCAL.read_text(encoding="utf-8")
     assert page.find_element(By.ID, "profile-name").text == "local.yaml"
     check(page)
     assert page.find_element(By.ID, "error").text == ""
     rows = page.execute_script(
         "return [...document.querySelectorAll('#matrix tbody tr')].map("
-        "r => [...r.cells].map(c => c.textContent))")
+        "r => [...r.cells].map(c => c.textContent))"
+    )
     # local: podman and bare execution, four sample jobs each; the ones local cannot run
     # (GPU, MPI) are "not applicable", none fails, and the CPU job passes on both.
     assert len(rows) == 8, rows

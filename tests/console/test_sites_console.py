@@ -23,13 +23,25 @@ from tests.console.conftest import (
     wait_for,
 )
 
-SHIPPED = {"aurora", "polaris", "cdi-gpu", "oci-cpu", "lanl-gpu", "lanl-cpu", "local",
-           "perlmutter-gpu", "perlmutter-cpu", "frontier"}
+SHIPPED = {
+    "aurora",
+    "polaris",
+    "cdi-gpu",
+    "oci-cpu",
+    "lanl-gpu",
+    "lanl-cpu",
+    "local",
+    "perlmutter-gpu",
+    "perlmutter-cpu",
+    "frontier",
+}
 
 
 def shown_resources(driver: WebDriver) -> list[str]:
-    return [th.get_attribute("data-resource") or ""
-            for th in driver.find_elements(By.CSS_SELECTOR, "#comparison thead th[data-resource]")]
+    return [
+        th.get_attribute("data-resource") or ""
+        for th in driver.find_elements(By.CSS_SELECTOR, "#comparison thead th[data-resource]")
+    ]
 
 
 def row(driver: WebDriver, label: str) -> dict[str, Any]:
@@ -39,8 +51,10 @@ def row(driver: WebDriver, label: str) -> dict[str, Any]:
         marked = bool(tr.find_elements(By.CSS_SELECTOR, ".differs-mark"))
         name = header.text.removesuffix("differs").strip().removesuffix("≠").strip()
         if name == label:
-            cells = {td.get_attribute("data-resource"): td.text
-                     for td in tr.find_elements(By.CSS_SELECTOR, "td")}
+            cells = {
+                td.get_attribute("data-resource"): td.text
+                for td in tr.find_elements(By.CSS_SELECTOR, "td")
+            }
             return {"cells": cells, "differs": marked, "header": header.text}
     raise AssertionError(f"no row {label!r}")
 
@@ -72,7 +86,8 @@ def test_the_printed_address_leads_to_sign_in_and_a_wrong_token_shows_the_api_re
     wait_for(page, "location.pathname === '/console/sites'")
     wait_for(page, "document.getElementById('who').textContent !== ''")
     assert page.find_element(By.ID, "who").text == (
-        "Signed in as admin (projects: demo; facility admin)")
+        "Signed in as admin (projects: demo; facility admin)"
+    )
 
     page.find_element(By.ID, "sign-out").click()
     wait_for(page, "location.pathname === '/console/sign-in'")
@@ -90,11 +105,13 @@ def test_the_sites_page_shows_every_resource_as_the_api_describes_it(
     assert set(capabilities) == SHIPPED | {"markup-lab"}
     assert shown_resources(page) == list(capabilities)
     assert page.find_element(By.ID, "count").text == (
-        f"Showing {len(capabilities)} of {len(capabilities)} resources.")
+        f"Showing {len(capabilities)} of {len(capabilities)} resources."
+    )
 
     vendors = row(page, "GPU vendor")
-    assert vendors["cells"] == {rid: str(c["hardware"].get("gpu_vendor", "none"))
-                                for rid, c in capabilities.items()}
+    assert vendors["cells"] == {
+        rid: str(c["hardware"].get("gpu_vendor", "none")) for rid, c in capabilities.items()
+    }
     assert vendors["differs"], "NVIDIA, AMD, Intel and none differ"
     cores = row(page, "cores per node")["cells"]
     assert cores == {rid: str(c["hardware"]["cpu_cores"]) for rid, c in capabilities.items()}
@@ -105,7 +122,8 @@ def test_the_sites_page_shows_every_resource_as_the_api_describes_it(
     assert tmpfs["frontier"] == "--writable-tmpfs, --contain, --no-home"
     assert row(page, "podman: CDI devices")["cells"]["cdi-gpu"] == "nvidia.com/gpu=*"
     assert row(page, "charliecloud: mount sources")["cells"]["lanl-gpu"] == (
-        "/users, /lustre/scratch5 (read-write only: no read-only binds)")
+        "/users, /lustre/scratch5 (read-write only: no read-only binds)"
+    )
     assert row(page, "MPI flavour")["cells"]["frontier"] == "cray-mpich"
     assert row(page, "interconnect")["cells"]["frontier"] == "slingshot-11"
     same = row(page, "roles at most")
@@ -114,24 +132,35 @@ def test_the_sites_page_shows_every_resource_as_the_api_describes_it(
     # Every field has a label, and the checkboxes work from the keyboard.
     unlabelled = page.execute_script(
         "return [...document.querySelectorAll('input')].filter(i => !i.labels.length)"
-        ".map(i => i.id)")
+        ".map(i => i.id)"
+    )
     assert unlabelled == []
     page.find_element(By.ID, "filter-nvidia").send_keys(Keys.SPACE)
     nvidia = [rid for rid, c in capabilities.items() if c["hardware"].get("gpu_vendor") == "nvidia"]
-    wait_for(page, f"document.querySelectorAll('#comparison thead th[data-resource]').length"
-                   f" === {len(nvidia)}")
+    wait_for(
+        page,
+        f"document.querySelectorAll('#comparison thead th[data-resource]').length"
+        f" === {len(nvidia)}",
+    )
     assert shown_resources(page) == nvidia == ["polaris", "cdi-gpu", "lanl-gpu", "perlmutter-gpu"]
     assert page.find_element(By.ID, "count").text == (
-        f"Showing 4 of {len(capabilities)} resources.")
+        f"Showing 4 of {len(capabilities)} resources."
+    )
     screenshots(page, "sites-nvidia")
     page.find_element(By.ID, "filter-nvidia").send_keys(Keys.SPACE)
 
     option = page.find_element(By.ID, "filter-option")
     option.send_keys("--writable-tmpfs")
-    allowing = [rid for rid, c in capabilities.items()
-                if any("--writable-tmpfs" in r["allowed_extra_options"] for r in c["runtimes"])]
-    wait_for(page, f"document.querySelectorAll('#comparison thead th[data-resource]').length"
-                   f" === {len(allowing)}")
+    allowing = [
+        rid
+        for rid, c in capabilities.items()
+        if any("--writable-tmpfs" in r["allowed_extra_options"] for r in c["runtimes"])
+    ]
+    wait_for(
+        page,
+        f"document.querySelectorAll('#comparison thead th[data-resource]').length"
+        f" === {len(allowing)}",
+    )
     assert shown_resources(page) == allowing
     assert set(allowing) == {"aurora", "polaris", "cdi-gpu", "frontier"}
     option.clear()
@@ -144,32 +173,32 @@ def test_the_sites_page_shows_every_resource_as_the_api_describes_it(
     wait_for(page, "document.getElementById('count').textContent.startsWith('Showing 4 ')")
     assert shown_resources(page) == ["aurora", "polaris", "cdi-gpu", "frontier"]
     page.find_element(By.ID, "filter-apptainer").send_keys(Keys.SPACE)
-    wait_for(page, f"document.getElementById('count').textContent.startsWith("
-                   f"'Showing {len(capabilities)} ')")
+    wait_for(
+        page,
+        f"document.getElementById('count').textContent.startsWith('Showing {len(capabilities)} ')",
+    )
     screenshots(page, "sites")
 
     # At phone width the page itself does not scroll sideways: only the table's region does.
     set_width(page, "phone")
-    assert page.execute_script(
-        "return document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
     region = page.find_element(By.ID, "comparison")
-    assert page.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth",
-                               region)
+    assert page.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", region)
     assert region.get_attribute("tabindex") == "0", "the region scrolls with the keyboard"
 
 
-def test_profile_strings_are_shown_as_text_and_never_run(
-    page: WebDriver, console: Console
-) -> None:
+def test_profile_strings_are_shown_as_text_and_never_run(page: WebDriver, console: Console) -> None:
     open_sites(page, console)
     page.find_element(By.ID, "filter-text").send_keys("markup")
     wait_for(page, "document.getElementById('count').textContent.startsWith('Showing 1 ')")
     assert shown_resources(page) == ["markup-lab"]
     assert row(page, "name")["cells"]["markup-lab"] == '<img src=x onerror="window.__pwned = 3">'
     assert row(page, "description")["cells"]["markup-lab"] == (
-        '<b onmouseover="window.__pwned = 4">bold</b> & <i>italic</i>')
+        '<b onmouseover="window.__pwned = 4">bold</b> & <i>italic</i>'
+    )
     assert row(page, "site_note")["cells"]["markup-lab"] == (
-        '<img src=x onerror="window.__pwned = 5">')
+        '<img src=x onerror="window.__pwned = 5">'
+    )
     assert page.find_elements(By.CSS_SELECTOR, "main img, main b, main i, main script") == []
     assert page.execute_script("return window.__pwned") is None
     screenshots(page, "sites-markup-as-text")
@@ -188,7 +217,8 @@ def test_the_console_loads_only_from_this_server(page: WebDriver, console: Conso
     assert elsewhere == [], elsewhere
     # The style sheet applied and the modules ran (a blocked asset would leave neither).
     background = page.execute_script(
-        "return getComputedStyle(document.querySelector('header.bar')).backgroundColor")
+        "return getComputedStyle(document.querySelector('header.bar')).backgroundColor"
+    )
     assert background == "rgb(29, 78, 137)"
     problems = [e for e in page.get_log("browser") if e["level"] == "SEVERE"]
     assert problems == [], problems

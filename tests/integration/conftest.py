@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from iri_gateway.profiles.loading import ProfileRegistry
-from iri_gateway.service.backends import Backends
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.poller import Poller
-from iri_gateway.service.store import JobRecord, JobStore
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.poller import Poller
+from iri_gateway.service.jobs.store import JobRecord, JobStore
+from iri_gateway.service.operations.backends import Backends
 
 CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
 # A cold start on a fresh machine installs Debian packages first (~30 s); later ones take ~2 s.
@@ -147,8 +147,10 @@ def write_cluster_profile(cluster: ClusterInfo, folder: Path) -> Path:
     """The test cluster's profile with the running cluster's SSH settings filled in."""
     text = PROFILE_TEMPLATE.read_text()
     for placeholder, value in {
-        "@@SSH_PORT@@": str(cluster.ssh_port), "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
-        "@@SSH_KEY@@": str(cluster.ssh_key), "@@SSH_USER@@": cluster.ssh_user,
+        "@@SSH_PORT@@": str(cluster.ssh_port),
+        "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
+        "@@SSH_KEY@@": str(cluster.ssh_key),
+        "@@SSH_USER@@": cluster.ssh_user,
     }.items():
         text = text.replace(placeholder, value)
     path = folder / "cluster.yaml"
@@ -164,8 +166,11 @@ def cluster_profile(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFacto
 
 def make_engine(profile: Path, data: Path) -> Engine:
     """An engine on `profile` with its SQLite store and job folders under `data`."""
-    return Engine(registry=ProfileRegistry.from_files([profile]),
-                  store=JobStore(f"sqlite:///{data}/jobs.db"), backends=Backends(data))
+    return Engine(
+        registry=ProfileRegistry.from_files([profile]),
+        store=JobStore(f"sqlite:///{data}/jobs.db"),
+        backends=Backends(data),
+    )
 
 
 @pytest.fixture
@@ -179,8 +184,9 @@ def cluster_engine(cluster_profile: Path, tmp_path: Path) -> Iterator[Engine]:
     engine.backends.close()
 
 
-def wait_all_final(engine: Engine, job_ids: list[str], timeout: float = 120
-                   ) -> dict[str, JobRecord]:
+def wait_all_final(
+    engine: Engine, job_ids: list[str], timeout: float = 120
+) -> dict[str, JobRecord]:
     """Run the real poller (one batched status query per resource and cycle) until every job
     has ended; fails the test after `timeout` seconds."""
     poller = Poller(engine)

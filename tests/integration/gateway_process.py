@@ -41,11 +41,10 @@ class Gateway:
         assertion's message: a 500 in a CI run says what raised it."""
         text = self.log.read_text(errors="replace")
         start = text.find("Traceback")
-        return "(no traceback in the server log)" if start < 0 else text[start:start + limit]
+        return "(no traceback in the server log)" if start < 0 else text[start : start + limit]
 
     def headers(self, **extra: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}", "X-IRI-Facility-Project": "proj1",
-                **extra}
+        return {"Authorization": f"Bearer {self.token}", "X-IRI-Facility-Project": "proj1", **extra}
 
 
 def profile_allowing(profile: Path, attributes: list[str], folder: Path) -> Path:
@@ -55,7 +54,8 @@ def profile_allowing(profile: Path, attributes: list[str], folder: Path) -> Path
         scheduler = resource["scheduler"]
         allowed = list(scheduler.get("allowed_custom_attributes", []))
         scheduler["allowed_custom_attributes"] = allowed + [
-            name for name in attributes if name not in allowed]
+            name for name in attributes if name not in allowed
+        ]
     path = folder / "cluster-allowing.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
@@ -69,24 +69,54 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(profile: Path, data: Path, *, env: Mapping[str, str] | None = None
-          ) -> Iterator[Gateway]:
+def serve(profile: Path, data: Path, *, env: Mapping[str, str] | None = None) -> Iterator[Gateway]:
     """`iri-gateway serve --profiles PROFILE` with its data in `data`; stopped afterwards."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")}
     environment.update(env or {})
     data.mkdir(parents=True, exist_ok=True)
-    token = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", "alice", "--project", "proj1",
-         "--data-dir", str(data)],
-        capture_output=True, text=True, check=True, timeout=60, env=environment,
-    ).stdout.strip().splitlines()[-1]
+    token = (
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                "alice",
+                "--project",
+                "proj1",
+                "--data-dir",
+                str(data),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+            env=environment,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     port = _free_port()
     log = data / "server.log"
     with log.open("w") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "iri_gateway", "serve", "--host", "127.0.0.1", "--port",
-             str(port), "--data-dir", str(data), "--profiles", str(profile)],
-            stdout=output, stderr=subprocess.STDOUT, env=environment,
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data),
+                "--profiles",
+                str(profile),
+            ],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=environment,
         )
     url = f"http://127.0.0.1:{port}"
     try:

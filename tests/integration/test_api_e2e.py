@@ -22,23 +22,49 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def served(cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[tuple[str, str]]:
+def served(
+    cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
     """A real `serve` on the cluster profile: its URL and a token for alice (proj1)."""
     folder = tmp_path_factory.mktemp("gateway")
     profile = cluster_profile
     data = folder / "data"
     token = subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", "alice", "--project", "proj1",
-         "--data-dir", str(data)], capture_output=True, text=True, check=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "token",
+            "alice",
+            "--project",
+            "proj1",
+            "--data-dir",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout.strip()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "iri_gateway", "serve", "--port", str(port), "--data-dir",
-         str(data), "--profiles", str(profile)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data),
+            "--profiles",
+            str(profile),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -62,12 +88,16 @@ def server(served: tuple[str, str]) -> Iterator[GatewayClient]:
 
 
 def test_podman_job_through_the_official_api(server: GatewayClient) -> None:
-    job = server.submit("cluster", {
-        "executable": "/bin/sh",
-        "arguments": ["-c", "echo from the container; cat /etc/hostname > /dev/null"],
-        "environment": {"GREETING": "hi"},
-        "container": {"image": "localhost/iri-test/busybox:latest", "network": "none"},
-    }, project="proj1")
+    job = server.submit(
+        "cluster",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", "echo from the container; cat /etc/hostname > /dev/null"],
+            "environment": {"GREETING": "hi"},
+            "container": {"image": "localhost/iri-test/busybox:latest", "network": "none"},
+        },
+        project="proj1",
+    )
     assert job.state in ("queued", "active", "completed")
     done = server.wait("cluster", job.id, timeout=120)
     assert done.state == "completed", done
@@ -78,10 +108,12 @@ def test_podman_job_through_the_official_api(server: GatewayClient) -> None:
 
 
 def test_failed_and_canceled_over_http(server: GatewayClient) -> None:
-    failing = server.submit("cluster", {"executable": "/bin/sh", "arguments": ["-c", "exit 4"]},
-                            project="proj1")
-    sleeper = server.submit("cluster", {"executable": "/bin/sleep", "arguments": ["120"]},
-                            project="proj1")
+    failing = server.submit(
+        "cluster", {"executable": "/bin/sh", "arguments": ["-c", "exit 4"]}, project="proj1"
+    )
+    sleeper = server.submit(
+        "cluster", {"executable": "/bin/sleep", "arguments": ["120"]}, project="proj1"
+    )
     assert server.wait("cluster", failing.id, timeout=120).exit_code == 4
     server.cancel("cluster", sleeper.id)
     assert server.wait("cluster", sleeper.id, timeout=120).state == "canceled"
@@ -95,8 +127,7 @@ def test_psij_program_on_the_slurm_cluster(served: tuple[str, str]) -> None:
     from iri_gateway.psij_executor import IriExecutorConfig
 
     url, token = served
-    config = IriExecutorConfig(resource="cluster", project="proj1", token=token,
-                               poll_interval=0.3)
+    config = IriExecutorConfig(resource="cluster", project="proj1", token=token, poll_interval=0.3)
     executor = JobExecutor.get_instance("iri", url=url, config=config)
     seen: list[JobState] = []
 

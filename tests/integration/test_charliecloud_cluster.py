@@ -22,8 +22,8 @@ import pytest
 from iri_gateway.errors import JobRejectedError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine, OutputUnavailableError
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import Engine, OutputUnavailableError
+from iri_gateway.service.jobs.store import JobRecord
 from tests.integration.conftest import ClusterInfo, make_engine, wait_all_final
 
 pytestmark = pytest.mark.integration
@@ -31,8 +31,14 @@ pytestmark = pytest.mark.integration
 
 def job(image: str, script: str, **fields: Any) -> dict[str, Any]:
     container = {"runtime": "charliecloud", "image": image, **fields.pop("container", {})}
-    return {"name": "ch-test", "executable": "/bin/sh", "arguments": ["-c", script],
-            "container": container, "attributes": {"duration": 300}, **fields}
+    return {
+        "name": "ch-test",
+        "executable": "/bin/sh",
+        "arguments": ["-c", script],
+        "container": container,
+        "attributes": {"duration": 300},
+        **fields,
+    }
 
 
 def sandbox(path: Path) -> str:
@@ -40,8 +46,9 @@ def sandbox(path: Path) -> str:
     return f"{path}/"
 
 
-def run(engine: Engine, doc: dict[str, Any], owner: str = "root",
-        resource: str = "cluster") -> tuple[JobRecord, str, str]:
+def run(
+    engine: Engine, doc: dict[str, Any], owner: str = "root", resource: str = "cluster"
+) -> tuple[JobRecord, str, str]:
     record = engine.submit(owner=owner, resource_id=resource, spec=parse_jobspec(doc)).record
     assert record.native_id, record
     record = wait_all_final(engine, [record.id])[record.id]
@@ -57,8 +64,9 @@ def test_the_host_lacks_the_images_flavour_file() -> None:
 def test_bare_job_runs_in_the_directory_image_in_the_job_directory(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
-    record, out, err = run(cluster_engine, job(
-        sandbox(cluster.ch_image_cuda), 'cat /etc/iri-flavour; pwd; id -u'))
+    record, out, err = run(
+        cluster_engine, job(sandbox(cluster.ch_image_cuda), "cat /etc/iri-flavour; pwd; id -u")
+    )
     assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, err)
     assert "ch-run" in record.script and "--env-no-expand" in record.script
     flavour, workdir, uid = out.split("\n")[:3]
@@ -69,8 +77,7 @@ def test_bare_job_runs_in_the_directory_image_in_the_job_directory(
 
 
 def test_squashfs_image_runs(cluster_engine: Engine, cluster: ClusterInfo) -> None:
-    record, out, err = run(cluster_engine, job(str(cluster.ch_image_sqfs),
-                                               "cat /etc/iri-flavour"))
+    record, out, err = run(cluster_engine, job(str(cluster.ch_image_sqfs), "cat /etc/iri-flavour"))
     assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, err)
     assert out == "cpu\n"
 
@@ -81,12 +88,17 @@ def test_read_write_mount_and_working_directory(
     data = tmp_path / "data"
     data.mkdir()
     (data / "in.txt").write_text("hello from the host\n")
-    record, out, err = run(cluster_engine, job(
-        sandbox(cluster.ch_image_cpu),
-        'cat /etc/iri-flavour; pwd; cat in.txt; echo "written inside" > out.txt',
-        container={"volume_mounts": [{"source": str(data), "target": "/mnt/0",
-                                      "read_only": False}],
-                   "workdir": "/mnt/0"}))
+    record, out, err = run(
+        cluster_engine,
+        job(
+            sandbox(cluster.ch_image_cpu),
+            'cat /etc/iri-flavour; pwd; cat in.txt; echo "written inside" > out.txt',
+            container={
+                "volume_mounts": [{"source": str(data), "target": "/mnt/0", "read_only": False}],
+                "workdir": "/mnt/0",
+            },
+        ),
+    )
     assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, err)
     assert out == "cpu\n/mnt/0\nhello from the host\n"
     assert (data / "out.txt").read_text() == "written inside\n"
@@ -95,8 +107,13 @@ def test_read_write_mount_and_working_directory(
 def test_read_only_mount_is_refused_with_the_reason(
     cluster_engine: Engine, cluster: ClusterInfo, tmp_path: Path
 ) -> None:
-    doc = job(sandbox(cluster.ch_image_cpu), "true", container={
-        "volume_mounts": [{"source": str(tmp_path), "target": "/mnt/0", "read_only": True}]})
+    doc = job(
+        sandbox(cluster.ch_image_cpu),
+        "true",
+        container={
+            "volume_mounts": [{"source": str(tmp_path), "target": "/mnt/0", "read_only": True}]
+        },
+    )
     with pytest.raises(JobRejectedError) as refused:
         cluster_engine.submit(owner="root", resource_id="cluster", spec=parse_jobspec(doc))
     [problem] = refused.value.problems
@@ -109,18 +126,27 @@ def test_read_only_mount_is_refused_with_the_reason(
 def test_environment_reaches_the_program_as_text(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
-    values = {"Q": "a b $HOME \"x\" 'y' `id` $(id) ;|&", "N": "line1\nline2", "E": "a=b:$X",
-              "EMPTY": ""}
-    script = ('printf "Q=[%s]\\nN=[%s]\\nE=[%s]\\nEMPTY=[%s]\\n" "$Q" "$N" "$E" "${EMPTY-unset}"; '
-              'echo "job=${SLURM_JOB_ID-unset}"')
-    record, out, err = run(cluster_engine, job(
-        str(cluster.ch_image_sqfs), script, environment=values))
+    values = {
+        "Q": "a b $HOME \"x\" 'y' `id` $(id) ;|&",
+        "N": "line1\nline2",
+        "E": "a=b:$X",
+        "EMPTY": "",
+    }
+    script = (
+        'printf "Q=[%s]\\nN=[%s]\\nE=[%s]\\nEMPTY=[%s]\\n" "$Q" "$N" "$E" "${EMPTY-unset}"; '
+        'echo "job=${SLURM_JOB_ID-unset}"'
+    )
+    record, out, err = run(
+        cluster_engine, job(str(cluster.ch_image_sqfs), script, environment=values)
+    )
     assert record.state == JobState.COMPLETED, (record, err)
     expected = "".join(f"{name}=[{value}]\n" for name, value in values.items())
     assert out == expected + f"job={record.native_id}\n", "the host environment passes"
 
-    record, out, err = run(cluster_engine, job(
-        str(cluster.ch_image_sqfs), script, environment=values, inherit_environment=False))
+    record, out, err = run(
+        cluster_engine,
+        job(str(cluster.ch_image_sqfs), script, environment=values, inherit_environment=False),
+    )
     assert record.state == JobState.COMPLETED, (record, err)
     assert "--unset-env=*" in record.script
     assert out == expected + "job=unset\n", "without the host environment"
@@ -129,15 +155,17 @@ def test_environment_reaches_the_program_as_text(
 def test_failing_program_fails_the_job_with_its_exit_code(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
-    record, out, _ = run(cluster_engine, job(sandbox(cluster.ch_image_cuda),
-                                             "cat /etc/iri-flavour; exit 7"))
+    record, out, _ = run(
+        cluster_engine, job(sandbox(cluster.ch_image_cuda), "cat /etc/iri-flavour; exit 7")
+    )
     assert record.state == JobState.FAILED and record.exit_code == 7, record
     assert out == "cuda\n"
 
 
 def _processes(marker: str) -> list[str]:
-    listed = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True,
-                            check=True, timeout=30).stdout
+    listed = subprocess.run(
+        ["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     return [line for line in listed.splitlines() if marker in line and "ps -eo" not in line]
 
 
@@ -175,9 +203,14 @@ def test_cancel_leaves_no_process_behind(
 def test_two_node_job_runs_the_image_on_both_nodes(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
-    record, out, err = run(cluster_engine, job(
-        str(cluster.ch_image_sqfs), 'echo "$SLURMD_NODENAME $(cat /etc/iri-flavour)"',
-        resources={"node_count": 2, "processes_per_node": 1}))
+    record, out, err = run(
+        cluster_engine,
+        job(
+            str(cluster.ch_image_sqfs),
+            'echo "$SLURMD_NODENAME $(cat /etc/iri-flavour)"',
+            resources={"node_count": 2, "processes_per_node": 1},
+        ),
+    )
     assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, err)
     lines = sorted(out.splitlines())
     assert len(lines) == 2, out
@@ -186,12 +219,13 @@ def test_two_node_job_runs_the_image_on_both_nodes(
     assert all(line.split()[1] == "cpu" for line in lines)
 
 
-def test_job_over_the_ssh_login_node_as_alice(
-    cluster_engine: Engine, cluster: ClusterInfo
-) -> None:
-    record, out, err = run(cluster_engine, job(
-        str(cluster.ch_image_sqfs), 'cat /etc/iri-flavour; pwd; id -un'),
-        owner="alice", resource="cluster-ssh")
+def test_job_over_the_ssh_login_node_as_alice(cluster_engine: Engine, cluster: ClusterInfo) -> None:
+    record, out, err = run(
+        cluster_engine,
+        job(str(cluster.ch_image_sqfs), "cat /etc/iri-flavour; pwd; id -un"),
+        owner="alice",
+        resource="cluster-ssh",
+    )
     assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, err)
     flavour, workdir, user = out.split("\n")[:3]
     assert flavour == "cpu"
@@ -233,23 +267,47 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def registry(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[tuple[str, Path]]:
+def registry(
+    cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
     """Debian's docker-registry serving TLS on 127.0.0.1 (a certificate made here), holding
     the cpu test image pushed from Podman: (its address, the certificate)."""
     folder = tmp_path_factory.mktemp("registry")
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     address = f"127.0.0.1:{_free_port()}"
     (folder / "config.yml").write_text(
         f"version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: "
         f"{folder / 'data'}}}}}\nhttp:\n  addr: {address}\n"
-        f"  tls: {{certificate: {cert}, key: {key}}}\n")
+        f"  tls: {{certificate: {cert}, key: {key}}}\n"
+    )
     log = (folder / "registry.log").open("w")
-    server = subprocess.Popen(["docker-registry", "serve", str(folder / "config.yml")],
-                              stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        ["docker-registry", "serve", str(folder / "config.yml")],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -266,10 +324,13 @@ def registry(cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory
         (context / "usr" / "lib" / "x86_64-linux-gnu" / ".keep").touch()
         shutil.copy("/sbin/ldconfig", context / "ldconfig")
         (context / "Containerfile").write_text(
-            f"FROM {cluster.image_cpu}\nCOPY ldconfig /sbin/ldconfig\nCOPY usr /usr\n")
+            f"FROM {cluster.image_cpu}\nCOPY ldconfig /sbin/ldconfig\nCOPY usr /usr\n"
+        )
         image = f"{address}/iri-test/app:cpu-ldconfig"
-        for command in (["podman", "build", "-q", "-t", image, str(context)],
-                        ["podman", "push", "--tls-verify=false", image]):
+        for command in (
+            ["podman", "build", "-q", "-t", image, str(context)],
+            ["podman", "push", "--tls-verify=false", image],
+        ):
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, (command, done.stderr)
         yield image, cert
@@ -290,11 +351,19 @@ def test_registry_image_is_pulled_injected_once_and_run_by_name_on_two_nodes(
     (tmp_path / "data").mkdir()
     engine = make_engine(profile, tmp_path / "data")
     try:
-        record, out, err = run(engine, {
-            **job(image, 'echo "$SLURMD_NODENAME $(cat /etc/iri-flavour) '
-                  '$(/sbin/ldconfig -p | grep -c libz.so.1)"'),
-            "launcher": "srun", "resources": {"node_count": 2, "processes_per_node": 1},
-        }, resource="ch-staging")
+        record, out, err = run(
+            engine,
+            {
+                **job(
+                    image,
+                    'echo "$SLURMD_NODENAME $(cat /etc/iri-flavour) '
+                    '$(/sbin/ldconfig -p | grep -c libz.so.1)"',
+                ),
+                "launcher": "srun",
+                "resources": {"node_count": 2, "processes_per_node": 1},
+            },
+            resource="ch-staging",
+        )
     finally:
         engine.backends.close()
     assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, err)

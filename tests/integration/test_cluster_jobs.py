@@ -19,9 +19,9 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.poller import Poller
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.poller import Poller
+from iri_gateway.service.jobs.store import JobRecord
 from tests.integration.conftest import ClusterInfo, wait_all_final
 
 pytestmark = pytest.mark.integration
@@ -39,8 +39,10 @@ def cluster_job(cluster: ClusterInfo, worker_script: str, master_script: str) ->
         "name": "roles-test",
         "executable": "/bin/sh",
         "arguments": ["-c", master_script],
-        "container": {"image": cluster.test_image,
-                      "extra_options": {"podman": ["--env=SLURMD_NODENAME"]}},
+        "container": {
+            "image": cluster.test_image,
+            "extra_options": {"podman": ["--env=SLURMD_NODENAME"]},
+        },
         "attributes": {"duration": 300},
         "roles": [
             {"name": "master", "count": 1},
@@ -51,15 +53,17 @@ def cluster_job(cluster: ClusterInfo, worker_script: str, master_script: str) ->
 
 def node_addresses() -> dict[str, str]:
     """Each Slurm node's address, as Slurm itself has it."""
-    shown = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True,
-                           check=True, timeout=30).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "node", "-o"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     return dict(re.findall(r"NodeName=(\S+) .*?NodeAddr=(\S+)", shown))
 
 
 def slurm_running(native_id: str) -> bool:
     """Whether Slurm still has the job pending, running or completing."""
-    listed = subprocess.run(["squeue", "-h", "-j", native_id, "-o", "%T"], capture_output=True,
-                            text=True, timeout=30)
+    listed = subprocess.run(
+        ["squeue", "-h", "-j", native_id, "-o", "%T"], capture_output=True, text=True, timeout=30
+    )
     return bool(listed.stdout.strip())
 
 
@@ -77,8 +81,9 @@ def test_members_find_each_other_by_name(cluster_engine: Engine, cluster: Cluste
     engine = cluster_engine
     # Every member reports, however quickly the primary does (the default would stop the
     # others when it ends).
-    spec = parse_jobspec({**cluster_job(cluster, REPORT, REPORT),
-                          "cluster_lifecycle": "all_must_end"})
+    spec = parse_jobspec(
+        {**cluster_job(cluster, REPORT, REPORT), "cluster_lifecycle": "all_must_end"}
+    )
     record = engine.submit(owner="root", resource_id="cluster", spec=spec).record
     assert record.native_id, record
     record = wait_all_final(engine, [record.id])[record.id]
@@ -87,8 +92,7 @@ def test_members_find_each_other_by_name(cluster_engine: Engine, cluster: Cluste
     addresses = node_addresses()
     reports = {}
     for name in ("master1", "worker1", "worker2", "worker3"):
-        role, index, size, node, master_at, worker3_at = member_output(
-            record, engine, name).split()
+        role, index, size, node, master_at, worker3_at = member_output(record, engine, name).split()
         assert (role, size) == (name.rstrip("0123456789"), "4")
         assert f"{role}{index}" == name
         reports[name] = (node, master_at, worker3_at)
@@ -131,8 +135,13 @@ def test_cancel_stops_every_member(cluster_engine: Engine, cluster: ClusterInfo)
     label = f"label=iri-slurm-job={record.native_id}"
 
     def containers() -> list[str]:
-        listed = subprocess.run(["podman", "ps", "-q", "--filter", label], capture_output=True,
-                                text=True, check=True, timeout=30)
+        listed = subprocess.run(
+            ["podman", "ps", "-q", "--filter", label],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
         return listed.stdout.split()
 
     deadline = time.monotonic() + 60
@@ -153,7 +162,7 @@ def test_cancel_stops_every_member(cluster_engine: Engine, cluster: ClusterInfo)
 # cluster's hosts file at /etc/hosts by hand: the test image's static busybox crashes in its
 # own name lookup and with wget -T), then waits until both have fetched, so neither server
 # stops early.
-SERVE_AND_FETCH = r'''
+SERVE_AND_FETCH = r"""
 me="$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX"
 mkdir -p "/tmp/www-$me"
 echo "page of $me" > "/tmp/www-$me/index.html"
@@ -173,32 +182,45 @@ for i in $(seq 1 60); do
     [ -e fetched-server1 ] && [ -e fetched-server2 ] && break
     sleep 0.5
 done
-'''
+"""
 
 
 def test_two_members_on_one_node_serve_their_own_ports_and_reach_each_other(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
     engine = cluster_engine
-    spec = parse_jobspec({
-        "name": "ports-test",
-        "executable": "/bin/sh", "arguments": ["-c", SERVE_AND_FETCH],
-        "container": {"image": cluster.test_image,
-                      "extra_options": {"podman": ["--env=SLURMD_NODENAME"]}},
-        "attributes": {"duration": 300},
-        "cluster_lifecycle": "all_must_end",
-        "roles": [{"name": "server", "count": 2, "ports": {"http": 18080},
-                   "resources": {"processes_per_node": 2}}],
-    })
+    spec = parse_jobspec(
+        {
+            "name": "ports-test",
+            "executable": "/bin/sh",
+            "arguments": ["-c", SERVE_AND_FETCH],
+            "container": {
+                "image": cluster.test_image,
+                "extra_options": {"podman": ["--env=SLURMD_NODENAME"]},
+            },
+            "attributes": {"duration": 300},
+            "cluster_lifecycle": "all_must_end",
+            "roles": [
+                {
+                    "name": "server",
+                    "count": 2,
+                    "ports": {"http": 18080},
+                    "resources": {"processes_per_node": 2},
+                }
+            ],
+        }
+    )
     record = engine.submit(owner="root", resource_id="cluster", spec=spec).record
     record = wait_all_final(engine, [record.id], timeout=120)[record.id]
     assert record.state == JobState.COMPLETED and record.exit_code == 0, record
 
     endpoints = "http:server1:18080,http:server2:18081"
     assert engine.read_output(owner="root", job_id=record.id).strip() == (  # the primary
-        f"server1 port=18080 endpoints={endpoints} got=page of server2")
+        f"server1 port=18080 endpoints={endpoints} got=page of server2"
+    )
     assert member_output(record, engine, "server2").strip() == (
-        f"server2 port=18081 endpoints={endpoints} got=page of server1")
+        f"server2 port=18081 endpoints={endpoints} got=page of server1"
+    )
     members = {m["name"]: m for m in record.members}
     assert members["server1"]["node"] == members["server2"]["node"], "co-located"
     address = members["server1"]["address"]
@@ -236,14 +258,18 @@ def test_the_primarys_end_ends_long_running_workers(
         # it ended no later than the gateway saw it (measured slack as below).
         slurm_ended = seen - 0.5
     assert slurm_ended <= cycle, (
-        f"the job ended {slurm_ended:.1f} s after its primary: more than one poll cycle "
-        f"({cycle} s)")
+        f"the job ended {slurm_ended:.1f} s after its primary: more than one poll cycle ({cycle} s)"
+    )
     assert seen <= slurm_ended + cycle + 0.5, f"seen {seen:.1f} s after the primary's end"
     record = current
     assert record.state == JobState.COMPLETED and record.exit_code == 0, record
     states = {m["name"]: (m["state"], m.get("stopped", False)) for m in record.members}
-    assert states == {"master1": ("completed", False), "worker1": ("completed", True),
-                      "worker2": ("completed", True), "worker3": ("completed", True)}
+    assert states == {
+        "master1": ("completed", False),
+        "worker1": ("completed", True),
+        "worker2": ("completed", True),
+        "worker3": ("completed", True),
+    }
     assert engine.read_output(owner="root", job_id=record.id).strip() == "primary done"
     lines = exits.read_text().splitlines()
     assert lines[0] == "master1\t0"
@@ -275,7 +301,8 @@ def test_restart_of_a_cluster_job_runs_every_member_again(
     states = [entry["state"] for entry in record.history]
     assert states.count("completed") == 2, record.history
     assert {m["name"]: m["state"] for m in record.members} == dict.fromkeys(
-        ("master1", "worker1", "worker2", "worker3"), "completed")
+        ("master1", "worker1", "worker2", "worker3"), "completed"
+    )
 
 
 def test_restart_of_a_running_cluster_job_stops_and_runs_every_member_again(
@@ -289,8 +316,12 @@ def test_restart_of_a_running_cluster_job_stops_and_runs_every_member_again(
     names = ("master1", "worker1", "worker2", "worker3")
 
     def runs() -> dict[str, int]:
-        return {name: len((directory / f"runs-{name}").read_text().splitlines())
-                if (directory / f"runs-{name}").exists() else 0 for name in names}
+        return {
+            name: len((directory / f"runs-{name}").read_text().splitlines())
+            if (directory / f"runs-{name}").exists()
+            else 0
+            for name in names
+        }
 
     deadline = time.monotonic() + 60
     while runs() != dict.fromkeys(names, 1):

@@ -87,13 +87,16 @@ def test_batch_job_completes(cluster: ClusterInfo, tmp_path: Path) -> None:
     assert re.fullmatch(r"hello from n[1-4]\n", output), output
 
 
-def test_two_node_job_runs_on_two_distinct_fake_nodes(
-    cluster: ClusterInfo, tmp_path: Path
-) -> None:
+def test_two_node_job_runs_on_two_distinct_fake_nodes(cluster: ClusterInfo, tmp_path: Path) -> None:
     # `srun hostname` prints the one real host name twice; SLURMD_NODENAME names the fake node.
     job_id = sbatch(
-        f"--chdir={tmp_path}", "-o", "out-%j.txt", "-N2", "--ntasks-per-node=1",
-        "--wrap", 'srun sh -c "echo node=\\$SLURMD_NODENAME"',
+        f"--chdir={tmp_path}",
+        "-o",
+        "out-%j.txt",
+        "-N2",
+        "--ntasks-per-node=1",
+        "--wrap",
+        'srun sh -c "echo node=\\$SLURMD_NODENAME"',
     )
     assert wait_until_ended(job_id) == ("COMPLETED", "0:0")
     lines = (tmp_path / f"out-{job_id}.txt").read_text().split()
@@ -103,8 +106,14 @@ def test_two_node_job_runs_on_two_distinct_fake_nodes(
 
 def test_gpu_job_sees_cuda_visible_devices(cluster: ClusterInfo, tmp_path: Path) -> None:
     job_id = sbatch(
-        f"--chdir={tmp_path}", "-o", "out-%j.txt", "-p", "gpu", "--gres=gpu:1",
-        "--wrap", 'echo "$SLURMD_NODENAME CVD=$CUDA_VISIBLE_DEVICES"',
+        f"--chdir={tmp_path}",
+        "-o",
+        "out-%j.txt",
+        "-p",
+        "gpu",
+        "--gres=gpu:1",
+        "--wrap",
+        'echo "$SLURMD_NODENAME CVD=$CUDA_VISIBLE_DEVICES"',
     )
     assert wait_until_ended(job_id) == ("COMPLETED", "0:0")
     output = (tmp_path / f"out-{job_id}.txt").read_text()
@@ -146,8 +155,11 @@ def test_cancelled_job_is_cancelled(cluster: ClusterInfo, tmp_path: Path) -> Non
 
 def test_podman_runs_inside_a_slurm_job(cluster: ClusterInfo, tmp_path: Path) -> None:
     job_id = sbatch(
-        f"--chdir={tmp_path}", "-o", "out-%j.txt",
-        "--wrap", f"podman run --rm --network none {cluster.test_image} echo hi",
+        f"--chdir={tmp_path}",
+        "-o",
+        "out-%j.txt",
+        "--wrap",
+        f"podman run --rm --network none {cluster.test_image} echo hi",
     )
     assert wait_until_ended(job_id) == ("COMPLETED", "0:0")
     assert (tmp_path / f"out-{job_id}.txt").read_text() == "hi\n"
@@ -163,10 +175,21 @@ def test_cdi_fake_gpus_reach_the_container(cluster: ClusterInfo) -> None:
     show = 'echo "gpu=$IRI_FAKE_GPU"; for d in /dev/nvidia*; do [ -c "$d" ] && echo "$d"; done'
     for device in cluster.cdi_devices:
         env_value, nodes = expected[device.split("=")[1]]
-        output = checked([
-            "podman", "run", "--rm", "--network", "none", "--device", device, cluster.test_image,
-            "sh", "-c", show,
-        ])
+        output = checked(
+            [
+                "podman",
+                "run",
+                "--rm",
+                "--network",
+                "none",
+                "--device",
+                device,
+                cluster.test_image,
+                "sh",
+                "-c",
+                show,
+            ]
+        )
         assert output.split() == [f"gpu={env_value}", *nodes], (device, output)
 
 
@@ -178,9 +201,15 @@ def ssh_client(cluster: ClusterInfo, known_hosts: Path) -> paramiko.SSHClient:
     client.load_host_keys(str(known_hosts))
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
     client.connect(
-        cluster.ssh_host, port=cluster.ssh_port, username=cluster.ssh_user,
-        key_filename=str(cluster.ssh_key), look_for_keys=False, allow_agent=False,
-        timeout=10, banner_timeout=10, auth_timeout=10,
+        cluster.ssh_host,
+        port=cluster.ssh_port,
+        username=cluster.ssh_user,
+        key_filename=str(cluster.ssh_key),
+        look_for_keys=False,
+        allow_agent=False,
+        timeout=10,
+        banner_timeout=10,
+        auth_timeout=10,
     )
     return client
 
@@ -210,6 +239,7 @@ def ssh_query(client: paramiko.SSHClient) -> Query:
         status, out, err = ssh_run(client, " ".join(argv))
         assert status == 0, f"{argv} over SSH: exit {status}: {err}"
         return out
+
     return query
 
 
@@ -222,7 +252,7 @@ def ssh_sbatch(client: paramiko.SSHClient, script: str) -> str:
 
 
 def test_sbatch_over_ssh_as_alice(cluster: ClusterInfo, login: paramiko.SSHClient) -> None:
-    script = "#!/bin/sh\n#SBATCH -o iri-smoke-%j.out\necho \"$(id -un) on $SLURMD_NODENAME\"\n"
+    script = '#!/bin/sh\n#SBATCH -o iri-smoke-%j.out\necho "$(id -un) on $SLURMD_NODENAME"\n'
     job_id = ssh_sbatch(login, script)
     assert wait_until_ended(job_id, ssh_query(login)) == ("COMPLETED", "0:0")
     status, out, err = ssh_run(login, f"cat iri-smoke-{job_id}.out && rm iri-smoke-{job_id}.out")

@@ -10,7 +10,7 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
+from iri_gateway.service.jobs.engine import Engine
 from tests.integration.conftest import ClusterInfo, wait_all_final
 
 pytestmark = pytest.mark.integration
@@ -29,8 +29,7 @@ def interfaces_job(cluster: ClusterInfo, container: dict[str, Any]) -> dict[str,
 
 
 def interfaces_seen(engine: Engine, document: dict[str, Any]) -> list[str]:
-    record = engine.submit(owner="root", resource_id="cluster",
-                           spec=parse_jobspec(document)).record
+    record = engine.submit(owner="root", resource_id="cluster", spec=parse_jobspec(document)).record
     assert record.native_id, record
     record = wait_all_final(engine, [record.id])[record.id]
     output = engine.read_output(owner="root", job_id=record.id)
@@ -41,8 +40,7 @@ def interfaces_seen(engine: Engine, document: dict[str, Any]) -> list[str]:
 def test_network_mode_none_leaves_only_loopback(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
-    isolated = interfaces_seen(cluster_engine,
-                               interfaces_job(cluster, {"network_mode": "none"}))
+    isolated = interfaces_seen(cluster_engine, interfaces_job(cluster, {"network_mode": "none"}))
     assert isolated == ["lo"]
     host = interfaces_seen(cluster_engine, interfaces_job(cluster, {}))
     assert "lo" in host and len(host) > 1, f"the host network has more than lo: {host}"

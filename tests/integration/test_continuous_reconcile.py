@@ -23,9 +23,9 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.poller import Poller
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.poller import Poller
+from iri_gateway.service.jobs.store import JobRecord
 from iri_gateway.transport.base import CommandResult, TransportError
 from tests.integration.conftest import make_engine
 from tests.integration.gateway_process import profile_allowing
@@ -80,14 +80,23 @@ def inject(engine: Engine, when: str, gate: threading.Event | None = None) -> Lo
 
 
 def held(name: str) -> Any:
-    return parse_jobspec({"name": name, "executable": "/bin/true",
-                          "attributes": {"duration": 60,
-                                         "custom_attributes": {"begin": "now+1hour"}}})
+    return parse_jobspec(
+        {
+            "name": name,
+            "executable": "/bin/true",
+            "attributes": {"duration": 60, "custom_attributes": {"begin": "now+1hour"}},
+        }
+    )
 
 
 def jobs_tagged(tag: str) -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%k"], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-o", "%i|%k"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return [line.split("|")[0] for line in out.splitlines() if line.split("|")[1] == tag]
 
 
@@ -132,8 +141,11 @@ def test_submission_in_flight_is_left_alone(engine: Engine, name: str) -> None:
     lost = inject(engine, "", gate)
     engine.settle_time = 0.0
     submitted: list[JobRecord] = []
-    sender = threading.Thread(target=lambda: submitted.append(
-        engine.submit(owner="root", resource_id="cluster", spec=held(name)).record))
+    sender = threading.Thread(
+        target=lambda: submitted.append(
+            engine.submit(owner="root", resource_id="cluster", spec=held(name)).record
+        )
+    )
     sender.start()
     try:
         assert lost.sending.wait(30)

@@ -47,16 +47,20 @@ SSH_SIZE = 1024 * MiB
 
 @pytest.fixture(scope="module")
 def served(cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serve_for_two(tmp_path_factory.mktemp("ssh-transfer") / "data",
-                       args=("--profiles", str(cluster_profile))) as running:
+    with serve_for_two(
+        tmp_path_factory.mktemp("ssh-transfer") / "data", args=("--profiles", str(cluster_profile))
+    ) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
 def home(cluster: ClusterInfo) -> Path:
     """The login account's home, granted to its users as `~`."""
-    return Path(subprocess.run(["getent", "passwd", cluster.ssh_user], capture_output=True,
-                               text=True, check=True).stdout.split(":")[5])
+    return Path(
+        subprocess.run(
+            ["getent", "passwd", cluster.ssh_user], capture_output=True, text=True, check=True
+        ).stdout.split(":")[5]
+    )
 
 
 @pytest.fixture
@@ -74,7 +78,8 @@ def target(home: Path) -> Iterator[Path]:
 
 
 def test_a_large_file_goes_up_and_down_over_ssh_with_the_server_under_200_mib(
-        http: httpx.Client, served: Served, home: Path, target: Path) -> None:
+    http: httpx.Client, served: Served, home: Path, target: Path
+) -> None:
     payload = Payload(SSH_SIZE, seed=22)
     with MemoryWatch(served.serve.process.pid) as watch:
         started = time.monotonic()
@@ -86,33 +91,44 @@ def test_a_large_file_goes_up_and_down_over_ssh_with_the_server_under_200_mib(
         down = time.monotonic() - started
     assert size == SSH_SIZE == target.stat().st_size
     assert file_digest(target) == payload.digest == digest
-    print(f"{SSH_SIZE // MiB} MiB over SSH: up {up:.1f} s, down {down:.1f} s; server RSS "
-          f"before {watch.before_kib / 1024:.0f} MiB, peak {watch.peak_kib / 1024:.0f} MiB")
+    print(
+        f"{SSH_SIZE // MiB} MiB over SSH: up {up:.1f} s, down {down:.1f} s; server RSS "
+        f"before {watch.before_kib / 1024:.0f} MiB, peak {watch.peak_kib / 1024:.0f} MiB"
+    )
     assert watch.peak_kib < 200 * 1024, f"peak {watch.peak_kib / 1024:.0f} MiB"
     assert (watch.peak_kib - watch.before_kib) / 1024 < 64
     assert leftovers(home) == []
 
 
 def test_escapes_over_ssh_change_nothing_and_links_are_not_followed(
-        http: httpx.Client, served: Served, home: Path, target: Path) -> None:
+    http: httpx.Client, served: Served, home: Path, target: Path
+) -> None:
     victim = Path("/var/tmp") / f"iri-victim-{uuid.uuid4().hex}"
     victim.write_text("untouched")
     os.chmod(victim, 0o666)  # the login account could write it, if the gateway let it
     link = home / f"iri-link-{uuid.uuid4().hex}"
     link.symlink_to(victim)
     try:
+
         def upload(path: str, token: str = served.alice) -> httpx.Response:
             # No retry on 503: the one seen here once in CI, right after the 1 GiB transfer,
             # was its connection dying of paramiko's re-exchange wait (transport/ssh_rekey.py).
-            return http.post(f"{V2}/filesystem/upload/{RESOURCE}", params={"path": path},
-                             files={"file": ("f", b"planted")}, headers=headers(token))
+            return http.post(
+                f"{V2}/filesystem/upload/{RESOURCE}",
+                params={"path": path},
+                files={"file": ("f", b"planted")},
+                headers=headers(token),
+            )
 
         assert upload(str(link)).status_code == 409
         assert upload(f"{home}/../../var/tmp/planted").status_code == 404
         assert upload("/var/tmp/planted").status_code == 404
         assert upload(f"{home}/a\x00b").status_code == 422
-        got = http.post(f"{V2}/filesystem/download/{RESOURCE}", json={"path": str(link)},
-                        headers=headers(served.alice, Accept="application/octet-stream"))
+        got = http.post(
+            f"{V2}/filesystem/download/{RESOURCE}",
+            json={"path": str(link)},
+            headers=headers(served.alice, Accept="application/octet-stream"),
+        )
         assert got.status_code == 404 and b"untouched" not in got.content
         assert victim.read_text() == "untouched"
         assert not Path("/var/tmp/planted").exists()
@@ -126,43 +142,56 @@ def test_escapes_over_ssh_change_nothing_and_links_are_not_followed(
 
 
 def test_another_users_job_folder_is_404_over_ssh(http: httpx.Client, served: Served) -> None:
-    launched = http.post(f"{V2}/compute/job/{RESOURCE}", headers=headers(served.bob), json={
-        "executable": "/bin/sh", "arguments": ["-c", "echo bob-secret"]})
+    launched = http.post(
+        f"{V2}/compute/job/{RESOURCE}",
+        headers=headers(served.bob),
+        json={"executable": "/bin/sh", "arguments": ["-c", "echo bob-secret"]},
+    )
     assert launched.status_code == 200, launched.text
     job_id = launched.json()["id"]
     deadline = time.monotonic() + 180
     while True:
-        job = http.get(f"{V2}/compute/status/{RESOURCE}/{job_id}",
-                       headers=headers(served.bob)).json()
+        job = http.get(
+            f"{V2}/compute/status/{RESOURCE}/{job_id}", headers=headers(served.bob)
+        ).json()
         if job["status"]["state"] in ("completed", "failed", "canceled"):
             break
         assert time.monotonic() < deadline, job
         time.sleep(0.5)
     directory = job["status"]["meta_data"]["directory"]
-    got = http.post(f"{V2}/filesystem/download/{RESOURCE}",
-                    json={"path": f"{directory}/stdout.txt"},
-                    headers=headers(served.alice, Accept="application/octet-stream"))
+    got = http.post(
+        f"{V2}/filesystem/download/{RESOURCE}",
+        json={"path": f"{directory}/stdout.txt"},
+        headers=headers(served.alice, Accept="application/octet-stream"),
+    )
     assert got.status_code == 404 and b"bob-secret" not in got.content
-    planted = http.post(f"{V2}/filesystem/upload/{RESOURCE}",
-                        params={"path": f"{job_id}/planted"},
-                        files={"file": ("f", b"x")}, headers=headers(served.alice))
+    planted = http.post(
+        f"{V2}/filesystem/upload/{RESOURCE}",
+        params={"path": f"{job_id}/planted"},
+        files={"file": ("f", b"x")},
+        headers=headers(served.alice),
+    )
     assert planted.status_code == 404
     assert not Path(directory, "planted").exists()
-    own = http.post(f"{V2}/filesystem/download/{RESOURCE}",
-                    json={"path": f"{job_id}/stdout.txt"},
-                    headers=headers(served.bob, Accept="application/octet-stream"))
+    own = http.post(
+        f"{V2}/filesystem/download/{RESOURCE}",
+        json={"path": f"{job_id}/stdout.txt"},
+        headers=headers(served.bob, Accept="application/octet-stream"),
+    )
     assert own.status_code == 200 and own.content == b"bob-secret\n"
 
 
 def test_a_client_that_goes_away_halfway_leaves_no_file_on_the_login_node(
-        served: Served, home: Path, target: Path) -> None:
+    served: Served, home: Path, target: Path
+) -> None:
     host, port = served.serve.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as connection:
         connection.sendall(
             f"POST {V2}/filesystem/upload/{RESOURCE}?path={target} HTTP/1.1\r\n"
             f"Host: {host}\r\nAuthorization: Bearer {served.alice}\r\n"
             f"X-IRI-Facility-Project: proj1\r\nContent-Type: application/octet-stream\r\n"
-            f"Content-Length: {64 * MiB}\r\n\r\n".encode())
+            f"Content-Length: {64 * MiB}\r\n\r\n".encode()
+        )
         for _ in range(8):
             connection.sendall(b"h" * MiB)
         deadline = time.monotonic() + 60
@@ -177,7 +206,8 @@ def test_a_client_that_goes_away_halfway_leaves_no_file_on_the_login_node(
 
 
 def test_an_agent_killed_mid_upload_leaves_a_file_the_next_upload_removes(
-        http: httpx.Client, served: Served, home: Path, cluster: ClusterInfo) -> None:
+    http: httpx.Client, served: Served, home: Path, cluster: ClusterInfo
+) -> None:
     """The agent on the login node killed with kill -9 mid-upload cannot remove its
     temporary file; its name says which process wrote it, and the next upload into that
     folder (another agent, another process) removes it."""
@@ -192,7 +222,9 @@ def test_an_agent_killed_mid_upload_leaves_a_file_the_next_upload_removes(
                 f"POST {V2}/filesystem/upload/{RESOURCE}?path={folder}/cut.bin HTTP/1.1\r\n"
                 f"Host: {host}\r\nAuthorization: Bearer {served.alice}\r\n"
                 f"X-IRI-Facility-Project: proj1\r\nContent-Type: application/octet-stream"
-                f"\r\nContent-Length: {64 * MiB}\r\n\r\n".encode() + b"k" * (4 * MiB))
+                f"\r\nContent-Length: {64 * MiB}\r\n\r\n".encode()
+                + b"k" * (4 * MiB)
+            )
             deadline = time.monotonic() + 60
             while not leftovers(folder):
                 assert time.monotonic() < deadline, "the upload never started"
@@ -207,9 +239,12 @@ def test_an_agent_killed_mid_upload_leaves_a_file_the_next_upload_removes(
                 assert time.monotonic() < deadline, "the agent did not die"
                 time.sleep(0.05)
         assert leftovers(folder) == [stale], "kill -9 leaves the file"
-        answer = http.post(f"{V2}/filesystem/upload/{RESOURCE}",
-                           params={"path": f"{folder}/next.bin"},
-                           files={"file": ("f", b"next")}, headers=headers(served.alice))
+        answer = http.post(
+            f"{V2}/filesystem/upload/{RESOURCE}",
+            params={"path": f"{folder}/next.bin"},
+            files={"file": ("f", b"next")},
+            headers=headers(served.alice),
+        )
         assert answer.status_code == 200, answer.text
         assert leftovers(folder) == [] and (folder / "next.bin").read_bytes() == b"next"
         assert not (folder / "cut.bin").exists()

@@ -39,20 +39,49 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(cluster: ClusterInfo, cluster_profile: Path,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(
+    cluster: ClusterInfo, cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("ssh-files") / "data"
-    tokens = {user: subprocess.run(
-        [sys.executable, "-m", "iri_gateway", "token", user, "--project", "proj1",
-         "--data-dir", str(data)],
-        capture_output=True, text=True, check=True, timeout=60, env=clean_env(),
-    ).stdout.strip() for user in ("alice", "bob")}
+    tokens = {
+        user: subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iri_gateway",
+                "token",
+                user,
+                "--project",
+                "proj1",
+                "--data-dir",
+                str(data),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+            env=clean_env(),
+        ).stdout.strip()
+        for user in ("alice", "bob")
+    }
     port = free_port()
     log = (data / "server.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "iri_gateway", "serve", "--port", str(port), "--data-dir",
-         str(data), "--profiles", str(cluster_profile)],
-        stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data),
+            "--profiles",
+            str(cluster_profile),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=clean_env(),
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -65,8 +94,9 @@ def served(cluster: ClusterInfo, cluster_profile: Path,
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "the server did not start"
                 time.sleep(0.2)
-        home = subprocess.run(["getent", "passwd", cluster.ssh_user], capture_output=True,
-                              text=True, check=True).stdout.split(":")[5]
+        home = subprocess.run(
+            ["getent", "passwd", cluster.ssh_user], capture_output=True, text=True, check=True
+        ).stdout.split(":")[5]
         yield Served(url, tokens["alice"], tokens["bob"], home)
     finally:
         process.terminate()
@@ -91,8 +121,9 @@ def launch(http: httpx.Client, token: str, spec: dict[str, Any]) -> httpx.Respon
 def finished(http: httpx.Client, token: str, job_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while True:
-        job: dict[str, Any] = http.get(f"{V2}/compute/status/{RESOURCE}/{job_id}",
-                                       headers=headers(token)).json()
+        job: dict[str, Any] = http.get(
+            f"{V2}/compute/status/{RESOURCE}/{job_id}", headers=headers(token)
+        ).json()
         if job["status"]["state"] in ("completed", "failed", "canceled"):
             return job
         assert time.monotonic() < deadline, job
@@ -100,18 +131,15 @@ def finished(http: httpx.Client, token: str, job_id: str) -> dict[str, Any]:
 
 
 def run(http: httpx.Client, token: str, script: str, **extra: Any) -> dict[str, Any]:
-    answer = launch(http, token, {"executable": "/bin/sh", "arguments": ["-c", script],
-                                  **extra})
+    answer = launch(http, token, {"executable": "/bin/sh", "arguments": ["-c", script], **extra})
     assert answer.status_code == 200, answer.text
     job = finished(http, token, answer.json()["id"])
     assert job["status"]["state"] == "completed", job
     return job
 
 
-def read(http: httpx.Client, token: str, operation: str, body: dict[str, Any]
-         ) -> httpx.Response:
-    return http.post(f"{V2}/filesystem/{operation}/{RESOURCE}", json=body,
-                     headers=headers(token))
+def read(http: httpx.Client, token: str, operation: str, body: dict[str, Any]) -> httpx.Response:
+    return http.post(f"{V2}/filesystem/{operation}/{RESOURCE}", json=body, headers=headers(token))
 
 
 def output_of(http: httpx.Client, token: str, operation: str, body: dict[str, Any]) -> Any:
@@ -141,19 +169,36 @@ def test_folders_outside_the_granted_home_are_refused_over_ssh(
 ) -> None:
     bobs = run(http, served.bob, "echo bob")
     bobs_folder = bobs["status"]["meta_data"]["directory"]
-    for directory in ("/etc", "/", f"{served.home}/../../etc", "../../etc", bobs_folder,
-                      f"{bobs_folder}/sub", f"{served.home}/iri-gateway-jobs"):
+    for directory in (
+        "/etc",
+        "/",
+        f"{served.home}/../../etc",
+        "../../etc",
+        bobs_folder,
+        f"{bobs_folder}/sub",
+        f"{served.home}/iri-gateway-jobs",
+    ):
         for path in ("job", "plan"):
-            answer = http.post(f"{V2}/compute/{path}/{RESOURCE}", headers=headers(served.alice),
-                               json={"executable": "/bin/true", "directory": directory})
+            answer = http.post(
+                f"{V2}/compute/{path}/{RESOURCE}",
+                headers=headers(served.alice),
+                json={"executable": "/bin/true", "directory": directory},
+            )
             assert answer.status_code == 422, (directory, answer.text)
             params = {p["name"]: p["reason"] for p in answer.json()["invalid_params"]}
             assert served.home in params["directory"], "the granted home is offered"
     bobs_output = f"{bobs_folder}/{bobs['status']['meta_data']['stdout_path']}"
     for operation in OPERATIONS:
-        for path in ("/etc/passwd", "/etc/shadow", "/etc", bobs_output, bobs_folder,
-                     f"{bobs['id']}/stdout.txt", f"{served.home}/iri-gateway-jobs",
-                     f"{served.home}/../../etc/passwd"):
+        for path in (
+            "/etc/passwd",
+            "/etc/shadow",
+            "/etc",
+            bobs_output,
+            bobs_folder,
+            f"{bobs['id']}/stdout.txt",
+            f"{served.home}/iri-gateway-jobs",
+            f"{served.home}/../../etc/passwd",
+        ):
             answer = read(http, served.alice, operation, {"path": path})
             assert answer.status_code == 404, (operation, path, answer.text)
             assert "root:" not in answer.text
@@ -167,8 +212,9 @@ def test_a_directory_in_the_home_is_used_and_readable_over_ssh(
     job = run(http, served.alice, "echo in my home", directory=name)
     meta = job["status"]["meta_data"]
     assert meta["directory"] == f"{served.home}/{name}", "relative to the home, made absolute"
-    out = output_of(http, served.alice, "view", {"path": f"{meta['directory']}/"
-                                                 f"{meta['stdout_path']}"})
+    out = output_of(
+        http, served.alice, "view", {"path": f"{meta['directory']}/{meta['stdout_path']}"}
+    )
     assert out["content"] == "in my home\n"
     listed = output_of(http, served.alice, "ls", {"path": f"{served.home}/iri-test-runs"})
     assert name.split("/")[1] in [entry["name"] for entry in listed]
@@ -185,8 +231,9 @@ def test_swapping_a_folder_for_a_link_never_reads_outside_over_ssh(
     job = swapping_job(http, served.alice, outside, RESOURCE)
     deadline = time.monotonic() + 120
     while True:
-        got = http.get(f"{V2}/compute/status/{RESOURCE}/{job['id']}",
-                       headers=headers(served.alice)).json()
+        got = http.get(
+            f"{V2}/compute/status/{RESOURCE}/{job['id']}", headers=headers(served.alice)
+        ).json()
         folder = Path(got["status"]["meta_data"]["directory"])
         if (folder / "ready").exists():
             break
@@ -194,14 +241,13 @@ def test_swapping_a_folder_for_a_link_never_reads_outside_over_ssh(
         assert time.monotonic() < deadline, "the swapping job did not start"
         time.sleep(0.2)
     try:
-        seen, escapes = race(http, served.alice, str(folder), outside, rounds=60,
-                             resource=RESOURCE)
-        still = http.get(f"{V2}/compute/status/{RESOURCE}/{job['id']}",
-                         headers=headers(served.alice)).json()
+        seen, escapes = race(http, served.alice, str(folder), outside, rounds=60, resource=RESOURCE)
+        still = http.get(
+            f"{V2}/compute/status/{RESOURCE}/{job['id']}", headers=headers(served.alice)
+        ).json()
         assert still["status"]["state"] == "active", "the job swapped throughout"
     finally:
-        http.delete(f"{V2}/compute/cancel/{RESOURCE}/{job['id']}",
-                    headers=headers(served.alice))
+        http.delete(f"{V2}/compute/cancel/{RESOURCE}/{job['id']}", headers=headers(served.alice))
     assert escapes == [], f"{len(escapes)} of {5 * 60} reads escaped: {escapes[:3]}"
     assert seen["inside"] > 0 and seen["not found"] > 0, seen
 
@@ -223,6 +269,7 @@ def test_an_empty_path_lists_only_the_callers_job_folders_over_ssh(
     stat = output_of(http, served.alice, "stat", {"path": ""})
     assert stat["mode"] & 0o040000
     assert read(http, served.alice, "head", {"path": ""}).status_code == 400
-    unknown = http.post(f"{V2}/filesystem/ls/nowhere", json={"path": 5},
-                        headers=headers(served.alice))
+    unknown = http.post(
+        f"{V2}/filesystem/ls/nowhere", json={"path": 5}, headers=headers(served.alice)
+    )
     assert unknown.status_code == 404

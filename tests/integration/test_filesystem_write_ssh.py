@@ -37,14 +37,13 @@ served = ssh_setup.served
 http = ssh_setup.http
 
 
-def post(http: httpx.Client, token: str, operation: str, body: dict[str, Any]
-         ) -> httpx.Response:
-    return http.post(f"{V2}/filesystem/{operation}/{RESOURCE}", json=body,
-                     headers=headers(token))
+def post(http: httpx.Client, token: str, operation: str, body: dict[str, Any]) -> httpx.Response:
+    return http.post(f"{V2}/filesystem/{operation}/{RESOURCE}", json=body, headers=headers(token))
 
 
-def finished(http: httpx.Client, token: str, task_id: str,
-             deadline: float = 300.0) -> dict[str, Any]:
+def finished(
+    http: httpx.Client, token: str, task_id: str, deadline: float = 300.0
+) -> dict[str, Any]:
     """The task once it is no longer pending or active (failing after `deadline` s)."""
     end = time.monotonic() + deadline
     while True:
@@ -57,8 +56,9 @@ def finished(http: httpx.Client, token: str, task_id: str,
         time.sleep(0.05)
 
 
-def output(http: httpx.Client, token: str, operation: str, body: dict[str, Any],
-           status: int = 200) -> Any:
+def output(
+    http: httpx.Client, token: str, operation: str, body: dict[str, Any], status: int = 200
+) -> Any:
     answer = post(http, token, operation, body)
     assert answer.status_code == status, (operation, body, answer.text)
     task = finished(http, token, answer.json()["task_id"])
@@ -66,8 +66,9 @@ def output(http: httpx.Client, token: str, operation: str, body: dict[str, Any],
     return task["result"]["output"]
 
 
-def refused(http: httpx.Client, token: str, operation: str, body: dict[str, Any], status: int,
-            field: str) -> dict[str, Any]:
+def refused(
+    http: httpx.Client, token: str, operation: str, body: dict[str, Any], status: int, field: str
+) -> dict[str, Any]:
     """The answer's problem, or (a long operation refused as it ran) its failed task's."""
     answer = post(http, token, operation, body)
     if operation in LONG and answer.status_code == 201:
@@ -124,7 +125,9 @@ def test_each_operation_works_as_the_mapped_account(
     (work / "a/data.txt").write_text("over ssh\n")
     os.chown(work / "a/data.txt", account.pw_uid, account.pw_gid)
     assert output(http, served.alice, "checksum", {"path": f"{work}/a/data.txt"}) == {
-        "algorithm": "SHA-256", "checksum": hashlib.sha256(b"over ssh\n").hexdigest()}
+        "algorithm": "SHA-256",
+        "checksum": hashlib.sha256(b"over ssh\n").hexdigest(),
+    }
     assert output(http, served.alice, "file", {"path": f"{work}/a/data.txt"}) == "ASCII text"
     output(http, served.alice, "cp", {"path": f"{work}/a", "target_path": f"{work}/c"}, 201)
     assert (work / "c/data.txt").read_text() == "over ssh\n" and (work / "c/ln").is_symlink()
@@ -132,8 +135,9 @@ def test_each_operation_works_as_the_mapped_account(
     assert not (work / "c").exists() and (work / "d/b").is_dir()
     output(http, served.alice, "chmod", {"path": f"{work}/d/data.txt", "mode": "600"})
     assert (work / "d/data.txt").stat().st_mode & 0o777 == 0o600
-    problem = refused(http, served.alice, "chown", {"path": f"{work}/d/data.txt",
-                                                     "owner": "root"}, 403, "owner")
+    problem = refused(
+        http, served.alice, "chown", {"path": f"{work}/d/data.txt", "owner": "root"}, 403, "owner"
+    )
     assert f"may only be given to {cluster.ssh_user!r}" in problem["detail"], "refused first"
     assert (work / "d/data.txt").stat().st_uid == account.pw_uid
     output(http, served.alice, "rm", {"path": f"{work}/d", "recursive": True})
@@ -148,9 +152,14 @@ def test_escapes_change_nothing_outside_over_ssh(
     bobs = run(http, served.bob, "echo bob > kept.txt")
     bobs_folder = bobs["status"]["meta_data"]["directory"]
     bobs_before = snapshot(Path(bobs_folder))
-    for path in (f"{outside}/secret", f"{work}/to-outside/secret", "../../etc/passwd",
-                 f"{served.home}/../../{outside}/secret", f"{bobs_folder}/kept.txt",
-                 f"{bobs['id']}/kept.txt"):
+    for path in (
+        f"{outside}/secret",
+        f"{work}/to-outside/secret",
+        "../../etc/passwd",
+        f"{served.home}/../../{outside}/secret",
+        f"{bobs_folder}/kept.txt",
+        f"{bobs['id']}/kept.txt",
+    ):
         for operation, body in (
             ("rm", {"path": path, "recursive": True}),
             ("chmod", {"path": path, "mode": "777"}),
@@ -159,17 +168,29 @@ def test_escapes_change_nothing_outside_over_ssh(
             ("mkdir", {"path": path + "-dir", "parent": True}),
             ("checksum", {"path": path}),
         ):
-            assert post(http, served.alice, operation, body).status_code == 404, (operation,
-                                                                                   path)
+            assert post(http, served.alice, operation, body).status_code == 404, (operation, path)
     assert snapshot(Path(bobs_folder)) == bobs_before
-    refused(http, served.alice, "symlink", {"path": str(outside), "link_path": f"{work}/l"},
-            403, "path")
+    refused(
+        http, served.alice, "symlink", {"path": str(outside), "link_path": f"{work}/l"}, 403, "path"
+    )
     refused(http, served.alice, "rm", {"path": served.home, "recursive": True}, 403, "path")
-    refused(http, served.alice, "mv", {"path": f"{work}/mine.txt",
-                                       "target_path": served.home}, 403, "target_path")
+    refused(
+        http,
+        served.alice,
+        "mv",
+        {"path": f"{work}/mine.txt", "target_path": served.home},
+        403,
+        "target_path",
+    )
     refused(http, served.alice, "mkdir", {"path": f"{work}/a\nb"}, 422, "path")
-    refused(http, served.alice, "rm", {"path": f"{served.home}/iri-gateway-jobs",
-                                       "recursive": True}, 404, "path")
+    refused(
+        http,
+        served.alice,
+        "rm",
+        {"path": f"{served.home}/iri-gateway-jobs", "recursive": True},
+        404,
+        "path",
+    )
     assert sorted(p.name for p in work.iterdir()) == ["mine.txt", "to-outside"]
 
 
@@ -182,14 +203,18 @@ def test_a_link_is_followed_through_the_links_on_its_way_over_ssh(
     (work / "current").symlink_to("data")
     (work / "ping").symlink_to("pong")
     (work / "pong").symlink_to("ping")
-    for target, said in (("via/secret", "outside"), (f"{work}/via", "outside"),
-                         ("current/../to-outside/deep", "outside"), ("ping/x", "loop")):
-        problem = refused(http, served.alice, "symlink", {"path": target,
-                          "link_path": f"{work}/l"}, 403, "path")
+    for target, said in (
+        ("via/secret", "outside"),
+        (f"{work}/via", "outside"),
+        ("current/../to-outside/deep", "outside"),
+        ("ping/x", "loop"),
+    ):
+        problem = refused(
+            http, served.alice, "symlink", {"path": target, "link_path": f"{work}/l"}, 403, "path"
+        )
         assert said in problem["detail"], problem
     assert not (work / "l").is_symlink()
-    output(http, served.alice, "symlink", {"path": "current/in.txt",
-                                           "link_path": f"{work}/l"}, 201)
+    output(http, served.alice, "symlink", {"path": "current/in.txt", "link_path": f"{work}/l"}, 201)
     assert os.readlink(work / "l") == "current/in.txt"
 
 
@@ -200,11 +225,13 @@ def test_swapping_a_folder_for_a_link_never_changes_outside_over_ssh(
     thread = threading.Thread(target=swapper, args=(work, outside, stop), daemon=True)
     thread.start()
     sub = f"{work}/sub"
-    bodies = [("mkdir", {"path": f"{sub}/new"}),
-              ("rm", {"path": f"{sub}/new", "recursive": True}),
-              ("chmod", {"path": f"{sub}/secret", "mode": "777"}),
-              ("rm", {"path": f"{sub}/deep", "recursive": True}),
-              ("mv", {"path": f"{sub}/secret", "target_path": f"{work}/stolen"})]
+    bodies = [
+        ("mkdir", {"path": f"{sub}/new"}),
+        ("rm", {"path": f"{sub}/new", "recursive": True}),
+        ("chmod", {"path": f"{sub}/secret", "mode": "777"}),
+        ("rm", {"path": f"{sub}/deep", "recursive": True}),
+        ("mv", {"path": f"{sub}/secret", "target_path": f"{work}/stolen"}),
+    ]
     counts: dict[int, int] = {}
     try:
         for _ in range(20):

@@ -15,11 +15,12 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.store import JobRecord
 from tests.integration.conftest import ClusterInfo, wait_all_final
 
 pytestmark = pytest.mark.integration
+
 
 def flavoured_job(cluster: ClusterInfo) -> dict[str, Any]:
     return {
@@ -32,11 +33,19 @@ def flavoured_job(cluster: ClusterInfo) -> dict[str, Any]:
                 # The profile claims 4 GPUs a node where Slurm has 2 (on purpose, see
                 # cluster-profile.yaml.in), so the flavour asks for the 2 there are itself
                 # rather than the whole node's 4 the gateway would request.
-                {"name": "cuda", "image": cluster.image_cuda, "priority": 100,
-                 "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}],
-                 "resources": {"gpu_cores_per_process": 2}},
-                {"name": "cpu", "image": cluster.image_cpu, "priority": 20,
-                 "requirements": {"cpu_mhz": "> 1400"}},
+                {
+                    "name": "cuda",
+                    "image": cluster.image_cuda,
+                    "priority": 100,
+                    "requirements": [{"gpu_count": ">= 2"}, {"nvidia_cuda": "> 11"}],
+                    "resources": {"gpu_cores_per_process": 2},
+                },
+                {
+                    "name": "cpu",
+                    "image": cluster.image_cpu,
+                    "priority": 20,
+                    "requirements": {"cpu_mhz": "> 1400"},
+                },
             ],
         },
     }
@@ -46,8 +55,15 @@ def outcomes(record: JobRecord) -> dict[str, dict[str, Any]]:
     return {outcome["name"]: outcome for outcome in record.plan["flavours"]}
 
 
-def check_ran_flavour(engine: Engine, record: JobRecord, owner: str, chosen: str,
-                      chosen_image: str, other_image: str, gpus: str = "") -> None:
+def check_ran_flavour(
+    engine: Engine,
+    record: JobRecord,
+    owner: str,
+    chosen: str,
+    chosen_image: str,
+    other_image: str,
+    gpus: str = "",
+) -> None:
     stderr = engine.read_output(owner=owner, job_id=record.id, stream="stderr")
     assert record.state == JobState.COMPLETED and record.exit_code == 0, (record, stderr)
     assert record.plan["flavour"] == chosen
@@ -61,17 +77,20 @@ def check_ran_flavour(engine: Engine, record: JobRecord, owner: str, chosen: str
 
 def test_each_resource_runs_its_best_flavour(cluster_engine: Engine, cluster: ClusterInfo) -> None:
     engine = cluster_engine
-    on_gpu = engine.submit(owner="root", resource_id="cluster-gpu",
-                           spec=parse_jobspec(flavoured_job(cluster))).record
-    on_cpu = engine.submit(owner="root", resource_id="cluster",
-                           spec=parse_jobspec(flavoured_job(cluster))).record
+    on_gpu = engine.submit(
+        owner="root", resource_id="cluster-gpu", spec=parse_jobspec(flavoured_job(cluster))
+    ).record
+    on_cpu = engine.submit(
+        owner="root", resource_id="cluster", spec=parse_jobspec(flavoured_job(cluster))
+    ).record
     for record in (on_gpu, on_cpu):
         assert record.native_id, record
     done = wait_all_final(engine, [on_gpu.id, on_cpu.id])
     on_gpu, on_cpu = done[on_gpu.id], done[on_cpu.id]
 
-    check_ran_flavour(engine, on_gpu, "root", "cuda", cluster.image_cuda, cluster.image_cpu,
-                      gpus="0,1")
+    check_ran_flavour(
+        engine, on_gpu, "root", "cuda", cluster.image_cuda, cluster.image_cpu, gpus="0,1"
+    )
     gpu_outcomes = outcomes(on_gpu)
     assert gpu_outcomes["cuda"]["status"] == "chosen"
     assert gpu_outcomes["cuda"]["priority"] == 100
@@ -80,8 +99,7 @@ def test_each_resource_runs_its_best_flavour(cluster_engine: Engine, cluster: Cl
     # Built for GPUs: the flavour's own resources ask Slurm for the node's two GPUs.
     assert "#SBATCH --gres=gpu:2\n" in on_gpu.script
     assert on_gpu.plan["shape"]["gpus_per_process"] == 2
-    assert not any("GPU" in warning for warning in on_gpu.plan["warnings"]), (
-        on_gpu.plan["warnings"])
+    assert not any("GPU" in warning for warning in on_gpu.plan["warnings"]), on_gpu.plan["warnings"]
 
     check_ran_flavour(engine, on_cpu, "root", "cpu", cluster.image_cpu, cluster.image_cuda)
     cpu_outcomes = outcomes(on_cpu)
@@ -89,15 +107,17 @@ def test_each_resource_runs_its_best_flavour(cluster_engine: Engine, cluster: Cl
     assert cpu_outcomes["cuda"]["status"] == "rejected"
     assert "gpu_count" in cpu_outcomes["cuda"]["reason"]
     assert [outcome["name"] for outcome in on_cpu.plan["flavours"]] == ["cuda", "cpu"], (
-        "outcomes in declaration order")
+        "outcomes in declaration order"
+    )
 
 
 def test_flavour_over_ssh_with_rootless_podman(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
     engine = cluster_engine
-    record = engine.submit(owner="alice", resource_id="cluster-ssh",
-                           spec=parse_jobspec(flavoured_job(cluster))).record
+    record = engine.submit(
+        owner="alice", resource_id="cluster-ssh", spec=parse_jobspec(flavoured_job(cluster))
+    ).record
     assert record.native_id, record
     record = wait_all_final(engine, [record.id])[record.id]
     check_ran_flavour(engine, record, "alice", "cpu", cluster.image_cpu, cluster.image_cuda)
@@ -115,13 +135,20 @@ def test_each_role_of_a_cluster_job_runs_its_own_flavour(
     document["attributes"] = {"duration": 300}
     document["roles"] = [
         {"name": "master", "count": 1},
-        {"name": "worker", "count": 1, "container": {"flavours": [
-            {"name": "cpu", "image": cluster.image_cpu, "priority": 50},
-            {"name": "cuda", "image": cluster.image_cuda, "priority": 10},
-        ]}},
+        {
+            "name": "worker",
+            "count": 1,
+            "container": {
+                "flavours": [
+                    {"name": "cpu", "image": cluster.image_cpu, "priority": 50},
+                    {"name": "cuda", "image": cluster.image_cuda, "priority": 10},
+                ]
+            },
+        },
     ]
-    record = engine.submit(owner="root", resource_id="cluster-gpu",
-                           spec=parse_jobspec(document)).record
+    record = engine.submit(
+        owner="root", resource_id="cluster-gpu", spec=parse_jobspec(document)
+    ).record
     assert record.native_id, record
     record = wait_all_final(engine, [record.id], timeout=120)[record.id]
     stderr = engine.read_output(owner="root", job_id=record.id, stream="stderr")

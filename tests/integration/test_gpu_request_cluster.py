@@ -9,7 +9,7 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
+from iri_gateway.service.jobs.engine import Engine
 from tests.integration.conftest import ClusterInfo, wait_all_final
 
 pytestmark = pytest.mark.integration
@@ -19,13 +19,15 @@ def test_cdi_devices_without_a_count_reserve_the_whole_node(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
     engine = cluster_engine
-    spec = parse_jobspec({
-        "executable": "/bin/sh",
-        "arguments": ["-c", 'echo "in container: gpu=${IRI_FAKE_GPU-}"'],
-        "pre_launch": 'echo "granted by slurm: ${CUDA_VISIBLE_DEVICES-none}"',
-        "container": {"image": cluster.test_image, "devices": ["example.com/gpu=all"]},
-        "attributes": {"duration": 120},
-    })
+    spec = parse_jobspec(
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", 'echo "in container: gpu=${IRI_FAKE_GPU-}"'],
+            "pre_launch": 'echo "granted by slurm: ${CUDA_VISIBLE_DEVICES-none}"',
+            "container": {"image": cluster.test_image, "devices": ["example.com/gpu=all"]},
+            "attributes": {"duration": 120},
+        }
+    )
     record = engine.submit(owner="root", resource_id="cluster-gpu", spec=spec).record
     assert record.native_id, record
     assert "#SBATCH --gres=gpu:2" in record.script.splitlines()

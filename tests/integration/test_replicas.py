@@ -39,14 +39,19 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.engine import Engine as SqlEngine
 
-from iri_gateway.service.schema import JobRow
+from iri_gateway.service.operations.schema import JobRow
 from tests.integration.conftest import ClusterInfo
 from tests.integration.gateway_process import API, Gateway, serve
 
 pytestmark = pytest.mark.integration
 
-RESOURCES = sorted(re.findall(r"^  - id: (\S+)$", (
-    Path(__file__).with_name("cluster-profile.yaml.in").read_text()), re.MULTILINE))
+RESOURCES = sorted(
+    re.findall(
+        r"^  - id: (\S+)$",
+        (Path(__file__).with_name("cluster-profile.yaml.in").read_text()),
+        re.MULTILINE,
+    )
+)
 """Every resource of the test cluster's profile: each has its poll lease."""
 
 REPLICA_TIMEOUT = 3.0
@@ -60,9 +65,13 @@ TERMINAL = {"completed", "failed", "canceled"}
 def short_job(name: str, *arguments: str, executable: str = "/bin/true") -> dict[str, Any]:
     """A job that shares a node (two per node: the test cluster's nodes have 2 CPUs), so
     250 of them finish within a minute or two on the four nodes."""
-    return {"name": name, "executable": executable, "arguments": list(arguments),
-            "resources": {"exclusive_node_use": False, "memory": 100 * 1024 * 1024},
-            "attributes": {"duration": 60}}
+    return {
+        "name": name,
+        "executable": executable,
+        "arguments": list(arguments),
+        "resources": {"exclusive_node_use": False, "memory": 100 * 1024 * 1024},
+        "attributes": {"duration": 60},
+    }
 
 
 @dataclass
@@ -101,8 +110,9 @@ def name() -> Iterator[str]:
 
 
 @contextmanager
-def replicas(profile: Path, folder: Path, env: dict[str, str], name: str, *,
-             b_first: bool = False) -> Iterator[Pair]:
+def replicas(
+    profile: Path, folder: Path, env: dict[str, str], name: str, *, b_first: bool = False
+) -> Iterator[Pair]:
     """Replicas A and B, A started first (B first with `b_first`; then A starts once B
     polls every resource, so B alone holds the poll leases)."""
     database = create_engine(env["IRI_GATEWAY_DATABASE_URL"])
@@ -144,7 +154,8 @@ def stored(database: SqlEngine, name: str) -> dict[str, JobRow]:
     """Every stored job of that JobSpec name, read from the database itself."""
     with database.connect() as connection:
         rows = connection.execute(
-            select(JobRow).where(JobRow.spec["name"].as_string() == name)).all()
+            select(JobRow).where(JobRow.spec["name"].as_string() == name)
+        ).all()
     return {row.id: row for row in rows}
 
 
@@ -159,7 +170,11 @@ class SlurmLedger:
     def look(self) -> None:
         out = subprocess.run(
             ["squeue", "-h", "-a", "-t", "all", "-n", self.name, "-o", "%i|%k"],
-            capture_output=True, text=True, timeout=60, check=True).stdout
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         for line in out.splitlines():
             native, comment = line.split("|", 1)
             self.comments[native] = comment
@@ -174,15 +189,21 @@ class SlurmLedger:
 
 
 def status(gateway: Gateway, job_id: str, headers: dict[str, str]) -> dict[str, Any]:
-    answer = httpx.get(f"{gateway.url}{API}/compute/status/cluster/{job_id}",
-                       headers=headers, timeout=30)
+    answer = httpx.get(
+        f"{gateway.url}{API}/compute/status/cluster/{job_id}", headers=headers, timeout=30
+    )
     assert answer.status_code == 200, answer.text
     found: dict[str, Any] = answer.json()["status"]
     return found
 
 
-def wait_final(gateway: Gateway, job_ids: set[str], headers: dict[str, str], timeout: float,
-               ledger: SlurmLedger | None = None) -> dict[str, dict[str, Any]]:
+def wait_final(
+    gateway: Gateway,
+    job_ids: set[str],
+    headers: dict[str, str],
+    timeout: float,
+    ledger: SlurmLedger | None = None,
+) -> dict[str, dict[str, Any]]:
     """Each job's status through `gateway` once all have ended (one client, reading)."""
     final: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout
@@ -199,7 +220,8 @@ def wait_final(gateway: Gateway, job_ids: set[str], headers: dict[str, str], tim
             if len(final) == len(job_ids):
                 return final
             assert time.monotonic() < deadline, (
-                f"{len(job_ids) - len(final)} of {len(job_ids)} jobs not ended in {timeout} s")
+                f"{len(job_ids) - len(final)} of {len(job_ids)} jobs not ended in {timeout} s"
+            )
             time.sleep(1)
 
 
@@ -214,8 +236,13 @@ class Launch:
     error: str | None = None
 
 
-def launch_many(pair: Pair, document: dict[str, Any], indexes: range, clients: int,
-                answered: Callable[[Launch], None] | None = None) -> list[Launch]:
+def launch_many(
+    pair: Pair,
+    document: dict[str, Any],
+    indexes: range,
+    clients: int,
+    answered: Callable[[Launch], None] | None = None,
+) -> list[Launch]:
     """Launches `indexes` from `clients` threads (a barrier starts them together), launch i
     to replica A when i is even, B when odd; each with its own Idempotency-Key. `answered`
     is called with each launch that got an HTTP answer."""
@@ -240,7 +267,8 @@ def launch_many(pair: Pair, document: dict[str, Any], indexes: range, clients: i
                         answer = http.post(
                             f"{gateways[launch.replica].url}{API}/compute/job/cluster",
                             json=document,
-                            headers=pair.headers(**{"Idempotency-Key": launch.key}))
+                            headers=pair.headers(**{"Idempotency-Key": launch.key}),
+                        )
                     except httpx.TransportError as error:
                         launch.error = f"{type(error).__name__}: {error}"
                         continue
@@ -281,8 +309,10 @@ def test_kill_9_of_one_replica_loses_no_job_and_submits_none_twice(
 
         up = time.monotonic()
         first = launch_many(pair, document, range(200), clients=16)
-        print(f"\nreplicas up after {up - begun:.1f} s, 200 launches answered in "
-              f"{time.monotonic() - up:.1f} s")
+        print(
+            f"\nreplicas up after {up - begun:.1f} s, 200 launches answered in "
+            f"{time.monotonic() - up:.1f} s"
+        )
         refused = [(x.status, x.error) for x in first if x.job_id is None]
         assert refused == [], "with both replicas up, every launch is accepted"
         ledger.look()
@@ -300,15 +330,19 @@ def test_kill_9_of_one_replica_loses_no_job_and_submits_none_twice(
 
         killer = threading.Thread(target=kill_when_busy)
         killer.start()
-        second = launch_many(pair, document, range(200, 250), clients=16,
-                             answered=lambda _: done.release())
+        second = launch_many(
+            pair, document, range(200, 250), clients=16, answered=lambda _: done.release()
+        )
         killer.join(timeout=60)
         assert killed_at, "A was not killed"
 
         # The survivor takes A's poll leases once A's heartbeat is REPLICA_TIMEOUT old; its
         # poller checks its leases every LEASE_CHECK seconds.
-        wait_until(lambda: polling(pair.b) == RESOURCES, REPLICA_TIMEOUT + LEASE_CHECK + 10,
-                   "B polls every resource")
+        wait_until(
+            lambda: polling(pair.b) == RESOURCES,
+            REPLICA_TIMEOUT + LEASE_CHECK + 10,
+            "B polls every resource",
+        )
         took_over_after = time.monotonic() - killed_at[0]
         assert took_over_after <= REPLICA_TIMEOUT + LEASE_CHECK + 4, took_over_after
 
@@ -316,13 +350,18 @@ def test_kill_9_of_one_replica_loses_no_job_and_submits_none_twice(
         # (as it would through a load balancer): the same job if A had recorded it.
         unanswered = [x for x in second if x.job_id is None]
         assert all(x.replica == "a" for x in unanswered), [
-            (x.replica, x.status, x.error) for x in unanswered]
+            (x.replica, x.status, x.error) for x in unanswered
+        ]
         assert any(x.job_id is not None and x.replica == "a" for x in second), (
-            "no launch reached A before the kill: nothing was in flight")
+            "no launch reached A before the kill: nothing was in flight"
+        )
         with httpx.Client(base_url=pair.b.url, timeout=120) as http:
             for launch in unanswered:
-                answer = http.post(f"{API}/compute/job/cluster", json=document,
-                                   headers=pair.headers(**{"Idempotency-Key": launch.key}))
+                answer = http.post(
+                    f"{API}/compute/job/cluster",
+                    json=document,
+                    headers=pair.headers(**{"Idempotency-Key": launch.key}),
+                )
                 assert answer.is_success, answer.text
                 launch.job_id = answer.json()["id"]
         launches = first + second
@@ -338,20 +377,27 @@ def test_kill_9_of_one_replica_loses_no_job_and_submits_none_twice(
     assert twice == {}, "no job submitted twice"
     assert set(tags) == accepted, (
         f"Slurm has exactly the accepted jobs: missing {sorted(accepted - set(tags))[:5]}, "
-        f"unknown {sorted(set(tags) - accepted)[:5]}")
+        f"unknown {sorted(set(tags) - accepted)[:5]}"
+    )
     assert set(rows) == accepted, "the store has no job that no launch answered"
     assert {job_id: found["meta_data"]["native_id"] for job_id, found in final.items()} == {
-        job_id: natives[0] for job_id, natives in tags.items()}
+        job_id: natives[0] for job_id, natives in tags.items()
+    }
     states = Counter(found["state"] for found in final.values())
     assert states == {"completed": 250}, states
     assert all(row.claimed_by is None for row in rows.values())
     cut = Counter((x.error or "").split(":")[0] for x in unanswered)
-    taken_over = Counter(entry["message"].split(" ")[0] for row in rows.values()
-                         for entry in row.history
-                         if entry["message"].startswith(("adopted", "found")))
-    print(f"\n250 launches, kill -9, takeover after {took_over_after:.1f} s, "
-          f"{len(unanswered)} launches retried on B ({dict(cut)}), adopted by tag: "
-          f"{dict(taken_over)}, all ended after {time.monotonic() - begun:.0f} s")
+    taken_over = Counter(
+        entry["message"].split(" ")[0]
+        for row in rows.values()
+        for entry in row.history
+        if entry["message"].startswith(("adopted", "found"))
+    )
+    print(
+        f"\n250 launches, kill -9, takeover after {took_over_after:.1f} s, "
+        f"{len(unanswered)} launches retried on B ({dict(cut)}), adopted by tag: "
+        f"{dict(taken_over)}, all ended after {time.monotonic() - begun:.0f} s"
+    )
 
 
 # ---- 2: one Idempotency-Key at both replicas at once ------------------------------------
@@ -371,27 +417,41 @@ def test_one_idempotency_key_sent_to_both_replicas_at_once_makes_one_job(
                 start = threading.Barrier(2)
                 got: dict[str, httpx.Response] = {}
 
-                def send(http: httpx.Client, gateway: Gateway, which: str,
-                         key: str = key, start: threading.Barrier = start,
-                         got: dict[str, httpx.Response] = got) -> None:
+                def send(
+                    http: httpx.Client,
+                    gateway: Gateway,
+                    which: str,
+                    key: str = key,
+                    start: threading.Barrier = start,
+                    got: dict[str, httpx.Response] = got,
+                ) -> None:
                     start.wait()
                     got[which] = http.post(
-                        f"{gateway.url}{API}/compute/job/cluster", json=document,
-                        headers=pair.headers(**{"Idempotency-Key": key}))
+                        f"{gateway.url}{API}/compute/job/cluster",
+                        json=document,
+                        headers=pair.headers(**{"Idempotency-Key": key}),
+                    )
 
-                threads = [threading.Thread(target=send, args=(to_a, pair.a, "a")),
-                           threading.Thread(target=send, args=(to_b, pair.b, "b"))]
+                threads = [
+                    threading.Thread(target=send, args=(to_a, pair.a, "a")),
+                    threading.Thread(target=send, args=(to_b, pair.b, "b")),
+                ]
                 for thread in threads:
                     thread.start()
                 for thread in threads:
                     thread.join(timeout=120)
                 answers.append((got["a"], got["b"]))
         for a, b in answers:
-            assert (a.status_code, b.status_code) in {(200, 200), (201, 201), (200, 201),
-                                                      (201, 200)}, (a.text, b.text)
+            assert (a.status_code, b.status_code) in {
+                (200, 200),
+                (201, 201),
+                (200, 201),
+                (201, 200),
+            }, (a.text, b.text)
             assert a.json()["id"] == b.json()["id"], "both answers name the same job"
-            assert sorted([a.headers["Idempotency-Key-Reply"],
-                           b.headers["Idempotency-Key-Reply"]]) == ["hit", "miss"]
+            assert sorted(
+                [a.headers["Idempotency-Key-Reply"], b.headers["Idempotency-Key-Reply"]]
+            ) == ["hit", "miss"]
         job_ids = {a.json()["id"] for a, _ in answers}
         assert len(job_ids) == 8
         ledger = SlurmLedger(name)
@@ -401,7 +461,8 @@ def test_one_idempotency_key_sent_to_both_replicas_at_once_makes_one_job(
     assert {row.idempotency_key for row in rows.values()} == set(keys)
     tags = ledger.by_tag()
     assert {job_id: len(natives) for job_id, natives in tags.items()} == dict.fromkeys(
-        job_ids, 1), "each key's job in Slurm once"
+        job_ids, 1
+    ), "each key's job in Slurm once"
 
 
 # ---- 3: launched through A, cancelled through B -----------------------------------------
@@ -411,29 +472,36 @@ def kill_requests(native_id: str) -> int:
     """How many cancels (REQUEST_KILL_JOB) slurmctld has logged for the job."""
     log = Path(os.environ["SLURM_CONF"]).parent / "slurm" / "log" / "slurmctld.log"
     pattern = re.compile(rf"REQUEST_KILL_JOB JobId={native_id} ")
-    return sum(1 for line in log.read_text(errors="replace").splitlines()
-               if pattern.search(line))
+    return sum(1 for line in log.read_text(errors="replace").splitlines() if pattern.search(line))
 
 
 def test_job_launched_through_one_replica_is_cancelled_through_the_other(
     cluster_profile: Path, tmp_path: Path, replica_env: dict[str, str], name: str
 ) -> None:
     with replicas(cluster_profile, tmp_path, replica_env, name) as pair:
-        answer = httpx.post(f"{pair.a.url}{API}/compute/job/cluster",
-                            json=short_job(name, "300", executable="/bin/sleep"),
-                            headers=pair.headers(), timeout=60)
+        answer = httpx.post(
+            f"{pair.a.url}{API}/compute/job/cluster",
+            json=short_job(name, "300", executable="/bin/sleep"),
+            headers=pair.headers(),
+            timeout=60,
+        )
         assert answer.is_success, answer.text
         job_id = answer.json()["id"]
-        wait_until(lambda: status(pair.b, job_id, pair.headers())["state"] == "active", 60,
-                   "the job runs")
+        wait_until(
+            lambda: status(pair.b, job_id, pair.headers())["state"] == "active", 60, "the job runs"
+        )
         native_id = status(pair.b, job_id, pair.headers())["meta_data"]["native_id"]
         assert kill_requests(native_id) == 0
 
-        cancel = httpx.delete(f"{pair.b.url}{API}/compute/cancel/cluster/{job_id}",
-                              headers=pair.headers(), timeout=60)
+        cancel = httpx.delete(
+            f"{pair.b.url}{API}/compute/cancel/cluster/{job_id}", headers=pair.headers(), timeout=60
+        )
         assert cancel.status_code == 204, cancel.text
-        wait_until(lambda: status(pair.a, job_id, pair.headers())["state"] == "canceled", 60,
-                   "the job ends canceled, as A tells")
+        wait_until(
+            lambda: status(pair.a, job_id, pair.headers())["state"] == "canceled",
+            60,
+            "the job ends canceled, as A tells",
+        )
         assert status(pair.b, job_id, pair.headers())["state"] == "canceled"
         row = stored(pair.database, name)[job_id]
         assert row.desired == "canceled" and row.cancel_sent
@@ -451,9 +519,12 @@ def test_state_changed_by_the_other_replicas_poller_is_read_at_once(
     with replicas(cluster_profile, tmp_path, replica_env, name, b_first=True) as pair:
         assert polling(pair.a) == [], "B holds every poll lease"
         seen: list[str] = []
-        answer = httpx.post(f"{pair.a.url}{API}/compute/job/cluster",
-                            json=short_job(name, "3", executable="/bin/sleep"),
-                            headers=pair.headers(), timeout=60)
+        answer = httpx.post(
+            f"{pair.a.url}{API}/compute/job/cluster",
+            json=short_job(name, "3", executable="/bin/sleep"),
+            headers=pair.headers(),
+            timeout=60,
+        )
         assert answer.is_success, answer.text
         job_id = answer.json()["id"]
         seen.append(answer.json()["status"]["state"])

@@ -57,8 +57,9 @@ class Slurmctld:
         return pid if comm == "slurmctld" else None
 
     def up(self) -> bool:
-        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True,
-                              timeout=30, check=False)
+        ping = subprocess.run(
+            ["scontrol", "ping"], capture_output=True, text=True, timeout=30, check=False
+        )
         return "is UP" in ping.stdout
 
     def stop(self) -> None:
@@ -73,8 +74,12 @@ class Slurmctld:
     def start(self) -> None:
         """Start it unless it runs; return once `scontrol ping` says UP."""
         if self._pid() is None:
-            subprocess.run(["slurmctld", "-f", str(self.conf), "-i"], check=True, timeout=60,
-                           capture_output=True)
+            subprocess.run(
+                ["slurmctld", "-f", str(self.conf), "-i"],
+                check=True,
+                timeout=60,
+                capture_output=True,
+            )
         deadline = time.monotonic() + 90
         while not self.up():
             assert time.monotonic() < deadline, "slurmctld is not UP again"
@@ -95,16 +100,18 @@ def slurmctld(cluster: ClusterInfo) -> Iterator[Slurmctld]:
 @pytest.fixture
 def gateway(cluster: ClusterInfo, cluster_profile: Path, tmp_path: Path) -> Iterator[Gateway]:
     """A real `serve` on the cluster profile; its Slurm commands give up after ~2 s."""
-    conf = re.sub(r"(?m)^MessageTimeout=\d+$", "MessageTimeout=3",
-                  cluster.slurm_conf.read_text())
+    conf = re.sub(r"(?m)^MessageTimeout=\d+$", "MessageTimeout=3", cluster.slurm_conf.read_text())
     assert "MessageTimeout=3" in conf
     quick = tmp_path / "slurm-quick.conf"
     quick.write_text(conf)
     profile = profile_allowing(cluster_profile, ["begin"], tmp_path)
     # The answer waits for the first attempt (~2 s with the short MessageTimeout); retries
     # come at most 2 s apart, so the jobs go out soon after slurmctld is back.
-    env = {"SLURM_CONF": str(quick), "IRI_GATEWAY_RESPONSE_WAIT": "8",
-           "IRI_GATEWAY_SUBMIT_RETRY_LONGEST": "2"}
+    env = {
+        "SLURM_CONF": str(quick),
+        "IRI_GATEWAY_RESPONSE_WAIT": "8",
+        "IRI_GATEWAY_SUBMIT_RETRY_LONGEST": "2",
+    }
     with serve(profile, tmp_path / "data", env=env) as served:
         yield served
 
@@ -119,20 +126,33 @@ def name() -> Iterator[str]:
 
 def held_job(name: str) -> dict[str, object]:
     """A job that stays pending an hour (never uses the nodes)."""
-    return {"name": name, "executable": "/bin/true",
-            "attributes": {"duration": 60, "custom_attributes": {"begin": "now+1hour"}}}
+    return {
+        "name": name,
+        "executable": "/bin/true",
+        "attributes": {"duration": 60, "custom_attributes": {"begin": "now+1hour"}},
+    }
 
 
 def slurm_job_ids(name: str) -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-n", name, "-o", "%i"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return out.split()
 
 
 def tagged(tag: str) -> list[str]:
     """Slurm's jobs carrying the gateway's tag (its comment)."""
-    out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%k"], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-o", "%i|%k"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return [line.split("|")[0] for line in out.splitlines() if line.split("|")[1] == tag]
 
 
@@ -147,8 +167,11 @@ def test_launches_during_an_outage_are_accepted_and_submitted_once_when_back(
         answers: list[httpx.Response] = []
 
         def launch() -> None:
-            answers.append(http.post(f"{API}/compute/job/cluster", json=held_job(name),
-                                     headers=gateway.headers()))
+            answers.append(
+                http.post(
+                    f"{API}/compute/job/cluster", json=held_job(name), headers=gateway.headers()
+                )
+            )
 
         launchers = [threading.Thread(target=launch) for _ in range(4)]
         for thread in launchers:
@@ -165,23 +188,26 @@ def test_launches_during_an_outage_are_accepted_and_submitted_once_when_back(
             listed = http.post(f"{API}/compute/status/cluster", headers=gateway.headers())
             assert listed.status_code == 200
             assert {j["id"] for j in jobs} <= {j["id"] for j in listed.json()}
-            one = http.get(f"{API}/compute/status/cluster/{jobs[0]['id']}",
-                           headers=gateway.headers())
+            one = http.get(
+                f"{API}/compute/status/cluster/{jobs[0]['id']}", headers=gateway.headers()
+            )
             assert one.status_code == 200 and one.json()["status"]["state"] == "new"
         finally:
             slurmctld.start()
         deadline = time.monotonic() + 120
         for job in jobs:
             while True:
-                status = http.get(f"{API}/compute/status/cluster/{job['id']}",
-                                  headers=gateway.headers()).json()["status"]
+                status = http.get(
+                    f"{API}/compute/status/cluster/{job['id']}", headers=gateway.headers()
+                ).json()["status"]
                 if status["state"] != "new":
                     break
                 assert time.monotonic() < deadline, f"not submitted: {status}"
                 time.sleep(0.5)
             assert status["state"] == "queued", status
-            history = http.get(f"{API}/compute/status/cluster/{job['id']}",
-                               headers=gateway.headers()).json()
+            history = http.get(
+                f"{API}/compute/status/cluster/{job['id']}", headers=gateway.headers()
+            ).json()
             assert history["status"]["state"] == "queued"
             assert tagged(f"iri-gateway:{job['id']}") == [status["meta_data"]["native_id"]]
     assert len(slurm_job_ids(name)) == 4, "each submitted exactly once"
@@ -193,26 +219,30 @@ def test_cancel_during_an_outage_is_accepted_and_reaches_slurm_when_it_is_back(
     """Since issue 13 the cancel is recorded and accepted (204), not answered 503: the job's
     message says it is not delivered yet, and it reaches Slurm by itself when it is back."""
     with httpx.Client(base_url=gateway.url, timeout=120) as http:
-        launched = http.post(f"{API}/compute/job/cluster", json=held_job(name),
-                             headers=gateway.headers())
+        launched = http.post(
+            f"{API}/compute/job/cluster", json=held_job(name), headers=gateway.headers()
+        )
         assert launched.status_code == 200, launched.text
         assert launched.json()["status"]["state"] == "queued"
         job_id = launched.json()["id"]
         slurmctld.stop()
         try:
-            accepted = http.delete(f"{API}/compute/cancel/cluster/{job_id}",
-                                   headers=gateway.headers())
+            accepted = http.delete(
+                f"{API}/compute/cancel/cluster/{job_id}", headers=gateway.headers()
+            )
             assert accepted.status_code == 204, accepted.text
-            status = http.get(f"{API}/compute/status/cluster/{job_id}",
-                              headers=gateway.headers()).json()["status"]
+            status = http.get(
+                f"{API}/compute/status/cluster/{job_id}", headers=gateway.headers()
+            ).json()["status"]
             assert "cancel requested, not delivered yet" in status["message"], status
             assert SLURM_WORDS in status["message"], status
         finally:
             slurmctld.start()
         deadline = time.monotonic() + 120
         while True:  # no other cancel: the gateway sends the recorded one by itself
-            status = http.get(f"{API}/compute/status/cluster/{job_id}",
-                              headers=gateway.headers()).json()["status"]
+            status = http.get(
+                f"{API}/compute/status/cluster/{job_id}", headers=gateway.headers()
+            ).json()["status"]
             if status["state"] == "canceled":
                 break
             assert status["state"] in ("queued", "held"), status

@@ -19,7 +19,7 @@ import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
+from iri_gateway.service.jobs.engine import Engine
 from tests.integration.conftest import ClusterInfo, wait_all_final
 
 pytestmark = pytest.mark.integration
@@ -48,11 +48,13 @@ def short_name(cluster: ClusterInfo) -> Iterator[str]:
 def test_a_short_name_runs_docker_hubs_image_under_podman(
     cluster_engine: Engine, short_name: str
 ) -> None:
-    spec = parse_jobspec({
-        "executable": "/bin/cat",
-        "arguments": ["/etc/iri-flavour"],
-        "container": {"runtime": "podman", "image": short_name},
-    })
+    spec = parse_jobspec(
+        {
+            "executable": "/bin/cat",
+            "arguments": ["/etc/iri-flavour"],
+            "container": {"runtime": "podman", "image": short_name},
+        }
+    )
     record = cluster_engine.submit(owner="root", resource_id="cluster", spec=spec).record
     assert record.native_id, record
     assert record.plan["image"] == f"docker.io/{short_name}"

@@ -21,9 +21,9 @@ import pytest
 from iri_gateway.errors import JobRejectedError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
-from iri_gateway.service.engine import Engine
-from iri_gateway.service.poller import Poller
-from iri_gateway.service.store import JobRecord
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.poller import Poller
+from iri_gateway.service.jobs.store import JobRecord
 from tests.integration.conftest import ClusterInfo
 
 pytestmark = pytest.mark.integration
@@ -45,19 +45,23 @@ def root_rootfs(cluster: ClusterInfo, tmp_path: Path) -> Path:
     """A prepared root filesystem folder of the cpu image that root owns (runc makes the
     mount points it lacks in it, which a folder of someone else's would not allow)."""
     folder = tmp_path / "cpu-rootfs"
-    subprocess.run(["cp", "-a", "--no-preserve=ownership", str(cluster.dir / "oci/cpu/rootfs"),
-                    str(folder)], check=True, timeout=60)
+    subprocess.run(
+        ["cp", "-a", "--no-preserve=ownership", str(cluster.dir / "oci/cpu/rootfs"), str(folder)],
+        check=True,
+        timeout=60,
+    )
     return folder
 
 
-def submit(engine: Engine, resource: str, document: dict[str, Any], owner: str = "root"
-           ) -> JobRecord:
-    return engine.submit(owner=owner, resource_id=resource,
-                         spec=parse_jobspec(document)).record
+def submit(
+    engine: Engine, resource: str, document: dict[str, Any], owner: str = "root"
+) -> JobRecord:
+    return engine.submit(owner=owner, resource_id=resource, spec=parse_jobspec(document)).record
 
 
-def wait_for(engine: Engine, job_id: str, done: Callable[[JobRecord], bool],
-             timeout: float = 120) -> JobRecord:
+def wait_for(
+    engine: Engine, job_id: str, done: Callable[[JobRecord], bool], timeout: float = 120
+) -> JobRecord:
     poller = Poller(engine)
     deadline = time.monotonic() + timeout
     while True:
@@ -85,13 +89,19 @@ def test_this_machine_has_no_flavour_file() -> None:
 def test_bare_container_job_runs_in_the_staged_image(
     cluster_engine: Engine, cluster: ClusterInfo
 ) -> None:
-    record = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/cat", "arguments": [FLAVOUR],
-        "container": {"image": cluster.image_cpu},
-    })
+    record = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/cat",
+            "arguments": [FLAVOUR],
+            "container": {"image": cluster.image_cpu},
+        },
+    )
     assert record.plan["runtime"] == "slurm-oci"
-    assert "--nodes=1 --ntasks=1 --ntasks-per-node=1 \"--container=$iri_oci_bundle\"" in (
-        record.script)
+    assert '--nodes=1 --ntasks=1 --ntasks-per-node=1 "--container=$iri_oci_bundle"' in (
+        record.script
+    )
     out, _ = finished(cluster_engine, record)
     assert out == "cpu\n"
     # The bundle was the job's own and is gone; the staged root filesystem stays cached.
@@ -105,21 +115,27 @@ def test_read_only_and_read_write_mounts(
     (shared_dir / "in").mkdir()
     (shared_dir / "in/input.txt").write_text("mounted input\n")
     (shared_dir / "out").mkdir()
-    script = ("cat /data/in/input.txt; cat " + FLAVOUR + "; "
-              "if echo no > /data/in/x 2>/dev/null; then echo ro-writable; else echo ro-refused; "
-              "fi; echo written > /data/out/result.txt && echo rw-ok")
-    record = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/sh", "arguments": ["-c", script],
-        "directory": str(shared_dir),
-        "container": {
-            "image": f"{root_rootfs}/",
-            "volume_mounts": [
-                {"source": str(shared_dir / "in"), "target": "/data/in", "read_only": True},
-                {"source": str(shared_dir / "out"), "target": "/data/out",
-                 "read_only": False},
-            ],
+    script = (
+        "cat /data/in/input.txt; cat " + FLAVOUR + "; "
+        "if echo no > /data/in/x 2>/dev/null; then echo ro-writable; else echo ro-refused; "
+        "fi; echo written > /data/out/result.txt && echo rw-ok"
+    )
+    record = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", script],
+            "directory": str(shared_dir),
+            "container": {
+                "image": f"{root_rootfs}/",
+                "volume_mounts": [
+                    {"source": str(shared_dir / "in"), "target": "/data/in", "read_only": True},
+                    {"source": str(shared_dir / "out"), "target": "/data/out", "read_only": False},
+                ],
+            },
         },
-    })
+    )
     assert record.plan["image_form"] == "sandbox"
     out, _ = finished(cluster_engine, record)
     assert out == "mounted input\ncpu\nro-refused\nrw-ok\n"
@@ -133,43 +149,62 @@ def test_environment_and_working_directories(
     hostile = "a 'b' \"c\" $(touch /tmp/pwned-oci) `id` \\ ; *"
     report = 'echo "V=[$V]"; echo "PATH=$PATH"; pwd; cat marker.txt'
     (shared_dir / "marker.txt").write_text("the job directory\n")
-    in_job_dir = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/sh", "arguments": ["-c", report],
-        "environment": {"V": hostile, "PATH": "/bin:/usr/bin"},
-        "directory": str(shared_dir),
-        "container": {"image": cluster.image_cpu},
-    })
-    in_workdir = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/sh", "arguments": ["-c", "pwd; cat iri-flavour"],
-        "directory": str(shared_dir),
-        "container": {"image": cluster.image_cpu, "workdir": "/etc"},
-    })
+    in_job_dir = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", report],
+            "environment": {"V": hostile, "PATH": "/bin:/usr/bin"},
+            "directory": str(shared_dir),
+            "container": {"image": cluster.image_cpu},
+        },
+    )
+    in_workdir = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", "pwd; cat iri-flavour"],
+            "directory": str(shared_dir),
+            "container": {"image": cluster.image_cpu, "workdir": "/etc"},
+        },
+    )
     out, _ = finished(cluster_engine, in_job_dir)
-    assert out.splitlines() == [f"V=[{hostile}]", "PATH=/bin:/usr/bin", str(shared_dir),
-                                "the job directory"]
+    assert out.splitlines() == [
+        f"V=[{hostile}]",
+        "PATH=/bin:/usr/bin",
+        str(shared_dir),
+        "the job directory",
+    ]
     assert not Path("/tmp/pwned-oci").exists()
     out, _ = finished(cluster_engine, in_workdir)
     assert out == "/etc\ncpu\n"
 
 
 def test_failing_exit_code(cluster_engine: Engine, cluster: ClusterInfo) -> None:
-    record = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/sh", "arguments": ["-c", f"test -e {FLAVOUR} && exit 7"],
-        "container": {"image": cluster.image_cpu},
-    })
+    record = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", f"test -e {FLAVOUR} && exit 7"],
+            "container": {"image": cluster.image_cpu},
+        },
+    )
     record = wait_for(cluster_engine, record.id, lambda r: r.state.final)
     assert record.state == JobState.FAILED and record.exit_code == 7, record
 
 
 def _processes(pattern: str) -> str:
-    listed = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True,
-                            timeout=30)
+    listed = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True, timeout=30)
     return listed.stdout.strip()
 
 
 def _runc_containers(root: str, job: str) -> list[str]:
-    listed = subprocess.run(["runc", "--root", root, "list", "-q"], capture_output=True,
-                            text=True, timeout=30)
+    listed = subprocess.run(
+        ["runc", "--root", root, "list", "-q"], capture_output=True, text=True, timeout=30
+    )
     return [name for name in listed.stdout.split() if f".{job}." in name]
 
 
@@ -177,12 +212,17 @@ def test_cancel_leaves_no_process_on_the_node(
     cluster_engine: Engine, cluster: ClusterInfo, shared_dir: Path
 ) -> None:
     marker = f"sleep {3000 + os.getpid() % 900}"
-    record = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/sh", "arguments": ["-c", f"echo started; exec {marker}"],
-        "directory": str(shared_dir),
-        "resources": {"node_count": 2, "process_count": 2},
-        "container": {"image": cluster.image_cpu},
-    })
+    record = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", f"echo started; exec {marker}"],
+            "directory": str(shared_dir),
+            "resources": {"node_count": 2, "process_count": 2},
+            "container": {"image": cluster.image_cpu},
+        },
+    )
     wait_for(cluster_engine, record.id, lambda r: r.state == JobState.ACTIVE)
     output = shared_dir / f"iri-{record.id}.out"
     deadline = time.monotonic() + 60
@@ -198,45 +238,64 @@ def test_cancel_leaves_no_process_on_the_node(
     while _processes(marker) or _runc_containers("/run/user/0/runc", record.native_id or ""):
         assert time.monotonic() < deadline, (
             f"left behind: {_processes(marker)!r}, "
-            f"{_runc_containers('/run/user/0/runc', record.native_id or '')}")
+            f"{_runc_containers('/run/user/0/runc', record.native_id or '')}"
+        )
         time.sleep(0.5)
 
 
 def test_two_nodes_one_task_each(cluster_engine: Engine, cluster: ClusterInfo) -> None:
-    record = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/sh", "arguments": ["-c", f'echo "$(cat {FLAVOUR}) $SLURM_JOB_ID"'],
-        "resources": {"node_count": 2, "process_count": 2},
-        "container": {"image": cluster.image_cpu},
-    })
+    record = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", f'echo "$(cat {FLAVOUR}) $SLURM_JOB_ID"'],
+            "resources": {"node_count": 2, "process_count": 2},
+            "container": {"image": cluster.image_cpu},
+        },
+    )
     assert "#SBATCH --nodes=2" in record.script
     out, _ = finished(cluster_engine, record)
     # The fake nodes share one host name, and 22.05 gives no SLURM_PROCID inside: the two
     # tasks are counted, not named.
     assert out.splitlines() == [f"cpu {record.native_id}"] * 2
-    nodes = subprocess.run(["sacct", "-n", "-X", "-j", record.native_id or "", "-o",
-                            "NNodes"], capture_output=True, text=True, timeout=30).stdout
+    nodes = subprocess.run(
+        ["sacct", "-n", "-X", "-j", record.native_id or "", "-o", "NNodes"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     assert nodes.split() in ([], ["2"])  # sacct may lack a job log here; the script asked 2
 
 
 def test_two_tasks_on_one_node_are_refused(cluster_engine: Engine, cluster: ClusterInfo) -> None:
     with pytest.raises(JobRejectedError) as caught:
-        submit(cluster_engine, "cluster-oci", {
-            "executable": "/bin/true",
-            "resources": {"node_count": 1, "process_count": 2},
-            "container": {"image": cluster.image_cpu},
-        })
+        submit(
+            cluster_engine,
+            "cluster-oci",
+            {
+                "executable": "/bin/true",
+                "resources": {"node_count": 1, "process_count": 2},
+                "container": {"image": cluster.image_cpu},
+            },
+        )
     (problem,) = caught.value.problems
     assert problem.field == "resources.process_count"
     assert "one container task per node" in problem.reason
 
 
 def test_over_the_ssh_login_node_as_alice(cluster_engine: Engine, cluster: ClusterInfo) -> None:
-    record = submit(cluster_engine, "cluster-oci-ssh", {
-        "executable": "/bin/sh",
-        "arguments": ["-c", f'cat {FLAVOUR}; echo "W=$W"; pwd'],
-        "environment": {"W": "it's $HOME"},
-        "container": {"image": cluster.image_cpu},
-    }, owner="alice")
+    record = submit(
+        cluster_engine,
+        "cluster-oci-ssh",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", f'cat {FLAVOUR}; echo "W=$W"; pwd'],
+            "environment": {"W": "it's $HOME"},
+            "container": {"image": cluster.image_cpu},
+        },
+        owner="alice",
+    )
     out, _ = finished(cluster_engine, record, owner="alice")
     lines = out.splitlines()
     assert lines[:2] == ["cpu", "W=it's $HOME"]
@@ -249,15 +308,22 @@ def test_over_the_ssh_login_node_as_alice(cluster_engine: Engine, cluster: Clust
 def test_cluster_job_members_each_run_in_their_own_bundle(
     cluster_engine: Engine, cluster: ClusterInfo, shared_dir: Path
 ) -> None:
-    report = (f'echo "$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX $(cat {FLAVOUR}) '
-              '$(awk \'$2 == "worker1" { print "found" }\' /etc/hosts)"')
-    record = submit(cluster_engine, "cluster-oci", {
-        "executable": "/bin/sh", "arguments": ["-c", report],
-        "directory": str(shared_dir),
-        "container": {"image": cluster.image_cpu},
-        "cluster_lifecycle": "all_must_end",
-        "roles": [{"name": "master", "count": 1}, {"name": "worker", "count": 1}],
-    })
+    report = (
+        f'echo "$IRI_CLUSTER_ROLE$IRI_CLUSTER_ROLE_INDEX $(cat {FLAVOUR}) '
+        '$(awk \'$2 == "worker1" { print "found" }\' /etc/hosts)"'
+    )
+    record = submit(
+        cluster_engine,
+        "cluster-oci",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", report],
+            "directory": str(shared_dir),
+            "container": {"image": cluster.image_cpu},
+            "cluster_lifecycle": "all_must_end",
+            "roles": [{"name": "master", "count": 1}, {"name": "worker", "count": 1}],
+        },
+    )
     out, _ = finished(cluster_engine, record)
     assert out == "master1 cpu found\n"
     folder = shared_dir / f".iri-cluster-{record.native_id}"

@@ -36,13 +36,17 @@ LAUNCHES_PER_CLIENT = 2
 
 def slurm_jobs_named(name: str) -> list[tuple[str, str]]:
     """(job id, comment) of every job of that name in Slurm, whoever owns it."""
-    out = subprocess.run(["squeue", "-h", "-a", "-t", "all", "-n", name, "-o", "%i|%k"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-a", "-t", "all", "-n", name, "-o", "%i|%k"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return [(line.split("|", 1)[0], line.split("|", 1)[1]) for line in out.splitlines()]
 
 
-def launch_all(gateway: Gateway, resource: str, document: dict[str, Any]
-               ) -> list[httpx.Response]:
+def launch_all(gateway: Gateway, resource: str, document: dict[str, Any]) -> list[httpx.Response]:
     """CLIENTS clients, each with its own connection, send LAUNCHES_PER_CLIENT launches at
     once (a barrier starts them together); every response, in no particular order."""
     responses: list[httpx.Response] = []
@@ -55,9 +59,11 @@ def launch_all(gateway: Gateway, resource: str, document: dict[str, Any]
             with httpx.Client(base_url=gateway.url, timeout=300) as http:
                 start.wait()
                 for _ in range(LAUNCHES_PER_CLIENT):
-                    answer = http.post(f"{API}/compute/job/{resource}", json=document,
-                                       headers=gateway.headers(**{
-                                           "Idempotency-Key": str(uuid.uuid4())}))
+                    answer = http.post(
+                        f"{API}/compute/job/{resource}",
+                        json=document,
+                        headers=gateway.headers(**{"Idempotency-Key": str(uuid.uuid4())}),
+                    )
                     with lock:
                         responses.append(answer)
         except BaseException as error:  # reported below, with the others
@@ -73,8 +79,9 @@ def launch_all(gateway: Gateway, resource: str, document: dict[str, Any]
     return responses
 
 
-def native_ids(gateway: Gateway, resource: str, job_ids: list[str], timeout: float = 180
-               ) -> dict[str, str]:
+def native_ids(
+    gateway: Gateway, resource: str, job_ids: list[str], timeout: float = 180
+) -> dict[str, str]:
     """Each job's native id, waiting (without any other request) until all have one."""
     found: dict[str, str] = {}
     deadline = time.monotonic() + timeout
@@ -83,8 +90,9 @@ def native_ids(gateway: Gateway, resource: str, job_ids: list[str], timeout: flo
             for job_id in job_ids:
                 if job_id in found:
                     continue
-                answer = http.get(f"{API}/compute/status/{resource}/{job_id}",
-                                  headers=gateway.headers())
+                answer = http.get(
+                    f"{API}/compute/status/{resource}/{job_id}", headers=gateway.headers()
+                )
                 assert answer.status_code == 200, answer.text
                 status = answer.json()["status"]
                 assert status["state"] in ("new", "queued", "held"), status
@@ -94,7 +102,8 @@ def native_ids(gateway: Gateway, resource: str, job_ids: list[str], timeout: flo
             if len(found) == len(job_ids):
                 return found
             assert time.monotonic() < deadline, (
-                f"{len(job_ids) - len(found)} accepted jobs still have no native id")
+                f"{len(job_ids) - len(found)} accepted jobs still have no native id"
+            )
             time.sleep(1)
 
 
@@ -103,16 +112,23 @@ def test_64_concurrent_launches_over_ssh_are_all_accounted_for(
 ) -> None:
     profile = profile_allowing(cluster_profile, ["begin"], tmp_path)
     name = f"iri-conc-{uuid.uuid4().hex[:10]}"
-    document = {"name": name, "executable": "/bin/true",
-                "attributes": {"duration": 60, "custom_attributes": {"begin": "now+1hour"}}}
+    document = {
+        "name": name,
+        "executable": "/bin/true",
+        "attributes": {"duration": 60, "custom_attributes": {"begin": "now+1hour"}},
+    }
     try:
         with serve(profile, tmp_path / "data") as gateway:
             responses = launch_all(gateway, "cluster-ssh", document)
             assert len(responses) == CLIENTS * LAUNCHES_PER_CLIENT
-            unclean = [(r.status_code, r.text[:300]) for r in responses
-                       if not (r.is_success or r.status_code == 503)]
+            unclean = [
+                (r.status_code, r.text[:300])
+                for r in responses
+                if not (r.is_success or r.status_code == 503)
+            ]
             assert unclean == [], (
-                f"every launch is accepted or cleanly refused; {gateway.tracebacks()}")
+                f"every launch is accepted or cleanly refused; {gateway.tracebacks()}"
+            )
             accepted: list[str] = []
             for answer in responses:
                 if answer.is_success:
@@ -127,7 +143,8 @@ def test_64_concurrent_launches_over_ssh_are_all_accounted_for(
         tags = Counter(comment for _, comment in in_slurm)
         assert [tag for tag, count in tags.items() if count > 1] == [], "no job twice"
         assert set(tags) == {f"iri-gateway:{job_id}" for job_id in accepted}, (
-            "Slurm has exactly the accepted jobs: none the gateway does not track")
+            "Slurm has exactly the accepted jobs: none the gateway does not track"
+        )
         by_tag = {comment: native for native, comment in in_slurm}
         assert {job_id: by_tag[f"iri-gateway:{job_id}"] for job_id in accepted} == reported
     finally:
@@ -138,9 +155,15 @@ def test_many_concurrent_commands_share_a_bounded_pool(cluster: ClusterInfo) -> 
     """The transport alone, against the real sshd: 40 commands at once (more than the
     10 sessions sshd allows per connection) all return their own output, over a few
     connections that each carry at most `max_sessions` of them."""
-    transport = SshTransport(host=cluster.ssh_host, port=cluster.ssh_port,
-                             username=cluster.ssh_user, known_hosts=str(cluster.ssh_known_hosts),
-                             key_file=str(cluster.ssh_key), max_sessions=8, max_connections=4)
+    transport = SshTransport(
+        host=cluster.ssh_host,
+        port=cluster.ssh_port,
+        username=cluster.ssh_user,
+        known_hosts=str(cluster.ssh_known_hosts),
+        key_file=str(cluster.ssh_key),
+        max_sessions=8,
+        max_connections=4,
+    )
     results: dict[int, Any] = {}
     start = threading.Barrier(40)
 
@@ -158,7 +181,8 @@ def test_many_concurrent_commands_share_a_bounded_pool(cluster: ClusterInfo) -> 
         for thread in threads:
             thread.join(timeout=120)
         assert {i: getattr(r, "stdout", r) for i, r in results.items()} == {
-            i: f"{i}\n" for i in range(40)}
+            i: f"{i}\n" for i in range(40)
+        }
         assert all(r.exit_code == 0 for r in results.values())
         assert 1 <= len(transport.connections()) <= 4
     finally:

@@ -33,9 +33,15 @@ REKEY_BYTES = 64 * 1024
 @pytest.fixture
 def one_connection(cluster: ClusterInfo) -> Iterator[tuple[SshTransport, paramiko.Transport]]:
     """The gateway's SSH transport held to one connection, which re-exchanges keys often."""
-    transport = SshTransport(host=cluster.ssh_host, port=cluster.ssh_port,
-                             username=cluster.ssh_user, known_hosts=str(cluster.ssh_known_hosts),
-                             key_file=str(cluster.ssh_key), max_sessions=8, max_connections=1)
+    transport = SshTransport(
+        host=cluster.ssh_host,
+        port=cluster.ssh_port,
+        username=cluster.ssh_user,
+        known_hosts=str(cluster.ssh_known_hosts),
+        key_file=str(cluster.ssh_key),
+        max_sessions=8,
+        max_connections=1,
+    )
     try:
         assert transport.run(["true"]).ok
         (client,) = transport.connections()
@@ -48,7 +54,8 @@ def one_connection(cluster: ClusterInfo) -> Iterator[tuple[SshTransport, paramik
 
 
 def test_commands_ending_during_key_exchanges_keep_their_output_and_connection(
-        one_connection: tuple[SshTransport, paramiko.Transport]) -> None:
+    one_connection: tuple[SshTransport, paramiko.Transport],
+) -> None:
     transport, connection = one_connection
     exchanges = set()
     for index in range(60):
@@ -60,7 +67,8 @@ def test_commands_ending_during_key_exchanges_keep_their_output_and_connection(
 
 
 def test_streams_and_concurrent_commands_survive_key_exchanges(
-        one_connection: tuple[SshTransport, paramiko.Transport]) -> None:
+    one_connection: tuple[SshTransport, paramiko.Transport],
+) -> None:
     """A 4 MiB stream read to its end (the remote ending it) beside commands on the same
     connection, all through dozens of exchanges: every byte arrives, nothing fails."""
     transport, connection = one_connection
@@ -81,8 +89,10 @@ def test_streams_and_concurrent_commands_survive_key_exchanges(
             expected = hashlib.sha256()
             received = hashlib.sha256()
             # 4 MiB of a known stream: a seed's hash chained, made on the login node.
-            program = ("import hashlib,sys\nh=b'iri-rekey'\nfor _ in range(131072):\n"
-                       " h=hashlib.sha256(h).digest(); sys.stdout.buffer.write(h)\n")
+            program = (
+                "import hashlib,sys\nh=b'iri-rekey'\nfor _ in range(131072):\n"
+                " h=hashlib.sha256(h).digest(); sys.stdout.buffer.write(h)\n"
+            )
             h = b"iri-rekey"
             for _ in range(131072):
                 h = hashlib.sha256(h).digest()

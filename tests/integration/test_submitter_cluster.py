@@ -66,8 +66,7 @@ def slow_staging_profile(profile: Path, folder: Path) -> tuple[Path, Path]:
     document: dict[str, Any] = yaml.safe_load(allowing.read_text())
     for resource in document["resources"]:
         if "podman" in resource["runtimes"]:  # not the slurm-oci resources
-            resource["runtimes"]["podman"]["staging"] = {"when": "submit",
-                                                         "command": [str(script)]}
+            resource["runtimes"]["podman"]["staging"] = {"when": "submit", "command": [str(script)]}
     path = folder / "cluster-slow-staging.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path, calls
@@ -80,16 +79,16 @@ def container_job(name: str, image: str) -> dict[str, Any]:
 @pytest.fixture
 def staging_gateway(cluster_profile: Path, tmp_path: Path) -> Iterator[tuple[Gateway, Path]]:
     profile, calls = slow_staging_profile(cluster_profile, tmp_path)
-    with serve(profile, tmp_path / "data",
-               env={"IRI_GATEWAY_RESPONSE_WAIT": str(WAIT)}) as served:
+    with serve(profile, tmp_path / "data", env={"IRI_GATEWAY_RESPONSE_WAIT": str(WAIT)}) as served:
         yield served, calls
 
 
 def queued(http: httpx.Client, gateway: Gateway, job_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while True:
-        status: dict[str, Any] = http.get(f"{API}/compute/status/cluster/{job_id}",
-                                          headers=gateway.headers()).json()["status"]
+        status: dict[str, Any] = http.get(
+            f"{API}/compute/status/cluster/{job_id}", headers=gateway.headers()
+        ).json()["status"]
         if status["state"] != "new":
             return status
         assert time.monotonic() < deadline, status
@@ -129,8 +128,7 @@ def test_sdk_submit_with_staging_longer_than_its_timeout_gets_the_job(
     within its wait, so the SDK gets the job, no time-out, no retry, no 409."""
     gateway, _ = staging_gateway
     with GatewayClient(gateway.url, gateway.token, timeout=3.0) as client:
-        job = client.submit("cluster", container_job(name, cluster.test_image),
-                            project="proj1")
+        job = client.submit("cluster", container_job(name, cluster.test_image), project="proj1")
         assert job.state == "new" and "staging the image" in (job.message or ""), job
         deadline = time.monotonic() + 120
         while job.state == "new":
@@ -142,12 +140,14 @@ def test_sdk_submit_with_staging_longer_than_its_timeout_gets_the_job(
 
 
 def test_kill_9_with_jobs_waiting_to_be_submitted_submits_each_once_after_restart(
-    cluster: ClusterInfo, cluster_profile: Path, slurmctld: Slurmctld, tmp_path: Path,
+    cluster: ClusterInfo,
+    cluster_profile: Path,
+    slurmctld: Slurmctld,
+    tmp_path: Path,
     name: str,
 ) -> None:
     quick = tmp_path / "slurm-quick.conf"
-    conf = re.sub(r"(?m)^MessageTimeout=\d+$", "MessageTimeout=3",
-                  cluster.slurm_conf.read_text())
+    conf = re.sub(r"(?m)^MessageTimeout=\d+$", "MessageTimeout=3", cluster.slurm_conf.read_text())
     assert "MessageTimeout=3" in conf
     quick.write_text(conf)
     env = {"SLURM_CONF": str(quick), "IRI_GATEWAY_RESPONSE_WAIT": "0.5"}
@@ -157,8 +157,12 @@ def test_kill_9_with_jobs_waiting_to_be_submitted_submits_each_once_after_restar
         slurmctld.stop()
         try:
             with httpx.Client(base_url=first.url, timeout=60) as http:
-                answers = [http.post(f"{API}/compute/job/cluster", json=held_job(name),
-                                     headers=first.headers()) for _ in range(3)]
+                answers = [
+                    http.post(
+                        f"{API}/compute/job/cluster", json=held_job(name), headers=first.headers()
+                    )
+                    for _ in range(3)
+                ]
             assert [a.status_code for a in answers] == [200] * 3, [a.text for a in answers]
             jobs = [a.json()["id"] for a in answers]
             assert all(a.json()["status"]["state"] == "new" for a in answers)
@@ -169,8 +173,10 @@ def test_kill_9_with_jobs_waiting_to_be_submitted_submits_each_once_after_restar
     # its parent) and may still deliver its job once slurmctld is back: the restarted server
     # must adopt such a job by its tag, and submit the others, each exactly once (below).
     assert len(slurm_job_ids(name)) <= 3
-    with serve(profile, data, env=env) as second, \
-            httpx.Client(base_url=second.url, timeout=60) as http:
+    with (
+        serve(profile, data, env=env) as second,
+        httpx.Client(base_url=second.url, timeout=60) as http,
+    ):
         statuses = [queued(http, second, job_id) for job_id in jobs]
         assert [s["state"] for s in statuses] == ["queued"] * 3, statuses
         time.sleep(2)  # a reconcile cycle or two more: still no second submission
@@ -188,9 +194,11 @@ def test_reads_answer_while_every_submission_slot_is_busy(
     body = container_job(name, cluster.test_image)
     answers: list[httpx.Response] = []
     with httpx.Client(base_url=gateway.url, timeout=60) as http:
+
         def launch() -> None:
-            answers.append(http.post(f"{API}/compute/job/cluster", json=body,
-                                     headers=gateway.headers()))
+            answers.append(
+                http.post(f"{API}/compute/job/cluster", json=body, headers=gateway.headers())
+            )
 
         threads = [threading.Thread(target=launch) for _ in range(16)]
         for thread in threads:

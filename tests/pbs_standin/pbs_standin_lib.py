@@ -89,8 +89,9 @@ def job_table(program: str, *, save: bool = True) -> Iterator[dict[str, Any]]:
     with open(folder / "lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         path = folder / "jobs.json"
-        table: dict[str, Any] = (json.loads(path.read_text()) if path.exists()
-                                 else {"next": 1, "jobs": {}})
+        table: dict[str, Any] = (
+            json.loads(path.read_text()) if path.exists() else {"next": 1, "jobs": {}}
+        )
         yield table
         if not save:
             return
@@ -255,8 +256,10 @@ def owner() -> str:
 
 def run_comment(epoch: float, job: dict[str, Any]) -> str:
     """The scheduler's comment on a job it started: `Job run at Tue Oct 04 at 21:23 on (...)`."""
-    return f"Job run at {time.strftime('%a %b %d at %H:%M', time.localtime(epoch))} on " \
-           f"{job['exec_vnode']}"
+    return (
+        f"Job run at {time.strftime('%a %b %d at %H:%M', time.localtime(epoch))} on "
+        f"{job['exec_vnode']}"
+    )
 
 
 def json_value(value: Any) -> Any:
@@ -271,12 +274,44 @@ def json_value(value: Any) -> Any:
 
 _TIMES = ("ctime", "qtime", "mtime", "etime", "stime", "obittime")
 _ORDER = (
-    "Job_Name", "Job_Owner", "resources_used", "job_state", "queue", "server", "Account_Name",
-    "Checkpoint", "ctime", "Error_Path", "exec_host", "exec_vnode", "Hold_Types", "Join_Path",
-    "Keep_Files", "Mail_Points", "Mail_Users", "mtime", "Output_Path", "Priority", "qtime",
-    "Rerunable", "Resource_List", "stime", "session_id", "Shell_Path_List", "jobdir",
-    "substate", "Variable_List", "comment", "etime", "run_count", "eligible_time",
-    "Exit_status", "Submit_arguments", "history_timestamp", "project", "Submit_Host",
+    "Job_Name",
+    "Job_Owner",
+    "resources_used",
+    "job_state",
+    "queue",
+    "server",
+    "Account_Name",
+    "Checkpoint",
+    "ctime",
+    "Error_Path",
+    "exec_host",
+    "exec_vnode",
+    "Hold_Types",
+    "Join_Path",
+    "Keep_Files",
+    "Mail_Points",
+    "Mail_Users",
+    "mtime",
+    "Output_Path",
+    "Priority",
+    "qtime",
+    "Rerunable",
+    "Resource_List",
+    "stime",
+    "session_id",
+    "Shell_Path_List",
+    "jobdir",
+    "substate",
+    "Variable_List",
+    "comment",
+    "etime",
+    "run_count",
+    "eligible_time",
+    "Exit_status",
+    "Submit_arguments",
+    "history_timestamp",
+    "project",
+    "Submit_Host",
 )
 
 

@@ -119,7 +119,7 @@ def parse_options(
             while position < len(word):
                 name = "-" + word[position]
                 if name in with_value:
-                    value = word[position + 1:]
+                    value = word[position + 1 :]
                     if not value:
                         index += 1
                         if index >= len(args):
@@ -196,7 +196,7 @@ def parse_permuted(
         while position < len(word):
             name = "-" + word[position]
             if name in with_value:
-                value = word[position + 1:]
+                value = word[position + 1 :]
                 if not value:
                     if index >= len(args):
                         raise UsageError(f"option {name} needs a value")

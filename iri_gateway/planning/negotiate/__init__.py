@@ -40,7 +40,9 @@ JOB_DIRECTORY = SiteWord("$PWD")
 
 
 def negotiate(
-    spec: JobSpec, loaded: LoadedResource, flavours: FlavourChoice | None = None,
+    spec: JobSpec,
+    loaded: LoadedResource,
+    flavours: FlavourChoice | None = None,
     known_facts: Collection[str] | None = None,
 ) -> Decision:
     """Decide how `spec` runs on `loaded`; raise JobRejectedError listing every problem.
@@ -74,9 +76,7 @@ def prepare_flavours(spec: JobSpec) -> FlavourChoice | None:
     return None
 
 
-def _negotiate_one(
-    spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool = False
-) -> Decision:
+def _negotiate_one(spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool = False) -> Decision:
     """Negotiation of a job with (at most) one image.
 
     `nul_checked`: the job's text was already searched for NUL (a flavour's job: its whole
@@ -101,14 +101,17 @@ def _negotiate_one(
         check_queue_limits(shape, queue, problems)
     mode = launch_mode(spec, resource, shape.process_count, problems, warnings)
     if resource.scheduler.kind == "local" and (mode != "none" or shape.process_count > 1):
-        problems.append(Problem(
-            "resources.process_count", f"{resource.id} runs one process per job", "1"
-        ))
+        problems.append(
+            Problem("resources.process_count", f"{resource.id} runs one process per job", "1")
+        )
     if resource.scheduler.kind == "pbs" and mode == "parallel" and resource.mpi is None:
-        problems.append(Problem(
-            "resources.process_count", f"{resource.id} has no launcher for several processes",
-            "1",
-        ))
+        problems.append(
+            Problem(
+                "resources.process_count",
+                f"{resource.id} has no launcher for several processes",
+                "1",
+            )
+        )
 
     container = spec.container
     choice = ctr.choose_runtime(container, resource, problems)
@@ -131,8 +134,10 @@ def _negotiate_one(
             if choice.config is None and container.runtime == "none":
                 warnings.append(f"runtime 'none': image {container.image!r} is not used")
             elif choice.config is None:
-                warnings.append(f"{resource.id} runs jobs without containers (its default "
-                                f"runtime is 'none'): image {container.image!r} is not used")
+                warnings.append(
+                    f"{resource.id} runs jobs without containers (its default "
+                    f"runtime is 'none'): image {container.image!r} is not used"
+                )
             ctr.check_image(container, choice, resource.id, problems)
             ctr.check_gpu(container, choice, use_gpu, resource, problems)
             ctr.check_mounts(container, choice, problems)
@@ -142,29 +147,40 @@ def _negotiate_one(
             if choice.config is not None and (use_gpu or container.devices):
                 field = "container.gpu" if use_gpu else "container.devices"
                 shape = reserve_default_gpus(shape, field, resource, problems, warnings)
-    if choice is not None and choice.runtime.slurm_spank_options and (
-        resource.scheduler.kind == "slurm"
+    if (
+        choice is not None
+        and choice.runtime.slurm_spank_options
+        and (resource.scheduler.kind == "slurm")
     ):
         # The runtime's image and volumes travel as #SBATCH lines under Slurm (Shifter).
         spank = [("container.image", choice.image or "")] + [
             (f"container.volume_mounts[{i}]", f"{m.source}:{m.target}")
             for i, m in enumerate(choice.mounts)
         ]
-        problems.extend(Problem(path, SEPARATOR_REASON) for path, value in spank
-                        if slurm_separator(value))
+        problems.extend(
+            Problem(path, SEPARATOR_REASON) for path, value in spank if slurm_separator(value)
+        )
     if (
-        choice is not None and workdir is JOB_DIRECTORY and choice.runtime.binds_job_directory
-        and spec.directory is not None and any(c in spec.directory for c in ":,")
+        choice is not None
+        and workdir is JOB_DIRECTORY
+        and choice.runtime.binds_job_directory
+        and spec.directory is not None
+        and any(c in spec.directory for c in ":,")
     ):
-        problems.append(Problem(
-            "directory", f"{choice.runtime.name} mounts the job directory into the container "
-            "and cannot express ':' or ',' in its path", "container.workdir",
-        ))
+        problems.append(
+            Problem(
+                "directory",
+                f"{choice.runtime.name} mounts the job directory into the container "
+                "and cannot express ':' or ',' in its path",
+                "container.workdir",
+            )
+        )
     if use_mpi and choice is not None:
         ctr.check_mpi(choice, resource, problems)
     if use_gpu and shape.gpus_per_process == 0 and resource.nodes.gpus is None:
-        problems.append(Problem("container.gpu", f"the nodes of {resource.id} have no GPUs",
-                                "gpu: false"))
+        problems.append(
+            Problem("container.gpu", f"the nodes of {resource.id} have no GPUs", "gpu: false")
+        )
 
     if problems or choice is None:
         raise JobRejectedError(resource.id, problems)

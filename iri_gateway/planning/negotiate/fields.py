@@ -12,8 +12,23 @@ from iri_gateway.shell import has_control_characters, pbs_directive_safe
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHELL_OWNED = frozenset(
-    {"_", "UID", "EUID", "PPID", "BASHOPTS", "SHELLOPTS", "BASH_VERSINFO", "BASHPID",
-     "BASH_ARGV0", "RANDOM", "SECONDS", "LINENO", "SRANDOM", "EPOCHSECONDS", "EPOCHREALTIME"}
+    {
+        "_",
+        "UID",
+        "EUID",
+        "PPID",
+        "BASHOPTS",
+        "SHELLOPTS",
+        "BASH_VERSINFO",
+        "BASHPID",
+        "BASH_ARGV0",
+        "RANDOM",
+        "SECONDS",
+        "LINENO",
+        "SRANDOM",
+        "EPOCHSECONDS",
+        "EPOCHREALTIME",
+    }
 )
 _ATTRIBUTE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 LaunchMode = Literal["none", "parallel", "mpi"]
@@ -23,16 +38,21 @@ def check_environment(spec: JobSpec, problems: list[Problem]) -> None:
     """Variable names must be shell identifiers; any value is fine (it is quoted)."""
     for name in spec.environment:
         if not _ENV_NAME.match(name):
-            problems.append(Problem(
-                f"environment.{name}",
-                "not a valid variable name; use letters, digits and '_', not starting with a "
-                "digit",
-            ))
+            problems.append(
+                Problem(
+                    f"environment.{name}",
+                    "not a valid variable name; use letters, digits and '_', not starting with a "
+                    "digit",
+                )
+            )
         elif name in _SHELL_OWNED:
-            problems.append(Problem(
-                f"environment.{name}", "bash owns this variable (read-only or set by bash "
-                "itself), so the job could not receive the value",
-            ))
+            problems.append(
+                Problem(
+                    f"environment.{name}",
+                    "bash owns this variable (read-only or set by bash "
+                    "itself), so the job could not receive the value",
+                )
+            )
 
 
 def directive_fields(spec: JobSpec) -> dict[str, str]:
@@ -67,14 +87,20 @@ def check_directive_values(spec: JobSpec, resource: Resource, problems: list[Pro
         elif slurm and slurm_separator(value):
             problems.append(Problem(path, SEPARATOR_REASON))
         elif slurm and path in ("stdout_path", "stderr_path") and "\\" in value:
-            problems.append(Problem(
-                path, "Slurm drops every '\\' from an output path that holds one, so the "
-                "file would land elsewhere",
-            ))
+            problems.append(
+                Problem(
+                    path,
+                    "Slurm drops every '\\' from an output path that holds one, so the "
+                    "file would land elsewhere",
+                )
+            )
         elif pbs and path != "directory" and not pbs_directive_safe(value):
-            problems.append(Problem(
-                path, "PBS directives cannot carry blanks, quotes, '\\' or '#'",
-            ))
+            problems.append(
+                Problem(
+                    path,
+                    "PBS directives cannot carry blanks, quotes, '\\' or '#'",
+                )
+            )
         elif pbs and path.endswith("_path") and ":" in value:
             problems.append(Problem(path, "PBS reads 'host:path' here; ':' is not allowed"))
 
@@ -126,14 +152,20 @@ def check_custom_attributes(spec: JobSpec, resource: Resource, problems: list[Pr
         if not _ATTRIBUTE_KEY.match(key):
             problems.append(Problem(where, "not an option name (letters, digits, '-', '_')"))
         elif key not in allowed:
-            problems.append(Problem(
-                where, f"{resource.scheduler.kind} option {key!r} is not allowed here",
-                ", ".join(allowed) or "no custom attributes",
-            ))
+            problems.append(
+                Problem(
+                    where,
+                    f"{resource.scheduler.kind} option {key!r} is not allowed here",
+                    ", ".join(allowed) or "no custom attributes",
+                )
+            )
 
 
 def launch_mode(
-    spec: JobSpec, resource: Resource, processes: int, problems: list[Problem],
+    spec: JobSpec,
+    resource: Resource,
+    processes: int,
+    problems: list[Problem],
     warnings: list[str],
 ) -> LaunchMode:
     """How processes start: directly, as N copies through the launcher, or as MPI ranks."""
@@ -152,15 +184,18 @@ def launch_mode(
     if launcher in MPI_LAUNCHERS:
         mpi = resource.mpi
         if mpi is None:
-            problems.append(Problem(
-                "launcher", f"{resource.id} has no MPI launcher", "single, multiple"
-            ))
+            problems.append(
+                Problem("launcher", f"{resource.id} has no MPI launcher", "single, multiple")
+            )
             return "none"
         if launcher not in mpi.accepts:
-            problems.append(Problem(
-                "launcher", f"{launcher!r} is not used on {resource.id}",
-                ", ".join(["single", "multiple", *mpi.accepts]),
-            ))
+            problems.append(
+                Problem(
+                    "launcher",
+                    f"{launcher!r} is not used on {resource.id}",
+                    ", ".join(["single", "multiple", *mpi.accepts]),
+                )
+            )
             return "none"
         if launcher != mpi.launcher:
             warnings.append(f"launcher {launcher!r} runs as the site's {mpi.launcher!r}")

@@ -36,8 +36,9 @@ from iri_gateway.models.platforms import parse_platform
 from iri_gateway.planning.negotiate.fields import check_nul
 from iri_gateway.planning.negotiate.shape import derive_shape
 
-GPU_FACTS = frozenset({"gpu_count", "gpu_vendor", "gpu_model", "gpu_memory_gib",
-                       "nvidia_cuda", "rocm"})
+GPU_FACTS = frozenset(
+    {"gpu_count", "gpu_vendor", "gpu_model", "gpu_memory_gib", "nvidia_cuda", "rocm"}
+)
 _NO_GPU_FACTS = {"gpu_count": 0}
 
 Negotiator = Callable[[JobSpec, LoadedResource], Decision]
@@ -60,15 +61,18 @@ def flavour_constraints(flavour: Flavour) -> list[Constraint]:
     constraints = parse_requirements(flavour.requirements)
     if flavour.platform is not None:
         arch = parse_platform(flavour.platform).arch
-        constraints.append(Constraint(ARCH_FACT, "==", (arch,),
-                                      f"== {arch} (platform {flavour.platform})"))
+        constraints.append(
+            Constraint(ARCH_FACT, "==", (arch,), f"== {arch} (platform {flavour.platform})")
+        )
     return constraints
 
 
 def _failed_field(flavour: Flavour, reason: str) -> str:
     """`platform` when the flavour's platform is what failed, else `requirements`."""
-    if flavour.platform is not None and reason.startswith(f"{ARCH_FACT} ") and (
-        reason.split(":", 1)[0].endswith(f"(platform {flavour.platform})")
+    if (
+        flavour.platform is not None
+        and reason.startswith(f"{ARCH_FACT} ")
+        and (reason.split(":", 1)[0].endswith(f"(platform {flavour.platform})"))
     ):
         return "platform"
     return "requirements"
@@ -80,12 +84,17 @@ def demands_gpus(constraints: list[Constraint]) -> bool:
     Such a flavour is built for GPUs, so its container is given the node's GPUs unless the
     job says `container.gpu` itself.
     """
-    return first_failure([c for c in constraints if c.fact in GPU_FACTS], _NO_GPU_FACTS,
-                         "a node without GPUs") is not None
+    return (
+        first_failure(
+            [c for c in constraints if c.fact in GPU_FACTS], _NO_GPU_FACTS, "a node without GPUs"
+        )
+        is not None
+    )
 
 
-def flavour_spec(spec: JobSpec, container: Container, flavour: Flavour,
-                 constraints: list[Constraint]) -> JobSpec:
+def flavour_spec(
+    spec: JobSpec, container: Container, flavour: Flavour, constraints: list[Constraint]
+) -> JobSpec:
     """The job as it runs with one flavour: its image, runtime, options, resources, launcher,
     and GPUs if built for them.
 
@@ -98,18 +107,21 @@ def flavour_spec(spec: JobSpec, container: Container, flavour: Flavour,
     gpu = container.gpu
     if gpu is None and demands_gpus(constraints):
         gpu = True
-    chosen = container.model_copy(update={
-        "image": flavour.image,
-        "runtime": flavour.runtime or container.runtime,
-        "extra_options": options,
-        "gpu": gpu,
-        "flavours": [],
-    })
+    chosen = container.model_copy(
+        update={
+            "image": flavour.image,
+            "runtime": flavour.runtime or container.runtime,
+            "extra_options": options,
+            "gpu": gpu,
+            "flavours": [],
+        }
+    )
     update: dict[str, object] = {"container": chosen}
     if flavour.resources is not None:
         own = flavour.resources
         update["resources"] = (spec.resources or ResourceSpec()).model_copy(
-            update={name: getattr(own, name) for name in own.model_fields_set})
+            update={name: getattr(own, name) for name in own.model_fields_set}
+        )
     if flavour.launcher is not None:
         update["launcher"] = flavour.launcher
     return spec.model_copy(update=update)
@@ -129,15 +141,21 @@ def whole_node_gpus(spec: JobSpec, loaded: LoadedResource, sharing: int = 1) -> 
     return share if share >= 1 else None
 
 
-def _whole_node_note(flavour: Flavour, share: int, decision: Decision,
-                     loaded: LoadedResource, sharing: int) -> str:
+def _whole_node_note(
+    flavour: Flavour, share: int, decision: Decision, loaded: LoadedResource, sharing: int
+) -> str:
     """What the plan says when the gateway asked for a GPU flavour's GPUs on its own."""
     per_node = decision.shape.gpus_per_node * sharing
     count = loaded.resource.nodes.gpus.count if loaded.resource.nodes.gpus else per_node
-    asked = (f"the whole node's {per_node} GPUs are requested" if per_node == count else
-             f"{per_node} of the node's {count} GPUs are requested")
-    return (f"flavour {flavour.name!r} needs GPUs: {asked} ({share} per process; set "
-            "resources.gpu_cores_per_process to ask for fewer)")
+    asked = (
+        f"the whole node's {per_node} GPUs are requested"
+        if per_node == count
+        else f"{per_node} of the node's {count} GPUs are requested"
+    )
+    return (
+        f"flavour {flavour.name!r} needs GPUs: {asked} ({share} per process; set "
+        "resources.gpu_cores_per_process to ask for fewer)"
+    )
 
 
 def _all_flavours(spec: JobSpec) -> Iterator[tuple[str, Flavour]]:
@@ -162,13 +180,18 @@ def unknown_facts(spec: JobSpec, known: Collection[str]) -> list[Problem]:
             if fact in known:
                 continue
             closest = difflib.get_close_matches(fact, names, n=3, cutoff=0.6)
-            problems.append(Problem(
-                f"{where}.requirements.{fact}",
-                f"flavour {flavour.name!r}: no loaded resource defines the fact {fact!r}"
-                + ("; the closest known facts are offered" if closest else
-                   "; the known facts are offered"),
-                ", ".join(closest or names),
-            ))
+            problems.append(
+                Problem(
+                    f"{where}.requirements.{fact}",
+                    f"flavour {flavour.name!r}: no loaded resource defines the fact {fact!r}"
+                    + (
+                        "; the closest known facts are offered"
+                        if closest
+                        else "; the known facts are offered"
+                    ),
+                    ", ".join(closest or names),
+                )
+            )
     return problems
 
 
@@ -181,7 +204,7 @@ def _flavour_field(index: int, problem: Problem) -> str:
     prefix = f"container.flavours[{index}]"
     for own in ("container.image", "container.runtime", "container.extra_options"):
         if problem.field == own or problem.field.startswith((own + ".", own + "[")):
-            return prefix + problem.field[len("container"):]
+            return prefix + problem.field[len("container") :]
     return problem.field
 
 
@@ -190,8 +213,11 @@ def _flavour_origin(index: int, flavour: Flavour, problem: Problem) -> str:
     head = problem.field.split(".", 1)
     if flavour.launcher is not None and problem.field == "launcher":
         return f"container.flavours[{index}].launcher"
-    if flavour.resources is not None and head[0] == "resources" and len(head) == 2 and (
-        head[1] in flavour.resources.model_fields_set
+    if (
+        flavour.resources is not None
+        and head[0] == "resources"
+        and len(head) == 2
+        and (head[1] in flavour.resources.model_fields_set)
     ):
         return f"container.flavours[{index}].{problem.field}"
     return _flavour_field(index, problem)
@@ -219,8 +245,9 @@ class FlavourChoice:
 
     def _spec_of(self, candidate: _Candidate) -> JobSpec:
         if candidate.spec is None:
-            candidate.spec = flavour_spec(self.spec, self.container, candidate.flavour,
-                                          candidate.constraints)
+            candidate.spec = flavour_spec(
+                self.spec, self.container, candidate.flavour, candidate.constraints
+            )
         return candidate.spec
 
     def decide(self, loaded: LoadedResource, negotiate_one: Negotiator) -> Decision:
@@ -237,51 +264,61 @@ class FlavourChoice:
             failed = first_failure(candidate.constraints, loaded.facts, loaded.id)
             if failed is not None:
                 outcomes[candidate.index] = _outcome(flavour, "rejected", failed)
-                problems.append(Problem(f"container.flavours[{candidate.index}]."
-                                        + _failed_field(flavour, failed),
-                                        f"flavour {flavour.name!r}: {failed}"))
+                problems.append(
+                    Problem(
+                        f"container.flavours[{candidate.index}]." + _failed_field(flavour, failed),
+                        f"flavour {flavour.name!r}: {failed}",
+                    )
+                )
                 continue
             if chosen is not None:
                 winner = chosen[0].flavour
                 outcomes[candidate.index] = _outcome(
-                    flavour, "outranked",
+                    flavour,
+                    "outranked",
                     f"{winner.name!r} (priority {winner.priority}) was chosen",
                 )
                 continue
             spec, share = self._spec_of(candidate), None
             # A site that refuses GPUs without a count (gpu_default_request: refuse) gets
             # none asked for here: the flavour's negotiation then refuses, naming the field.
-            if container.gpu is not False and demands_gpus(candidate.constraints) and (
-                spec.resources is None or spec.resources.gpu_cores_per_process is None
-            ) and loaded.resource.scheduler.gpu_default_request == "whole-node":
+            if (
+                container.gpu is not False
+                and demands_gpus(candidate.constraints)
+                and (spec.resources is None or spec.resources.gpu_cores_per_process is None)
+                and loaded.resource.scheduler.gpu_default_request == "whole-node"
+            ):
                 share = whole_node_gpus(spec, loaded, self.sharing)
             if share is not None:
                 resources = (spec.resources or ResourceSpec()).model_copy(
-                    update={"gpu_cores_per_process": share})
+                    update={"gpu_cores_per_process": share}
+                )
                 spec = spec.model_copy(update={"resources": resources})
             try:
                 decision = negotiate_one(spec, loaded)
             except JobRejectedError as error:
                 first = error.problems[0]
                 outcomes[candidate.index] = _outcome(
-                    flavour, "rejected",
+                    flavour,
+                    "rejected",
                     f"{_flavour_origin(candidate.index, flavour, first)}: {first.reason}",
                 )
                 for problem in error.problems:
-                    mapped = Problem(_flavour_origin(candidate.index, flavour, problem),
-                                     f"flavour {flavour.name!r}: {problem.reason}",
-                                     problem.offered)
+                    mapped = Problem(
+                        _flavour_origin(candidate.index, flavour, problem),
+                        f"flavour {flavour.name!r}: {problem.reason}",
+                        problem.offered,
+                    )
                     if (mapped.field, problem.reason) not in seen:
                         seen.add((mapped.field, problem.reason))
                         problems.append(mapped)
                 continue
             outcomes[candidate.index] = _outcome(flavour, "chosen", None)
             if share is not None:
-                decision.warnings.append(_whole_node_note(flavour, share, decision, loaded,
-                                                         self.sharing))
-            if decision.use_gpu and decision.shape.gpus_per_node == 0 and (
-                container.gpu is None
-            ):
+                decision.warnings.append(
+                    _whole_node_note(flavour, share, decision, loaded, self.sharing)
+                )
+            if decision.use_gpu and decision.shape.gpus_per_node == 0 and (container.gpu is None):
                 decision.warnings.append(
                     f"flavour {flavour.name!r} is built for GPUs: its container is given the "
                     "node's GPUs, but the job asks the scheduler for none "
@@ -296,9 +333,12 @@ class FlavourChoice:
             return decision
         if container.image is None:
             raise JobRejectedError(loaded.id, problems)
-        decision = negotiate_one(self.spec.model_copy(update={
-            "container": container.model_copy(update={"flavours": []})
-        }), loaded)
+        decision = negotiate_one(
+            self.spec.model_copy(
+                update={"container": container.model_copy(update={"flavours": []})}
+            ),
+            loaded,
+        )
         decision.flavours = ordered
         decision.warnings.insert(0, f"no flavour fits {loaded.id}; container.image is used")
         return decision

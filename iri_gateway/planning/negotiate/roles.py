@@ -22,8 +22,13 @@ from iri_gateway.models.plan import ClusterDecision, Decision, Member, RoleDecis
 from iri_gateway.planning.negotiate.flavours import FlavourChoice
 from iri_gateway.runtimes import RUNTIMES
 
-CLUSTER_VARIABLES = ("IRI_CLUSTER_ROLE", "IRI_CLUSTER_ROLE_INDEX", "IRI_CLUSTER_SIZE",
-                     "IRI_CLUSTER_HOSTS", cluster_ports.ENDPOINTS_VARIABLE)
+CLUSTER_VARIABLES = (
+    "IRI_CLUSTER_ROLE",
+    "IRI_CLUSTER_ROLE_INDEX",
+    "IRI_CLUSTER_SIZE",
+    "IRI_CLUSTER_HOSTS",
+    cluster_ports.ENDPOINTS_VARIABLE,
+)
 
 Negotiator = Callable[[JobSpec, LoadedResource], Decision]
 
@@ -70,11 +75,15 @@ def _resources(spec: JobSpec, role: Role) -> ResourceSpec:
 
     mine = own.model_fields_set
     return ResourceSpec.model_construct(
-        node_count=1, process_count=1, processes_per_node=None,
-        cpu_cores_per_process=(own if "cpu_cores_per_process" in mine else job)
-        .cpu_cores_per_process,
-        gpu_cores_per_process=(own if "gpu_cores_per_process" in mine else job)
-        .gpu_cores_per_process,
+        node_count=1,
+        process_count=1,
+        processes_per_node=None,
+        cpu_cores_per_process=(
+            own if "cpu_cores_per_process" in mine else job
+        ).cpu_cores_per_process,
+        gpu_cores_per_process=(
+            own if "gpu_cores_per_process" in mine else job
+        ).gpu_cores_per_process,
         memory=(own if "memory" in mine else job).memory,
         exclusive_node_use=(own if "exclusive_node_use" in mine else job).exclusive_node_use,
     )
@@ -87,14 +96,16 @@ def member_spec(spec: JobSpec, role: Role, cluster_env: dict[str, str]) -> JobSp
         arguments = list(role.arguments)
     else:
         arguments = list(spec.arguments) if role.executable is None else []
-    return spec.model_copy(update={
-        "executable": executable,
-        "arguments": arguments,
-        "container": _container(spec, role),
-        "environment": {**spec.environment, **role.environment, **cluster_env},
-        "resources": _resources(spec, role),
-        "roles": None,
-    })
+    return spec.model_copy(
+        update={
+            "executable": executable,
+            "arguments": arguments,
+            "container": _container(spec, role),
+            "environment": {**spec.environment, **role.environment, **cluster_env},
+            "resources": _resources(spec, role),
+            "roles": None,
+        }
+    )
 
 
 def _origin(field: str, role: Role, where: str) -> str:
@@ -120,20 +131,40 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     problems: list[Problem] = []
     members = member_names(roles)
     if not limits.enabled:
-        problems.append(Problem("roles", f"{resource.id} does not run cluster jobs",
-                                "a job without roles"))
+        problems.append(
+            Problem("roles", f"{resource.id} does not run cluster jobs", "a job without roles")
+        )
     if len(roles) > limits.max_roles:
-        problems.append(Problem("roles", f"{len(roles)} roles; {resource.id} runs at most "
-                                f"{limits.max_roles}", f"at most {limits.max_roles}"))
+        problems.append(
+            Problem(
+                "roles",
+                f"{len(roles)} roles; {resource.id} runs at most {limits.max_roles}",
+                f"at most {limits.max_roles}",
+            )
+        )
     if len(members) > limits.max_members:
-        problems.append(Problem("roles", f"{len(members)} members; {resource.id} runs at most "
-                                f"{limits.max_members}", f"at most {limits.max_members}"))
+        problems.append(
+            Problem(
+                "roles",
+                f"{len(members)} members; {resource.id} runs at most {limits.max_members}",
+                f"at most {limits.max_members}",
+            )
+        )
     if spec.launcher not in (None, "single"):
-        problems.append(Problem("launcher", "every member of a cluster job is one process; a "
-                                "launcher spanning members is not supported", "single"))
+        problems.append(
+            Problem(
+                "launcher",
+                "every member of a cluster job is one process; a "
+                "launcher spanning members is not supported",
+                "single",
+            )
+        )
     if resource.scheduler.kind == "pbs" and resource.mpi is None:
-        problems.append(Problem("roles", f"{resource.id} has no launcher (mpiexec) to start "
-                                "members on their hosts"))
+        problems.append(
+            Problem(
+                "roles", f"{resource.id} has no launcher (mpiexec) to start members on their hosts"
+            )
+        )
     for where, environment in [("environment", spec.environment)] + [
         (f"roles[{number}].environment", role.environment) for number, role in enumerate(roles)
     ]:
@@ -141,8 +172,10 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
             if name in CLUSTER_VARIABLES or name.startswith(cluster_ports.PORT_VARIABLE_PREFIX):
                 problems.append(Problem(f"{where}.{name}", "set by the gateway in cluster jobs"))
     ports = cluster_ports.all_member_ports((r.name, r.count, r.ports) for r in roles)
-    cluster_env = {"IRI_CLUSTER_SIZE": str(len(members)),
-                   "IRI_CLUSTER_HOSTS": ",".join(m.name for m in members)}
+    cluster_env = {
+        "IRI_CLUSTER_SIZE": str(len(members)),
+        "IRI_CLUSTER_HOSTS": ",".join(m.name for m in members),
+    }
     if ports:
         cluster_env[cluster_ports.ENDPOINTS_VARIABLE] = cluster_ports.endpoints(ports)
     decisions: list[RoleDecision] = []
@@ -150,16 +183,28 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     seen: set[tuple[str, str]] = set()
     for number, role in enumerate(roles):
         where = f"roles[{number}]"
-        if role.container is not None and role.container.image is None and (
-            not role.container.flavours
-        ) and (spec.container is None or (
-            spec.container.image is None and not spec.container.flavours
-        )):
-            problems.append(Problem(f"{where}.container.image", f"role {role.name!r}: neither "
-                                    "the role nor the job names an image"))
+        if (
+            role.container is not None
+            and role.container.image is None
+            and (not role.container.flavours)
+            and (
+                spec.container is None
+                or (spec.container.image is None and not spec.container.flavours)
+            )
+        ):
+            problems.append(
+                Problem(
+                    f"{where}.container.image",
+                    f"role {role.name!r}: neither the role nor the job names an image",
+                )
+            )
             continue
-        env = {**cluster_env, "IRI_CLUSTER_ROLE": role.name, "IRI_CLUSTER_ROLE_INDEX": "1",
-               **cluster_ports.port_variables(cluster_ports.member_ports(role.ports, 1))}
+        env = {
+            **cluster_env,
+            "IRI_CLUSTER_ROLE": role.name,
+            "IRI_CLUSTER_ROLE_INDEX": "1",
+            **cluster_ports.port_variables(cluster_ports.member_ports(role.ports, 1)),
+        }
         member = member_spec(spec, role, env)
         binding.update(_container_runtime(member.container, loaded))
         try:
@@ -183,13 +228,18 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
                     problems.append(moved)
             continue
         if not RUNTIMES[decision.runtime].binds_hosts_file:
-            problems.append(Problem(
-                _origin("container.runtime", role, where),
-                f"role {role.name!r}: {decision.runtime} cannot bind the members' hosts file "
-                "at /etc/hosts, so members could not find each other by name",
-                ", ".join(n for n in [*resource.runtimes.available(), "none"]
-                          if RUNTIMES[n].binds_hosts_file),
-            ))
+            problems.append(
+                Problem(
+                    _origin("container.runtime", role, where),
+                    f"role {role.name!r}: {decision.runtime} cannot bind the members' hosts file "
+                    "at /etc/hosts, so members could not find each other by name",
+                    ", ".join(
+                        n
+                        for n in [*resource.runtimes.available(), "none"]
+                        if RUNTIMES[n].binds_hosts_file
+                    ),
+                )
+            )
         if decision.network == "none" and len(members) > 1:
             decision.warnings.append(
                 f"role {role.name!r} has network 'none': its members cannot reach the others"
@@ -200,11 +250,13 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
     if problems:
         raise JobRejectedError(resource.id, problems)
     primary = decisions[0].decision
-    primary.cluster = ClusterDecision(decisions, members, ports,
-                                      spec.cluster_lifecycle or "primary_ends_all")
+    primary.cluster = ClusterDecision(
+        decisions, members, ports, spec.cluster_lifecycle or "primary_ends_all"
+    )
     for role_decision in decisions[1:]:
-        primary.warnings.extend(w for w in role_decision.decision.warnings
-                                if w not in primary.warnings)
+        primary.warnings.extend(
+            w for w in role_decision.decision.warnings if w not in primary.warnings
+        )
     return primary
 
 
@@ -215,8 +267,14 @@ def _members_per_node(spec: JobSpec, role: Role) -> int:
     return own.processes_per_node or job.processes_per_node or 1
 
 
-def _place(role: Role, number: int, decision: Decision, spec: JobSpec, scheduler: str,
-           problems: list[Problem]) -> RoleDecision:
+def _place(
+    role: Role,
+    number: int,
+    decision: Decision,
+    spec: JobSpec,
+    scheduler: str,
+    problems: list[Problem],
+) -> RoleDecision:
     """How many of the role's members share a node, and how many nodes it takes."""
     where = f"roles[{number}].resources"
     own = role.resources or ResourceSpec()
@@ -226,36 +284,57 @@ def _place(role: Role, number: int, decision: Decision, spec: JobSpec, scheduler
     node_count = -(-role.count // per_node)
     asked = own.node_count if own.node_count is not None else None
     if asked is not None and asked != node_count:
-        problems.append(Problem(f"{where}.node_count", f"{role.count} members at {per_node} per "
-                                f"node take {node_count} nodes, not {asked}", str(node_count)))
+        problems.append(
+            Problem(
+                f"{where}.node_count",
+                f"{role.count} members at {per_node} per node take {node_count} nodes, not {asked}",
+                str(node_count),
+            )
+        )
     if own.process_count is not None and own.process_count != role.count:
-        problems.append(Problem(f"{where}.process_count", "each member is one process; "
-                                f"count is {role.count}", str(role.count)))
+        problems.append(
+            Problem(
+                f"{where}.process_count",
+                f"each member is one process; count is {role.count}",
+                str(role.count),
+            )
+        )
     nodes = decision.resource.resource.nodes
     shape = decision.shape
-    if shape.gpus_per_process and nodes.gpus is not None and (
-        shape.gpus_per_process * per_node > nodes.gpus.count
+    if (
+        shape.gpus_per_process
+        and nodes.gpus is not None
+        and (shape.gpus_per_process * per_node > nodes.gpus.count)
     ):
-        problems.append(Problem(
-            f"{where}.gpu_cores_per_process",
-            f"{per_node} members per node x {shape.gpus_per_process} GPUs exceed the "
-            f"{nodes.gpus.count} GPUs of a node", f"at most {nodes.gpus.count // per_node}",
-        ))
+        problems.append(
+            Problem(
+                f"{where}.gpu_cores_per_process",
+                f"{per_node} members per node x {shape.gpus_per_process} GPUs exceed the "
+                f"{nodes.gpus.count} GPUs of a node",
+                f"at most {nodes.gpus.count // per_node}",
+            )
+        )
     if shape.whole_node_gpus and per_node > 1:
-        problems.append(Problem(
-            f"{where}.gpu_cores_per_process",
-            f"role {role.name!r}: its members are given GPUs without a count, which reserves a "
-            f"whole node's GPUs for each, but {per_node} members share a node",
-            f"at most {shape.whole_node_gpus // per_node} per member"
-            if shape.whole_node_gpus >= per_node else "one member per node",
-        ))
+        problems.append(
+            Problem(
+                f"{where}.gpu_cores_per_process",
+                f"role {role.name!r}: its members are given GPUs without a count, which reserves a "
+                f"whole node's GPUs for each, but {per_node} members share a node",
+                f"at most {shape.whole_node_gpus // per_node} per member"
+                if shape.whole_node_gpus >= per_node
+                else "one member per node",
+            )
+        )
     cpus = shape.cpus_per_process or 1
     if scheduler != "local" and cpus * per_node > nodes.cpu.cores:
-        problems.append(Problem(
-            f"{where}.processes_per_node",
-            f"{per_node} members per node x {cpus} cores exceed the {nodes.cpu.cores} cores "
-            "of a node", f"at most {max(1, nodes.cpu.cores // cpus)}",
-        ))
+        problems.append(
+            Problem(
+                f"{where}.processes_per_node",
+                f"{per_node} members per node x {cpus} cores exceed the {nodes.cpu.cores} cores "
+                "of a node",
+                f"at most {max(1, nodes.cpu.cores // cpus)}",
+            )
+        )
     return RoleDecision(role.name, role.count, per_node, node_count, decision)
 
 
@@ -275,25 +354,39 @@ def _check_hosts_bind(spec: JobSpec, runtimes: set[str], problems: list[Problem]
         return
     if any(p.field == "directory" for p in problems):
         return  # already refused (podman binds the job directory itself)
-    problems.append(Problem(
-        "directory", f"{', '.join(sorted(runtimes))} binds the members' hosts file from the "
-        "job directory and cannot express ':' or ',' in its path",
-        "a directory without ':' or ','",
-    ))
+    problems.append(
+        Problem(
+            "directory",
+            f"{', '.join(sorted(runtimes))} binds the members' hosts file from the "
+            "job directory and cannot express ':' or ',' in its path",
+            "a directory without ':' or ','",
+        )
+    )
 
 
-def _check_totals(decisions: list[RoleDecision], loaded: LoadedResource,
-                  problems: list[Problem]) -> None:
+def _check_totals(
+    decisions: list[RoleDecision], loaded: LoadedResource, problems: list[Problem]
+) -> None:
     """All roles run at once: their nodes together must fit the resource and the queue."""
     if not decisions or loaded.resource.scheduler.kind == "local":
         return
     total = sum(d.node_count for d in decisions)
     available = loaded.resource.nodes.count
     if total > available:
-        problems.append(Problem("roles", f"the roles take {total} nodes together; "
-                                f"{loaded.id} has {available}", f"at most {available}"))
+        problems.append(
+            Problem(
+                "roles",
+                f"the roles take {total} nodes together; {loaded.id} has {available}",
+                f"at most {available}",
+            )
+        )
     queue = decisions[0].decision.queue
     if queue is not None and queue.max_nodes is not None and total > queue.max_nodes:
-        problems.append(Problem("roles", f"the roles take {total} nodes together; queue "
-                                f"{queue.name!r} allows {queue.max_nodes}",
-                                f"at most {queue.max_nodes}"))
+        problems.append(
+            Problem(
+                "roles",
+                f"the roles take {total} nodes together; queue "
+                f"{queue.name!r} allows {queue.max_nodes}",
+                f"at most {queue.max_nodes}",
+            )
+        )

@@ -28,17 +28,21 @@ def derive_shape(spec: JobSpec, queue: Queue | None, problems: list[Problem]) ->
         nodes = 1
     processes = res.process_count if res.process_count is not None else nodes * (ppn or 1)
     if processes < nodes:
-        problems.append(Problem(
-            "resources.process_count",
-            f"{processes} processes cannot occupy {nodes} nodes; every node needs one",
-            f"at least {nodes} processes, or node_count <= {processes}",
-        ))
+        problems.append(
+            Problem(
+                "resources.process_count",
+                f"{processes} processes cannot occupy {nodes} nodes; every node needs one",
+                f"at least {nodes} processes, or node_count <= {processes}",
+            )
+        )
     if ppn is not None and processes > nodes * ppn:
-        problems.append(Problem(
-            "resources.process_count",
-            f"{processes} processes do not fit on {nodes} nodes x {ppn} per node",
-            f"at most {nodes * ppn}",
-        ))
+        problems.append(
+            Problem(
+                "resources.process_count",
+                f"{processes} processes do not fit on {nodes} nodes x {ppn} per node",
+                f"at most {nodes * ppn}",
+            )
+        )
     walltime = spec.attributes.duration if spec.attributes else None
     if walltime is None and queue is not None:
         walltime = queue.default_walltime
@@ -59,35 +63,43 @@ def check_hardware(shape: JobShape, resource: Resource, problems: list[Problem])
     """The shape must fit the resource's nodes: count, GPUs, cores and memory per node."""
     nodes = resource.nodes
     if shape.node_count > nodes.count:
-        problems.append(Problem(
-            "resources.node_count",
-            f"{shape.node_count} nodes asked; {resource.id} has {nodes.count}",
-            f"at most {nodes.count}",
-        ))
+        problems.append(
+            Problem(
+                "resources.node_count",
+                f"{shape.node_count} nodes asked; {resource.id} has {nodes.count}",
+                f"at most {nodes.count}",
+            )
+        )
     if shape.gpus_per_process:
         if nodes.gpus is None:
-            problems.append(Problem(
-                "resources.gpu_cores_per_process",
-                f"GPUs asked, but the nodes of {resource.id} have none",
-                "0 (CPU only)",
-            ))
+            problems.append(
+                Problem(
+                    "resources.gpu_cores_per_process",
+                    f"GPUs asked, but the nodes of {resource.id} have none",
+                    "0 (CPU only)",
+                )
+            )
         elif shape.gpus_per_node > nodes.gpus.count:
-            problems.append(Problem(
-                "resources.gpu_cores_per_process",
-                f"{shape.gpus_per_process} GPUs per process x "
-                f"{shape.processes_on_busiest_node} processes per node = "
-                f"{shape.gpus_per_node} GPUs per node; the nodes have {nodes.gpus.count}",
-                f"at most {nodes.gpus.count} {nodes.gpus.vendor} {nodes.gpus.model} per node",
-            ))
+            problems.append(
+                Problem(
+                    "resources.gpu_cores_per_process",
+                    f"{shape.gpus_per_process} GPUs per process x "
+                    f"{shape.processes_on_busiest_node} processes per node = "
+                    f"{shape.gpus_per_node} GPUs per node; the nodes have {nodes.gpus.count}",
+                    f"at most {nodes.gpus.count} {nodes.gpus.vendor} {nodes.gpus.model} per node",
+                )
+            )
     check_cores(shape, resource, problems)
     if shape.memory_mib is not None:
         available = int(nodes.memory_gib * 1024)
         if shape.memory_mib > available:
-            problems.append(Problem(
-                "resources.memory",
-                f"{shape.memory_mib} MiB per node asked; the nodes have {available} MiB",
-                f"at most {available * _MIB} bytes",
-            ))
+            problems.append(
+                Problem(
+                    "resources.memory",
+                    f"{shape.memory_mib} MiB per node asked; the nodes have {available} MiB",
+                    f"at most {available * _MIB} bytes",
+                )
+            )
 
 
 def check_cores(shape: JobShape, resource: Resource, problems: list[Problem]) -> None:
@@ -104,29 +116,35 @@ def check_cores(shape: JobShape, resource: Resource, problems: list[Problem]) ->
     if too_many:
         fit = cores // (shape.cpus_per_process or 1)
         if shape.processes_per_node is not None:
-            problems.append(Problem(
-                "resources.processes_per_node",
-                f"{busiest} processes per node; the nodes of {resource.id} have {cores} cores",
-                f"at most {fit} per node",
-            ))
+            problems.append(
+                Problem(
+                    "resources.processes_per_node",
+                    f"{busiest} processes per node; the nodes of {resource.id} have {cores} cores",
+                    f"at most {fit} per node",
+                )
+            )
         else:
-            problems.append(Problem(
-                "resources.process_count",
-                f"{shape.process_count} processes on {shape.node_count} node(s) put {busiest} "
-                f"on a node; the nodes of {resource.id} have {cores} cores",
-                f"at most {fit * shape.node_count} on {shape.node_count} node(s), "
-                f"{fit * nodes.count} on all {nodes.count} nodes (set node_count)",
-            ))
+            problems.append(
+                Problem(
+                    "resources.process_count",
+                    f"{shape.process_count} processes on {shape.node_count} node(s) put {busiest} "
+                    f"on a node; the nodes of {resource.id} have {cores} cores",
+                    f"at most {fit * shape.node_count} on {shape.node_count} node(s), "
+                    f"{fit * nodes.count} on all {nodes.count} nodes (set node_count)",
+                )
+            )
     per_process = shape.cpus_per_process
     if per_process is not None and (
         per_process > cores or (not too_many and per_process * busiest > cores)
     ):
-        problems.append(Problem(
-            "resources.cpu_cores_per_process",
-            f"{per_process} cores per process x {busiest} processes per node = "
-            f"{per_process * busiest} cores per node; the nodes have {cores}",
-            f"at most {cores} cores per node",
-        ))
+        problems.append(
+            Problem(
+                "resources.cpu_cores_per_process",
+                f"{per_process} cores per process x {busiest} processes per node = "
+                f"{per_process * busiest} cores per node; the nodes have {cores}",
+                f"at most {cores} cores per node",
+            )
+        )
 
 
 def choose_queue(spec: JobSpec, resource: Resource, problems: list[Problem]) -> Queue | None:
@@ -136,17 +154,19 @@ def choose_queue(spec: JobSpec, resource: Resource, problems: list[Problem]) -> 
     if wanted is None:
         queue = resource.default_queue
         if queue is None:
-            problems.append(Problem(
-                "attributes.queue_name",
-                f"{resource.id} has no default queue; name one",
-                offered,
-            ))
+            problems.append(
+                Problem(
+                    "attributes.queue_name",
+                    f"{resource.id} has no default queue; name one",
+                    offered,
+                )
+            )
         return queue
     queue = resource.queue(wanted)
     if queue is None:
-        problems.append(Problem(
-            "attributes.queue_name", f"no queue {wanted!r} on {resource.id}", offered
-        ))
+        problems.append(
+            Problem("attributes.queue_name", f"no queue {wanted!r} on {resource.id}", offered)
+        )
     return queue
 
 
@@ -154,27 +174,36 @@ def check_queue_limits(shape: JobShape, queue: Queue, problems: list[Problem]) -
     """Walltime and node count must lie within the queue's limits."""
     walltime = shape.walltime_seconds
     if queue.max_walltime is not None and walltime is not None and walltime > queue.max_walltime:
-        problems.append(Problem(
-            "attributes.duration",
-            f"{walltime} s exceeds the {queue.name!r} limit of {queue.max_walltime} s",
-            f"at most {queue.max_walltime} s",
-        ))
+        problems.append(
+            Problem(
+                "attributes.duration",
+                f"{walltime} s exceeds the {queue.name!r} limit of {queue.max_walltime} s",
+                f"at most {queue.max_walltime} s",
+            )
+        )
     if queue.max_nodes is not None and shape.node_count > queue.max_nodes:
-        problems.append(Problem(
-            "resources.node_count",
-            f"{shape.node_count} nodes exceed the {queue.name!r} limit of {queue.max_nodes}",
-            f"at most {queue.max_nodes}",
-        ))
+        problems.append(
+            Problem(
+                "resources.node_count",
+                f"{shape.node_count} nodes exceed the {queue.name!r} limit of {queue.max_nodes}",
+                f"at most {queue.max_nodes}",
+            )
+        )
     if shape.node_count < queue.min_nodes:
-        problems.append(Problem(
-            "resources.node_count",
-            f"queue {queue.name!r} takes jobs of at least {queue.min_nodes} nodes",
-            f"at least {queue.min_nodes}",
-        ))
+        problems.append(
+            Problem(
+                "resources.node_count",
+                f"queue {queue.name!r} takes jobs of at least {queue.min_nodes} nodes",
+                f"at least {queue.min_nodes}",
+            )
+        )
 
 
 def reserve_default_gpus(
-    shape: JobShape, field: str, resource: Resource, problems: list[Problem],
+    shape: JobShape,
+    field: str,
+    resource: Resource,
+    problems: list[Problem],
     warnings: list[str],
 ) -> JobShape:
     """GPUs given to the container (at `field`) but not asked of the scheduler follow the
@@ -188,11 +217,15 @@ def reserve_default_gpus(
     if shape.gpus_per_process or gpus is None:
         return shape
     if resource.scheduler.gpu_default_request == "refuse":
-        problems.append(Problem(
-            field, f"the container is given GPUs but none are reserved; {resource.id} needs "
-            "the job to ask for them", "resources.gpu_cores_per_process (e.g. 1), or no GPUs "
-            "(container.gpu: false and no container.devices)",
-        ))
+        problems.append(
+            Problem(
+                field,
+                f"the container is given GPUs but none are reserved; {resource.id} needs "
+                "the job to ask for them",
+                "resources.gpu_cores_per_process (e.g. 1), or no GPUs "
+                "(container.gpu: false and no container.devices)",
+            )
+        )
         return shape
     warnings.append(
         f"{field}: no resources.gpu_cores_per_process given; {resource.id} reserves every "

@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from iri_gateway.transport.base import Transport
 
 
-def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path
-                 ) -> BatchSystem:
+def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path) -> BatchSystem:
     """Local jobs run as the gateway's own processes, in folders under `data_dir`, not through
     the transport."""
     # The execution side loads when a backend is built, never just to render a script.

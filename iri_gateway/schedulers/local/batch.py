@@ -50,21 +50,30 @@ class LocalBatch:
         self._start(native_id, folder, SubmitError)
         return native_id
 
-    def _start(self, native_id: str, folder: Path,
-               error_type: type[SubmitError] | type[RestartError]) -> None:
+    def _start(
+        self, native_id: str, folder: Path, error_type: type[SubmitError] | type[RestartError]
+    ) -> None:
         """Start the folder's script as a detached process (its own session)."""
         argv = ["setsid", "--fork", "bash", "-c", _WRAPPER]
         launcher_log = folder / "launcher.log"
         try:
             # No pipes: the detached job would hold them open and make us wait for it.
             with launcher_log.open("wb") as log:
-                subprocess.run(argv, cwd=folder, check=True, timeout=30,
-                               env={**os.environ, JOB_ID_VARIABLE: native_id},
-                               stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                subprocess.run(
+                    argv,
+                    cwd=folder,
+                    check=True,
+                    timeout=30,
+                    env={**os.environ, JOB_ID_VARIABLE: native_id},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                )
         except (OSError, subprocess.SubprocessError) as error:
             words = launcher_log.read_text(errors="replace") if launcher_log.exists() else ""
-            raise error_type(argv, getattr(error, "returncode", -1), "",
-                             words or str(error)) from None
+            raise error_type(
+                argv, getattr(error, "returncode", -1), "", words or str(error)
+            ) from None
 
     def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:
         found: dict[str, NativeStatus] = {}
@@ -95,8 +104,12 @@ class LocalBatch:
             return self._status(native_id, folder, again=False)
         if canceled:
             return NativeStatus(native_id, JobState.CANCELED, "CANCELED")
-        return NativeStatus(native_id, JobState.FAILED, "VANISHED",
-                            reason=f"process {pid} ended without recording an exit code")
+        return NativeStatus(
+            native_id,
+            JobState.FAILED,
+            "VANISHED",
+            reason=f"process {pid} ended without recording an exit code",
+        )
 
     def cancel(self, native_id: str) -> None:
         folder = self._folder(native_id)
@@ -144,8 +157,12 @@ class LocalBatch:
         return native_id if (folder / "tag").exists() else None
 
     def update(self, native_id: str, changes: JobChanges) -> None:
-        raise UpdateError(["update", native_id], 1, "",
-                          "local jobs start at once; there is no queued job to change")
+        raise UpdateError(
+            ["update", native_id],
+            1,
+            "",
+            "local jobs start at once; there is no queued job to change",
+        )
 
 
 def _alive_in(pid: int, folder: Path) -> bool:

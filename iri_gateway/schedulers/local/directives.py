@@ -21,5 +21,10 @@ def cluster_layout(decision: Decision) -> ClusterLayout:
     cluster = decision.cluster
     assert cluster is not None
     host = SiteWord("${HOSTNAME:-localhost}")
-    return ClusterLayout("${IRI_LOCAL_JOB_ID}", [], ["echo 127.0.0.1"],
-                         [host] * cluster.size, [[] for _ in cluster.members])
+    return ClusterLayout(
+        "${IRI_LOCAL_JOB_ID}",
+        [],
+        ["echo 127.0.0.1"],
+        [host] * cluster.size,
+        [[] for _ in cluster.members],
+    )

@@ -93,5 +93,10 @@ def cluster_layout(decision: Decision) -> ClusterLayout:
         host = SiteWord(f"${{iri_hosts[{line}]}}")
         hosts.append(host)
         launchers.append([SiteWord(mpi.launcher), "-n", "1", "--hosts", host])
-    return ClusterLayout("${PBS_JOBID}", ['mapfile -t iri_hosts < "$PBS_NODEFILE"'],
-                         [GETENT_ADDRESS], hosts, launchers)
+    return ClusterLayout(
+        "${PBS_JOBID}",
+        ['mapfile -t iri_hosts < "$PBS_NODEFILE"'],
+        [GETENT_ADDRESS],
+        hosts,
+        launchers,
+    )

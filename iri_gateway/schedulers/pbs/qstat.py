@@ -93,7 +93,10 @@ def parse(result: CommandResult) -> dict[str, PbsJob]:
         return parse_document(result.stdout)
     except MalformedDocument as error:
         raise StatusError(
-            result.argv, result.exit_code, result.stdout, result.stderr,
+            result.argv,
+            result.exit_code,
+            result.stdout,
+            result.stderr,
             hint=f"unusable qstat JSON: {error}",
         ) from None
 
@@ -207,8 +210,9 @@ def _same_server(asked: str, reported: str) -> bool:
     reported_server = reported.partition(".")[2]
     if not asked_server or not reported_server:
         return True
-    return (reported_server.startswith(asked_server + ".")
-            or asked_server.startswith(reported_server + "."))
+    return reported_server.startswith(asked_server + ".") or asked_server.startswith(
+        reported_server + "."
+    )
 
 
 def _number(sequence: str) -> int:

@@ -45,7 +45,10 @@ def parse(result: CommandResult) -> str:
     lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
     if not lines or not _JOB_ID.match(lines[-1]):
         raise SubmitError(
-            result.argv, result.exit_code, result.stdout, result.stderr,
+            result.argv,
+            result.exit_code,
+            result.stdout,
+            result.stderr,
             hint="qsub printed no job id",
         )
     return lines[-1]

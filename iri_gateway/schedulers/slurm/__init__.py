@@ -14,8 +14,7 @@ if TYPE_CHECKING:
     from iri_gateway.transport.base import Transport
 
 
-def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path
-                 ) -> BatchSystem:
+def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Path) -> BatchSystem:
     """Slurm's commands over the transport; finished jobs are looked up where `history` says."""
     # The execution side loads when a backend is built, never just to render a script.
     from iri_gateway.schedulers.slurm.batch import SlurmBatch

@@ -24,8 +24,9 @@ from iri_gateway.transport.base import Transport
 class SlurmBatch:
     """Slurm's commands for one account; `history` says where finished jobs are found."""
 
-    def __init__(self, transport: Transport, *, history: str = "jobcomp",
-                 settle_seconds: float = 60.0) -> None:
+    def __init__(
+        self, transport: Transport, *, history: str = "jobcomp", settle_seconds: float = 60.0
+    ) -> None:
         self.transport = transport
         self.history = history
         self.settle_seconds = settle_seconds
@@ -72,10 +73,13 @@ class SlurmBatch:
         requeue.parse(self.transport.run(requeue.argv(native_id)))
         deadline = time.monotonic() + self.settle_seconds
         while not requeue.left_its_nodes(
-                self.transport.run(requeue.states_argv(native_id), idempotent=True)):
+            self.transport.run(requeue.states_argv(native_id), idempotent=True)
+        ):
             if time.monotonic() > deadline:
-                return f"{command} (the earlier run is still leaving its nodes: Slurm starts " \
+                return (
+                    f"{command} (the earlier run is still leaving its nodes: Slurm starts "
                     "the job after its requeue delay)"
+                )
             time.sleep(0.5)
         time.sleep(1.5)  # past the second in which the nodes revoked the earlier credential
         requeue.parse(self.transport.run(requeue.release_argv(native_id)))
@@ -86,9 +90,7 @@ def _final(status: NativeStatus) -> bool:
     return status.state is not None and status.state.final
 
 
-def _settle(
-    job_id: str, past: NativeStatus, components: list[NativeStatus] | None
-) -> NativeStatus:
+def _settle(job_id: str, past: NativeStatus, components: list[NativeStatus] | None) -> NativeStatus:
     """The history's word on a finished job; for a het job, joined with its components.
 
     With jobcomp, sacct for the leader's id gives the leader component's record only, so a

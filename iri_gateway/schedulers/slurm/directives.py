@@ -134,7 +134,7 @@ def cluster_layout(decision: Decision) -> ClusterLayout:
         launchers.append(words)
     address = [
         "local address",
-        "address=$(scontrol show node -o \"$1\" 2>/dev/null"
+        'address=$(scontrol show node -o "$1" 2>/dev/null'
         " | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')",
         "getent ahostsv4 \"${address:-$1}\" | awk 'NR == 1 { print $1 }'",
     ]

@@ -55,8 +55,10 @@ def group(statuses: Iterable[NativeStatus]) -> dict[str, list[NativeStatus]]:
         parts = split(status.native_id)
         if parts is not None:
             groups.setdefault(parts[0], []).append((parts[1], status))
-    return {leader: [s for _, s in sorted(items, key=lambda item: item[0])]
-            for leader, items in groups.items()}
+    return {
+        leader: [s for _, s in sorted(items, key=lambda item: item[0])]
+        for leader, items in groups.items()
+    }
 
 
 def aggregate(
@@ -87,8 +89,9 @@ def _decide(pool: Sequence[NativeStatus]) -> tuple[JobState | None, NativeStatus
     if all(s.state is not None and s.state.final for s in pool):
         worst = max(pool, key=lambda s: _SEVERITY[s.state] if s.state else -1)
         return worst.state, worst
-    started = [s for s in pool if s.state is not None
-               and (s.state == JobState.ACTIVE or s.state.final)]
+    started = [
+        s for s in pool if s.state is not None and (s.state == JobState.ACTIVE or s.state.final)
+    ]
     if started:
         running = [s for s in started if s.state == JobState.ACTIVE]
         return JobState.ACTIVE, (running or started)[0]

@@ -46,8 +46,15 @@ def check(result: CommandResult, action: str) -> None:
     words = f"{result.stderr}\n{result.stdout}".lower()
     # Doubt first: a message with both kinds of words may have reached slurmctld.
     if any(phrase.lower() in words for phrase in MAYBE_REACHED):
-        raise SchedulerUnavailableError(result.argv, result.exit_code, result.stdout,
-                                        result.stderr, action=action, reached=True)
+        raise SchedulerUnavailableError(
+            result.argv, result.exit_code, result.stdout, result.stderr, action=action, reached=True
+        )
     if any(phrase.lower() in words for phrase in NOT_REACHED):
-        raise SchedulerUnavailableError(result.argv, result.exit_code, result.stdout,
-                                        result.stderr, action=action, reached=False)
+        raise SchedulerUnavailableError(
+            result.argv,
+            result.exit_code,
+            result.stdout,
+            result.stderr,
+            action=action,
+            reached=False,
+        )

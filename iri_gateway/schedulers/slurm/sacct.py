@@ -22,8 +22,13 @@ from iri_gateway.transport.base import CommandResult
 
 def argv(job_ids: Collection[str], jobcomp: bool) -> list[str]:
     command = ["sacct", "-c"] if jobcomp else ["sacct", "-X"]
-    return [*command, "--noheader", "--parsable2", f"--jobs={','.join(sorted(job_ids))}",
-            "--format=JobID,State,ExitCode"]
+    return [
+        *command,
+        "--noheader",
+        "--parsable2",
+        f"--jobs={','.join(sorted(job_ids))}",
+        "--format=JobID,State,ExitCode",
+    ]
 
 
 def exit_code(text: str) -> int | None:

@@ -26,7 +26,10 @@ def parse(result: CommandResult) -> str:
     match = _JOB_ID.match(lines[-1].strip()) if lines else None
     if match is None:
         raise SubmitError(
-            result.argv, result.exit_code, result.stdout, result.stderr,
+            result.argv,
+            result.exit_code,
+            result.stdout,
+            result.stderr,
             hint="sbatch printed no job id",
         )
     return match.group(1)

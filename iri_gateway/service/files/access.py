@@ -82,8 +82,9 @@ class UserFiles:
     scope: Scope
     reader: FileReader
 
-    def request(self, path: str, operation: str, *, job_folder: str | None = None,
-                **arguments: Any) -> dict[str, Any]:
+    def request(
+        self, path: str, operation: str, *, job_folder: str | None = None, **arguments: Any
+    ) -> dict[str, Any]:
         """The reader's result for `operation` on `path`; FileRefusedError otherwise.
 
         `job_folder`: a folder the gateway made for one of the user's jobs (`Scope.locate`).
@@ -120,22 +121,30 @@ class UserFiles:
         truncated = bool(listing["truncated"])
         if arguments.get("recursive"):
             for folder in [e for e in entries if e["kind"] == "directory"]:
-                inner = self._run(Anchor(root.base, (str(folder["name"]),), (), ()), "ls",
-                                  **arguments)
-                entries += [{**e, "name": f"{folder['name']}/{e['name']}"}
-                            for e in inner["entries"]]
+                inner = self._run(
+                    Anchor(root.base, (str(folder["name"]),), (), ()), "ls", **arguments
+                )
+                entries += [
+                    {**e, "name": f"{folder['name']}/{e['name']}"} for e in inner["entries"]
+                ]
                 truncated = truncated or bool(inner["truncated"])
             entries.sort(key=lambda entry: str(entry["name"]))
         limit = int(arguments.get("max_entries", len(entries)))
-        return {"entries": entries[:limit], "truncated": truncated or len(entries) > limit,
-                "folder": True}
+        return {
+            "entries": entries[:limit],
+            "truncated": truncated or len(entries) > limit,
+            "folder": True,
+        }
 
     def _run(self, anchor: Anchor, operation: str, **arguments: Any) -> dict[str, Any]:
         """The reader's result for `operation` from `anchor`; FileRefusedError otherwise."""
         answer = self.reader.run({"op": operation, **anchor.spec(), **arguments})
         if not answer["ok"]:
-            raise FileRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
-                                   str(answer.get("field") or ""))
+            raise FileRefusedError(
+                str(answer.get("error")),
+                str(answer.get("detail") or ""),
+                str(answer.get("field") or ""),
+            )
         result: dict[str, Any] = answer["result"]
         return result
 
@@ -170,5 +179,11 @@ def decode_part(result: dict[str, Any]) -> Part:
         if byte < 0x80:
             break
     first = int(result["start"]) + start
-    return Part(raw[start:end].decode("utf-8", "replace"), str(result["kind"]), first,
-                first + (end - start), int(result["size"]), bool(result["truncated"]))
+    return Part(
+        raw[start:end].decode("utf-8", "replace"),
+        str(result["kind"]),
+        first,
+        first + (end - start),
+        int(result["size"]),
+        bool(result["truncated"]),
+    )

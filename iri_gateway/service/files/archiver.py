@@ -52,6 +52,7 @@ MODES = {"none": "", "gzip": "gz", "bzip2": "bz2", "xz": "xz"}
 """The compression types (the last part of `urn:doe-iri:compression:<type>`) and tarfile's
 word for each."""
 
+
 def _open_tar(stream: IO[bytes], mode: str) -> tarfile.TarFile:
     """`tarfile.open` on an open stream (PAX headers when writing: long names and big
     files); the mode is chosen at run time, which its typed overloads do not cover."""
@@ -66,8 +67,9 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 def _mode(request: dict[str, Any]) -> str:
     kind = str(request.get("compression", "gzip"))
     if kind not in MODES:
-        raise Refused("invalid", f"unknown compression {kind!r}; offered: "
-                      + ", ".join(MODES), "compression")
+        raise Refused(
+            "invalid", f"unknown compression {kind!r}; offered: " + ", ".join(MODES), "compression"
+        )
     return MODES[kind]
 
 
@@ -80,13 +82,13 @@ class _Packer:
     the same way: counted (`count`: totals, and `too_large` before a byte is written), then
     stored into the open archive (`pack`), reporting progress against those totals."""
 
-    def __init__(self, budget: writer._Budget, pattern: str | None, report: Any,
-                 source: Place) -> None:
+    def __init__(
+        self, budget: writer._Budget, pattern: str | None, report: Any, source: Place
+    ) -> None:
         self.budget, self.report, self.source = budget, report, source
         self.pattern = re.compile(pattern) if pattern else None
         self.skip = (-1, -1)
-        self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0,
-                       "bytes_total": 0}
+        self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0, "bytes_total": 0}
 
     def stored(self, nbytes: int) -> None:
         self.counts["entries_done"] += 1
@@ -104,15 +106,15 @@ class _Packer:
             if stat.S_ISDIR(info.st_mode):
                 self.budget.take(0)
                 self.counts["entries_total"] += 1
-            elif self.wanted(relative) and (stat.S_ISLNK(info.st_mode)
-                                            or stat.S_ISREG(info.st_mode)):
+            elif self.wanted(relative) and (
+                stat.S_ISLNK(info.st_mode) or stat.S_ISREG(info.st_mode)
+            ):
                 size = info.st_size if stat.S_ISREG(info.st_mode) else 0
                 self.budget.take(size)
                 self.counts["entries_total"] += 1
                 self.counts["bytes_total"] += size
 
-    def _tree(self, folder: int, name: str) -> Iterator[tuple[int, str, str,
-                                                              os.stat_result]]:
+    def _tree(self, folder: int, name: str) -> Iterator[tuple[int, str, str, os.stat_result]]:
         """(open folder, name, path relative to the top, lstat) of `name` of `folder` and,
         when it is a folder, of everything below it (depth first, sorted, iteratively:
         `reader.Walker`); the archive's own file (`skip`) left out."""
@@ -139,18 +141,25 @@ class _Packer:
                 if stat.S_ISDIR(entry.st_mode):
                     walker.enter(child, entry)
 
-    def pack(self, tar: tarfile.TarFile, skip: tuple[int, int], folder: int,
-             name: str) -> None:
+    def pack(self, tar: tarfile.TarFile, skip: tuple[int, int], folder: int, name: str) -> None:
         """Store the counted tree (`name` of the open `folder`) into `tar`, the archive file
         `skip` (device, inode) left out, against the budget again (files may have grown)."""
         self.skip = skip
         self.budget = writer._Budget(self.budget.max_files, self.budget.max_bytes)
         for inner, child, relative, info in self._tree(folder, name):
-            self.entry(tar, inner, child, f"{name}/{relative}" if relative else name,
-                       relative, info)
+            self.entry(
+                tar, inner, child, f"{name}/{relative}" if relative else name, relative, info
+            )
 
-    def entry(self, tar: tarfile.TarFile, folder: int, name: str, arcname: str,
-              relative: str, info: os.stat_result) -> None:
+    def entry(
+        self,
+        tar: tarfile.TarFile,
+        folder: int,
+        name: str,
+        arcname: str,
+        relative: str,
+        info: os.stat_result,
+    ) -> None:
         """Store `name` of the open `folder` (`info`) as `arcname` (a folder alone: `pack`
         stores what it holds after it)."""
         member = tarfile.TarInfo(arcname)
@@ -181,16 +190,20 @@ class _Packer:
 
 def do_compress(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("dereference"):
-        raise Refused("invalid", "is not offered: symbolic links are stored as links, "
-                      "never followed", "dereference")
+        raise Refused(
+            "invalid",
+            "is not offered: symbolic links are stored as links, never followed",
+            "dereference",
+        )
     mode = _mode(request)
     budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
-    with Place(request["path"], "path") as source, \
-            Place(request["target"], "target_path") as target:
+    with (
+        Place(request["path"], "path") as source,
+        Place(request["target"], "target_path") as target,
+    ):
         writer._existing(source)
         writer._absent(target)
-        packer = _Packer(budget, request.get("match_pattern"), writer.reporter(request),
-                         source)
+        packer = _Packer(budget, request.get("match_pattern"), writer.reporter(request), source)
         packer.count(source.fd, source.name)
         writer.remove_stale_work(target.fd, target.area)
         fresh = writer.work_name()
@@ -200,8 +213,10 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             raise writer._os_error(error, "target_path") from None
         try:
             made = os.fstat(out)
-            with os.fdopen(out, "wb") as stream, \
-                    _open_tar(stream, f"w:{mode}" if mode else "w") as tar:
+            with (
+                os.fdopen(out, "wb") as stream,
+                _open_tar(stream, f"w:{mode}" if mode else "w") as tar,
+            ):
                 packer.pack(tar, (made.st_dev, made.st_ino), source.fd, source.name)
         except BaseException as error:
             os.unlink(fresh, dir_fd=target.fd)
@@ -220,8 +235,7 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _bad(member: str, reason: str) -> Refused:
-    return Refused("bad_member", f"member {member[:200]!r} {reason}; nothing was extracted",
-                   "path")
+    return Refused("bad_member", f"member {member[:200]!r} {reason}; nothing was extracted", "path")
 
 
 def _member_parts(name: str, what: str = "") -> list[str]:
@@ -234,8 +248,13 @@ def _member_parts(name: str, what: str = "") -> list[str]:
         raise _bad(name, "is absolute" if not what else "is a link to an absolute path")
     parts = [part for part in shown.split("/") if part not in ("", ".")]
     if ".." in parts:
-        raise _bad(name, "has a `..` component" if not what else "is a link with a `..` "
-                   "component (links in an archive may only point down from their folder)")
+        raise _bad(
+            name,
+            "has a `..` component"
+            if not what
+            else "is a link with a `..` "
+            "component (links in an archive may only point down from their folder)",
+        )
     if not parts and not what:
         raise _bad(name, "has an empty name")
     return parts
@@ -245,16 +264,21 @@ def _check(member: tarfile.TarInfo, files: set[str]) -> list[str]:
     """`member`'s components, or the refusal naming it; none for the folder `.` (or `./`)
     itself, which an archive made with `tar -C folder -c .` begins with: it stands for the
     target folder, which extract makes (its mode is not taken)."""
-    if member.isdir() and not [part for part in member.name.split("/")
-                               if part not in ("", ".")] and not member.name.startswith("/"):
+    if (
+        member.isdir()
+        and not [part for part in member.name.split("/") if part not in ("", ".")]
+        and not member.name.startswith("/")
+    ):
         return []
     parts = _member_parts(member.name)
     if member.issym():
         _member_parts(member.name, member.linkname)
     elif member.islnk():
         if "/".join(_member_parts(member.name, member.linkname)) not in files:
-            raise _bad(member.name, "is a hard link to something that is not an earlier file "
-                       "of the archive")
+            raise _bad(
+                member.name,
+                "is a hard link to something that is not an earlier file of the archive",
+            )
     elif member.isfile():
         files.add("/".join(parts))
     elif not member.isdir():
@@ -266,12 +290,12 @@ class _Unpacker:
     """Members written below the open, fresh folder `root`, their folders walked
     `O_NOFOLLOW` (made when missing), bytes counted as written."""
 
-    def __init__(self, tar: tarfile.TarFile, root: int, budget: writer._Budget,
-                 report: Any) -> None:
+    def __init__(
+        self, tar: tarfile.TarFile, root: int, budget: writer._Budget, report: Any
+    ) -> None:
         self.tar, self.root, self.budget, self.report = tar, root, budget, report
         self.modes: list[tuple[str, list[str], int]] = []
-        self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0,
-                       "bytes_total": 0}
+        self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0, "bytes_total": 0}
 
     def folder(self, member: str, parts: list[str]) -> int:
         fd = os.dup(self.root)
@@ -305,8 +329,7 @@ class _Unpacker:
                 source = _member_parts(member.name, member.linkname)
                 src = self.folder(member.name, source[:-1])
                 try:
-                    os.link(source[-1], name, src_dir_fd=src, dst_dir_fd=fd,
-                            follow_symlinks=False)
+                    os.link(source[-1], name, src_dir_fd=src, dst_dir_fd=fd, follow_symlinks=False)
                 finally:
                     os.close(src)
             else:
@@ -334,9 +357,13 @@ class _Unpacker:
             while chunk := content.read(writer.CHUNK):
                 self.budget.bytes -= len(chunk)
                 if self.budget.bytes < 0:
-                    raise Refused("too_large", f"member {member[:200]!r} goes beyond the "
-                                  f"{self.budget.max_bytes} bytes one extract may write; "
-                                  "nothing was extracted", "path")
+                    raise Refused(
+                        "too_large",
+                        f"member {member[:200]!r} goes beyond the "
+                        f"{self.budget.max_bytes} bytes one extract may write; "
+                        "nothing was extracted",
+                        "path",
+                    )
                 os.write(out, chunk)
                 self.counts["bytes_done"] += len(chunk)
                 self.report(self.counts)
@@ -345,8 +372,9 @@ class _Unpacker:
             os.close(out)
 
 
-def _members(tar: tarfile.TarFile, budget: writer._Budget) -> list[tuple[tarfile.TarInfo,
-                                                                        list[str]]]:
+def _members(
+    tar: tarfile.TarFile, budget: writer._Budget
+) -> list[tuple[tarfile.TarInfo, list[str]]]:
     """Every member, checked and counted, before anything is written. The folders a member's
     name implies (`d` and `d/e` for `d/e/f`) count as entries too, each once: they are made."""
     found, files = [], set[str]()
@@ -364,9 +392,13 @@ def _members(tar: tarfile.TarFile, budget: writer._Budget) -> list[tuple[tarfile
         except Refused as refused:
             if refused.kind != "too_large":
                 raise
-            raise Refused("too_large", f"has more than {budget.max_files} members and folders "
-                          f"they imply, or declares more than {budget.max_bytes} bytes (at "
-                          f"{member.name[:200]!r}); nothing was extracted", "path") from None
+            raise Refused(
+                "too_large",
+                f"has more than {budget.max_files} members and folders "
+                f"they imply, or declares more than {budget.max_bytes} bytes (at "
+                f"{member.name[:200]!r}); nothing was extracted",
+                "path",
+            ) from None
         if parts:
             found.append((member, parts))
     return found
@@ -378,8 +410,12 @@ def _tops(members: list[tuple[tarfile.TarInfo, list[str]]]) -> list[str]:
 
 
 def _taken(name: str) -> Refused:
-    return Refused("exists", f"already holds {name[:200]!r}, which the archive would add "
-                   "(nothing is replaced or merged); nothing was extracted", "target_path")
+    return Refused(
+        "exists",
+        f"already holds {name[:200]!r}, which the archive would add "
+        "(nothing is replaced or merged); nothing was extracted",
+        "target_path",
+    )
 
 
 class _Into:
@@ -410,8 +446,11 @@ class _Into:
         if name is not None:
             try:
                 info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                inner = (area._open_folder(fd, name, len(parts) - 1)
-                         if stat.S_ISDIR(info.st_mode) else None)
+                inner = (
+                    area._open_folder(fd, name, len(parts) - 1)
+                    if stat.S_ISDIR(info.st_mode)
+                    else None
+                )
             except (Refused, reader._Link, OSError):
                 inner = None
             finally:
@@ -468,19 +507,23 @@ class _Into:
         os.rmdir(fresh, dir_fd=self.fd)
 
 
-def _scan_headers(stream: IO[bytes], mode: str, budget: writer._Budget,
-                  compression: str) -> None:
+def _scan_headers(stream: IO[bytes], mode: str, budget: writer._Budget, compression: str) -> None:
     """Every header of the archive bounded before `tarfile` parses one (`tarheaders`: it is
     quadratic or unbounded on some), the stream then rewound."""
     try:
-        tarheaders.scan(tarheaders.decompressed(stream, mode), max_members=budget.max_files,
-                        max_bytes=budget.max_bytes)
+        tarheaders.scan(
+            tarheaders.decompressed(stream, mode),
+            max_members=budget.max_files,
+            max_bytes=budget.max_bytes,
+        )
     except tarheaders.HeaderRefused as refused:
-        raise Refused("bad_member" if refused.kind == "bad_header" else "too_large",
-                      refused.message, "path") from None
+        raise Refused(
+            "bad_member" if refused.kind == "bad_header" else "too_large", refused.message, "path"
+        ) from None
     except (OSError, EOFError, lzma.LZMAError, zlib.error) as error:
-        raise Refused("not_archive", f"is not a tar archive with {compression} compression "
-                      f"({error})", "path") from None
+        raise Refused(
+            "not_archive", f"is not a tar archive with {compression} compression ({error})", "path"
+        ) from None
     stream.seek(0)
 
 
@@ -493,17 +536,22 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
     finally:
         area.close()
     into = _Into.open(request["target"])
-    with os.fdopen(archive, "rb") as stream, \
-            into if into is not None else Place(request["target"], "target_path") as target:
+    with (
+        os.fdopen(archive, "rb") as stream,
+        into if into is not None else Place(request["target"], "target_path") as target,
+    ):
         budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
         _scan_headers(stream, mode, budget, str(request.get("compression", "gzip")))
         try:
             tar = _open_tar(stream, f"r:{mode}" if mode else "r:")
             members = _members(tar, budget)
         except (tarfile.TarError, EOFError, OSError) as error:
-            raise Refused("not_archive", f"is not a tar archive with "
-                          f"{request.get('compression', 'gzip')} compression ({error})",
-                          "path") from None
+            raise Refused(
+                "not_archive",
+                f"is not a tar archive with "
+                f"{request.get('compression', 'gzip')} compression ({error})",
+                "path",
+            ) from None
         if isinstance(target, _Into):
             target.free(members)
         else:
@@ -517,9 +565,12 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
             raise writer._os_error(error, "target_path") from None
         try:
             try:
-                unpacker = _Unpacker(tar, root, writer._Budget(budget.max_files,
-                                                               budget.max_bytes),
-                                     writer.reporter(request))
+                unpacker = _Unpacker(
+                    tar,
+                    root,
+                    writer._Budget(budget.max_files, budget.max_bytes),
+                    writer.reporter(request),
+                )
                 unpacker.counts["entries_total"] = len(members)
                 unpacker.counts["bytes_total"] = budget.max_bytes - budget.bytes
                 for member, parts in members:

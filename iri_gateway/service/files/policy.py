@@ -54,8 +54,11 @@ def path_problem(path: str) -> str | None:
 def safe_component(value: str) -> bool:
     """True when `value` can stand as one path component: no '/', not '.' or '..', not
     empty, no NUL or other control characters."""
-    return (value not in ("", ".", "..") and "/" not in value
-            and not any(ord(c) < 32 or ord(c) == 127 for c in value))
+    return (
+        value not in ("", ".", "..")
+        and "/" not in value
+        and not any(ord(c) < 32 or ord(c) == 127 for c in value)
+    )
 
 
 def normal(path: str) -> str:
@@ -72,8 +75,9 @@ def within(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
-def granted_roots(templates: Sequence[str], *, user: str, account: str,
-                  home: Callable[[], str]) -> tuple[str, ...]:
+def granted_roots(
+    templates: Sequence[str], *, user: str, account: str, home: Callable[[], str]
+) -> tuple[str, ...]:
     """The roots `templates` grant this user, absolute and normalised.
 
     A root whose filled-in values are not single safe components is not granted (so a user
@@ -98,28 +102,42 @@ def granted_roots(templates: Sequence[str], *, user: str, account: str,
 
 
 def _describe(roots: Sequence[str]) -> str:
-    return (", ".join(roots) if roots
-            else "none: leave `directory` out and the job runs in a folder the gateway makes")
+    return (
+        ", ".join(roots)
+        if roots
+        else "none: leave `directory` out and the job runs in a folder the gateway makes"
+    )
 
 
-def job_path_problems(spec: JobSpec, *, directory: str, named: bool, roots: Sequence[str],
-                      reserved: Sequence[str], resource_id: str) -> list[Problem]:
+def job_path_problems(
+    spec: JobSpec,
+    *,
+    directory: str,
+    named: bool,
+    roots: Sequence[str],
+    reserved: Sequence[str],
+    resource_id: str,
+) -> list[Problem]:
     """What is wrong with where the job would run and write: its `directory` (when the user
     `named` it) must lie inside a granted root and outside the gateway's own folders;
     `stdin_path`, `stdout_path` and `stderr_path`, taken relative to `directory`, must lie
     inside the directory or inside a granted root (outside the gateway's folders)."""
 
     def usable(path: str) -> bool:
-        return (any(within(path, root) for root in roots)
-                and not any(within(path, folder) for folder in reserved))
+        return any(within(path, root) for root in roots) and not any(
+            within(path, folder) for folder in reserved
+        )
 
     problems: list[Problem] = []
     if named and not usable(directory):
-        shown = repr(spec.directory) + (f" ({directory})" if directory != spec.directory
-                                        else "")
-        problems.append(Problem(
-            "directory", f"{shown} is not inside a folder you may use on {resource_id!r}",
-            _describe(roots)))
+        shown = repr(spec.directory) + (f" ({directory})" if directory != spec.directory else "")
+        problems.append(
+            Problem(
+                "directory",
+                f"{shown} is not inside a folder you may use on {resource_id!r}",
+                _describe(roots),
+            )
+        )
     for field in ("stdin_path", "stdout_path", "stderr_path"):
         value = getattr(spec, field)
         if value is None:
@@ -127,9 +145,14 @@ def job_path_problems(spec: JobSpec, *, directory: str, named: bool, roots: Sequ
         path = normal(posixpath.join(directory, value))
         if within(path, directory) or usable(path):
             continue
-        problems.append(Problem(
-            field, f"{value!r} ({path}) is neither inside the job's directory nor inside a "
-            f"folder you may use on {resource_id!r}", _describe(roots)))
+        problems.append(
+            Problem(
+                field,
+                f"{value!r} ({path}) is neither inside the job's directory nor inside a "
+                f"folder you may use on {resource_id!r}",
+                _describe(roots),
+            )
+        )
     return problems
 
 
@@ -146,8 +169,12 @@ class Anchor:
 
     def spec(self) -> dict[str, Any]:
         """The place as the reader, the writer and the transfer agent take it (JSON)."""
-        return {"base": self.base, "top": list(self.top), "rest": list(self.rest),
-                "reserved": list(self.reserved)}
+        return {
+            "base": self.base,
+            "top": list(self.top),
+            "rest": list(self.rest),
+            "reserved": list(self.reserved),
+        }
 
 
 @dataclass(frozen=True)
@@ -186,11 +213,11 @@ class Scope:
             folder = normal(job_folder)
             parent, name = posixpath.split(folder)
             if within(target, folder) and safe_component(name):
-                rest = tuple(part for part in target[len(folder):].split("/") if part)
+                rest = tuple(part for part in target[len(folder) :].split("/") if part)
                 return Anchor(parent, (name,), rest, self._inside_job_root(parent))
         root = normal(self.work_root)
         if within(target, root):
-            below = [part for part in target[len(root):].split("/") if part]
+            below = [part for part in target[len(root) :].split("/") if part]
             if below and self.owns_folder(below[0]):
                 return Anchor(root, (below[0],), tuple(below[1:]), self._inside_job_root(root))
             return None
@@ -200,5 +227,5 @@ class Scope:
         if not granted:
             return None
         base = min(granted, key=len)  # the widest root: links may go anywhere inside it
-        rest = tuple(part for part in target[len(base):].split("/") if part)
+        rest = tuple(part for part in target[len(base) :].split("/") if part)
         return Anchor(base, (), rest, self.reserved)

@@ -74,7 +74,7 @@ class _Link(Exception):
 
 
 def _component(name: Any) -> str:
-    if (not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name):
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
         raise Refused("not_found")
     return name
 
@@ -112,9 +112,13 @@ class Area:
         or folders: the one rule every walk over a tree applies to every entry it meets (a
         path named directly is refused earlier, as not found)."""
         if (info.st_dev, info.st_ino) in self.reserved:
-            raise Refused("reserved", f"{where[:300]} is one of the gateway's own files or "
-                          "folders (its data, store, tokens, job folders or keys): nothing "
-                          "below a path you name may reach them, so nothing was done", field)
+            raise Refused(
+                "reserved",
+                f"{where[:300]} is one of the gateway's own files or "
+                "folders (its data, store, tokens, job folders or keys): nothing "
+                "below a path you name may reach them, so nothing was done",
+                field,
+            )
 
     def refuse_holder(self, info: os.stat_result, where: str, field: str = "path") -> None:
         """Refused (`reserved`) when `info` is a folder holding one of the gateway's own files
@@ -122,9 +126,13 @@ class Area:
         of them itself."""
         self.refuse_reserved(info, where, field)
         if (info.st_dev, info.st_ino) in self.holders:
-            raise Refused("reserved", f"{where[:300]} holds the gateway's own files or folders "
-                          "(its data, store, tokens, job folders or keys): it cannot be "
-                          "removed, moved, or have its mode or owner changed", field)
+            raise Refused(
+                "reserved",
+                f"{where[:300]} holds the gateway's own files or folders "
+                "(its data, store, tokens, job folders or keys): it cannot be "
+                "removed, moved, or have its mode or owner changed",
+                field,
+            )
 
     # ---- resolution --------------------------------------------------------------------------
 
@@ -152,10 +160,10 @@ class Area:
             inside = self.base_parts + self.top
             if absolute[: len(inside)] != inside:
                 raise Refused("not_found")
-            head = absolute[len(self.base_parts):]
+            head = absolute[len(self.base_parts) :]
         else:
             head = parts[:index] + _components(target)
-        return _normal(head + parts[index + 1:], len(self.top), self.top)
+        return _normal(head + parts[index + 1 :], len(self.top), self.top)
 
     def _walk(self, parts: list[str], follow_final: bool) -> tuple[int, str | None]:
         fd = os.dup(self.base_fd)
@@ -319,13 +327,19 @@ def _whole_lines(data: bytes, cut: bool) -> bytes:
 
 
 def _part(kind: str, data: bytes, start: int, size: int, truncated: bool) -> dict[str, Any]:
-    return {"kind": kind, "data": base64.b64encode(data).decode("ascii"), "start": start,
-            "size": size, "truncated": truncated}
+    return {
+        "kind": kind,
+        "data": base64.b64encode(data).decode("ascii"),
+        "start": start,
+        "size": size,
+        "truncated": truncated,
+    }
 
 
 def _window(lines: int, where: str, limit: int) -> Refused:
-    return Refused("window", f"the {where} {lines} lines span more than {limit} bytes; use "
-                   "bytes", "lines")
+    return Refused(
+        "window", f"the {where} {lines} lines span more than {limit} bytes; use bytes", "lines"
+    )
 
 
 def head(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
@@ -342,7 +356,7 @@ def head(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
         if lines == 0:
             cut = size
         elif len(last) > lines or window == size:
-            cut = size - len(b"".join(last[max(len(last) - lines, 0):]))
+            cut = size - len(b"".join(last[max(len(last) - lines, 0) :]))
         else:
             raise _window(lines, "last", limit)
         length = min(cut, limit)
@@ -407,10 +421,18 @@ def byte_range(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stat_fields(info: os.stat_result) -> dict[str, int]:
-    return {"mode": info.st_mode, "ino": info.st_ino, "dev": info.st_dev,
-            "nlink": info.st_nlink, "uid": info.st_uid, "gid": info.st_gid,
-            "size": info.st_size, "atime": int(info.st_atime), "ctime": int(info.st_ctime),
-            "mtime": int(info.st_mtime)}
+    return {
+        "mode": info.st_mode,
+        "ino": info.st_ino,
+        "dev": info.st_dev,
+        "nlink": info.st_nlink,
+        "uid": info.st_uid,
+        "gid": info.st_gid,
+        "size": info.st_size,
+        "atime": int(info.st_atime),
+        "ctime": int(info.st_ctime),
+        "mtime": int(info.st_mtime),
+    }
 
 
 def do_stat(area: Area, request: dict[str, Any]) -> dict[str, Any]:
@@ -461,9 +483,18 @@ def _kind(mode: int) -> str:
 
 
 def _entry(name: str, info: os.stat_result, link: str | None, names: _Names) -> dict[str, Any]:
-    return {"name": name, "kind": _kind(info.st_mode), "link": link, "mode": info.st_mode,
-            "uid": info.st_uid, "gid": info.st_gid, "user": names.user(info.st_uid),
-            "group": names.group(info.st_gid), "size": info.st_size, "mtime": info.st_mtime}
+    return {
+        "name": name,
+        "kind": _kind(info.st_mode),
+        "link": link,
+        "mode": info.st_mode,
+        "uid": info.st_uid,
+        "gid": info.st_gid,
+        "user": names.user(info.st_uid),
+        "group": names.group(info.st_gid),
+        "size": info.st_size,
+        "mtime": info.st_mtime,
+    }
 
 
 def do_ls(area: Area, request: dict[str, Any]) -> dict[str, Any]:
@@ -471,12 +502,16 @@ def do_ls(area: Area, request: dict[str, Any]) -> dict[str, Any]:
     names = _Names()
     fd, info, name = area.open_folder(rest)
     if fd is None:
-        return {"entries": [_entry(name or "", info, None, names)], "truncated": False,
-                "folder": False}
+        return {
+            "entries": [_entry(name or "", info, None, names)],
+            "truncated": False,
+            "folder": False,
+        }
     found: list[tuple[str, os.stat_result, str | None]] = []
     try:
-        complete = _scan(area, fd, "", bool(request.get("recursive")),
-                         bool(request.get("hidden")), found)
+        complete = _scan(
+            area, fd, "", bool(request.get("recursive")), bool(request.get("hidden")), found
+        )
     finally:
         os.close(fd)
     found.sort(key=lambda item: item[0])
@@ -496,8 +531,14 @@ def do_ls(area: Area, request: dict[str, Any]) -> dict[str, Any]:
     return {"entries": entries, "truncated": truncated, "folder": True}
 
 
-def _scan(area: Area, fd: int, prefix: str, recursive: bool, hidden: bool,
-          found: list[tuple[str, os.stat_result, str | None]]) -> bool:
+def _scan(
+    area: Area,
+    fd: int,
+    prefix: str,
+    recursive: bool,
+    hidden: bool,
+    found: list[tuple[str, os.stat_result, str | None]],
+) -> bool:
     """Entries below the open folder `fd` (depth first, `Walker`); False when MAX_SCAN
     stopped it. The gateway's own files and folders are left out of a listing (not refused:
     a listing of the folder holding them shows the rest)."""
@@ -611,8 +652,12 @@ class Walker:
         opened = os.fstat(inner)
         if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
             os.close(inner)
-            raise Refused("changed", f"{self.relative(name)[:300]} was replaced while it was "
-                          "being walked; nothing more was done", "path")
+            raise Refused(
+                "changed",
+                f"{self.relative(name)[:300]} was replaced while it was "
+                "being walked; nothing more was done",
+                "path",
+            )
         try:
             names = self._names(inner)
         except BaseException:
@@ -629,8 +674,12 @@ class Walker:
         os.close(self.fd)
         self.fd = outer
         if (opened.st_dev, opened.st_ino) != identity:
-            raise Refused("changed", f"{'/'.join(self.parts)[:300] or 'the folder'} was moved "
-                          "while it was being walked; nothing more was done", "path")
+            raise Refused(
+                "changed",
+                f"{'/'.join(self.parts)[:300] or 'the folder'} was moved "
+                "while it was being walked; nothing more was done",
+                "path",
+            )
 
 
 def _dereferenced(area: Area, parts: list[str]) -> os.stat_result | None:
@@ -696,9 +745,13 @@ def stale_names(folder: int, prefix: str) -> list[str]:
         return []  # a folder the account may write but not list: nothing judged
     stale = []
     for name in names:
-        owner = name[len(prefix):].split("-")
-        if (len(owner) == 3 and owner[0] == host and owner[1].isdigit()
-                and not _alive(int(owner[1]))):
+        owner = name[len(prefix) :].split("-")
+        if (
+            len(owner) == 3
+            and owner[0] == host
+            and owner[1].isdigit()
+            and not _alive(int(owner[1]))
+        ):
             stale.append(name)
     return stale
 
@@ -715,8 +768,12 @@ def answer(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     try:
         result = work()
     except Refused as refused:
-        return {"ok": False, "error": refused.kind, "detail": refused.detail,
-                "field": refused.field}
+        return {
+            "ok": False,
+            "error": refused.kind,
+            "detail": refused.detail,
+            "field": refused.field,
+        }
     return {"ok": True, "result": result}
 
 

@@ -38,8 +38,10 @@ def agent_program() -> str:
     kept = [line for line in lines if not line.startswith(_IMPORT)]
     if len(kept) != len(lines) - 1:
         raise RuntimeError("transfer_agent no longer imports reader as expected")
-    preamble = ("import types\nreader = types.ModuleType('reader')\n"
-                f"exec(compile({reader_source()!r}, 'reader.py', 'exec'), reader.__dict__)\n")
+    preamble = (
+        "import types\nreader = types.ModuleType('reader')\n"
+        f"exec(compile({reader_source()!r}, 'reader.py', 'exec'), reader.__dict__)\n"
+    )
     # The agent's `from __future__` line must come first in its own compilation unit.
     return preamble + f"exec(compile({''.join(kept)!r}, 'transfer_agent.py', 'exec'))\n"
 
@@ -65,15 +67,17 @@ class Download:
 
 
 def _refused(answer: dict[str, Any]) -> FileRefusedError:
-    return FileRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
-                            str(answer.get("field") or ""))
+    return FileRefusedError(
+        str(answer.get("error")), str(answer.get("detail") or ""), str(answer.get("field") or "")
+    )
 
 
 class _RemoteUpload:
     """The agent on the login node, fed frames; closing the stream early aborts it."""
 
-    def __init__(self, opened: AbstractContextManager[Stream], request: dict[str, Any],
-                 where: str) -> None:
+    def __init__(
+        self, opened: AbstractContextManager[Stream], request: dict[str, Any], where: str
+    ) -> None:
         self._closer = ExitStack()
         self._stream = self._closer.enter_context(opened)
         self._where = where
@@ -117,10 +121,13 @@ def _answer(stream: Stream, where: str) -> dict[str, Any]:
         if not line:
             stderr = stream.stderr().strip()
             if "python3" in stderr and "not found" in stderr:
-                raise TransportError(f"file transfers on {where} need python3 (3.9 or later) "
-                                     f"on the login node: {stderr[-300:]}")
-            raise TransportError(f"the file transfer agent on {where} ended without an "
-                                 f"answer: {stderr[-300:]!r}")
+                raise TransportError(
+                    f"file transfers on {where} need python3 (3.9 or later) "
+                    f"on the login node: {stderr[-300:]}"
+                )
+            raise TransportError(
+                f"the file transfer agent on {where} ended without an answer: {stderr[-300:]!r}"
+            )
         try:
             answer = json.loads(line)
         except ValueError:
@@ -134,8 +141,9 @@ def _remote_chunks(stream: Stream, size: int) -> Iterator[bytes]:
     while left > 0:
         data = stream.read(min(transfer_agent.CHUNK, left))
         if not data:
-            raise TransportError("the download ended early (the file shrank, or the login "
-                                 "node went away)")
+            raise TransportError(
+                "the download ended early (the file shrank, or the login node went away)"
+            )
         left -= len(data)
         yield data
 
@@ -157,8 +165,9 @@ class UserTransfers:
 
     def _stream(self) -> AbstractContextManager[Stream]:
         transport = self.files.reader.transport
-        return transport.stream([transport.python, "-I", "-c", agent_program()],
-                                timeout=STREAM_TIMEOUT)
+        return transport.stream(
+            [transport.python, "-I", "-c", agent_program()], timeout=STREAM_TIMEOUT
+        )
 
     def upload(self, path: str) -> Upload:
         """A new file at `path`, ready for its bytes; FileRefusedError when it cannot be."""

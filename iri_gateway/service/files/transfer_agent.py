@@ -99,7 +99,7 @@ class Upload:
         view = memoryview(data)
         try:
             while view:
-                view = view[os.write(self.fd, view):]
+                view = view[os.write(self.fd, view) :]
         except OSError as error:
             self.abort()
             raise reader.Refused("write_failed", error.strerror or "") from None
@@ -111,8 +111,13 @@ class Upload:
             os.close(self.fd)
             self.fd = -1
             try:
-                os.link(self.temp, self.name, src_dir_fd=self.folder, dst_dir_fd=self.folder,
-                        follow_symlinks=False)
+                os.link(
+                    self.temp,
+                    self.name,
+                    src_dir_fd=self.folder,
+                    dst_dir_fd=self.folder,
+                    follow_symlinks=False,
+                )
             except FileExistsError:
                 raise reader.Refused("exists") from None
             except OSError as error:
@@ -171,8 +176,7 @@ def _answer(out: BinaryIO, answer: dict[str, Any]) -> None:
 
 
 def _refusal(refused: reader.Refused) -> dict[str, Any]:
-    return {"ok": False, "error": refused.kind, "detail": refused.detail,
-            "field": refused.field}
+    return {"ok": False, "error": refused.kind, "detail": refused.detail, "field": refused.field}
 
 
 def _receive(upload: Upload, source: BinaryIO) -> bool:

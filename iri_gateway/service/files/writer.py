@@ -110,8 +110,9 @@ class Place:
             raise
         if name is None or len(self.parts) <= len(self.area.top):
             self.close()
-            raise Refused("root", "is the folder itself (a root you were granted, or a job "
-                          "folder)", field)
+            raise Refused(
+                "root", "is the folder itself (a root you were granted, or a job folder)", field
+            )
         self.name = name
         info = self.lstat()
         if info is not None and (info.st_dev, info.st_ino) in self.area.reserved:
@@ -218,9 +219,13 @@ def do_symlink(request: dict[str, Any]) -> dict[str, Any]:
             # have been reached through a link, which changes what `..` means.
             folder = posixpath.dirname(link.absolute())
             if posixpath.normpath(posixpath.join(folder, target)) != expected:
-                raise Refused("link_outside", "the link's folder is reached through a "
-                              "symbolic link, so a relative target would not point where "
-                              "it seems; give an absolute target", "path")
+                raise Refused(
+                    "link_outside",
+                    "the link's folder is reached through a "
+                    "symbolic link, so a relative target would not point where "
+                    "it seems; give an absolute target",
+                    "path",
+                )
         _absent(link)
         _leads_inside(posixpath.dirname(link.absolute()), target, request["area"])
         try:
@@ -254,17 +259,25 @@ def _leads_inside(folder: str, target: str, spec: dict[str, Any]) -> None:
             if path == inside[: len(path)]:
                 continue  # the area itself, or a folder above it
             if path[: len(inside)] != inside:
-                raise Refused("link_outside", f"{target!r} leads outside the folders you may "
-                              f"use (to /{'/'.join(path)[:300]}); a link may only point "
-                              "inside them", "path")
-            text = _link_text(area, path[len(inside):])
+                raise Refused(
+                    "link_outside",
+                    f"{target!r} leads outside the folders you may "
+                    f"use (to /{'/'.join(path)[:300]}); a link may only point "
+                    "inside them",
+                    "path",
+                )
+            text = _link_text(area, path[len(inside) :])
             if text is None:
                 continue
             links += 1
             if links > reader.MAX_LINKS:
-                raise Refused("link_outside", f"{target!r} passes more than "
-                              f"{reader.MAX_LINKS} symbolic links (a loop?): it cannot be "
-                              "followed to a place inside the folders you may use", "path")
+                raise Refused(
+                    "link_outside",
+                    f"{target!r} passes more than "
+                    f"{reader.MAX_LINKS} symbolic links (a loop?): it cannot be "
+                    "followed to a place inside the folders you may use",
+                    "path",
+                )
             path = [] if text.startswith("/") else path[:-1]
             todo = [part for part in text.split("/") if part not in ("", ".")] + todo
     finally:
@@ -334,8 +347,11 @@ def do_rm(request: dict[str, Any]) -> dict[str, Any]:
                 os.unlink(place.name, dir_fd=place.fd)
                 return {"output": removed}
             if not request.get("recursive"):
-                raise Refused("directory", "is a directory; set `recursive` to remove it and "
-                              "everything in it", "recursive")
+                raise Refused(
+                    "directory",
+                    "is a directory; set `recursive` to remove it and everything in it",
+                    "recursive",
+                )
             try:
                 inner = os.open(place.name, _DIRECTORY, dir_fd=place.fd)
             except OSError as error:
@@ -358,15 +374,21 @@ def do_rm(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def do_mv(request: dict[str, Any]) -> dict[str, Any]:
-    with Place(request["path"], "path") as source, \
-            Place(request["target"], "target_path") as target:
+    with (
+        Place(request["path"], "path") as source,
+        Place(request["target"], "target_path") as target,
+    ):
         info = _existing(source)
         source.area.refuse_holder(info, source.absolute())
         if stat.S_ISLNK(info.st_mode):
             text = os.readlink(source.name, dir_fd=source.fd)
             if not target.stays_inside(target.parts, text):
-                raise Refused("link_outside", "is a symbolic link that would point outside "
-                              "the folders you may use from its new place", "target_path")
+                raise Refused(
+                    "link_outside",
+                    "is a symbolic link that would point outside "
+                    "the folders you may use from its new place",
+                    "target_path",
+                )
         elif stat.S_ISDIR(info.st_mode):
             _links_stay(source, info, target)
         _absent(target)
@@ -404,16 +426,24 @@ def _links_stay(source: Place, info: os.stat_result, target: Place) -> None:
                 continue
             seen += 1
             if seen > MAX_MOVED:
-                raise Refused("too_large", f"moves at most {MAX_MOVED} files and folders at "
-                              "once (each link in them is checked); move its parts", "path")
+                raise Refused(
+                    "too_large",
+                    f"moves at most {MAX_MOVED} files and folders at "
+                    "once (each link in them is checked); move its parts",
+                    "path",
+                )
             where = f"{source.absolute()}/{walker.relative(name)}"
             source.area.refuse_reserved(entry, where)
             if stat.S_ISLNK(entry.st_mode):
                 text = os.readlink(name, dir_fd=walker.fd)
                 if not target.stays_inside([*target.parts, *walker.parts, name], text):
-                    raise Refused("link_outside", f"{where[:300]} is a symbolic link to "
-                                  f"{text[:300]!r}, which would point outside the folders you "
-                                  "may use from its new place; nothing was moved", "path")
+                    raise Refused(
+                        "link_outside",
+                        f"{where[:300]} is a symbolic link to "
+                        f"{text[:300]!r}, which would point outside the folders you "
+                        "may use from its new place; nothing was moved",
+                        "path",
+                    )
             elif stat.S_ISDIR(entry.st_mode):
                 walker.enter(name, entry)
 
@@ -432,8 +462,12 @@ class _Budget:
         self.files -= 1
         self.bytes -= nbytes
         if self.files < 0 or self.bytes < 0:
-            raise Refused("too_large", f"copies at most {self.max_files} files and folders "
-                          f"and {self.max_bytes} bytes at once", "path")
+            raise Refused(
+                "too_large",
+                f"copies at most {self.max_files} files and folders "
+                f"and {self.max_bytes} bytes at once",
+                "path",
+            )
 
 
 def _scan(fd: int, budget: _Budget, area: Area, where: str) -> None:
@@ -487,8 +521,13 @@ def _renameat2() -> Any:
         function = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return None
-    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                         ctypes.c_uint]
+    function.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
     function.restype = ctypes.c_int
     return function
 
@@ -535,8 +574,7 @@ def _move_tree(src_fd: int, src: str, info: os.stat_result, dst_fd: int, dst: st
                 walker.enter(name, entry)
                 out.down(name, stat.S_IMODE(entry.st_mode))
             else:
-                os.link(name, name, src_dir_fd=walker.fd, dst_dir_fd=out.fd,
-                        follow_symlinks=False)
+                os.link(name, name, src_dir_fd=walker.fd, dst_dir_fd=out.fd, follow_symlinks=False)
                 os.unlink(name, dir_fd=walker.fd)
         out.finish()
     os.rmdir(src, dir_fd=src_fd)
@@ -603,8 +641,7 @@ class _Copy:
         self.source, self.target, self.budget, self.report = source, target, budget, report
         self.fresh = work_name()
         self.made = False
-        self.counts = {"entries_done": 0, "entries_total": 1, "bytes_done": 0,
-                       "bytes_total": 0}
+        self.counts = {"entries_done": 0, "entries_total": 1, "bytes_done": 0, "bytes_total": 0}
 
     def tick(self, entries: int = 0, nbytes: int = 0) -> None:
         self.counts["entries_done"] += entries
@@ -623,8 +660,7 @@ class _Copy:
 
     def file(self, src: int, name: str, dst: int, new: str) -> None:
         """Copy the regular file `name` in folder `src` to the new `new` in folder `dst`."""
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=src)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -649,9 +685,13 @@ class _Copy:
     def link(self, src: int, name: str, dst: int, new: str, parts: list[str]) -> None:
         text = os.readlink(name, dir_fd=src)
         if not self.target.stays_inside(parts, text):
-            raise Refused("link_outside", f"{name!r} is a symbolic link that would point "
-                          "outside the folders you may use from its new place; copy with "
-                          "`dereference` or copy what it points to", "path")
+            raise Refused(
+                "link_outside",
+                f"{name!r} is a symbolic link that would point "
+                "outside the folders you may use from its new place; copy with "
+                "`dereference` or copy what it points to",
+                "path",
+            )
         os.symlink(text, new, dir_fd=dst)
         self.made = True
 
@@ -675,7 +715,8 @@ class _Copy:
                     continue
                 where = [*parts, *walker.parts, child]
                 self.source.area.refuse_reserved(
-                    info, f"{self.source.absolute()}/{walker.relative(child)}")
+                    info, f"{self.source.absolute()}/{walker.relative(child)}"
+                )
                 self.budget.take(0)  # bytes are counted as they are copied
                 if stat.S_ISREG(info.st_mode):
                     self.file(walker.fd, child, out.fd, child)
@@ -698,8 +739,9 @@ def _up(fd: int, expected: tuple[int, int]) -> int:
     outer = os.open("..", _DIRECTORY, dir_fd=fd)
     if _identity(os.fstat(outer)) != expected:
         os.close(outer)
-        raise Refused("changed", "a folder being written was moved meanwhile; nothing was "
-                      "kept", "target_path")
+        raise Refused(
+            "changed", "a folder being written was moved meanwhile; nothing was kept", "target_path"
+        )
     os.close(fd)
     return outer
 
@@ -707,15 +749,21 @@ def _up(fd: int, expected: tuple[int, int]) -> int:
 def do_cp(request: dict[str, Any]) -> dict[str, Any]:
     follow = bool(request.get("dereference"))
     budget = _Budget(int(request["max_files"]), int(request["max_bytes"]))
-    with Place(request["path"], "path", follow_final=follow) as source, \
-            Place(request["target"], "target_path") as target:
+    with (
+        Place(request["path"], "path", follow_final=follow) as source,
+        Place(request["target"], "target_path") as target,
+    ):
         info = _existing(source)
         _absent(target)
-        if (source.area.base_parts + source.parts
-                == (target.area.base_parts + target.parts)[: len(source.area.base_parts)
-                                                           + len(source.parts)]):
-            raise Refused("invalid", "lies inside `path`: a folder is not copied into "
-                          "itself", "target_path")
+        if (
+            source.area.base_parts + source.parts
+            == (target.area.base_parts + target.parts)[
+                : len(source.area.base_parts) + len(source.parts)
+            ]
+        ):
+            raise Refused(
+                "invalid", "lies inside `path`: a folder is not copied into itself", "target_path"
+            )
         remove_stale_work(target.fd, target.area)
         copy = _Copy(source, target, budget, reporter(request))
         try:
@@ -753,8 +801,9 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
 # ---- chmod, chown --------------------------------------------------------------------------
 
 
-def _change(request: dict[str, Any], field: str, change: Any,
-            allowed: Any = lambda: None) -> dict[str, Any]:
+def _change(
+    request: dict[str, Any], field: str, change: Any, allowed: Any = lambda: None
+) -> dict[str, Any]:
     """Apply `change(path)` to the file the place names (links inside followed), through a
     descriptor opened `O_PATH | O_NOFOLLOW` (so never to what a link swapped in points to);
     `allowed()` (which raises when the change is not) once the place is found."""
@@ -794,11 +843,15 @@ def do_chmod(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _special_mode(mode: str) -> Refused:
-    return Refused("special_mode", f"{mode[:20]} sets the setuid, setgid or sticky bit, which "
-                   "would let a program run with its owner's or group's rights (or change who "
-                   "may delete in a folder); give permissions only (at most 3 octal digits). "
-                   "A facility admin may allow these bits on the resource "
-                   "(`files.allow_special_modes: true` in its profile)", "mode")
+    return Refused(
+        "special_mode",
+        f"{mode[:20]} sets the setuid, setgid or sticky bit, which "
+        "would let a program run with its owner's or group's rights (or change who "
+        "may delete in a folder); give permissions only (at most 3 octal digits). "
+        "A facility admin may allow these bits on the resource "
+        "(`files.allow_special_modes: true` in its profile)",
+        "mode",
+    )
 
 
 def _user_id(name: str) -> int:
@@ -837,12 +890,20 @@ def do_chown(request: dict[str, Any]) -> dict[str, Any]:
     def allowed() -> None:
         user, groups = _allowed_owners()
         if uid not in (-1, os.getuid()):
-            raise Refused("not_allowed", f"owner {owner[:100]!r} is not the account that runs "
-                          f"your jobs here: a file may only be given to {user!r}", "owner")
+            raise Refused(
+                "not_allowed",
+                f"owner {owner[:100]!r} is not the account that runs "
+                f"your jobs here: a file may only be given to {user!r}",
+                "owner",
+            )
         if gid != -1 and gid not in {os.getgid(), *os.getgroups()}:
-            raise Refused("not_allowed", f"group {group[:100]!r} is not a group of the "
-                          f"account that runs your jobs here ({user!r}); offered: "
-                          f"{', '.join(groups)}", "group")
+            raise Refused(
+                "not_allowed",
+                f"group {group[:100]!r} is not a group of the "
+                f"account that runs your jobs here ({user!r}); offered: "
+                f"{', '.join(groups)}",
+                "group",
+            )
 
     field = "owner" if uid != -1 else "group"
     return _change(request, field, lambda path: os.chown(path, uid, gid), allowed)
@@ -881,8 +942,11 @@ def do_file(request: dict[str, Any]) -> dict[str, Any]:
         fd, name, _ = area.resolve(list(spec["rest"]), follow_final=False)
         try:
             info = os.fstat(fd) if name is None else reader._lstat(fd, name)
-            link = (os.readlink(name, dir_fd=fd)
-                    if name is not None and stat.S_ISLNK(info.st_mode) else None)
+            link = (
+                os.readlink(name, dir_fd=fd)
+                if name is not None and stat.S_ISLNK(info.st_mode)
+                else None
+            )
         finally:
             os.close(fd)
         if link is not None:
@@ -900,10 +964,14 @@ def do_file(request: dict[str, Any]) -> dict[str, Any]:
         return {"output": "empty"}
     program = shutil.which("file")
     if program is None:
-        raise Refused("no_file_command", "the `file` command (libmagic) is not installed "
-                      "where the files are", "path")
-    done = subprocess.run([program, "-b", "-"], input=head, capture_output=True, timeout=60,
-                          check=False)
+        raise Refused(
+            "no_file_command",
+            "the `file` command (libmagic) is not installed where the files are",
+            "path",
+        )
+    done = subprocess.run(
+        [program, "-b", "-"], input=head, capture_output=True, timeout=60, check=False
+    )
     if done.returncode != 0:
         raise Refused("failed", done.stderr.decode("utf-8", "replace")[:200], "path")
     return {"output": done.stdout.decode("utf-8", "replace").strip()}
@@ -925,9 +993,17 @@ def _special(mode: int) -> str:
 
 # ---- requests ------------------------------------------------------------------------------
 
-OPERATIONS = {"mkdir": do_mkdir, "rm": do_rm, "mv": do_mv, "cp": do_cp, "chmod": do_chmod,
-               "chown": do_chown, "symlink": do_symlink, "checksum": do_checksum,
-               "file": do_file}
+OPERATIONS = {
+    "mkdir": do_mkdir,
+    "rm": do_rm,
+    "mv": do_mv,
+    "cp": do_cp,
+    "chmod": do_chmod,
+    "chown": do_chown,
+    "symlink": do_symlink,
+    "checksum": do_checksum,
+    "file": do_file,
+}
 
 
 def serve(request: dict[str, Any], operations: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -76,24 +76,33 @@ class UserWrites:
         placed = self.place(path, field)
         target = self.scope.absolute(path)
         if target in self.scope.roots or not placed["rest"]:
-            raise WriteRefusedError("root", f"{target} is one of your roots (or a job folder "
-                                    "itself): it cannot be removed, moved or replaced", field)
-        if any(within(folder, target) for folder in
-               (*self.scope.reserved, self.scope.work_root)):
-            raise WriteRefusedError("reserved", f"{target} holds the gateway's own folders",
-                                    field)
+            raise WriteRefusedError(
+                "root",
+                f"{target} is one of your roots (or a job folder "
+                "itself): it cannot be removed, moved or replaced",
+                field,
+            )
+        if any(within(folder, target) for folder in (*self.scope.reserved, self.scope.work_root)):
+            raise WriteRefusedError("reserved", f"{target} holds the gateway's own folders", field)
         return placed
 
-    def run(self, operation: str, *, progress: Progress | None = None,
-            **arguments: Any) -> dict[str, Any]:
+    def run(
+        self, operation: str, *, progress: Progress | None = None, **arguments: Any
+    ) -> dict[str, Any]:
         """The writer's result for `operation` (with `progress`: reporting as it goes, see
         `FileWriter.run_reporting`); WriteRefusedError for its refusal."""
         request = {"op": operation, **arguments}
-        answer = (self.writer.run(request) if progress is None
-                  else self.writer.run_reporting(request, progress))
+        answer = (
+            self.writer.run(request)
+            if progress is None
+            else self.writer.run_reporting(request, progress)
+        )
         if not answer["ok"]:
-            raise WriteRefusedError(str(answer.get("error")), str(answer.get("detail") or ""),
-                                    str(answer.get("field") or ""))
+            raise WriteRefusedError(
+                str(answer.get("error")),
+                str(answer.get("detail") or ""),
+                str(answer.get("field") or ""),
+            )
         result: dict[str, Any] = answer["result"]
         return result
 
@@ -104,21 +113,35 @@ class UserWrites:
         return self.run("rm", path=self.movable(path, "path"), recursive=recursive)
 
     def mv(self, path: str, target: str) -> dict[str, Any]:
-        return self.run("mv", path=self.movable(path, "path"),
-                        target=self.movable(target, "target_path"))
+        return self.run(
+            "mv", path=self.movable(path, "path"), target=self.movable(target, "target_path")
+        )
 
-    def cp(self, path: str, target: str, *, dereference: bool, max_files: int,
-           max_bytes: int) -> Prepared:
+    def cp(
+        self, path: str, target: str, *, dereference: bool, max_files: int, max_bytes: int
+    ) -> Prepared:
         """The copy of `path` to `target`, placed (refusals now), to be run."""
-        return Prepared(self, "cp", {
-            "path": self.place(path, "path"), "target": self.movable(target, "target_path"),
-            "dereference": dereference, "max_files": max_files, "max_bytes": max_bytes})
+        return Prepared(
+            self,
+            "cp",
+            {
+                "path": self.place(path, "path"),
+                "target": self.movable(target, "target_path"),
+                "dereference": dereference,
+                "max_files": max_files,
+                "max_bytes": max_bytes,
+            },
+        )
 
     def chmod(self, path: str, mode: str) -> dict[str, Any]:
         """The mode changed; setuid, setgid and sticky only where the resource's profile
         allows them (`files.allow_special_modes`; the writer refuses them otherwise)."""
-        return self.run("chmod", path=self.place(path, "path"), mode=mode,
-                        allow_special_modes=self.scope.special_modes)
+        return self.run(
+            "chmod",
+            path=self.place(path, "path"),
+            mode=mode,
+            allow_special_modes=self.scope.special_modes,
+        )
 
     def chown(self, path: str, owner: str, group: str) -> dict[str, Any]:
         return self.run("chown", path=self.place(path, "path"), owner=owner, group=group)
@@ -137,28 +160,59 @@ class UserWrites:
         resolves_to = self.scope.absolute(posixpath.join(folder, target))
         anchor = self.scope.locate(resolves_to)
         if anchor is None:
-            raise WriteRefusedError("link_outside", f"{target!r} ({resolves_to}) is not inside "
-                                    "the folders you may use; a link may only point there",
-                                    "path")
-        return self.run("symlink", link=placed, target=target, resolves_to=resolves_to,
-                        area=anchor.spec())
+            raise WriteRefusedError(
+                "link_outside",
+                f"{target!r} ({resolves_to}) is not inside "
+                "the folders you may use; a link may only point there",
+                "path",
+            )
+        return self.run(
+            "symlink", link=placed, target=target, resolves_to=resolves_to, area=anchor.spec()
+        )
 
-    def compress(self, path: str, target: str, *, compression: str, dereference: bool,
-                 match_pattern: str | None, max_files: int, max_bytes: int) -> Prepared:
+    def compress(
+        self,
+        path: str,
+        target: str,
+        *,
+        compression: str,
+        dereference: bool,
+        match_pattern: str | None,
+        max_files: int,
+        max_bytes: int,
+    ) -> Prepared:
         """The archive of `path` at `target`, placed (refusals now), to be run."""
-        return Prepared(self, "compress", {
-            "path": self.place(path, "path"), "target": self.movable(target, "target_path"),
-            "compression": compression, "dereference": dereference,
-            "match_pattern": match_pattern, "max_files": max_files, "max_bytes": max_bytes})
+        return Prepared(
+            self,
+            "compress",
+            {
+                "path": self.place(path, "path"),
+                "target": self.movable(target, "target_path"),
+                "compression": compression,
+                "dereference": dereference,
+                "match_pattern": match_pattern,
+                "max_files": max_files,
+                "max_bytes": max_bytes,
+            },
+        )
 
-    def extract(self, path: str, target: str, *, compression: str, max_files: int,
-                max_bytes: int) -> Prepared:
+    def extract(
+        self, path: str, target: str, *, compression: str, max_files: int, max_bytes: int
+    ) -> Prepared:
         """The archive `path` unpacked into `target`, placed (refusals now), to be run: a new
         folder, or an existing one (a root or job folder itself too), where nothing is
         replaced (`archiver._Into`)."""
-        return Prepared(self, "extract", {
-            "path": self.place(path, "path"), "target": self.place(target, "target_path"),
-            "compression": compression, "max_files": max_files, "max_bytes": max_bytes})
+        return Prepared(
+            self,
+            "extract",
+            {
+                "path": self.place(path, "path"),
+                "target": self.place(target, "target_path"),
+                "compression": compression,
+                "max_files": max_files,
+                "max_bytes": max_bytes,
+            },
+        )
 
     def checksum(self, path: str) -> dict[str, Any]:
         return self.run("checksum", path=self.place(path, "path"))

@@ -1,0 +1,43 @@
+"""Account extension: `GET /account/me`, who the caller's token says it is.
+
+The official account operations answer projects, but not the caller's roles, and a token
+without projects cannot even say whose it is. The console asks here once per page to greet
+the caller and to offer the admins' pages (Profiles) only to admins; the API itself still
+refuses a non-admin on every admin-only route.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
+from iri_gateway.api.plumbing.deps import PrincipalDep
+
+router = APIRouter(prefix="/api/v2/account", tags=["extensions"], route_class=CallerFirstRoute)
+
+
+class Me(BaseModel):
+    """The authenticated caller: its user name, the projects it may charge, its role."""
+
+    user: str = Field(description="The gateway user the token stands for")
+    projects: list[str] = Field(
+        description="Projects the token grants, the ones getProjects lists and launchJob "
+        "may charge; empty: it may charge none"
+    )
+    admin: bool = Field(
+        description="True for a facility admin (`iri-gateway token USER --admin`, or the "
+        "identity provider's admin role): may call admin-only routes such as checkProfile"
+    )
+
+
+@router.get(
+    "/me",
+    operation_id="getMe",
+    response_model=Me,
+    summary="Get the current user, its projects and role (extension)",
+    responses={401: {"description": "No valid bearer token"}},
+)
+async def get_me(principal: PrincipalDep) -> Me:
+    """The caller as its token describes it."""
+    return Me(user=principal.user, projects=list(principal.projects), admin=principal.admin)

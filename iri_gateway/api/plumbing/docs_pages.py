@@ -1,0 +1,96 @@
+"""The interactive API docs pages (`/docs`, Swagger UI; `/redoc`, ReDoc): off unless asked for.
+
+These pages are served on the console's origin, where a signed-in tab keeps its bearer token
+in sessionStorage. Their code (Swagger UI, ReDoc, several hundred kilobytes of JavaScript) is
+not the gateway's and is loaded from a CDN (cdn.jsdelivr.net, a floating major version
+without Subresource Integrity; ReDoc's fonts from Google): whoever serves that script can read
+the token of a tab that opens the page. No maintained Python package ships these assets to
+serve them from here (`swagger-ui-bundle` was last released in 2023; the maintained
+`drf-spectacular-sidecar` is a Django app), so the pages are off by default (404, as any
+unknown path) and the setting `api_docs` turns them on for a deployment that accepts that.
+
+Turned on, each page carries a policy that allows exactly what it needs and nothing else:
+scripts from the CDN (and Swagger UI's own inline start-up script, by its hash: no
+'unsafe-inline' script), API calls only to this origin, no framing, no referrer.
+`/openapi.json` is served whatever the setting (clients need it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+
+from iri_gateway.api.plumbing.security_headers import HEADERS
+
+CDN = "https://cdn.jsdelivr.net"
+FAVICON = "/console/static/favicon.svg"
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+
+
+def _inline_hashes(html: str) -> str:
+    """The CSP source of each inline script of `html`, by its SHA-256."""
+    return " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'"
+        for body in _INLINE_SCRIPT.findall(html)
+    )
+
+
+def _policy(*directives: str) -> str:
+    common = (
+        "connect-src 'self'",
+        "img-src 'self' data:",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    )
+    return "; ".join(("default-src 'none'", *directives, *common))
+
+
+def _page(html: HTMLResponse, policy: str) -> HTMLResponse:
+    html.headers.update({**HEADERS, "Content-Security-Policy": policy, "Cache-Control": "no-store"})
+    return html
+
+
+def swagger_page(title: str) -> HTMLResponse:
+    """Swagger UI on `/openapi.json`, its policy allowing the CDN and its start-up script."""
+    html = get_swagger_ui_html(
+        openapi_url="/openapi.json", title=f"{title} - Swagger UI", swagger_favicon_url=FAVICON
+    )
+    text = bytes(html.body).decode()
+    return _page(html, _policy(f"script-src {CDN} {_inline_hashes(text)}", f"style-src {CDN}"))
+
+
+def redoc_page(title: str) -> HTMLResponse:
+    """ReDoc on `/openapi.json`; ReDoc styles itself inline and renders in a blob: worker."""
+    html = get_redoc_html(
+        openapi_url="/openapi.json", title=f"{title} - ReDoc", redoc_favicon_url=FAVICON
+    )
+    return _page(
+        html,
+        _policy(
+            f"script-src {CDN}",
+            "style-src 'unsafe-inline' https://fonts.googleapis.com",
+            "font-src https://fonts.gstatic.com",
+            "worker-src blob:",
+        ),
+    )
+
+
+def install(app: FastAPI, *, serve: bool) -> None:
+    """`/docs` and `/redoc` on `app` when `serve` (the setting `api_docs`); nothing otherwise
+    (the app is made with FastAPI's own docs pages off)."""
+    if not serve:
+        return
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger() -> HTMLResponse:
+        return swagger_page(app.title)
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return redoc_page(app.title)

@@ -1,0 +1,289 @@
+"""The one place where domain errors become RFC 9457 problem+json responses.
+
+Each error class has a status code here; `invalid_params` lists the fields at fault, one
+entry per problem (`{name, reason}`), as the IRI API does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from iri_gateway.api.plumbing.body_limit import BodyTooLarge
+from iri_gateway.api.plumbing.security_headers import HEADERS as PROTECTION
+from iri_gateway.errors import (
+    CancelError,
+    GatewayError,
+    InvalidJobSpecError,
+    JobRejectedError,
+    ProfileError,
+    RestartError,
+    SchedulerError,
+    SchedulerUnavailableError,
+    SubmitError,
+    TemplateError,
+    UnknownResourceError,
+    UpdateError,
+    json_path,
+)
+from iri_gateway.service.accounts.auth import AuthenticationError
+from iri_gateway.service.accounts.quotas import QuotaError
+from iri_gateway.service.accounts.rate_limits import RateLimitError
+from iri_gateway.service.jobs.engine import (
+    IdempotencyConflictError,
+    JobNotChangeableError,
+    JobNotFoundError,
+    OutputUnavailableError,
+)
+from iri_gateway.service.jobs.job_templates import (
+    TemplateLimitError,
+    TemplateNotFoundError,
+    TemplateReadOnlyError,
+)
+from iri_gateway.service.operations.backends import NoAccountError
+from iri_gateway.service.operations.database import DatabaseError, transient
+from iri_gateway.transport.base import TransportError
+
+PROBLEM = "application/problem+json"
+REQUEST_NOT_VALID = "the request is not valid"
+"""`detail` of a request its parameters or body models refuse (FastAPI's validation)."""
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+_STATUS: list[tuple[type[GatewayError], int, str]] = [
+    (AuthenticationError, 401, "Unauthorized"),
+    (UnknownResourceError, 404, "Not Found"),
+    (JobNotFoundError, 404, "Not Found"),
+    (OutputUnavailableError, 404, "Not Found"),
+    (TemplateNotFoundError, 404, "Not Found"),
+    (TemplateReadOnlyError, 409, "Conflict"),
+    (TemplateLimitError, 409, "Conflict"),
+    (NoAccountError, 403, "Forbidden"),
+    (IdempotencyConflictError, 422, "Unprocessable Entity"),
+    (InvalidJobSpecError, 422, "Unprocessable Entity"),
+    (JobRejectedError, 422, "Unprocessable Entity"),
+    (JobNotChangeableError, 409, "Conflict"),
+    # Before the other scheduler errors: an outage is not the request's fault (not 4xx).
+    (SchedulerUnavailableError, 503, "Service Unavailable"),
+    (SubmitError, 422, "Unprocessable Entity"),
+    (UpdateError, 409, "Conflict"),
+    (CancelError, 409, "Conflict"),
+    (RestartError, 409, "Conflict"),
+    (SchedulerError, 502, "Bad Gateway"),
+    (TransportError, 503, "Service Unavailable"),
+    (DatabaseError, 503, "Service Unavailable"),
+    (TemplateError, 500, "Internal Server Error"),
+    (ProfileError, 500, "Internal Server Error"),
+]
+
+
+class ApiProblem(Exception):
+    """An HTTP-level problem raised by the API layer itself (e.g. a bad header)."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        invalid_params: list[dict[str, str]] | None = None,
+        *,
+        members: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status, self.title, self.detail = status, title, detail
+        self.invalid_params = invalid_params or []
+        self.members = members or {}
+        """Extension members of the problem (RFC 9457 section 3.2), e.g. located `errors`."""
+        self.headers = headers
+
+
+def problem(
+    request: Request,
+    status: int,
+    title: str,
+    detail: str,
+    invalid_params: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+    members: dict[str, Any] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "status": status,
+        "title": title,
+        "detail": detail,
+        "instance": str(request.url),
+    }
+    if invalid_params:
+        body["invalid_params"] = invalid_params
+    for name, value in (members or {}).items():
+        body.setdefault(name, value)
+    return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
+
+
+# Errors about one request field that carry no `problems` of their own.
+_FIELD_AT_FAULT: list[tuple[type[GatewayError], str]] = [
+    (IdempotencyConflictError, "Idempotency-Key"),
+]
+
+
+def _params(error: GatewayError) -> list[dict[str, str]]:
+    problems = getattr(error, "problems", None)
+    if problems:
+        return [{"name": p.field, "reason": str(p).split(": ", 1)[-1]} for p in problems]
+    for kind, field in _FIELD_AT_FAULT:
+        if isinstance(error, kind):
+            return [{"name": field, "reason": str(error)}]
+    return []
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on `app`."""
+
+    @app.exception_handler(GatewayError)
+    async def gateway_error(request: Request, error: GatewayError) -> JSONResponse:
+        for kind, status, title in _STATUS:
+            if isinstance(error, kind):
+                headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+                if isinstance(error, SchedulerUnavailableError | TransportError | DatabaseError):
+                    # Transient: the scheduler or the login node is unavailable for now; the
+                    # client may send the same request again after the pause (RFC 9110).
+                    headers = {"Retry-After": str(error.retry_after)}
+                return problem(request, status, title, str(error), _params(error), headers)
+        return problem(request, 500, "Internal Server Error", str(error))
+
+    @app.exception_handler(RateLimitError)
+    async def rate_limited(request: Request, error: RateLimitError) -> JSONResponse:
+        return problem(
+            request,
+            429,
+            "Too Many Requests",
+            str(error),
+            headers={"Retry-After": str(error.retry_after)},
+            members={
+                "limit": error.limit,
+                "limit_value": error.rate,
+                "window_seconds": error.window,
+                "used": round(error.used, 1),
+                "retry_after": error.retry_after,
+            },
+        )
+
+    @app.exception_handler(QuotaError)
+    async def over_quota(request: Request, error: QuotaError) -> JSONResponse:
+        return quota_problem(request, error)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeoutError)
+    async def database_fault(request: Request, error: Exception) -> JSONResponse:
+        # The database was unreachable or busy past its time-outs: transient, not the
+        # request's fault. (A refused constraint is a bug unless caught where it means
+        # something: it stays a 500.)
+        assert isinstance(error, OperationalError | InterfaceError | PoolTimeoutError)
+        return await gateway_error(request, transient(error))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
+        # A bug: still a problem document, so clients parse one kind of error. The server
+        # logs the traceback (Starlette raises the error on after this answer is sent).
+        # Sent from outside every middleware (Starlette's last resort), so with the
+        # protection headers `SecurityHeaders` gives every other answer.
+        return problem(
+            request,
+            500,
+            "Internal Server Error",
+            f"the gateway failed on this request ({type(error).__name__}); its log "
+            "has the details. This is a fault of the gateway, not of the request",
+            headers=PROTECTION,
+        )
+
+    @app.exception_handler(ApiProblem)
+    async def api_problem(request: Request, error: ApiProblem) -> JSONResponse:
+        return problem(
+            request,
+            error.status,
+            error.title,
+            error.detail,
+            error.invalid_params,
+            error.headers,
+            error.members,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        params = []
+        for detail in error.errors():
+            loc = list(detail.get("loc", ()))
+            if loc and loc[0] == "body":
+                loc = loc[1:]
+            reason = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
+            if detail.get("type") == "extra_forbidden":
+                # Any request body (a JobSpec, a template, a profile check), not only a JobSpec
+                reason = "unknown field; this request's schema does not define it"
+            params.append({"name": json_path(loc), "reason": reason})
+        return problem(request, 422, "Unprocessable Entity", REQUEST_NOT_VALID, params)
+
+    @app.exception_handler(BodyTooLarge)
+    async def body_too_large(request: Request, error: BodyTooLarge) -> JSONResponse:
+        return problem(
+            request,
+            413,
+            "Content Too Large",
+            str(error.detail),
+            [{"name": "(body)", "reason": f"at most {error.limit} bytes"}],
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        headers = dict(getattr(error, "headers", None) or {})
+        if error.status_code == 405:
+            # Starlette names only the methods of the first route matching the path; RFC 9110
+            # wants every method the resource supports (e.g. GET and DELETE of /task/{id}).
+            headers["Allow"] = ", ".join(allowed_methods(request))
+        return problem(
+            request,
+            error.status_code,
+            str(error.detail),
+            str(error.detail),
+            headers=headers or None,
+        )
+
+
+def quota_problem(request: Request, error: QuotaError) -> JSONResponse:
+    """A quota's refusal: 429 with `Retry-After` (a suggestion: it frees when one of the
+    caller's jobs or tasks ends), naming the limit, its value and the caller's use."""
+    return problem(
+        request,
+        429,
+        "Too Many Requests",
+        str(error),
+        headers={"Retry-After": str(error.retry_after)},
+        members={
+            "limit": error.limit,
+            "limit_value": error.limit_value,
+            "used": error.used,
+            "retry_after": error.retry_after,
+        },
+    )
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the application serves at the request's path; HEAD
+    wherever GET is (`head.HeadAsGet`)."""
+    served = {
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.router.routes
+        )
+    }
+    if "GET" in served:
+        served.add("HEAD")
+    return [method for method in _METHODS if method in served]

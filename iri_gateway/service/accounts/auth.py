@@ -1,0 +1,394 @@
+"""Bearer tokens: who is calling, and which projects they may charge.
+
+The embedded default is a tokens file (JSON) in the data directory, created on the first
+`serve` with one admin token (project `demo`) printed once. Only SHA-256 digests of tokens are
+stored, so the file does not hold usable secrets. The file is re-read whenever it changes on
+disk, so `iri-gateway token ...` (issue, revoke) takes effect at the next request, without a
+restart. In production, `JwtVerifier` checks JWTs against the identity provider's JWKS URL
+instead.
+
+A caller may charge only the projects its token grants; a token that grants none may charge
+none (`Principal.may_charge`).
+
+One role exists: facility admin (`Principal.admin`), needed by what costs the server real work
+for no job, such as the profile check. In the tokens file a token is an admin token when its
+entry says `"admin": true` (`iri-gateway token USER --admin`; entries of older files, without
+the field, are not); with JWTs, when the token's roles claim holds the configured admin role.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from iri_gateway.errors import GatewayError
+
+ID_LENGTH = 12
+"""Hex digits of a token's digest shown as its id by `iri-gateway token list`."""
+
+
+class AuthenticationError(GatewayError):
+    """No token, or a token the gateway does not know."""
+
+    code = "unauthenticated"
+
+
+class TokenFileError(GatewayError):
+    """The tokens file cannot be read or changed as asked (unreadable, ambiguous id, ...)."""
+
+    code = "token_file"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller, the projects it may charge, and how a project is granted.
+
+    `grant_hint` tells a refused caller how an administrator grants a project, and
+    `admin_hint` how one grants the admin role (both differ between the tokens file and an
+    identity provider).
+    """
+
+    user: str
+    projects: tuple[str, ...] = ()
+    grant_hint: str = ""
+    admin: bool = False
+    admin_hint: str = ""
+
+    def may_charge(self, project: str) -> bool:
+        """Only a granted project may be charged; a token without projects grants none."""
+        return project in self.projects
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    """One issued token as the file keeps it: never the token itself, only its digest."""
+
+    id: str
+    digest: str
+    user: str
+    projects: tuple[str, ...]
+    created: float | None
+    admin: bool = False
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _token_grant_hint(user: str) -> str:
+    return (
+        f"an administrator grants a project by issuing a token for it: "
+        f"`iri-gateway token {user} --project PROJECT`"
+    )
+
+
+def _token_admin_hint(user: str) -> str:
+    return (
+        f"an administrator grants the admin role by issuing an admin token: "
+        f"`iri-gateway token {user} --admin`"
+    )
+
+
+def _entry(digest: str, entry: dict[str, Any]) -> TokenEntry:
+    return TokenEntry(
+        digest[:ID_LENGTH],
+        digest,
+        entry["user"],
+        tuple(entry.get("projects", [])),
+        entry.get("created"),
+        entry.get("admin", False),
+    )
+
+
+Signature = tuple[int, int, int]
+"""(st_mtime_ns, st_size, st_ino) of the tokens file: any write (an atomic replace gives a
+new inode) changes it."""
+
+
+def _new_token() -> str:
+    """A new random token (256 bits, URL-safe), never beginning with '-': tokens are pasted
+    as command-line arguments (`iri-gateway token revoke TOKEN`), where one beginning with
+    '-' is taken for an option (1 token in 64 would be)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
+
+
+class TokenFile:
+    """Tokens by digest: `{"tokens": {sha256: {"user", "projects", "created", "admin"}}}`
+    (`admin` is absent from older files: such a token is not an admin token).
+
+    Reads compare the file's signature on every `authenticate` (one `stat`) and re-read it
+    when it changed. Writers (`issue`, `revoke`) hold an exclusive lock on `<file>.lock` for
+    their read-modify-write, so two CLI processes never lose each other's change, and
+    replace the file atomically, so a reader sees the old file or the new one, never half.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: dict[str, Principal] = {}
+        self._signature: Signature | None = None
+        self._reading = threading.Lock()
+        self.reload()
+
+    def _stat(self) -> Signature | None:
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (status.st_mtime_ns, status.st_size, status.st_ino)
+
+    def reload(self) -> None:
+        """Read the file now (missing: no tokens)."""
+        with self._reading:
+            signature = self._stat()
+            document = self._read()
+            self._entries = {
+                digest: Principal(
+                    entry["user"],
+                    tuple(entry.get("projects", [])),
+                    _token_grant_hint(entry["user"]),
+                    admin=entry.get("admin", False),
+                    admin_hint=_token_admin_hint(entry["user"]),
+                )
+                for digest, entry in document["tokens"].items()
+            }
+            self._signature = signature
+
+    def _refresh(self) -> None:
+        if self._stat() != self._signature:
+            self.reload()
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {"tokens": {}}
+        except OSError as error:
+            raise TokenFileError(f"cannot read {self.path}: {error.strerror}") from None
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise TokenFileError(
+                f"{self.path} is not JSON: {error.msg} at line {error.lineno}"
+            ) from None
+        tokens = document.get("tokens") if isinstance(document, dict) else None
+        if not isinstance(tokens, dict) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("user"), str)
+            for entry in tokens.values()
+        ):
+            raise TokenFileError(
+                f"{self.path}: expected an object {{'tokens': {{digest: "
+                "{'user': ..., 'projects': [...]}}}"
+            )
+        for digest, entry in tokens.items():
+            if not isinstance(entry.get("admin", False), bool):
+                raise TokenFileError(
+                    f"{self.path}: token {digest[:ID_LENGTH]} of "
+                    f"{entry['user']!r}: 'admin' must be true or false, "
+                    f"not {entry['admin']!r}"
+                )
+        return {"tokens": tokens}
+
+    def authenticate(self, token: str | None) -> Principal:
+        if not token:
+            raise AuthenticationError("a bearer token is required")
+        self._refresh()
+        principal = self._entries.get(_digest(token))
+        if principal is None:
+            raise AuthenticationError("the bearer token is not valid")
+        return principal
+
+    @contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """The file's document, to change in place; written back atomically on exit."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            document = self._read()
+            yield document
+            self._write(document)
+        finally:
+            os.close(lock)  # releases the lock
+        self.reload()
+
+    def _write(self, document: dict[str, Any]) -> None:
+        handle, temporary = tempfile.mkstemp(
+            prefix=self.path.name + ".", suffix=".tmp", dir=self.path.parent
+        )
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                os.fchmod(stream.fileno(), 0o600)
+                stream.write(json.dumps(document, indent=2))
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def issue(self, user: str, projects: list[str] | None = None, *, admin: bool = False) -> str:
+        """Create a token for `user` (an admin token with `admin`), store its digest, and
+        return the token (shown once)."""
+        token = _new_token()
+        with self._locked() as document:
+            document["tokens"][_digest(token)] = {
+                "user": user,
+                "projects": list(dict.fromkeys(projects or [])),
+                "created": time.time(),
+                "admin": admin,
+            }
+        return token
+
+    def entries(self) -> list[TokenEntry]:
+        """Every issued token, oldest first (tokens of older files have no creation time)."""
+        listed = [_entry(digest, entry) for digest, entry in self._read()["tokens"].items()]
+        return sorted(listed, key=lambda e: (e.created is None, e.created or 0.0))
+
+    def revoke(
+        self, *, token_or_id: str | None = None, user: str | None = None
+    ) -> list[TokenEntry]:
+        """Remove the token given (itself, or its id from `entries`) and/or every token of
+        `user`; the removed entries are returned (none: nothing matched)."""
+        if token_or_id is None and user is None:
+            raise TokenFileError("name a token (the token or its id) or a user to revoke")
+        with self._locked() as document:
+            tokens: dict[str, Any] = document["tokens"]
+            chosen: set[str] = set()
+            if token_or_id is not None:
+                chosen = {
+                    d
+                    for d in tokens
+                    if d == _digest(token_or_id)
+                    or (len(token_or_id) >= ID_LENGTH and d.startswith(token_or_id))
+                }
+                if len(chosen) > 1:
+                    raise TokenFileError(
+                        f"{token_or_id!r} matches {len(chosen)} tokens; give more of the id"
+                    )
+            if user is not None:
+                matching = {d for d, entry in tokens.items() if entry["user"] == user}
+                chosen = matching if token_or_id is None else chosen & matching
+            removed = [_entry(d, tokens[d]) for d in sorted(chosen)]
+            for digest in chosen:
+                del tokens[digest]
+        return removed
+
+    def __len__(self) -> int:
+        self._refresh()
+        return len(self._entries)
+
+
+class Authenticator(Protocol):
+    """Turns a bearer token into a principal, or raises AuthenticationError."""
+
+    def authenticate(self, token: str | None) -> Principal:
+        """The caller behind `token`."""
+
+
+class JwtVerifier:
+    """Production auth: JWTs signed by the site's identity provider, keys from its JWKS URL.
+
+    The signature (RS/ES/PS algorithms only, never `none` or HMAC), expiry, issuer and
+    audience are checked; the user name comes from a configurable claim and the projects
+    from another (a list, or a space/comma separated string). The caller is an admin when
+    the roles claim (same forms; a dotted name such as `realm_access.roles` reaches into
+    nested objects, as Keycloak nests them) holds `admin_role`; without an `admin_role` no
+    JWT is an admin. Keys are cached by PyJWT's JWKS client and refetched when an unknown
+    key id appears.
+    """
+
+    ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "PS384", "PS512")
+
+    def __init__(
+        self,
+        *,
+        jwks_url: str,
+        issuer: str,
+        audience: str,
+        username_claim: str = "sub",
+        projects_claim: str = "projects",
+        roles_claim: str = "roles",
+        admin_role: str | None = None,
+    ) -> None:
+        import jwt
+
+        self._jwt = jwt
+        self._keys = jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300)
+        self.issuer, self.audience = issuer, audience
+        self.username_claim, self.projects_claim = username_claim, projects_claim
+        self.roles_claim, self.admin_role = roles_claim, admin_role
+
+    def authenticate(self, token: str | None) -> Principal:
+        if not token:
+            raise AuthenticationError("a bearer token is required")
+        jwt = self._jwt
+        try:
+            key = self._keys.get_signing_key_from_jwt(token)
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=list(self.ALGORITHMS),
+                audience=self.audience,
+                issuer=self.issuer,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.PyJWKClientConnectionError as error:
+            raise AuthenticationError(
+                f"cannot fetch the identity provider's keys: {error}"
+            ) from None
+        except jwt.PyJWTError as error:
+            raise AuthenticationError(f"the bearer token is not valid: {error}") from None
+        user = claims.get(self.username_claim)
+        if not isinstance(user, str) or not user:
+            raise AuthenticationError(f"the token has no {self.username_claim!r} claim")
+        projects = _names(claims.get(self.projects_claim))
+        hint = (
+            f"projects come from the token's {self.projects_claim!r} claim, which the "
+            "identity provider's administrator grants"
+        )
+        return Principal(
+            user, projects, hint, admin=self._is_admin(claims), admin_hint=self._admin_hint()
+        )
+
+    def _is_admin(self, claims: dict[str, Any]) -> bool:
+        if self.admin_role is None:
+            return False
+        value: Any = claims
+        for part in self.roles_claim.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return self.admin_role in _names(value)
+
+    def _admin_hint(self) -> str:
+        if self.admin_role is None:
+            return (
+                "this gateway names no admin role for its identity provider's tokens; "
+                "its operator sets IRI_GATEWAY_JWT_ADMIN_ROLE"
+            )
+        return (
+            f"the admin role comes from the token's {self.roles_claim!r} claim holding "
+            f"{self.admin_role!r}, which the identity provider's administrator grants"
+        )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A claim listing names: a list, or a space/comma separated string; anything else none."""
+    if isinstance(value, str):
+        return tuple(p for p in value.replace(",", " ").split() if p)
+    if isinstance(value, list):
+        return tuple(str(p) for p in value)
+    return ()

@@ -1,0 +1,694 @@
+"""The job store: every job the gateway accepted, its intent, its script and its history.
+
+SQLAlchemy 2 with SQLite by default (a file in the data directory) or PostgreSQL by URL
+(`database.py` opens it; the schema is the Alembic migrations', `migrations/`).
+The intent (`desired`: submitted or canceled) is written before the gateway acts, so after a
+crash the reconciler knows what was meant and finishes it. Records leave the store as
+`JobRecord` values, never as live ORM objects, so no session leaks into callers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypedDict, TypeVar, Unpack
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from iri_gateway.errors import GatewayError
+from iri_gateway.models.job import JobState
+from iri_gateway.models.jobspec import JobSpec
+from iri_gateway.models.plan import Plan
+from iri_gateway.service.operations.database import DEFAULT_POOL_SIZE, is_sqlite, open_engine
+from iri_gateway.service.operations.migrations import upgrade_schema
+from iri_gateway.service.operations.schema import JobRow, UpdateKeyRow
+
+log = logging.getLogger(__name__)
+_Row = TypeVar("_Row")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as stored: what was asked, what was decided, what happened."""
+
+    id: str
+    owner: str
+    resource_id: str
+    idempotency_key: str | None
+    request_hash: str | None
+    spec: dict[str, Any]
+    effective_spec: dict[str, Any]
+    plan: dict[str, Any]
+    script: str
+    native_id: str | None
+    state: JobState
+    desired: str
+    exit_code: int | None
+    message: str | None
+    history: list[dict[str, Any]]
+    submit_attempted_at: float | None
+    created_at: float
+    updated_at: float
+    members: list[dict[str, Any]] = field(default_factory=list)
+    claimed_by: str | None = None
+    """The replica sending the job to the scheduler now, if any (see `JobStore.claim`)."""
+    cancel_sent: bool = False
+    """The scheduler has answered the recorded cancel."""
+
+    @property
+    def tag(self) -> str:
+        """The mark put on the scheduler's job so the gateway can find it again."""
+        return job_tag(self.id)
+
+    @property
+    def plan_model(self) -> StoredPlan:
+        """The stored plan as the typed model, its script put back: a field the model has
+        lost or renamed fails here (ValidationError), never reads as absent. Validated on
+        every access (some 20 µs), so the records the store keeps stay small."""
+        return StoredPlan.model_validate({**self.plan, "script": self.script})
+
+    @property
+    def spec_model(self) -> JobSpec:
+        """The JobSpec as the user sent it, typed (validated on every access)."""
+        return JobSpec.model_validate(self.spec)
+
+    @property
+    def effective_spec_model(self) -> JobSpec:
+        """The JobSpec as it runs (job folder and output paths filled in), typed (validated
+        on every access: up to some 100 µs for a large spec; `paths` is cheaper)."""
+        return JobSpec.model_validate(self.effective_spec)
+
+    @property
+    def paths(self) -> JobPaths:
+        """Where the job runs and writes, typed from the effective spec (a few µs: status
+        views read it for every job they show)."""
+        return JobPaths.model_validate(self.effective_spec)
+
+    @property
+    def cluster_size(self) -> int | None:
+        """The members of a cluster job (None for any other job), read from the stored plan
+        without validating all of it: the poller asks for every job it polls."""
+        cluster = _PlanCluster.model_validate(self.plan).cluster
+        return None if cluster is None else cluster.size
+
+    @property
+    def cluster_ports(self) -> dict[str, dict[str, int]]:
+        """A cluster job's members' named ports (member -> name -> port), from its plan."""
+        cluster = _PlanCluster.model_validate(self.plan).cluster
+        return {} if cluster is None else dict(cluster.ports)
+
+    @property
+    def named_directory(self) -> bool:
+        """True when the user named the job's `directory`; otherwise the gateway made the
+        job's folder (`<job root>/<job id>`)."""
+        return bool(JobPaths.model_validate(self.spec).directory)
+
+
+class JobPaths(BaseModel):
+    """The JobSpec fields that say where a job runs and writes, read back from a stored spec
+    without validating all of it; their names and types are JobSpec's (a test holds them
+    to it), and any other field of the spec is left aside."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    directory: str | None = None
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+
+
+class _ClusterSize(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    size: int
+    ports: dict[str, dict[str, int]] = {}
+
+
+class _PlanCluster(BaseModel):
+    """The one field of a stored plan the poller needs (`Plan.cluster`'s size); a test holds
+    the name and type to `Plan`'s."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    cluster: _ClusterSize | None = None
+
+
+class StoredPlan(Plan):
+    """A plan read back from the store: a stored field the model does not have is an error,
+    so renaming a field of `Plan` cannot silently drop what records already hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def job_tag(job_id: str) -> str:
+    return f"iri-gateway:{job_id}"
+
+
+def _record(row: JobRow) -> JobRecord:
+    return JobRecord(
+        id=row.id,
+        owner=row.owner,
+        resource_id=row.resource_id,
+        idempotency_key=row.idempotency_key,
+        request_hash=row.request_hash,
+        spec=row.spec,
+        effective_spec=row.effective_spec,
+        plan=row.plan,
+        script=row.script,
+        native_id=row.native_id,
+        state=JobState(row.state),
+        desired=row.desired,
+        exit_code=row.exit_code,
+        message=row.message,
+        history=list(row.history),
+        submit_attempted_at=row.submit_attempted_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        members=list(row.members or []),
+        claimed_by=row.claimed_by,
+        cancel_sent=bool(row.cancel_sent),
+    )
+
+
+MAX_SQL_OFFSET = 2**63 - 1
+"""The largest OFFSET SQL databases take (a signed 64-bit integer)."""
+
+CACHE_RECORDS = 4096
+"""Job records the store keeps in memory (the most recently used): enough for every job a
+busy poller and its clients touch, and a bound on memory whatever the number of jobs."""
+
+
+class _RecentRecords:
+    """A least-recently-used map of job records, safe to use from several threads."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._records: OrderedDict[str, JobRecord] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str) -> JobRecord | None:
+        if not self._capacity:
+            return None
+        with self._lock:
+            record = self._records.get(job_id)
+            if record is not None:
+                self._records.move_to_end(job_id)
+            return record
+
+    def put(self, record: JobRecord) -> None:
+        if not self._capacity:
+            return
+        with self._lock:
+            self._records[record.id] = record
+            self._records.move_to_end(record.id)
+            while len(self._records) > self._capacity:
+                self._records.popitem(last=False)
+
+    def drop(self, job_id: str) -> None:
+        with self._lock:
+            self._records.pop(job_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class JobFilters(TypedDict, total=False):
+    """Which jobs `JobStore.find` and `JobStore.count` take (each given one must hold; None
+    or absent: no filter): one signature for both, so a page and its total cannot be asked
+    with different filters by mistake."""
+
+    owner: str | None
+    resource_id: str | None
+    states: Sequence[JobState] | None
+    name: str | None
+    """The JobSpec's name, exactly."""
+    text: str | None
+    """A part of the JobSpec's name or of the job id, any case."""
+
+
+class JobStore:
+    """CRUD and state transitions of job records."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Any = time.time,
+        cache_records: int | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
+        """Open the database at `url` and bring its schema up to date (DatabaseError, one
+        line without the password, when it cannot be used).
+
+        `cache_records`: how many records to keep in memory; by default `CACHE_RECORDS` on
+        SQLite and none on any other database (see below)."""
+        self.engine: Engine = open_engine(url, pool_size=pool_size)
+        upgrade_schema(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._clock = clock
+        # Read-through cache of records by id, for SQLite only: a SQLite store has one
+        # gateway process (`replicas.Replica` refuses a second), which writes every change
+        # through this store, so the cache is never stale and reads by id need no query.
+        # On a shared database (PostgreSQL, several replicas) another process changes
+        # records behind this one's back, so every read goes to the database: a job the
+        # poller of another replica updated is seen at once. Bounded (least recently used
+        # first out), so memory does not grow with the jobs.
+        sqlite = is_sqlite(self.engine.url)
+        if cache_records is None:
+            cache_records = CACHE_RECORDS if sqlite else 0
+        self._write_lock = threading.Lock() if sqlite else None
+        self._cache = _RecentRecords(cache_records)
+
+    def close(self) -> None:
+        """Close the pooled database connections; the store opens new ones when used again."""
+        self.engine.dispose()
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        with self._sessions.begin() as session:
+            yield session
+
+    @contextmanager
+    def writing(self) -> Iterator[Session]:
+        """A session for a write, committed at the end: every writer of this database in
+        this process (the job store, the replica's heartbeat and leases, the templates)
+        takes one.
+
+        On SQLite this process's writers take turns on a lock of their own: SQLite lets one
+        writer in at a time and makes the others retry with growing sleeps (up to 100 ms
+        each; measured: 16 threads writing, p99 460 ms), while a lock hands the turn over at
+        once. A writer outside the turn (once: the heartbeat) could hold SQLite's lock while
+        its thread waits for the interpreter behind a hundred busy ones, and a job write
+        past SQLite's busy time-out failed with "database is locked". PostgreSQL writes rows
+        concurrently."""
+        if self._write_lock is None:
+            with self._session() as session:
+                yield session
+            return
+        with self._write_lock, self._session() as session:
+            yield session
+
+    def create(
+        self,
+        *,
+        job_id: str | None = None,
+        owner: str,
+        resource_id: str,
+        spec: dict[str, Any],
+        effective_spec: dict[str, Any],
+        plan: dict[str, Any],
+        script: str,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+        submitting: bool = False,
+        claimed_by: str | None = None,
+    ) -> JobRecord:
+        """Record a new job with the intent to submit it, before anything is sent.
+
+        `submitting` also records that the submission is being tried now (one commit
+        instead of two on the hot path). IdempotencyKeyTakenError, holding the job that has
+        it, when another submission recorded the same (owner, key) first: the unique
+        constraint decides a race that looking the key up first cannot. `claimed_by`: the
+        replica that is about to send it (see `claim`).
+        """
+        now = self._clock()
+        row = JobRow(
+            id=job_id or str(uuid.uuid4()),
+            owner=owner,
+            resource_id=resource_id,
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+            spec=spec,
+            effective_spec=effective_spec,
+            plan=plan,
+            script=script,
+            native_id=None,
+            state=JobState.NEW.value,
+            desired="submitted",
+            exit_code=None,
+            message="accepted by the gateway",
+            history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
+            members=[],
+            submit_attempted_at=now if submitting else None,
+            created_at=now,
+            updated_at=now,
+            claimed_by=claimed_by,
+            cancel_sent=False,
+        )
+        try:
+            with self.writing() as session:
+                session.add(row)
+        except IntegrityError:
+            earlier = (
+                self.by_idempotency_key(owner, idempotency_key)
+                if idempotency_key is not None
+                else None
+            )
+            if earlier is None:
+                raise
+            raise IdempotencyKeyTakenError(earlier) from None
+        return self._remember(_record(row))
+
+    def get(self, job_id: str) -> JobRecord | None:
+        cached = self._cache.get(job_id)
+        if cached is not None:
+            return cached
+        with self._session() as session:
+            row = session.get(JobRow, job_id)
+            return self._remember(_record(row)) if row else None
+
+    def cached(self, job_id: str) -> JobRecord | None:
+        """The record if this store holds it in memory (SQLite only), without any I/O."""
+        return self._cache.get(job_id)
+
+    def _remember(self, record: JobRecord) -> JobRecord:
+        self._cache.put(record)
+        return record
+
+    def _forget(self, job_id: str) -> None:
+        self._cache.drop(job_id)
+
+    def by_idempotency_key(self, owner: str, key: str) -> JobRecord | None:
+        with self._session() as session:
+            row = session.scalars(
+                select(JobRow).where(JobRow.owner == owner, JobRow.idempotency_key == key)
+            ).first()
+            return _record(row) if row else None
+
+    def update_key(self, owner: str, key: str) -> str | None:
+        """The request digest an update of `owner` recorded with `key`, or None."""
+        with self._session() as session:
+            row = session.get(UpdateKeyRow, (owner, key))
+            return row.request_hash if row else None
+
+    def claim_update_key(self, owner: str, key: str, job_id: str, request_hash: str) -> str | None:
+        """Record that `owner`'s update of `job_id` came with `key`: None when recorded now,
+        else the digest recorded by the request that had the key first (the primary key
+        decides a race that looking the key up first cannot)."""
+        row = UpdateKeyRow(
+            owner=owner, key=key, job_id=job_id, request_hash=request_hash, created_at=self._clock()
+        )
+        try:
+            with self.writing() as session:
+                session.add(row)
+        except IntegrityError:
+            earlier = self.update_key(owner, key)
+            if earlier is None:
+                raise
+            return earlier
+        return None
+
+    def find(
+        self,
+        *,
+        newest_first: bool = False,
+        offset: int = 0,
+        limit: int | None = None,
+        **filters: Unpack[JobFilters],
+    ) -> list[JobRecord]:
+        """Records matching every filter given (`JobFilters`), oldest first (newest first
+        with `newest_first`).
+
+        Filters apply before `offset` and `limit`, so a page holds only matching jobs.
+        """
+        # SQL's OFFSET has a maximum (a signed 64-bit integer); no store holds that many jobs,
+        # so a larger offset is past the end all the same.
+        offset = min(offset, MAX_SQL_OFFSET)
+        order = (
+            (JobRow.created_at.desc(), JobRow.id.desc())
+            if newest_first
+            else (JobRow.created_at, JobRow.id)
+        )
+        query = _matching(select(JobRow), **filters).order_by(*order).offset(offset)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._session() as session:
+            return [_record(row) for row in session.scalars(query)]
+
+    def count(self, **filters: Unpack[JobFilters]) -> int:
+        """How many records `find` would return with the same filters and no paging: the
+        total a paged list shows ("1-50 of 1,000") without loading every record."""
+        query = _matching(select(func.count()).select_from(JobRow), **filters)
+        with self._session() as session:
+            return int(session.scalar(query) or 0)
+
+    def unsettled(self, resource_ids: Sequence[str] | None = None) -> list[JobRecord]:
+        """Jobs whose state is not final (on the resources `resource_ids`, when given): the
+        ones the poller and reconciler care about."""
+        finals = [s.value for s in JobState if s.final]
+        query = select(JobRow).where(JobRow.state.not_in(finals))
+        if resource_ids is not None:
+            query = query.where(JobRow.resource_id.in_(list(resource_ids)))
+        with self._session() as session:
+            return [_record(row) for row in session.scalars(query)]
+
+    def mark_submit_attempt(self, job_id: str) -> JobRecord:
+        """Say, before sending, that a submission is being tried now."""
+        return self._update(job_id, submit_attempted_at=self._clock())
+
+    def set_native_id(self, job_id: str, native_id: str, message: str) -> JobRecord:
+        """The scheduler accepted the job: it is queued from now on, and nobody's to send."""
+        return self._transition(
+            job_id, JobState.QUEUED, message, native_id=native_id, claimed_by=_NOBODY
+        )
+
+    def claim(self, job_id: str, replica_id: str, *, live: Sequence[str]) -> bool:
+        """Make `replica_id` the one that sends the job, unless a replica in `live` (the
+        others known to be alive) has it: True when it is `replica_id`'s now.
+
+        One conditional UPDATE, so two replicas claiming at once cannot both win. A claim
+        ends with `release`, with the job's native id, or with its holder (its heartbeat
+        stops, see `replicas`); the claimant's own `live` view decides the last.
+        """
+        others = [r for r in live if r != replica_id]
+        query = update(JobRow).where(JobRow.id == job_id)
+        if others:  # else any holder is dead or this replica
+            query = query.where(or_(JobRow.claimed_by.is_(None), JobRow.claimed_by.not_in(others)))
+        with self.writing() as session:
+            result = session.execute(
+                query.values(claimed_by=replica_id).execution_options(synchronize_session=False)
+            )
+            won = bool(getattr(result, "rowcount", 0))
+        self._forget(job_id)
+        return won
+
+    def release(self, job_id: str, replica_id: str) -> None:
+        """End `replica_id`'s claim on the job (nothing when another replica holds it)."""
+        with self.writing() as session:
+            session.execute(
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.claimed_by == replica_id)
+                .values(claimed_by=None)
+                .execution_options(synchronize_session=False)
+            )
+        self._forget(job_id)
+
+    def release_all(self, replica_id: str) -> int:
+        """End every claim of `replica_id` (a replica that stops); how many there were."""
+        with self.writing() as session:
+            result = session.execute(
+                update(JobRow)
+                .where(JobRow.claimed_by == replica_id)
+                .values(claimed_by=None)
+                .execution_options(synchronize_session=False)
+            )
+            count = int(getattr(result, "rowcount", 0))
+        self._cache.clear()
+        return count
+
+    def mark_cancel_sent(self, job_id: str) -> JobRecord:
+        """The scheduler has answered the job's cancel: no replica sends it again."""
+        return self._update(job_id, cancel_sent=True)
+
+    def request_cancel(self, job_id: str) -> JobRecord:
+        return self._update(job_id, desired="canceled")
+
+    def restarted(self, job_id: str, message: str) -> JobRecord:
+        """The scheduler runs the job again under the same native id: back to `queued` (the
+        history keeps the earlier run's states and this restart), the last run's exit code
+        and members forgotten, a recorded cancel withdrawn (it was for the earlier run)."""
+        return self._transition(
+            job_id,
+            JobState.QUEUED,
+            message,
+            exit_code=_NOBODY,
+            members=[],
+            desired="submitted",
+            cancel_sent=False,
+        )
+
+    def transition(
+        self,
+        job_id: str,
+        state: JobState,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        unclaim: bool = False,
+        cancel_sent: bool = False,
+    ) -> JobRecord:
+        """Move to `state` (recorded in the history when it changes); in the same commit,
+        `unclaim` ends the job's claim and `cancel_sent` records that the scheduler has
+        answered its cancel."""
+        return self._transition(
+            job_id,
+            state,
+            message,
+            exit_code=exit_code,
+            claimed_by=_NOBODY if unclaim else None,
+            cancel_sent=True if cancel_sent else None,
+        )
+
+    def transition_many(self, changes: Sequence[StateChange]) -> None:
+        """Apply a poll cycle's changes in one transaction (one commit, not one per job)."""
+        if not changes:
+            return
+        now = self._clock()
+        with self.writing() as session:
+            rows = {
+                row.id: row
+                for row in session.scalars(
+                    select(JobRow).where(JobRow.id.in_([change.job_id for change in changes]))
+                )
+            }
+            changed = []
+            for change in changes:
+                row = rows.get(change.job_id)
+                if (
+                    row is not None
+                    and change.read_at is not None
+                    and (row.updated_at != change.read_at)
+                ):
+                    log.info(
+                        "job %s changed while it was polled; its new state %s waits for "
+                        "the next poll",
+                        change.job_id,
+                        change.state.value,
+                    )
+                    continue
+                if row is not None:
+                    _change(
+                        row,
+                        change.state,
+                        change.message,
+                        now,
+                        {"exit_code": change.exit_code, "members": change.members},
+                    )
+                    changed.append(row)
+        for row in changed:
+            self._remember(_record(row))
+
+    def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
+        now = self._clock()
+        with self.writing() as session:
+            row = session.get(JobRow, job_id)
+            if row is None:
+                raise KeyError(job_id)
+            _change(row, state, message, now, fields)
+            record = _record(row)
+        return self._remember(record)
+
+    def _update(self, job_id: str, **fields: Any) -> JobRecord:
+        with self.writing() as session:
+            row = session.get(JobRow, job_id)
+            if row is None:
+                raise KeyError(job_id)
+            for key, value in fields.items():
+                setattr(row, key, value)
+            row.updated_at = self._clock()
+            record = _record(row)
+        return self._remember(record)
+
+    def withdraw(self, job_id: str, message: str) -> JobRecord:
+        """A submission refused before the scheduler saw it, the client told to try again:
+        the record ends `failed` and gives up its idempotency key (one commit), so the retry
+        with the same key submits afresh instead of replaying this refusal."""
+        with self.writing() as session:
+            row = session.get(JobRow, job_id)
+            if row is None:
+                raise KeyError(job_id)
+            row.idempotency_key = None
+            _change(row, JobState.FAILED, message, self._clock(), {})
+            record = _record(row)
+        return self._remember(record)
+
+
+class IdempotencyKeyTakenError(GatewayError):
+    """Another submission recorded the same (owner, idempotency key) first: `earlier`."""
+
+    code = "idempotency_key_taken"
+
+    def __init__(self, earlier: JobRecord) -> None:
+        self.earlier = earlier
+        super().__init__(f"idempotency key {earlier.idempotency_key!r} is held by job {earlier.id}")
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A new state for one job, as a poll cycle found it."""
+
+    job_id: str
+    state: JobState
+    message: str
+    exit_code: int | None = None
+    members: list[dict[str, Any]] | None = None  # a cluster job's members, when (re)read
+    read_at: float | None = None  # the record's updated_at the change was made from: the
+    # change is dropped if the job changed since (the next poll sees it afresh)
+
+
+_NOBODY = object()
+"""A field value meaning "set to NULL" where None means "leave as it is" (`_change`)."""
+
+
+def _change(row: JobRow, state: JobState, message: str, now: float, fields: dict[str, Any]) -> None:
+    for key, value in fields.items():
+        if value is _NOBODY:
+            setattr(row, key, None)
+        elif value is not None:
+            setattr(row, key, value)
+    if row.state != state.value or row.message != message:
+        row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
+    row.state, row.message, row.updated_at = state.value, message, now
+
+
+def _matching(query: Select[_Row], **filters: Unpack[JobFilters]) -> Select[_Row]:
+    """`query` narrowed to the rows every given filter admits (`find` and `count` share it,
+    so a page and its total always agree). A filter it does not know is a TypeError, as an
+    unknown keyword is: never a filter silently dropped (every job matching)."""
+    unknown = sorted(set(filters) - set(JobFilters.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"unknown job filters: {', '.join(unknown)} (known: "
+            f"{', '.join(JobFilters.__annotations__)})"
+        )
+    owner, resource_id = filters.get("owner"), filters.get("resource_id")
+    states, name, text = filters.get("states"), filters.get("name"), filters.get("text")
+    if owner is not None:
+        query = query.where(JobRow.owner == owner)
+    if resource_id is not None:
+        query = query.where(JobRow.resource_id == resource_id)
+    if states is not None:
+        query = query.where(JobRow.state.in_([s.value for s in states]))
+    if name is not None:
+        query = query.where(JobRow.spec["name"].as_string() == name)
+    if text:
+        query = query.where(
+            or_(
+                JobRow.spec["name"].as_string().icontains(text, autoescape=True),
+                JobRow.id.icontains(text, autoescape=True),
+            )
+        )
+    return query

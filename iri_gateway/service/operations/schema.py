@@ -1,0 +1,140 @@
+"""The store's tables as SQLAlchemy models: jobs, the gateway processes sharing the store
+(replicas), the leases they hold, and the job templates users keep.
+
+The tables themselves are made and changed by the migrations only (`migrations/`); a test
+holds these models and the migrated schema to each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class JobRow(Base):
+    """A row of `jobs`: one job the gateway accepted."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("owner", "idempotency_key", name="uq_owner_key"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    resource_id: Mapped[str] = mapped_column(String(63), index=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    effective_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    script: Mapped[str] = mapped_column(Text)
+    native_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    desired: Mapped[str] = mapped_column(String(16))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    message: Mapped[str | None] = mapped_column(Text)
+    history: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    # The members of a cluster job (roles), as the engine last read them; [] for other jobs.
+    members: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSON, default=list, server_default=text("'[]'")
+    )
+    submit_attempted_at: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    # The replica sending the job to the scheduler now (or about to try again): the others'
+    # reconcile leaves the job alone while that replica lives. NULL: nobody is.
+    claimed_by: Mapped[str | None] = mapped_column(String(36), index=True)
+    # The scheduler has answered the recorded cancel: no replica sends it again.
+    cancel_sent: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+
+
+class ReplicaRow(Base):
+    """A row of `replicas`: one gateway process that uses (or used) the store."""
+
+    __tablename__ = "replicas"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    # Where `pid` means something: the kernel's boot id and the process's pid namespace
+    # (two containers can share a host name and not their pids). NULL: unknown.
+    pid_space: Mapped[str | None] = mapped_column(String(255))
+    started_at: Mapped[float] = mapped_column(Float)
+    heartbeat_at: Mapped[float] = mapped_column(Float, index=True)
+    stopped_at: Mapped[float | None] = mapped_column(Float)
+
+
+class LeaseRow(Base):
+    """A row of `leases`: work one replica does for all (a resource's status polling).
+
+    A lease has no expiry of its own: it is valid while its holder's heartbeat is, so a
+    replica renews all its leases with one write."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(36))
+    taken_at: Mapped[float] = mapped_column(Float)
+
+
+class TemplateRow(Base):
+    """A row of `templates`: one job template a user keeps (facility templates live in the
+    profiles, not here). A user's names are unique: (owner, name) is the key."""
+
+    __tablename__ = "templates"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class UpdateKeyRow(Base):
+    """A row of `update_keys`: the `Idempotency-Key` an update of a job came with, and a
+    digest of the request, so that a retry is answered without telling the scheduler twice
+    (and the same key with another request is refused). (owner, key) is the key."""
+
+    __tablename__ = "update_keys"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(36))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class TaskRow(Base):
+    """A row of `tasks`: one filesystem operation of one user, as the IRI task operations
+    show it (status, result, the command asked). Kept in the store, not in a process, so
+    that any replica reads it; `replica_id` runs it while it is pending or active."""
+
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    replica_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    command: Mapped[dict[str, Any]] = mapped_column(JSON)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class RateCountRow(Base):
+    """A row of `rate_counts`: how many requests of one kind (`read`, `write`) one user made
+    through one replica in one window of the rate limits (`slot`: the window's start time
+    divided by its length). Each replica rewrites its own rows at every sync and reads the
+    others' sums, so that the replicas share one limit per user (see `rate_limits`)."""
+
+    __tablename__ = "rate_counts"
+
+    replica_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,320 @@
+"""Gateway settings (pydantic-settings): environment variables `IRI_GATEWAY_*`, or arguments.
+
+Nothing reads settings at import time: `create_app(settings)` and the CLI build them, and
+tests pass their own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from iri_gateway.service.files.agents import AgentLimits
+
+
+def default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/iri-gateway`, else `~/.local/share/iri-gateway`."""
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "iri-gateway"
+
+
+class Settings(BaseSettings):
+    """Everything `iri-gateway serve` can be told."""
+
+    model_config = SettingsConfigDict(env_prefix="IRI_GATEWAY_", extra="forbid")
+
+    data_dir: Path = Field(
+        default_factory=default_data_dir, description="Store, tokens file, local job folders"
+    )
+    profiles: list[Path] = Field(
+        default_factory=list,
+        description="Profile files or folders; empty: the built-in `local` profile only",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the job store (`postgresql://` uses psycopg 3); "
+        "default: SQLite in the data directory",
+    )
+    tokens_file: Path | None = Field(
+        default=None, description="Bearer tokens (JSON); default: tokens.json in data_dir"
+    )
+    auth: Literal["tokens", "jwt"] = Field(
+        default="tokens", description="'tokens' (the tokens file) or 'jwt' (JWKS-verified JWTs)"
+    )
+    jwks_url: str | None = Field(default=None, description="JWKS URL of the identity provider")
+    jwt_issuer: str | None = Field(default=None, description="Expected `iss` of tokens")
+    jwt_audience: str | None = Field(default=None, description="Expected `aud` of tokens")
+    jwt_username_claim: str = Field(default="sub", description="Claim naming the user")
+    jwt_projects_claim: str = Field(default="projects", description="Claim listing projects")
+    jwt_roles_claim: str = Field(
+        default="roles",
+        description="Claim listing the caller's roles (a list or a "
+        "space/comma separated string); a dotted name reaches into nested objects, e.g. "
+        "`realm_access.roles`",
+    )
+    jwt_admin_role: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Role in the roles claim that makes the caller a facility admin (e.g. "
+        "for the profile check); unset: no JWT is an admin",
+    )
+    poll_fast: float = Field(default=1.0, gt=0, description="Seconds between early polls")
+    poll_slow: float = Field(default=30.0, gt=0, description="Longest seconds between polls")
+    facility_name: str = Field(default="iri-gateway", description="Name in GET /facility")
+    outages: list[str] = Field(
+        default_factory=list, description="Resource ids an admin declares down (incidents)"
+    )
+    submit_concurrency: int = Field(
+        default=16,
+        ge=1,
+        description="Scheduler commands (sbatch, image staging, scancel, update) the "
+        "submitter runs at once per resource; more wait in line",
+    )
+    response_wait: float = Field(
+        default=2.0,
+        ge=0,
+        description="Seconds launchJob, cancelJob and updateJob wait for the scheduler's "
+        "answer; past it the job is returned as it is (e.g. `new`, with what is being "
+        "done) and the submitter goes on",
+    )
+    submit_retry_longest: float = Field(
+        default=60.0,
+        gt=0,
+        description="Longest pause, in seconds, between submission attempts while the "
+        "scheduler is unavailable (the pause starts at 1 s and doubles)",
+    )
+    settle_time: float = Field(
+        default=30.0,
+        ge=0,
+        description="Seconds after a submission attempt whose answer was lost (or whose "
+        'replica died) before the reconcile may take "the scheduler does not show it" '
+        'for "it never got it" and send it again; found by its tag sooner, it is adopted',
+    )
+    replica_timeout: float = Field(
+        default=15.0,
+        gt=0,
+        description="Seconds without a heartbeat after which the other replicas take this "
+        "one for dead and take over its polling and the submissions it was sending (the "
+        "heartbeat is written every fifth of it)",
+    )
+    database_pool_size: int = Field(
+        default=24,
+        ge=1,
+        description="PostgreSQL connections each gateway process keeps open (as many more "
+        "are opened for a burst); the database's max_connections must cover every replica's "
+        "twice this",
+    )
+    max_request_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Largest request body accepted, in bytes; a larger one is refused with "
+        "413 before it is read whole (with or without Content-Length)",
+    )
+
+    max_upload_bytes: int = Field(
+        default=64 * 1024**3,
+        ge=1024,
+        description="Largest upload (the request body of the filesystem upload operation), "
+        "in bytes; uploads are streamed to disk, never held in memory, so this bounds disk "
+        "use, not memory. A larger one is refused with 413 before it is read (with "
+        "Content-Length) or as soon as it passes the limit (without), leaving nothing",
+    )
+    cp_max_files: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most files, folders and links one filesystem `cp` copies (counted "
+        "before copying), `compress` stores or `extract` unpacks (members); more is refused "
+        "with 413",
+    )
+    cp_max_bytes: int = Field(
+        default=1024**3,
+        ge=0,
+        description="Most bytes of file content one filesystem `cp` copies, `compress` "
+        "stores or `extract` writes (declared by the members, and as written); more is "
+        "refused with 413",
+    )
+    task_workers: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Long filesystem operations (`cp`, `compress`, `extract`) each gateway "
+        "process runs at once as background tasks; more wait as `pending`",
+    )
+    task_progress_interval: float = Field(
+        default=0.5,
+        ge=0.01,
+        le=60,
+        description="Seconds between two progress writes of a running task (its "
+        "`result.progress`); a cancel made through another replica is seen as often",
+    )
+    api_docs: bool = Field(
+        default=False,
+        description="Serve the interactive API docs pages `/docs` (Swagger UI) and `/redoc` "
+        "(ReDoc). Off: they load their code from a CDN onto the console's origin, where a "
+        "signed-in tab keeps its token; `/openapi.json` is served either way",
+    )
+
+    # ---- fairness, rate limits and quotas (docs/operations.md "Limits") -----------------
+    task_running_per_user: int | None = Field(
+        default=None,
+        ge=1,
+        description="Background tasks one user runs at once per gateway process; the rest "
+        "wait `pending` while other users' tasks take the free workers (fewest running "
+        "first). Default: task_workers - 1 (at least 1), so one user never holds every "
+        "worker; at most task_workers",
+    )
+    tasks_per_user: int = Field(
+        default=32,
+        ge=1,
+        le=100_000,
+        description="Unfinished (pending or active) background tasks a user may have at "
+        "once, over every replica; one more is refused with 409 naming the limit (a "
+        "resource's `limits.tasks_per_user` overrides it there)",
+    )
+    active_jobs_per_user: int = Field(
+        default=1000,
+        ge=1,
+        le=10_000_000,
+        description="Jobs a user may have unfinished (not completed, failed or canceled) "
+        "on one resource when launching another, over every replica; one more is refused "
+        "with 429 naming the limit (a resource's `limits.active_jobs_per_user` overrides it)",
+    )
+    read_rate: float = Field(
+        default=200.0,
+        gt=0,
+        le=1_000_000,
+        description="Requests per second one user may make that change nothing (GET, HEAD, and the "
+        "POSTs that only look: `ls`, `stat`, `head`, `getJobs`, `planJob`, ...), "
+        "averaged over `rate_window`, shared by every replica; more are answered 429 with "
+        "Retry-After",
+    )
+    write_rate: float = Field(
+        default=50.0,
+        gt=0,
+        le=1_000_000,
+        description="Requests per second one user may make that change something "
+        "(launches, cancels, filesystem writes, uploads, ...), averaged over "
+        "`rate_window`, shared by every replica; more are answered 429 with Retry-After",
+    )
+    rate_window: float = Field(
+        default=10.0,
+        ge=1,
+        le=3600,
+        description="Seconds over which request rates are counted (a sliding window): a "
+        "user may send up to rate x window requests in a burst, then rate per second",
+    )
+    rate_sync_interval: float = Field(
+        default=0.5,
+        ge=0.05,
+        le=60,
+        description="Seconds between two exchanges of each replica's request counts "
+        "through the database (what one replica lets through before it sees another's "
+        "counts)",
+    )
+
+    file_agent_cpu_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="CPU seconds one filesystem operation other than a read (`cp`, "
+        "`compress` with its `match_pattern`, `extract`, `rm`, `checksum`, ...) may use in the "
+        "file agent's worker (RLIMIT_CPU, locally and on login nodes); past it the worker is "
+        "killed and the operation refused, naming the limit",
+    )
+    file_agent_read_cpu_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="CPU seconds one read (`ls`, `stat`, `head`, `tail`, `view`) may use in "
+        "the file agent's worker",
+    )
+    file_agent_wall_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds one filesystem operation other than a read may take in the file "
+        "agent before its worker is killed (what it wrote is removed)",
+    )
+    file_agent_read_wall_seconds: float = Field(
+        default=120.0, gt=0, description="Seconds one read may take in the file agent"
+    )
+    file_agent_memory_bytes: int = Field(
+        default=2 * 1024**3,
+        ge=64 * 1024**2,
+        description="Address space (RLIMIT_AS), in bytes, of the file agent's worker for one "
+        "filesystem operation; more is refused (or the worker dies), naming the limit",
+    )
+    file_agents_warm: int = Field(
+        default=4,
+        ge=0,
+        le=64,
+        description="File agent processes kept started per local resource, so that an `ls` "
+        "does not start an interpreter (each serves one request at a time; 0: a new one per "
+        "request)",
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _psycopg(cls, url: str | None) -> str | None:
+        from iri_gateway.service.operations.database import normalise_url
+
+        return normalise_url(url) if url is not None else None
+
+    @model_validator(mode="after")
+    def _jwt_complete(self) -> Settings:
+        if self.auth == "jwt":
+            missing = [
+                name
+                for name in ("jwks_url", "jwt_issuer", "jwt_audience")
+                if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(f"auth 'jwt' needs {', '.join(missing)}")
+        return self
+
+    @model_validator(mode="after")
+    def _a_request_fits_the_window(self) -> Settings:
+        for name in ("read_rate", "write_rate"):
+            if getattr(self, name) * self.rate_window < 1:
+                raise ValueError(
+                    f"{name} x rate_window must be at least 1 request, not "
+                    f"{getattr(self, name) * self.rate_window:g}: no request "
+                    "would ever be let through"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _share_within_workers(self) -> Settings:
+        if (
+            self.task_running_per_user is not None
+            and self.task_running_per_user > self.task_workers
+        ):
+            raise ValueError(
+                f"task_running_per_user ({self.task_running_per_user}) cannot "
+                f"pass task_workers ({self.task_workers})"
+            )
+        return self
+
+    @property
+    def store_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'jobs.db'}"
+
+    def file_agent_limits(self) -> AgentLimits:
+        """The `file_agent_*` settings, as the file agents take them."""
+        from iri_gateway.service.files.agents import AgentLimits
+
+        return AgentLimits(
+            read_cpu=self.file_agent_read_cpu_seconds,
+            cpu=self.file_agent_cpu_seconds,
+            read_wall=self.file_agent_read_wall_seconds,
+            wall=self.file_agent_wall_seconds,
+            memory=self.file_agent_memory_bytes,
+            warm=self.file_agents_warm,
+        )
+
+    @property
+    def tokens_path(self) -> Path:
+        return self.tokens_file or self.data_dir / "tokens.json"
