@@ -32,7 +32,7 @@ def make_plan(
     """Negotiate `spec` on `loaded` and render its script; JobRejectedError if it cannot run.
 
     `known_facts`: the facts of every loaded resource (see `negotiate`). A job naming a
-    template must be expanded first (`planning/templates.py`): planning it as it is would
+    template must be expanded first (`planning/job_templates.py`): planning it as it is would
     silently leave the template out."""
     if spec.template is not None:
         raise JobRejectedError(

@@ -234,7 +234,7 @@ class TemplateBook:
         return found
 
     def expand(self, owner: str, spec: JobSpec) -> Expanded:
-        """`spec` with its template applied (see planning/templates.py); no query when the
+        """`spec` with its template applied (see planning/job_templates.py); no query when the
         job names no template."""
         if spec.template is None:
             return Expanded(spec, None)
