@@ -33,6 +33,7 @@ from iri_gateway.api.plumbing.security_headers import SecurityHeaders
 from iri_gateway.api.status import health
 from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
+from iri_gateway.api.tasks import routes as tasks
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
@@ -185,6 +186,7 @@ def create_app(
             compute,
             job_templates,
             read_routes,
+            tasks,
             health,
             profile_check,
             transfer_routes,

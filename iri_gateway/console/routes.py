@@ -18,7 +18,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from iri_gateway import __version__
-from iri_gateway.api.plumbing.problems import ApiProblem
 
 _HERE = Path(__file__).parent
 STATIC_DIR = _HERE / "static"
@@ -40,6 +39,15 @@ _MEDIA_TYPES = {
     ".png": "image/png",
     ".json": "application/json",
 }
+
+
+class AssetNotFound(LookupError):
+    """A console asset that is not shipped, or not under this process's asset version.
+
+    The console's only refusal. The application answers it as a 404 problem, as it answers
+    any unknown path (`api/plumbing/problems.py`): the console is a client of the API, built
+    beneath it, and never reaches up into it.
+    """
 
 
 @dataclass(frozen=True)
@@ -140,7 +148,7 @@ for _page in PAGES:
 def _asset(name: str, cache_control: str) -> Response:
     path = _assets().get(name)
     if path is None:
-        raise ApiProblem(404, "Not Found", f"the console has no asset {name!r}")
+        raise AssetNotFound(f"the console has no asset {name!r}")
     return Response(
         path.read_bytes(),
         media_type=_MEDIA_TYPES[path.suffix],
@@ -160,10 +168,8 @@ async def versioned_asset(version: str, name: str) -> Response:
     """The same asset under this process's asset version, kept by the browser for good (the
     version changes with any asset); another version is a 404 problem saying to reload."""
     if version != asset_version():
-        raise ApiProblem(
-            404,
-            "Not Found",
+        raise AssetNotFound(
             f"the console's assets are no longer version "
-            f"{version!r} (now {asset_version()!r}): reload the page",
+            f"{version!r} (now {asset_version()!r}): reload the page"
         )
     return _asset(name, "public, max-age=31536000, immutable")

@@ -76,6 +76,23 @@ def test_pages_name_their_assets_under_a_version_the_browser_keeps(console: Cons
     assert "reload the page" in stale.json()["detail"]
     unknown = httpx.get(f"{console.url}/console/static/{version}/nope.js")
     assert unknown.status_code == 404
+    # The API's problem document, though the console imports nothing of api/ (AssetNotFound).
+    assert stale.json() == {
+        "type": "about:blank",
+        "status": 404,
+        "title": "Not Found",
+        "detail": "the console's assets are no longer version '0123456789abcdef' "
+        f"(now {version!r}): reload the page",
+        "instance": f"{console.url}/console/static/0123456789abcdef/jobs.js",
+    }
+    assert unknown.headers["content-type"] == "application/problem+json"
+    assert unknown.json() == {
+        "type": "about:blank",
+        "status": 404,
+        "title": "Not Found",
+        "detail": "the console has no asset 'nope.js'",
+        "instance": f"{console.url}/console/static/{version}/nope.js",
+    }
 
 
 EXAMPLES = sorted(p.name for p in STATIC_DIR.glob("example-*.json"))

@@ -23,18 +23,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from iri_gateway.api.facility.models import (
-    NODE_HOURS,
+from iri_gateway.api.account.models import (
     Capability,
     Project,
     ProjectAllocation,
     UserAllocation,
-    link,
-    utc_timestamp,
 )
-from iri_gateway.api.facility.routes import Catalog, CatalogDep, ModifiedSince, not_modified
+from iri_gateway.api.facility.catalog import Catalog, CatalogDep, ModifiedSince, not_modified
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import PrincipalDep
+from iri_gateway.api.plumbing.official import NODE_HOURS, link, utc_timestamp
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.accounts.auth import Principal, TokenFile

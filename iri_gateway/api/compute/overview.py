@@ -16,9 +16,9 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from iri_gateway.api.compute.models import Job, job_view
-from iri_gateway.api.facility.models import StrictBool
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, PrincipalDep, SettingsDep
+from iri_gateway.api.plumbing.official import StrictBool
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.capabilities import Capabilities, capabilities
 

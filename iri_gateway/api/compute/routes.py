@@ -11,9 +11,9 @@ from fastapi import APIRouter, Body, Header, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from iri_gateway.api.compute.models import Job, job_view
-from iri_gateway.api.facility.models import StrictBool
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, KnownResource, PrincipalDep, SettingsDep
+from iri_gateway.api.plumbing.official import StrictBool
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.api.plumbing.rate_limit import check_launch_quota
 from iri_gateway.models.job import JobState

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from iri_gateway.api.facility.routes import per_app
+from iri_gateway.api.facility.catalog import per_app
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import ADMIN_ONLY, AdminDep
 from iri_gateway.api.plumbing.problems import ApiProblem

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from iri_gateway.api.facility.models import Endpoint, Resource
-from iri_gateway.api.facility.routes import Catalog, CatalogDep
+from iri_gateway.api.facility.catalog import Catalog, CatalogDep
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import SettingsDep
+from iri_gateway.api.status.models import Endpoint, Resource
 from iri_gateway.api.status.routes import resource_view
 from iri_gateway.service.operations.settings import Settings
 

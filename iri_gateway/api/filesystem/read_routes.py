@@ -1,14 +1,15 @@
-"""The IRI `filesystem` operations `ls`, `head`, `tail`, `view`, `stat`, and the task operations.
+"""The IRI `filesystem` operations `ls`, `head`, `tail`, `view` and `stat`.
 
 As in the official spec, each filesystem operation is a POST that answers with a
-`TaskSubmitResponse`; the result is then read through `GET /api/v2/task/{task_id}`, on any
-replica (tasks are kept in the store). These reads are done before the answer, so their task
-is already `completed`; a request that cannot be served is answered at once with
-problem+json. The long operations that run in the background are in `filesystem_write`.
+`TaskSubmitResponse`; the result is then read through `GET /api/v2/task/{task_id}`
+(`api/tasks/routes.py`), on any replica (tasks are kept in the store). These reads are done
+before the answer, so their task is already `completed`; a request that cannot be served is
+answered at once with problem+json. The long operations that run in the background are in
+`write_routes`.
 
-The routes only: the bodies are in `filesystem_models`, the checks and reads (through the
-service, which alone decides what a caller may read) in `file_operations`, the tasks in
-`tasks`.
+The routes only: the bodies are in `read_models`, the checks and reads (through the
+service, which alone decides what a caller may read) in `read_operations`, the tasks in
+`api/tasks/models.py`.
 """
 
 from __future__ import annotations
@@ -34,19 +35,11 @@ from iri_gateway.api.filesystem.read_operations import (
 )
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, KnownResource, PrincipalDep
-from iri_gateway.api.tasks.models import (
-    Task,
-    TaskSubmitResponse,
-    completed_task,
-    delete_task,
-    read_task,
-    read_tasks,
-)
+from iri_gateway.api.tasks.models import TaskSubmitResponse, completed_task
 
 router = APIRouter(prefix="/api/v2", route_class=CallerFirstRoute)
 
 _FILESYSTEM: list[str | Enum] = ["filesystem"]
-_TASK: list[str | Enum] = ["task"]
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {
@@ -173,51 +166,3 @@ def post_stat(
     """Output the `stat` of a file; the task's `result` is `{output: FileStat}`."""
     result = stat_result(engine, principal, resource_id, body)
     return completed_task(request, principal, "stat", body.model_dump(by_alias=True), result)
-
-
-_NO_TASK: dict[int | str, dict[str, Any]] = {
-    404: {
-        "description": "Not Found: no such task of the caller's (another user's task, a "
-        "finished one beyond the newest 32, or finished more than an hour ago)"
-    },
-}
-
-
-@router.get(
-    "/task/{task_id}",
-    operation_id="getTask",
-    tags=_TASK,
-    response_model=Task,
-    summary="Get Task",
-    responses=_NO_TASK,
-)
-def get_task(task_id: str, principal: PrincipalDep, request: Request) -> Task:
-    """Get a task (the caller's own; others' are not found), through any replica.
-
-    `pending` until a worker takes it, `active` (with `result.progress`) while it runs, then
-    `completed`, `failed` or `canceled`. A task whose gateway process died is `failed`.
-    """
-    return read_task(request, principal, task_id)
-
-
-@router.get(
-    "/task", operation_id="getTasks", tags=_TASK, response_model=list[Task], summary="Get Tasks"
-)
-def get_tasks(principal: PrincipalDep, request: Request) -> list[Task]:
-    """The caller's tasks, oldest first: every unfinished one (at most 32) and the newest 32
-    finished ones, each kept for an hour after it finished."""
-    return read_tasks(request, principal)
-
-
-@router.delete(
-    "/task/{task_id}",
-    operation_id="deleteTask",
-    tags=_TASK,
-    response_model=str,
-    summary="Delete Task",
-    responses=_NO_TASK,
-)
-def delete_task_route(task_id: str, principal: PrincipalDep, request: Request) -> str:
-    """Forget a finished task; cancel a `pending` or `active` one (it stops between entries,
-    removes what it had written, and reads `canceled`)."""
-    return delete_task(request, principal, task_id)

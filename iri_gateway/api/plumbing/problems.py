@@ -18,6 +18,7 @@ from starlette.routing import Match
 
 from iri_gateway.api.plumbing.body_limit import BodyTooLarge
 from iri_gateway.api.plumbing.security_headers import HEADERS as PROTECTION
+from iri_gateway.console.routes import AssetNotFound
 from iri_gateway.errors import (
     CancelError,
     GatewayError,
@@ -214,6 +215,10 @@ def install(app: FastAPI) -> None:
             error.headers,
             error.members,
         )
+
+    @app.exception_handler(AssetNotFound)
+    async def no_such_asset(request: Request, error: AssetNotFound) -> JSONResponse:
+        return problem(request, 404, "Not Found", str(error))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -21,7 +21,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from iri_gateway.api.facility.models import (
+from iri_gateway.api.facility.catalog import Catalog, CatalogDep, not_modified
+from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
+from iri_gateway.api.plumbing.deps import EngineDep, SettingsDep
+from iri_gateway.api.plumbing.official import (
     CAP_ACCELERATORS,
     CAP_BATCH,
     CAP_CONTAINERS,
@@ -29,21 +32,20 @@ from iri_gateway.api.facility.models import (
     COMPUTE_SYSTEM_PROFILE,
     NODE_HOURS,
     AllocationUnit,
+    ResourceType,
+    StrictDateTime,
+    link,
+)
+from iri_gateway.api.plumbing.problems import ApiProblem
+from iri_gateway.api.status.models import (
     Endpoint,
     Event,
     Incident,
     IncidentType,
     Resolution,
     Resource,
-    ResourceType,
     Status,
-    StrictDateTime,
-    link,
 )
-from iri_gateway.api.facility.routes import Catalog, CatalogDep, not_modified
-from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
-from iri_gateway.api.plumbing.deps import EngineDep, SettingsDep
-from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.operations.settings import Settings
 
