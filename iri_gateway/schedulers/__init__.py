@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import get_args
 
-from iri_gateway.models.profile import SchedulerKind
+from iri_gateway.models.scheduler_kinds import SchedulerKind
 from iri_gateway.plugins import discover
 from iri_gateway.schedulers.base import SchedulerPlugin
 
@@ -27,8 +27,8 @@ def _discovered() -> Mapping[str, SchedulerPlugin]:
     if set(found) != accepted:
         raise RuntimeError(
             f"scheduler plug-ins ({', '.join(sorted(found))}) and the kinds a profile accepts "
-            f"(SchedulerKind in iri_gateway/models/profile.py: {', '.join(sorted(accepted))}) "
-            "differ"
+            "(SchedulerKind in iri_gateway/models/scheduler_kinds.py: "
+            f"{', '.join(sorted(accepted))}) differ"
         )
     return MappingProxyType(found)
 
