@@ -154,22 +154,19 @@ SCHEDULER = SchedulerPlugin(
     # No directive_rules: Teletype's quoting is unknown, so the base rules hold.
 )
 
-SITE = """\
-facility: {id: ttysite, name: A site with a teletype and a Slurm cluster}
-resources:
-  - id: tty
-    name: Teletype cluster
-    scheduler: {kind: teletype}
-    queues: [{name: batch, default: true}]
-    nodes: {count: 2, cpu: {arch: x86_64, cores: 4}, memory_gib: 8}
-    runtimes: {default: none}
-  - id: slurmy
-    name: Slurm cluster
-    scheduler: {kind: slurm}
-    queues: [{name: batch, default: true}]
-    nodes: {count: 2, cpu: {arch: x86_64, cores: 4}, memory_gib: 8}
-    runtimes: {default: none}
+RESOURCE = """\
+  - id: {id}
+    name: A cluster run by {kind}
+    scheduler: {{kind: {kind}}}
+    queues: [{{name: batch, default: true}}]
+    nodes: {{count: 2, cpu: {{arch: x86_64, cores: 4}}, memory_gib: 8}}
+    runtimes: {{default: none}}
 """
+SITE = (
+    "facility: {id: ttysite, name: A site with a teletype and a Slurm cluster}\nresources:\n"
+    + RESOURCE.format(id="tty", kind="teletype")
+    + RESOURCE.format(id="slurmy", kind="slurm")
+)
 DIRECTIVE_FIELDS = ("name", "directory", "stdout_path", "stderr_path", "stdin_path")
 ATTRIBUTE_FIELDS = ("account", "reservation_id")
 ENDS_THE_LINE = [
