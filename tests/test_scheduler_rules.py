@@ -157,7 +157,7 @@ SCHEDULER = SchedulerPlugin(
 RESOURCE = """\
   - id: {id}
     name: A cluster run by {kind}
-    scheduler: {{kind: {kind}}}
+    scheduler: {{kind: {kind}, allowed_custom_attributes: [comment]}}
     queues: [{{name: batch, default: true}}]
     nodes: {{count: 2, cpu: {{arch: x86_64, cores: 4}}, memory_gib: 8}}
     runtimes: {{default: none}}
@@ -168,7 +168,7 @@ SITE = (
     + RESOURCE.format(id="slurmy", kind="slurm")
 )
 DIRECTIVE_FIELDS = ("name", "directory", "stdout_path", "stderr_path", "stdin_path")
-ATTRIBUTE_FIELDS = ("account", "reservation_id")
+ATTRIBUTE_FIELDS = ("account", "reservation_id", "custom_attributes.comment")
 ENDS_THE_LINE = [
     "job\n#TTY --uid=0",
     "job\nrm -rf ~",
@@ -208,7 +208,9 @@ def site(text: str = SITE) -> dict[str, LoadedResource]:
 def problems(loaded: LoadedResource, path: str, value: str) -> list[Problem]:
     """The problems negotiation reports for a job whose field `path` holds `value`."""
     document: dict[str, Any] = {"executable": "/bin/true"}
-    if path.startswith("attributes."):
+    if path.startswith("attributes.custom_attributes."):
+        document["attributes"] = {"custom_attributes": {path.rpartition(".")[2]: value}}
+    elif path.startswith("attributes."):
         document["attributes"] = {path.removeprefix("attributes."): value}
     else:
         document[path] = value
@@ -271,9 +273,7 @@ def test_plain_values_pass_the_base_rules() -> None:
 
 
 def test_the_profile_asks_the_plugin_about_gpu_requests() -> None:
-    text = SITE.replace(
-        "scheduler: {kind: teletype}", "scheduler: {kind: teletype, gpu_request: gres}"
-    )
+    text = SITE.replace("kind: teletype,", "kind: teletype, gpu_request: gres,")
     with pytest.raises(ValidationError) as caught:
         site(text)
     assert "gpu_request 'gres' is not a form this scheduler reads; it uses 'gpus-per-node'" in str(

@@ -1,9 +1,12 @@
 """The contract every scheduler plug-in fulfils, and helpers they share.
 
 A scheduler is one package in this package whose `__init__` defines `SCHEDULER`, a
-`SchedulerPlugin`: the rendering side (template, directive lines, launcher, cluster layout) and
-the execution side (a factory of its `BatchSystem`: submit, status, cancel, find, update). The
-registry (`iri_gateway.schedulers.SCHEDULERS`) finds it by the profile's `scheduler.kind`; see
+`SchedulerPlugin`: the rendering side (template, directive lines, launcher, cluster layout), the
+execution side (a factory of its `BatchSystem`: submit, status, cancel, find, update), and the
+facts and rules the rest of the gateway asks of it (`models.scheduler_facts.SchedulerFacts`:
+one machine, one process, launchers, GPU request forms, what its directives can carry), so
+that no module outside this package compares a scheduler's kind. The registry
+(`iri_gateway.schedulers.SCHEDULERS`) finds it by the profile's `scheduler.kind`; see
 docs/plugins.md.
 """
 
