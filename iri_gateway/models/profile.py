@@ -567,8 +567,9 @@ class SchedulerConfig(_Strict):
     _facts: SchedulerFacts | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
-    def _gpu_request_fits(self, info: ValidationInfo) -> SchedulerConfig:
-        """Keeps the plug-in's facts (validation context) and asks it about gpu_request."""
+    def _ask_the_plugin(self, info: ValidationInfo) -> SchedulerConfig:
+        """Keeps the facts of the plug-in `kind` names (from the validation context) and asks
+        it whether `gpu_request` is a form it reads."""
         self._facts = schedulers_of(info.context)[self.kind]
         if self.gpu_request is None:
             return self
@@ -673,7 +674,7 @@ class Resource(_Strict):
                 if facts.this_machine
             )
             raise ValueError(
-                f"nodes.detect measures the gateway's own machine, so it needs scheduler kind "
+                "nodes.detect measures the gateway's own machine, so it needs scheduler kind "
                 f"{here}, not {self.scheduler.kind!r}; describe the nodes of a "
                 f"{self.scheduler.kind} resource by hand"
             )
