@@ -21,7 +21,8 @@ from iri_gateway.errors import InvalidJobSpecError, ProfileError
 from iri_gateway.models import images
 from iri_gateway.models.images import ImageRef
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.models.profile import FacilityProfile, SchedulerKind
+from iri_gateway.models.profile import FacilityProfile
+from iri_gateway.models.scheduler_kinds import SchedulerKind
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.planning.render import builtin_templates_dir

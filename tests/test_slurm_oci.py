@@ -13,11 +13,10 @@ import yaml
 from pydantic import ValidationError
 
 from iri_gateway.errors import JobRejectedError
-from iri_gateway.models.profile import FacilityProfile
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.capabilities import capabilities
-from iri_gateway.profiles.loading import ProfileRegistry
+from iri_gateway.profiles.loading import ProfileRegistry, validate_profile
 
 REGISTRY = ProfileRegistry.builtin()
 EXAMPLE = Path(__file__).parent.parent / "facility_profiles/example-slurm-oci.yaml"
@@ -33,7 +32,7 @@ def example_with(change: dict[str, Any], scheduler: str = "slurm") -> dict[str, 
 
 def refusal(document: dict[str, Any]) -> str:
     with pytest.raises(ValidationError) as caught:
-        FacilityProfile.model_validate(document)
+        validate_profile(document)
     return str(caught.value)
 
 

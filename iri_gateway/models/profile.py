@@ -19,7 +19,15 @@ import re
 from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
@@ -27,6 +35,8 @@ from iri_gateway.models.job_template_names import TemplateName
 from iri_gateway.models.job_templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.models.platforms import normalise_arch
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
+from iri_gateway.models.scheduler_facts import SchedulerFacts, schedulers_of
+from iri_gateway.models.scheduler_kinds import RegisteredKind
 from iri_gateway.models.storage import Storage
 from iri_gateway.runtimes import RUNTIMES
 
@@ -50,7 +60,6 @@ SetupLine = Annotated[
     ),
 ]
 EnvName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-SchedulerKind = Literal["slurm", "pbs", "local"]
 
 
 class _Strict(BaseModel):
@@ -518,7 +527,7 @@ class ClusterJobs(_Strict):
 class SchedulerConfig(_Strict):
     """The batch system of a resource."""
 
-    kind: SchedulerKind = Field(description="'slurm', 'pbs' or 'local'")
+    kind: RegisteredKind = Field(description="'slurm', 'pbs' or 'local'")
     directives: list[str] = Field(
         default_factory=list,
         description="Directive options added to every job, e.g. ['-l filesystems=home:eagle']",
@@ -555,24 +564,33 @@ class SchedulerConfig(_Strict):
         "surely never reached the scheduler",
     )
 
+    _facts: SchedulerFacts | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
-    def _gpu_request_fits(self) -> SchedulerConfig:
+    def _ask_the_plugin(self, info: ValidationInfo) -> SchedulerConfig:
+        """Keeps the facts of the plug-in `kind` names (from the validation context) and asks
+        it whether `gpu_request` is a form it reads."""
+        self._facts = schedulers_of(info.context)[self.kind]
         if self.gpu_request is None:
             return self
-        if self.kind == "pbs" and self.gpu_request != "ngpus":
-            raise ValueError(f"gpu_request {self.gpu_request!r} is Slurm syntax; PBS uses 'ngpus'")
-        if self.kind == "slurm" and self.gpu_request == "ngpus":
-            raise ValueError(
-                "gpu_request 'ngpus' is PBS syntax; Slurm uses gpus-per-task, gpus-per-node or gres"
-            )
+        refusal = self._facts.gpu_request_refusal(self.gpu_request)
+        if refusal is not None:
+            raise ValueError(refusal)
         return self
+
+    @property
+    def facts(self) -> SchedulerFacts:
+        """The facts and rules of the scheduler plug-in `kind` names."""
+        if self._facts is None:
+            raise RuntimeError(f"scheduler {self.kind!r} was not validated with its plug-ins")
+        return self._facts
 
     @property
     def gpu_request_style(self) -> str:
         """The GPU request form in force: the configured one or the scheduler's usual one."""
         if self.gpu_request is not None:
             return self.gpu_request
-        return "ngpus" if self.kind == "pbs" else "gpus-per-task"
+        return self.facts.gpu_request_default
 
 
 class ResourceLimits(_Strict):
@@ -648,11 +666,16 @@ class Resource(_Strict):
         return labels
 
     @model_validator(mode="after")
-    def _detect_only_here(self) -> Resource:
-        if self.nodes.detect and self.scheduler.kind != "local":
+    def _detect_only_here(self, info: ValidationInfo) -> Resource:
+        if self.nodes.detect and not self.scheduler.facts.this_machine:
+            here = " or ".join(
+                repr(kind)
+                for kind, facts in schedulers_of(info.context).items()
+                if facts.this_machine
+            )
             raise ValueError(
                 "nodes.detect measures the gateway's own machine, so it needs scheduler kind "
-                f"'local', not {self.scheduler.kind!r}; describe the nodes of a "
+                f"{here}, not {self.scheduler.kind!r}; describe the nodes of a "
                 f"{self.scheduler.kind} resource by hand"
             )
         return self
@@ -663,7 +686,7 @@ class Resource(_Strict):
         for name in self.runtimes.available():
             config = self.runtimes.get(name)
             assert config is not None
-            errors = RUNTIMES[name].config_errors(config, self.scheduler.kind)
+            errors = RUNTIMES[name].config_errors(config, self.scheduler.facts)
             if errors:
                 raise ValueError("; ".join(f"runtimes.{name}.{error}" for error in errors))
         return self
@@ -683,8 +706,10 @@ class Resource(_Strict):
                     f"queue {queue.name!r} allows {queue.max_nodes} nodes but the resource "
                     f"has {self.nodes.count}"
                 )
-        if self.scheduler.kind == "local" and self.nodes.count != 1:
-            raise ValueError("a 'local' resource is this one machine: nodes.count must be 1")
+        if self.scheduler.facts.this_machine and self.nodes.count != 1:
+            raise ValueError(
+                f"a {self.scheduler.kind!r} resource is this one machine: nodes.count must be 1"
+            )
         return self
 
     @property

@@ -16,13 +16,8 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
+from iri_gateway.models.choices import not_one_of
 from iri_gateway.runtimes import RUNTIMES
-
-
-def _listed(names: tuple[str, ...]) -> str:
-    """`'a', 'b' or 'c'`: how pydantic lists the values of a Literal in its error."""
-    quoted = [repr(name) for name in names]
-    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 class _RegisteredRuntime:
@@ -42,9 +37,7 @@ class _RegisteredRuntime:
             return value
         if self.as_key:
             raise PydanticCustomError("extra_forbidden", "Extra inputs are not permitted")
-        raise PydanticCustomError(
-            "literal_error", "Input should be {expected}", {"expected": _listed(names)}
-        )
+        raise not_one_of(names)
 
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler

@@ -23,6 +23,7 @@ from iri_gateway.errors import ProfileError, ProfileIssue, UnknownResourceError,
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.profile import FacilityProfile
+from iri_gateway.models.scheduler_facts import scheduler_context
 from iri_gateway.profiles.yaml_source import (
     locate_line,
     parse_yaml_mapping,
@@ -30,6 +31,7 @@ from iri_gateway.profiles.yaml_source import (
     read_yaml_bytes,
     read_yaml_mapping,
 )
+from iri_gateway.schedulers import SCHEDULERS
 from iri_gateway.shipped import shipped_dir
 
 if TYPE_CHECKING:
@@ -74,7 +76,7 @@ def load_profile(path: Path, trees: ProfileTreeCache | None = None) -> FacilityP
     cached = trees.get(path, data)
     if cached is not None:
         try:
-            return FacilityProfile.model_validate(cached)
+            return validate_profile(cached)
         except ValidationError:
             pass  # stale for these models: parse, so that the errors carry their lines
     tree = parse_yaml_mapping(data, path, ProfileError, _SHAPE)
@@ -83,9 +85,15 @@ def load_profile(path: Path, trees: ProfileTreeCache | None = None) -> FacilityP
     return profile
 
 
+def validate_profile(tree: Any) -> FacilityProfile:
+    """The profile in `tree`, validated with the scheduler plug-ins, which answer what its
+    scheduler kind means (`iri_gateway.models.scheduler_facts`); pydantic's errors unchanged."""
+    return FacilityProfile.model_validate(tree, context=scheduler_context(SCHEDULERS))
+
+
 def _validate(path: Path, tree: Any) -> FacilityProfile:
     try:
-        return FacilityProfile.model_validate(tree)
+        return validate_profile(tree)
     except ValidationError as error:
         raise ProfileError([_issue(path, tree, detail) for detail in error.errors()]) from None
 

@@ -20,9 +20,10 @@ from iri_gateway.runtimes.base import Which
 def installed_only(
     loaded: LoadedResource, which: Which = shutil.which
 ) -> tuple[LoadedResource, list[str]]:
-    """`loaded` without the runtimes whose program is missing here (local scheduler only)."""
+    """`loaded` without the runtimes whose program is missing here (only for a scheduler that
+    runs jobs on this machine)."""
     resource = loaded.resource
-    if resource.scheduler.kind != "local":
+    if not resource.scheduler.facts.this_machine:
         return loaded, []
     runtimes = resource.runtimes
     missing: list[str] = [

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from iri_gateway.errors import Problem
     from iri_gateway.models.plan import Decision
     from iri_gateway.models.profile import RuntimeConfig
+    from iri_gateway.models.scheduler_facts import SchedulerFacts
 
 Which = Callable[[str], str | None]
 """Finds a program on this machine's PATH, as `shutil.which` does."""
@@ -101,9 +102,10 @@ class Runtime(ABC):
     def invocation(self, decision: Decision) -> Invocation:
         """Options, image and command for the launch line."""
 
-    def config_errors(self, config: RuntimeConfig, scheduler_kind: str) -> list[str]:
+    def config_errors(self, config: RuntimeConfig, scheduler: SchedulerFacts) -> list[str]:
         """What a profile asks of this runtime that it cannot do (`field: reason` each; the
-        profile is refused with them). The Slurm OCI settings belong to runtimes that run
+        profile is refused with them); `scheduler` answers what the resource's batch system
+        offers. The Slurm OCI settings belong to runtimes that run
         bundles through Slurm; every other runtime refuses them rather than ignore them."""
         errors = []
         if config.oci_conf is not None:

@@ -31,7 +31,7 @@ class Shifter(Runtime):
 
     def invocation(self, decision: Decision) -> Invocation:
         volumes = [mount.bind_spec(rw_suffix=False) for mount in decision.mounts]
-        spank = decision.resource.resource.scheduler.kind == "slurm"
+        spank = decision.resource.resource.scheduler.facts.container_directives
         options: list[str] = []
         scheduler_options: list[tuple[str, str]] = []
         if spank:

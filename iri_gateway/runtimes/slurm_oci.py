@@ -40,6 +40,7 @@ from iri_gateway.shell import SiteWord
 if TYPE_CHECKING:
     from iri_gateway.models.plan import Decision
     from iri_gateway.models.profile import RuntimeConfig
+    from iri_gateway.models.scheduler_facts import SchedulerFacts
 
 STAGED_FORMS = frozenset({"oci", "docker-uri", "shifter"})
 """Image references staged into the user's rootfs cache; a `sandbox` folder runs as it is."""
@@ -178,12 +179,12 @@ class SlurmOci(Runtime):
             return for_podman(ref)
         return None
 
-    def config_errors(self, config: RuntimeConfig, scheduler_kind: str) -> list[str]:
+    def config_errors(self, config: RuntimeConfig, scheduler: SchedulerFacts) -> list[str]:
         errors = []
-        if scheduler_kind != "slurm":
+        if not scheduler.offers_oci_containers:
             errors.append(
                 f"oci_conf: slurm-oci runs through Slurm's `srun --container`; a "
-                f"{scheduler_kind} resource cannot offer it"
+                f"{scheduler.kind} resource cannot offer it"
             )
         if config.oci_conf is None:
             errors.append("oci_conf: required: the runtime the site's oci.conf drives ('runc')")

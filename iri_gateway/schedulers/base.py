@@ -1,9 +1,12 @@
 """The contract every scheduler plug-in fulfils, and helpers they share.
 
 A scheduler is one package in this package whose `__init__` defines `SCHEDULER`, a
-`SchedulerPlugin`: the rendering side (template, directive lines, launcher, cluster layout) and
-the execution side (a factory of its `BatchSystem`: submit, status, cancel, find, update). The
-registry (`iri_gateway.schedulers.SCHEDULERS`) finds it by the profile's `scheduler.kind`; see
+`SchedulerPlugin`: the rendering side (template, directive lines, launcher, cluster layout), the
+execution side (a factory of its `BatchSystem`: submit, status, cancel, find, update), and the
+facts and rules the rest of the gateway asks of it (`models.scheduler_facts.SchedulerFacts`:
+one machine, one process, launchers, GPU request forms, what its directives can carry), so
+that no module outside this package compares a scheduler's kind. The registry
+(`iri_gateway.schedulers.SCHEDULERS`) finds it by the profile's `scheduler.kind`; see
 docs/plugins.md.
 """
 
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.batch import BatchSystem
+from iri_gateway.schedulers.directive_rules import DirectiveRules
 from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
@@ -72,9 +76,22 @@ class BatchFactory(Protocol):
         block, `data_dir` the gateway's own folder (for a scheduler that keeps state there)."""
 
 
-@dataclass(frozen=True)
+def default_gpu_request_only(default: str) -> Callable[[str], str | None]:
+    """The GPU request check of a scheduler that knows one form: any other is refused."""
+
+    def refusal(word: str) -> str | None:
+        if word == default:
+            return None
+        return f"gpu_request {word!r} is not a form this scheduler reads; it uses {default!r}"
+
+    return refusal
+
+
+@dataclass(frozen=True, kw_only=True)
 class SchedulerPlugin:
-    """A batch system: how its scripts look, and how its jobs are submitted and tracked."""
+    """A batch system: how its scripts look, how its jobs are submitted and tracked, and the
+    facts and rules the rest of the gateway asks of it (`models.scheduler_facts`), so that
+    nothing outside this package compares a scheduler's kind."""
 
     kind: str
     """The profile's `scheduler.kind` that chooses this plug-in, e.g. 'slurm'."""
@@ -88,6 +105,37 @@ class SchedulerPlugin:
     """Where each member of a cluster job runs and how it is started there."""
     batch_factory: BatchFactory
     """The execution side: submit, status, cancel, find and update through a transport."""
+
+    # Facts: every one is declared by each plug-in; none is guessed from its kind.
+    this_machine: bool
+    """Jobs run on the gateway's own machine (see `SchedulerFacts.this_machine`)."""
+    one_process: bool
+    """A job is one process: no launcher starts copies or ranks."""
+    parallel_needs_site_launcher: bool
+    """Several processes, or a cluster job's members, start only through the site's MPI
+    launcher; a resource without `mpi` refuses them."""
+    batch_queue: bool
+    """Jobs wait in a batch queue shared with other users (IRI's `batch` capability)."""
+    gpu_request_default: str
+    """The GPU request form used when the profile names none."""
+    gpu_request_check: Callable[[str], str | None]
+    """Why a profile's `gpu_request` word cannot be used here, or None (see
+    `default_gpu_request_only` for a scheduler that knows one form)."""
+    offers_oci_containers: bool = False
+    """The scheduler starts OCI containers itself (Slurm's `srun --container`)."""
+    container_directives: bool = False
+    """A runtime's image and volumes may travel as directive lines (Shifter's SPANK)."""
+    directive_rules: DirectiveRules = field(default_factory=DirectiveRules)
+    """What a directive value may hold; the default refuses all but plain words."""
+
+    def gpu_request_refusal(self, word: str) -> str | None:
+        return self.gpu_request_check(word)
+
+    def directive_refusal(self, path: str, value: str) -> str | None:
+        return self.directive_rules.refusal(path, value)
+
+    def container_directive_refusal(self, value: str) -> str | None:
+        return self.directive_rules.container_option_refusal(value)
 
 
 def site_launcher(decision: Decision, default: str) -> list[str]:

@@ -72,7 +72,7 @@ def _attributes(loaded: LoadedResource) -> dict[str, object]:
     resource = loaded.resource
     nodes = resource.nodes
     capabilities = []
-    if resource.scheduler.kind in ("slurm", "pbs"):
+    if resource.scheduler.facts.batch_queue:
         capabilities.append(CAP_BATCH)
     if resource.runtimes.available():
         capabilities.append(CAP_CONTAINERS)

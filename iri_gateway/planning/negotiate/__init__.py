@@ -15,13 +15,11 @@ from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Decision
 from iri_gateway.planning.negotiate import container as ctr
 from iri_gateway.planning.negotiate.fields import (
-    SEPARATOR_REASON,
     check_custom_attributes,
     check_directive_values,
     check_environment,
     check_nul,
     launch_mode,
-    slurm_separator,
 )
 from iri_gateway.planning.negotiate.flavours import FlavourChoice, unknown_facts
 from iri_gateway.planning.negotiate.roles import negotiate_roles
@@ -100,11 +98,12 @@ def _negotiate_one(spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool =
     if queue is not None:
         check_queue_limits(shape, queue, problems)
     mode = launch_mode(spec, resource, shape.process_count, problems, warnings)
-    if resource.scheduler.kind == "local" and (mode != "none" or shape.process_count > 1):
+    scheduler = resource.scheduler.facts
+    if scheduler.one_process and (mode != "none" or shape.process_count > 1):
         problems.append(
             Problem("resources.process_count", f"{resource.id} runs one process per job", "1")
         )
-    if resource.scheduler.kind == "pbs" and mode == "parallel" and resource.mpi is None:
+    if scheduler.parallel_needs_site_launcher and mode == "parallel" and resource.mpi is None:
         problems.append(
             Problem(
                 "resources.process_count",
@@ -147,19 +146,16 @@ def _negotiate_one(spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool =
             if choice.config is not None and (use_gpu or container.devices):
                 field = "container.gpu" if use_gpu else "container.devices"
                 shape = reserve_default_gpus(shape, field, resource, problems, warnings)
-    if (
-        choice is not None
-        and choice.runtime.slurm_spank_options
-        and (resource.scheduler.kind == "slurm")
-    ):
-        # The runtime's image and volumes travel as #SBATCH lines under Slurm (Shifter).
+    if choice is not None and choice.runtime.slurm_spank_options and scheduler.container_directives:
+        # The runtime's image and volumes travel as directive lines (Shifter under Slurm).
         spank = [("container.image", choice.image or "")] + [
             (f"container.volume_mounts[{i}]", f"{m.source}:{m.target}")
             for i, m in enumerate(choice.mounts)
         ]
-        problems.extend(
-            Problem(path, SEPARATOR_REASON) for path, value in spank if slurm_separator(value)
-        )
+        for path, value in spank:
+            reason = scheduler.container_directive_refusal(value)
+            if reason is not None:
+                problems.append(Problem(path, reason))
     if (
         choice is not None
         and workdir is JOB_DIRECTORY

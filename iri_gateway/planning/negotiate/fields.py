@@ -8,7 +8,6 @@ from typing import Literal
 from iri_gateway.errors import Problem
 from iri_gateway.models.jobspec import MPI_LAUNCHERS, JobSpec
 from iri_gateway.models.profile import Resource
-from iri_gateway.shell import has_control_characters, pbs_directive_safe
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHELL_OWNED = frozenset(
@@ -74,47 +73,13 @@ def directive_fields(spec: JobSpec) -> dict[str, str]:
 
 
 def check_directive_values(spec: JobSpec, resource: Resource, problems: list[Problem]) -> None:
-    """A newline would end a directive line and start a shell command: refuse controls.
-
-    PBS directives have no quoting the gateway can rely on, so blanks and quotes are refused
-    there too.
-    """
-    pbs = resource.scheduler.kind == "pbs"
-    slurm = resource.scheduler.kind == "slurm"
+    """A value the scheduler would read otherwise than meant, or that would end its directive
+    line and start a shell command, is refused as its plug-in's directive rules say."""
+    facts = resource.scheduler.facts
     for path, value in directive_fields(spec).items():
-        if has_control_characters(value):
-            problems.append(Problem(path, "contains a newline or other control character"))
-        elif slurm and slurm_separator(value):
-            problems.append(Problem(path, SEPARATOR_REASON))
-        elif slurm and path in ("stdout_path", "stderr_path") and "\\" in value:
-            problems.append(
-                Problem(
-                    path,
-                    "Slurm drops every '\\' from an output path that holds one, so the "
-                    "file would land elsewhere",
-                )
-            )
-        elif pbs and path != "directory" and not pbs_directive_safe(value):
-            problems.append(
-                Problem(
-                    path,
-                    "PBS directives cannot carry blanks, quotes, '\\' or '#'",
-                )
-            )
-        elif pbs and path.endswith("_path") and ":" in value:
-            problems.append(Problem(path, "PBS reads 'host:path' here; ':' is not allowed"))
-
-
-SEPARATOR_REASON = (
-    "sbatch reads any directive line containing 'hetjob' or 'packjob' as the start of a new "
-    "heterogeneous-job component"
-)
-
-
-def slurm_separator(value: str) -> bool:
-    """True when sbatch would take a directive line holding `value` for a hetjob separator."""
-    lowered = value.lower()
-    return "hetjob" in lowered or "packjob" in lowered
+        reason = facts.directive_refusal(path, value)
+        if reason is not None:
+            problems.append(Problem(path, reason))
 
 
 def check_nul(spec: JobSpec, problems: list[Problem]) -> None:

@@ -159,7 +159,7 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
                 "single",
             )
         )
-    if resource.scheduler.kind == "pbs" and resource.mpi is None:
+    if resource.scheduler.facts.parallel_needs_site_launcher and resource.mpi is None:
         problems.append(
             Problem(
                 "roles", f"{resource.id} has no launcher (mpiexec) to start members on their hosts"
@@ -244,7 +244,7 @@ def negotiate_roles(spec: JobSpec, loaded: LoadedResource, negotiate_one: Negoti
             decision.warnings.append(
                 f"role {role.name!r} has network 'none': its members cannot reach the others"
             )
-        decisions.append(_place(role, number, decision, spec, resource.scheduler.kind, problems))
+        decisions.append(_place(role, number, decision, spec, problems))
     _check_hosts_bind(spec, binding, problems)
     _check_totals(decisions, loaded, problems)
     if problems:
@@ -272,14 +272,14 @@ def _place(
     number: int,
     decision: Decision,
     spec: JobSpec,
-    scheduler: str,
     problems: list[Problem],
 ) -> RoleDecision:
     """How many of the role's members share a node, and how many nodes it takes."""
     where = f"roles[{number}].resources"
     own = role.resources or ResourceSpec()
     per_node = _members_per_node(spec, role)
-    if scheduler == "local":
+    one_host = decision.resource.resource.scheduler.facts.this_machine
+    if one_host:
         per_node = role.count  # one host: every member runs on it
     node_count = -(-role.count // per_node)
     asked = own.node_count if own.node_count is not None else None
@@ -326,7 +326,7 @@ def _place(
             )
         )
     cpus = shape.cpus_per_process or 1
-    if scheduler != "local" and cpus * per_node > nodes.cpu.cores:
+    if not one_host and cpus * per_node > nodes.cpu.cores:
         problems.append(
             Problem(
                 f"{where}.processes_per_node",
@@ -368,7 +368,7 @@ def _check_totals(
     decisions: list[RoleDecision], loaded: LoadedResource, problems: list[Problem]
 ) -> None:
     """All roles run at once: their nodes together must fit the resource and the queue."""
-    if not decisions or loaded.resource.scheduler.kind == "local":
+    if not decisions or loaded.resource.scheduler.facts.this_machine:
         return
     total = sum(d.node_count for d in decisions)
     available = loaded.resource.nodes.count

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from iri_gateway.schedulers.base import SchedulerPlugin
 from iri_gateway.schedulers.batch import BatchSystem
+from iri_gateway.schedulers.directive_rules import NoDirectiveLines
 from iri_gateway.schedulers.local.directives import cluster_layout, directives, launcher
 
 if TYPE_CHECKING:
@@ -27,6 +28,11 @@ def batch_system(*, transport: Transport, config: SchedulerConfig, data_dir: Pat
     return LocalBatch(data_dir / "local-jobs")
 
 
+def any_gpu_request(word: str) -> None:
+    """The local script requests no GPUs: any form a profile names is accepted, unused."""
+    return None
+
+
 SCHEDULER = SchedulerPlugin(
     kind="local",
     template="local.sh.j2",
@@ -34,4 +40,11 @@ SCHEDULER = SchedulerPlugin(
     launcher=launcher,
     cluster_layout=cluster_layout,
     batch_factory=batch_system,
+    this_machine=True,
+    one_process=True,
+    parallel_needs_site_launcher=False,
+    batch_queue=False,
+    gpu_request_default="gpus-per-task",
+    gpu_request_check=any_gpu_request,
+    directive_rules=NoDirectiveLines(),
 )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from iri_gateway.schedulers.base import SchedulerPlugin
 from iri_gateway.schedulers.batch import BatchSystem
+from iri_gateway.schedulers.pbs.directive_rules import PbsDirectiveRules, gpu_request_refusal
 from iri_gateway.schedulers.pbs.directives import cluster_layout, directives, launcher
 
 if TYPE_CHECKING:
@@ -29,4 +30,11 @@ SCHEDULER = SchedulerPlugin(
     launcher=launcher,
     cluster_layout=cluster_layout,
     batch_factory=batch_system,
+    this_machine=False,
+    one_process=False,
+    parallel_needs_site_launcher=True,
+    batch_queue=True,
+    gpu_request_default="ngpus",
+    gpu_request_check=gpu_request_refusal,
+    directive_rules=PbsDirectiveRules(),
 )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from iri_gateway.schedulers.base import SchedulerPlugin
 from iri_gateway.schedulers.batch import BatchSystem
+from iri_gateway.schedulers.slurm.directive_rules import SlurmDirectiveRules, gpu_request_refusal
 from iri_gateway.schedulers.slurm.directives import cluster_layout, directives, launcher
 
 if TYPE_CHECKING:
@@ -29,4 +30,13 @@ SCHEDULER = SchedulerPlugin(
     launcher=launcher,
     cluster_layout=cluster_layout,
     batch_factory=batch_system,
+    this_machine=False,
+    one_process=False,
+    parallel_needs_site_launcher=False,
+    batch_queue=True,
+    gpu_request_default="gpus-per-task",
+    gpu_request_check=gpu_request_refusal,
+    offers_oci_containers=True,
+    container_directives=True,
+    directive_rules=SlurmDirectiveRules(),
 )
