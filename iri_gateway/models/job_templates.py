@@ -7,8 +7,8 @@ template and the least and most members the role may have. A job names a templat
 `template` field and chooses, for a cluster template, the count of each role inside those
 limits. Precedence of every field: image < template < job (`planning/job_templates.py`).
 
-Users keep their own templates (the store, `service/jobs/job_templates.py`); a facility ships some in
-its profile (`templates:`), read-only and visible to every user. A template body is held to
+Users keep their own templates (the store, `service/jobs/job_templates.py`); a facility ships
+some in its profile (`templates:`), read-only and visible to every user. A template body is held to
 the JobSpec's size limits (`limits.py`).
 """
 
