@@ -35,9 +35,12 @@ def _answered_words() -> set[str]:
     words: set[str] = set()
     for path in Path(remote.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and node.args:
-                if ast.unparse(node.func).endswith(("Refused", "_refused")):
-                    words |= _words(node.args[0])
+            if (
+                isinstance(node, ast.Call)
+                and node.args
+                and ast.unparse(node.func).endswith(("Refused", "_refused"))
+            ):
+                words |= _words(node.args[0])
             if isinstance(node, ast.Assign) and any(
                 isinstance(target, ast.Name) and target.id == "kind" for target in node.targets
             ):
