@@ -23,16 +23,16 @@ import pytest
 
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.profile import FileAccess
-from iri_gateway.service.files import reader
-from iri_gateway.service.files.access import (
+from iri_gateway.service.files.agents import AgentLimits, Agents
+from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
+from iri_gateway.service.files.reads import (
     FileReader,
-    FileRefusedError,
     ReaderUnavailableError,
     UserFiles,
     decode_part,
 )
-from iri_gateway.service.files.agents import AgentLimits, Agents
-from iri_gateway.service.files.policy import Scope, granted_roots, job_path_problems, safe_component
+from iri_gateway.service.files.refusals import FileRefusedError
+from iri_gateway.service.files.remote import reader
 from iri_gateway.transport.base import CommandResult, Transport
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.scripted import Call, ScriptedTransport

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from iri_gateway.service.files import archiver, tarheaders, writer
+from iri_gateway.service.files.remote import archiver, tarheaders, writer
 
 DEPTH = 3000
 """Deeper than the recursion limit (1,000) and than 64 descriptors."""

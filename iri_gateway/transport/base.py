@@ -2,7 +2,8 @@
 
 A transport runs an argv (optionally feeding stdin) and returns what came back, or starts one
 with its input and output as byte streams (`stream`: the file agent's progress, cancel and
-transfers need them); it knows nothing about schedulers. Local runs a subprocess; SSH runs
+transfers need them; optional, declared in `offers` with whether commands run here as the
+gateway's own account); it knows nothing about schedulers. Local runs a subprocess; SSH runs
 the same argv on a login node; `scripted.ScriptedTransport` answers from a script, for
 tests. Whatever runs the command, its output becomes text in one place, `decode_output`, so
 every transport gives the same text for the same bytes.
@@ -72,6 +73,38 @@ class OutcomeUnknownError(TransportError):
     code = "transport_outcome_unknown"
 
 
+@dataclass(frozen=True)
+class Offers:
+    """What a transport offers beyond running a command, declared by the transport itself, so
+    that its users ask what it offers instead of which class it is (a new transport says what
+    it can do; nothing outside `transport/` tests for a concrete one)."""
+
+    streams: bool = False
+    """`stream` works: a command's input and output as byte streams while it runs (the file
+    agents' progress and cancel, warm agents, uploads and downloads need it). Without it,
+    `stream` raises NotSentError and those features answer that error."""
+    as_gateway: bool = False
+    """Commands run on this machine as the gateway's own account: the account's home and
+    relative paths are this process's, and a command is cheap to start and keep running
+    (the file agents keep a few started: `AgentLimits.warm`)."""
+
+
+class StreamsNotOfferedError(NotSentError):
+    """A stream was asked of a transport that does not offer them (`Offers.streams`)."""
+
+    code = "transport_no_streams"
+
+
+def streaming(transport: Transport, what: str) -> Transport:
+    """`transport`, which must offer streams for `what` (StreamsNotOfferedError otherwise,
+    naming the transport and what needed them)."""
+    if not transport.offers.streams:
+        raise StreamsNotOfferedError(
+            f"{what} needs a transport that streams; {transport.name!r} offers none"
+        )
+    return transport
+
+
 class Stream(Protocol):
     """One running command's input and output as byte streams (`Transport.stream`); each
     call waits at most the stream's time-out (TransportError then)."""
@@ -97,6 +130,8 @@ class Transport(Protocol):
     """Runs commands where the scheduler lives."""
 
     name: str
+    offers: Offers
+    """What it offers beyond `run` and `make_directory` (`Offers`)."""
     python: str
     """The Python interpreter the gateway's own programs (the file agent) run with there:
     locally the gateway's own (`sys.executable`), on a login node `python3`."""
@@ -121,7 +156,8 @@ class Transport(Protocol):
     ) -> AbstractContextManager[Stream]:
         """`argv` started, its input and output streamed until the block ends, when the
         command is ended (it sees the end of its input first; one still running is then
-        killed). Never sent twice: a stream is not retried once it started."""
+        killed). Never sent twice: a stream is not retried once it started. Only where
+        `offers.streams` (ask with `streaming`)."""
 
     def make_directory(self, path: str) -> None:
         """Create `path` and its parents (like `mkdir -p`); TransportError if impossible."""

@@ -15,6 +15,7 @@ from typing import IO
 from iri_gateway.transport.base import (
     CommandResult,
     NotSentError,
+    Offers,
     OutcomeUnknownError,
     TransportError,
     decode_output,
@@ -34,6 +35,8 @@ class LocalTransport:
     def __init__(self, as_user: str | None = None, env: dict[str, str] | None = None) -> None:
         self._prefix = ["runuser", "-u", as_user, "--"] if as_user else []
         self._env = env
+        self.offers = Offers(streams=True, as_gateway=as_user is None)
+        """Streams always; the gateway's own account unless it runs as `as_user`."""
 
     def run(
         self,

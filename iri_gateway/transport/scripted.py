@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from iri_gateway.transport.base import CommandResult, Stream, Transport
+from iri_gateway.transport.base import CommandResult, Offers, Stream, Transport
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,11 @@ class ScriptedTransport:
         if isinstance(reply, BaseException):
             raise reply
         return reply(call)
+
+    @property
+    def offers(self) -> Offers:
+        """`otherwise`'s (a script alone offers no streams and runs nothing here)."""
+        return self.otherwise.offers if self.otherwise is not None else Offers()
 
     @property
     def python(self) -> str:

@@ -40,6 +40,7 @@ import paramiko
 from iri_gateway.transport.base import (
     CommandResult,
     NotSentError,
+    Offers,
     OutcomeUnknownError,
     TransportError,
     decode_output,
@@ -87,6 +88,8 @@ class SshTransport:
     """Commands on `user@host:port`; thread-safe, a pool of connections shared by all calls."""
 
     name = "ssh"
+    offers = Offers(streams=True, as_gateway=False)
+    """Streams (a channel each); never the gateway's own account nor this machine."""
     python = "python3"
     """The login node's interpreter the file agent runs with."""
 

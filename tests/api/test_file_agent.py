@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from iri_gateway.service.files import shipping
 from tests.api.test_filesystem import auth
 from tests.api.test_tasks import V2, Site, gateway, read, site, start, watch  # noqa: F401
 
@@ -83,10 +84,11 @@ def agent_processes(server_pid: int) -> dict[int, list[int]]:
             continue
         ppid = next(line for line in status.splitlines() if line.startswith("PPid:"))
         parents[int(entry)] = int(ppid.split()[1])
+    entry = repr(shipping.FILE_AGENT[-1].__name__).encode()  # named in the packed program
     agents = [
         pid
         for pid, parent in parents.items()
-        if parent == server_pid and b"SOURCES" in commands.get(pid, b"")
+        if parent == server_pid and entry in commands.get(pid, b"")
     ]
     return {agent: [pid for pid, parent in parents.items() if parent == agent] for agent in agents}
 

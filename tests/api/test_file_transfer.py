@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from iri_gateway.service.files import reader
+from iri_gateway.service.files.remote import reader
 from tests.api.real_serve import running_serve
 from tests.api.transfer_helpers import (
     V2,

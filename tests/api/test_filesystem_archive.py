@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from iri_gateway.service.files import archiver, writer
+from iri_gateway.service.files.remote import archiver, writer
 from tests.api import test_filesystem_write as write_tests
 from tests.api.conftest import OfficialSchemas
 from tests.api.test_filesystem import granted

@@ -30,9 +30,10 @@ from iri_gateway.api.filesystem.read_models import (
     PostTailRequest,
     PostViewRequest,
 )
-from iri_gateway.api.plumbing.problems import ApiProblem
+from iri_gateway.api.plumbing.problems import ApiProblem, FileOperation, file_problem
 from iri_gateway.service.accounts.auth import Principal
-from iri_gateway.service.files.access import FileRefusedError, decode_part
+from iri_gateway.service.files.reads import decode_part
+from iri_gateway.service.files.refusals import FileRefusedError
 from iri_gateway.service.jobs.engine import Engine
 
 MAX_READ = 1024 * 1024
@@ -41,17 +42,6 @@ MAX_ENTRIES = 10_000
 """Most entries one `ls` returns."""
 MAX_DEREFERENCE = 1_000
 """Most symbolic links one `ls` dereferences."""
-
-
-def _not_found(resource_id: str, asked: str) -> ApiProblem:
-    """The one 404 for missing, outside and other users' paths alike."""
-    return ApiProblem(
-        404,
-        "Not Found",
-        f"{asked!r} is not a file or directory you may read "
-        f"on {resource_id!r} (the folders of your jobs and the roots granted "
-        "to you)",
-    )
 
 
 def _read(
@@ -67,36 +57,9 @@ def _read(
     try:
         return files.request(asked, operation, **arguments)
     except FileRefusedError as error:
-        if error.kind == "invalid_path":
-            raise ApiProblem(
-                422,
-                "Unprocessable Entity",
-                "the path is not valid",
-                [{"name": "path", "reason": error.detail}],
-            ) from None
-        if error.kind in ("directory", "not_regular"):
-            kind = "a directory" if error.kind == "directory" else "not a regular file"
-            raise ApiProblem(
-                400,
-                "Bad Request",
-                f"{asked!r} is {kind}",
-                [{"name": "path", "reason": f"is {kind}"}],
-            ) from None
-        if error.kind == "limit":
-            raise ApiProblem(
-                413,
-                "Content Too Large",
-                error.detail,
-                [{"name": error.field or "path", "reason": error.detail}],
-            ) from None
-        if error.kind == "window":
-            raise ApiProblem(
-                422,
-                "Unprocessable Entity",
-                error.detail,
-                [{"name": error.field, "reason": "too many lines for one read"}],
-            ) from None
-        raise _not_found(resource_id, asked) from None
+        raise file_problem(
+            error, operation=FileOperation.READ, resource_id=resource_id, asked={"path": asked}
+        ) from None
 
 
 def _content(result: dict[str, Any]) -> dict[str, Any]:

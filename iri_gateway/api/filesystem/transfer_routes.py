@@ -36,11 +36,11 @@ from starlette.requests import ClientDisconnect
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.plumbing.multipart import FilePart, MultipartError, boundary_of
-from iri_gateway.api.plumbing.problems import ApiProblem
+from iri_gateway.api.plumbing.problems import ApiProblem, FileOperation, file_problem
 from iri_gateway.api.tasks.models import TaskSubmitResponse, completed_task
-from iri_gateway.service.files.access import FileRefusedError
 from iri_gateway.service.files.policy import PATH_MAX
-from iri_gateway.service.files.transfer import Download, Upload, UserTransfers
+from iri_gateway.service.files.refusals import FileRefusedError
+from iri_gateway.service.files.transfers import Download, Upload, UserTransfers
 from iri_gateway.service.jobs.engine import Engine
 
 router = APIRouter(prefix="/api/v2", route_class=CallerFirstRoute)
@@ -136,47 +136,8 @@ class PostDownloadRequest(BaseModel):
 
 def _refusal(error: FileRefusedError, resource_id: str, path: str) -> ApiProblem:
     """A refusal of the service as the HTTP problem a person can act on."""
-    if error.kind == "invalid_path":
-        return ApiProblem(
-            422,
-            "Unprocessable Entity",
-            "the path is not valid",
-            [{"name": "path", "reason": error.detail}],
-        )
-    if error.kind in ("directory", "not_regular"):
-        kind = "a directory" if error.kind == "directory" else "not a regular file"
-        return ApiProblem(
-            400, "Bad Request", f"{path!r} is {kind}", [{"name": "path", "reason": f"is {kind}"}]
-        )
-    if error.kind == "exists":
-        return ApiProblem(
-            409,
-            "Conflict",
-            f"{path!r} exists already on {resource_id!r}; "
-            "uploads never replace a file: remove it first or choose another "
-            "name",
-            [{"name": "path", "reason": "exists already"}],
-        )
-    if error.kind == "denied":
-        return ApiProblem(
-            403,
-            "Forbidden",
-            f"the operating system does not let your account "
-            f"create {path!r} on {resource_id!r}: {error.detail}",
-        )
-    if error.kind == "write_failed":
-        return ApiProblem(
-            500,
-            "Internal Server Error",
-            f"{path!r} could not be written on "
-            f"{resource_id!r}: {error.detail}; nothing was left behind",
-        )
-    return ApiProblem(
-        404,
-        "Not Found",
-        f"{path!r} is not a file or folder you may use on "
-        f"{resource_id!r} (the folders of your jobs and the roots granted to "
-        "you)",
+    return file_problem(
+        error, operation=FileOperation.TRANSFER, resource_id=resource_id, asked={"path": path}
     )
 
 

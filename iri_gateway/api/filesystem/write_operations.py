@@ -22,50 +22,19 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from iri_gateway.api.filesystem.read_operations import _file as listed_file
-from iri_gateway.api.plumbing.problems import ApiProblem
+from iri_gateway.api.plumbing.problems import ApiProblem, FileOperation, file_problem
 from iri_gateway.service.accounts.auth import Principal
-from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles
-from iri_gateway.service.files.archiver import MODES
+from iri_gateway.service.files.reads import FileReader, UserFiles
+from iri_gateway.service.files.refusals import FileRefusedError, Refusal
+from iri_gateway.service.files.remote.archiver import MODES
 from iri_gateway.service.files.writes import (
     FileWriter,
     Prepared,
     UserWrites,
-    WriteRefusedError,
 )
 from iri_gateway.service.jobs.engine import Engine
 
 T = TypeVar("T")
-
-_STATUS = {
-    "invalid_path": (422, "Unprocessable Entity"),
-    "unknown_name": (422, "Unprocessable Entity"),
-    "root": (403, "Forbidden"),
-    "reserved": (403, "Forbidden"),
-    "permission": (403, "Forbidden"),
-    "link_outside": (403, "Forbidden"),
-    "exists": (409, "Conflict"),
-    "not_empty": (409, "Conflict"),
-    "cross_device": (409, "Conflict"),
-    "directory": (400, "Bad Request"),
-    "not_directory": (400, "Bad Request"),
-    "not_regular": (400, "Bad Request"),
-    "invalid": (400, "Bad Request"),
-    "bad_member": (400, "Bad Request"),
-    "not_archive": (400, "Bad Request"),
-    "too_large": (413, "Content Too Large"),
-    "limit": (413, "Content Too Large"),
-    "special_mode": (422, "Unprocessable Entity"),
-    "not_allowed": (403, "Forbidden"),
-    "changed": (409, "Conflict"),
-    "no_file_command": (501, "Not Implemented"),
-}
-_REASONS = {
-    "exists": "already exists (nothing is overwritten)",
-    "not_empty": "is a folder that is not empty",
-    "cross_device": "lies on another filesystem than `path`: copy, then remove",
-    "not_regular": "is not a regular file",
-    "directory": "is a directory",
-}
 
 
 def user_writes(engine: Engine, principal: Principal, resource_id: str) -> UserWrites:
@@ -146,17 +115,17 @@ def account_name(name: str, field: str) -> str:
 
 
 def refusing(resource_id: str, asked: dict[str, str], run: Callable[[], T]) -> T:
-    """`run()`, its WriteRefusedError as the HTTP problem. `asked` maps each request field
+    """`run()`, its FileRefusedError as the HTTP problem. `asked` maps each request field
     to the path the caller gave (for the messages)."""
     try:
         return run()
-    except WriteRefusedError as error:
+    except FileRefusedError as error:
         raise _problem(resource_id, asked, error) from None
 
 
 def change(resource_id: str, asked: dict[str, str], run: Any) -> dict[str, Any]:
     """`run()`'s result (a file the writer describes as the official `File`, as `ls` shows
-    it, its absolute path as `name`); its WriteRefusedError as the HTTP problem."""
+    it, its absolute path as `name`); its FileRefusedError as the HTTP problem."""
     result: dict[str, Any] = refusing(resource_id, asked, run)
     found = result.get("output")
     if isinstance(found, dict) and "kind" in found:
@@ -176,35 +145,18 @@ def ready_to_run(resource_id: str, asked: dict[str, str], prepared: Prepared) ->
         try:
             return files.request(asked[field], "stat", dereference=follow)
         except FileRefusedError as error:
-            if error.kind == "not_found":
+            if error.kind is Refusal.NOT_FOUND:
                 return None
             raise
 
     if found("path") is None:
-        raise _problem(resource_id, asked, WriteRefusedError("not_found", "", "path"))
+        raise _problem(resource_id, asked, FileRefusedError(Refusal.NOT_FOUND, "", "path"))
     into = prepared.operation == "extract"  # a folder (a link inside to one too) may exist
     target = found("target_path", follow=into)
     if target is None or (into and stat.S_ISDIR(target["mode"])):
         return
-    raise _problem(resource_id, asked, WriteRefusedError("exists", "", "target_path"))
+    raise _problem(resource_id, asked, FileRefusedError(Refusal.EXISTS, "", "target_path"))
 
 
-def _problem(resource_id: str, asked: dict[str, str], error: WriteRefusedError) -> ApiProblem:
-    field = error.field
-    if error.kind == "not_found":
-        shown = asked.get(field, asked.get("path", ""))
-        return ApiProblem(
-            404,
-            "Not Found",
-            f"{shown!r} is not a file or directory you may "
-            f"use on {resource_id!r} (the folders of your jobs and the roots "
-            "granted to you)",
-            [{"name": field, "reason": "not found"}],
-        )
-    status, title = _STATUS.get(error.kind, (500, "Internal Server Error"))
-    reason = error.detail or _REASONS.get(error.kind, error.kind)
-    if error.kind == "permission":
-        reason = f"the operating system refused it to your account: {reason}"
-    given = asked.get(field)
-    detail = f"{field} {given!r}: {reason}" if given is not None else f"{field}: {reason}"
-    return ApiProblem(status, title, detail, [{"name": field, "reason": reason}])
+def _problem(resource_id: str, asked: dict[str, str], error: FileRefusedError) -> ApiProblem:
+    return file_problem(error, operation=FileOperation.WRITE, resource_id=resource_id, asked=asked)

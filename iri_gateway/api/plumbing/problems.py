@@ -6,6 +6,8 @@ entry per problem (`{name, reason}`), as the IRI API does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -37,6 +39,7 @@ from iri_gateway.errors import (
 from iri_gateway.service.accounts.auth import AuthenticationError
 from iri_gateway.service.accounts.quotas import QuotaError
 from iri_gateway.service.accounts.rate_limits import RateLimitError
+from iri_gateway.service.files.refusals import FileRefusedError, Refusal
 from iri_gateway.service.jobs.engine import (
     IdempotencyConflictError,
     JobNotChangeableError,
@@ -102,6 +105,166 @@ class ApiProblem(Exception):
         self.members = members or {}
         """Extension members of the problem (RFC 9457 section 3.2), e.g. located `errors`."""
         self.headers = headers
+
+
+_FILE_STATUS: dict[Refusal, tuple[int, str]] = {
+    Refusal.NOT_FOUND: (404, "Not Found"),
+    Refusal.INVALID_PATH: (422, "Unprocessable Entity"),
+    Refusal.UNKNOWN_NAME: (422, "Unprocessable Entity"),
+    Refusal.WINDOW: (422, "Unprocessable Entity"),
+    Refusal.SPECIAL_MODE: (422, "Unprocessable Entity"),
+    Refusal.ROOT: (403, "Forbidden"),
+    Refusal.RESERVED: (403, "Forbidden"),
+    Refusal.DENIED: (403, "Forbidden"),
+    Refusal.LINK_OUTSIDE: (403, "Forbidden"),
+    Refusal.NOT_ALLOWED: (403, "Forbidden"),
+    Refusal.EXISTS: (409, "Conflict"),
+    Refusal.NOT_EMPTY: (409, "Conflict"),
+    Refusal.CROSS_DEVICE: (409, "Conflict"),
+    Refusal.CHANGED: (409, "Conflict"),
+    Refusal.DIRECTORY: (400, "Bad Request"),
+    Refusal.NOT_DIRECTORY: (400, "Bad Request"),
+    Refusal.NOT_REGULAR: (400, "Bad Request"),
+    Refusal.INVALID: (400, "Bad Request"),
+    Refusal.BAD_MEMBER: (400, "Bad Request"),
+    Refusal.NOT_ARCHIVE: (400, "Bad Request"),
+    Refusal.TOO_LARGE: (413, "Content Too Large"),
+    Refusal.LIMIT: (413, "Content Too Large"),
+    Refusal.NO_FILE_COMMAND: (501, "Not Implemented"),
+    Refusal.WRITE_FAILED: (500, "Internal Server Error"),
+    Refusal.FAILED: (500, "Internal Server Error"),
+    Refusal.CANCELED: (500, "Internal Server Error"),
+}
+"""The one table of file refusals: each kind's status and title, whatever operation met it."""
+
+
+class FileOperation(StrEnum):
+    """What the caller was doing when a file refusal came: each tells apart only the refusals
+    it can meet (`_TOLD`) and words its details as its operations always have."""
+
+    READ = "read"
+    """`stat`, `ls`, `head`, `tail`, `view`, `checksum`'s look-ups: the reader's refusals."""
+    TRANSFER = "transfer"
+    """Uploads and downloads."""
+    WRITE = "write"
+    """Every change (and its task): every refusal, each as `{field} {path!r}: {reason}`."""
+
+
+_TOLD: dict[FileOperation, frozenset[Refusal]] = {
+    FileOperation.READ: frozenset(
+        {
+            Refusal.INVALID_PATH,
+            Refusal.DIRECTORY,
+            Refusal.NOT_REGULAR,
+            Refusal.LIMIT,
+            Refusal.WINDOW,
+        }
+    ),
+    FileOperation.TRANSFER: frozenset(
+        {
+            Refusal.INVALID_PATH,
+            Refusal.DIRECTORY,
+            Refusal.NOT_REGULAR,
+            Refusal.EXISTS,
+            Refusal.DENIED,
+            Refusal.WRITE_FAILED,
+        }
+    ),
+    FileOperation.WRITE: frozenset(Refusal),
+}
+"""The refusals each operation tells apart; any other is its one 404, so that a read never
+tells a reserved or changed file from a missing one."""
+_REASONS = {
+    Refusal.EXISTS: "already exists (nothing is overwritten)",
+    Refusal.NOT_EMPTY: "is a folder that is not empty",
+    Refusal.CROSS_DEVICE: "lies on another filesystem than `path`: copy, then remove",
+    Refusal.NOT_REGULAR: "is not a regular file",
+    Refusal.DIRECTORY: "is a directory",
+}
+"""A change's reason where its program gave no words."""
+_PLACES = {
+    FileOperation.READ: "file or directory you may read",
+    FileOperation.TRANSFER: "file or folder you may use",
+    FileOperation.WRITE: "file or directory you may use",
+}
+
+
+def file_problem(
+    error: FileRefusedError,
+    *,
+    operation: FileOperation,
+    resource_id: str,
+    asked: Mapping[str, str],
+) -> ApiProblem:
+    """The HTTP problem of a file refusal, as a person can act on it: `asked` maps each
+    request field to the path the caller gave (`path`, `target_path`, ...)."""
+    kind = error.kind if error.kind in _TOLD[operation] else Refusal.NOT_FOUND
+    status, title = _FILE_STATUS[kind]
+    field = error.field or "path"
+    path = asked.get("path", "")
+    if kind is Refusal.NOT_FOUND:
+        shown = asked.get(field, path)
+        detail = (
+            f"{shown!r} is not a {_PLACES[operation]} on {resource_id!r} (the folders of "
+            "your jobs and the roots granted to you)"
+        )
+        named = [{"name": field, "reason": "not found"}]
+        return ApiProblem(status, title, detail, named if operation is FileOperation.WRITE else [])
+    if operation is not FileOperation.WRITE:
+        return _told(error, kind, status, title, resource_id, path)
+    reason = error.detail or _REASONS.get(kind, kind.value)
+    if kind is Refusal.DENIED:
+        reason = f"the operating system refused it to your account: {reason}"
+    given = asked.get(field)
+    detail = f"{field} {given!r}: {reason}" if given is not None else f"{field}: {reason}"
+    return ApiProblem(status, title, detail, [{"name": field, "reason": reason}])
+
+
+def _told(
+    error: FileRefusedError, kind: Refusal, status: int, title: str, resource_id: str, path: str
+) -> ApiProblem:
+    """A read's or a transfer's refusal other than not found (`file_problem`)."""
+    if kind is Refusal.INVALID_PATH:
+        return ApiProblem(
+            status, title, "the path is not valid", [{"name": "path", "reason": error.detail}]
+        )
+    if kind in (Refusal.DIRECTORY, Refusal.NOT_REGULAR):
+        what = "a directory" if kind is Refusal.DIRECTORY else "not a regular file"
+        return ApiProblem(
+            status, title, f"{path!r} is {what}", [{"name": "path", "reason": f"is {what}"}]
+        )
+    if kind is Refusal.LIMIT:
+        return ApiProblem(
+            status, title, error.detail, [{"name": error.field or "path", "reason": error.detail}]
+        )
+    if kind is Refusal.WINDOW:
+        return ApiProblem(
+            status,
+            title,
+            error.detail,
+            [{"name": error.field, "reason": "too many lines for one read"}],
+        )
+    if kind is Refusal.EXISTS:
+        return ApiProblem(
+            status,
+            title,
+            f"{path!r} exists already on {resource_id!r}; uploads never replace a file: "
+            "remove it first or choose another name",
+            [{"name": "path", "reason": "exists already"}],
+        )
+    if kind is Refusal.DENIED:
+        return ApiProblem(
+            status,
+            title,
+            f"the operating system does not let your account create {path!r} on "
+            f"{resource_id!r}: {error.detail}",
+        )
+    return ApiProblem(
+        status,
+        title,
+        f"{path!r} could not be written on {resource_id!r}: {error.detail}; nothing was left "
+        "behind",
+    )
 
 
 def problem(

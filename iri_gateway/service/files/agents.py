@@ -5,11 +5,11 @@ Why: reading a tree, matching a `match_pattern`, packing or unpacking an archive
 users made, and a user can make it pathological (a pattern that backtracks for days, a tree
 or an archive built to be slow). Run in the serving process, such work held the interpreter
 and stalled every request. So the reader, the writer and the archiver are only ever run by
-the agent program (`program`: the three modules, `tarheaders` and `supervisor`, sent with
-`python3 -I -c` to a login node, or run with the gateway's own interpreter, `-I` too, on
-this machine): its watchdog forks a worker per request with CPU-time and address-space
-limits and a wall time (`AgentLimits`, from the settings), kills it at once on a cancel, and
-answers why it stopped.
+the agent program (`shipping.FILE_AGENT`: the three modules, `tarheaders` and `supervisor`
+of `remote`, packed by `shipping`, sent with `python3 -I -c` to a login node, or run with the
+gateway's own interpreter, `-I` too, on this machine): its watchdog forks a worker per
+request with CPU-time and address-space limits and a wall time (`AgentLimits`, from the
+settings), kills it at once on a cancel, and answers why it stopped.
 
 Speed: a fresh interpreter costs tens of milliseconds, which `ls` and `stat` must not pay
 each time. Over a transport that can keep commands running cheaply (this machine's: `warm`
@@ -22,20 +22,17 @@ left for later), with the same program and the same request lines.
 
 from __future__ import annotations
 
-import base64
 import json
 import queue
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from iri_gateway.service.files import archiver, reader, supervisor, tarheaders, writer
-from iri_gateway.transport.base import Stream, Transport, TransportError
+from iri_gateway.service.files import shipping
+from iri_gateway.service.files.remote import supervisor
+from iri_gateway.transport.base import Stream, Transport, TransportError, streaming
 
 Progress = Callable[[dict[str, Any]], None]
 """Called with a long change's counts as it goes; what it raises stops the change."""
@@ -50,41 +47,6 @@ LINE_LIMIT = 16 * 1024**2
 _MARGIN = 30.0
 """Seconds the gateway waits beyond an agent's wall time for its answer (the agent answers
 its own wall time; this only bounds a lost one)."""
-
-_BOOTSTRAP = """
-import base64, sys, types, zlib
-def install(name, packed):
-    module = types.ModuleType(name)
-    sys.modules[name] = module
-    source = zlib.decompress(base64.b64decode(packed)).decode("utf-8")
-    exec(compile(source, name, "exec"), module.__dict__)
-    return module
-for name in ("iri_gateway", "iri_gateway.service", "iri_gateway.service.files"):
-    sys.modules[name] = types.ModuleType(name)
-    sys.modules[name].__path__ = []
-files = sys.modules["iri_gateway.service.files"]
-for name, packed in SOURCES:
-    setattr(files, name, install("iri_gateway.service.files." + name, packed))
-files.archiver.main()
-"""
-
-
-@cache
-def program() -> str:
-    """The file agent: the reader, the writer, the supervisor, the tar-header scanner and the
-    archiver installed under their own module names (so their imports of each other work),
-    compressed (the program travels in one argument of at most 128 KiB over SSH), then the
-    archiver's `main`."""
-    packed = [
-        (
-            module.__name__.rsplit(".", 1)[-1],
-            base64.b64encode(zlib.compress(Path(str(module.__file__)).read_bytes(), 9)).decode(
-                "ascii"
-            ),
-        )
-        for module in (reader, writer, supervisor, tarheaders, archiver)
-    ]
-    return f"SOURCES = {packed!r}\n" + _BOOTSTRAP
 
 
 @dataclass(frozen=True)
@@ -128,7 +90,7 @@ class Agents:
         self._pool = _Pool(self, warm)
 
     def argv(self) -> list[str]:
-        return [self.transport.python, "-I", "-c", program()]
+        return [self.transport.python, "-I", "-c", shipping.program(shipping.FILE_AGENT)]
 
     def request(self, request: dict[str, Any], **extra: Any) -> bytes:
         limits = self.limits.of(str(request.get("op")))
@@ -322,7 +284,9 @@ class _Pool:
         stack = ExitStack()
         try:
             stream = stack.enter_context(
-                self.agents.transport.stream(self.agents.argv(), timeout=self.agents.timeout())
+                streaming(self.agents.transport, f"the file agent on {self.agents.where}").stream(
+                    self.agents.argv(), timeout=self.agents.timeout()
+                )
             )
             stream.send(request)
         except BaseException:

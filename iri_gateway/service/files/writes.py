@@ -7,7 +7,7 @@ runs: a root or a job folder itself as what `rm`, `mv` or `cp` removes, moves or
 tree that holds the gateway's folders as what `rm` or `mv` takes away; names with NUL or
 other control characters (a newline in a name breaks every line-based tool); a symbolic link
 whose target, taken lexically (a relative one from the link's folder), is not a path the user
-may read (the writer then follows it through the links on its way: `writer._leads_inside`).
+may read (the writer then follows it through the links on its way: `writer.leads_inside`).
 The writer runs in the file agent (`agents`), never in the serving process: on this machine as
 the gateway's account, over SSH on the login node as the user's mapped account, each request
 in a worker with limits (CPU time, memory, wall time) that a cancel kills at once.
@@ -19,10 +19,10 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
-from iri_gateway.errors import GatewayError
-from iri_gateway.service.files.access import FileReader
 from iri_gateway.service.files.agents import Progress
 from iri_gateway.service.files.policy import Scope, path_problem, within
+from iri_gateway.service.files.reads import FileReader
+from iri_gateway.service.files.refusals import FileRefusedError, Refusal
 
 
 class FileWriter(FileReader):
@@ -34,18 +34,6 @@ class FileWriter(FileReader):
         """`run`, with `progress` called with the work's counts as it goes; whatever it
         raises stops the work, which removes what it wrote (`Agents.run_reporting`)."""
         return self.agents.run_reporting(request, progress)
-
-
-class WriteRefusedError(GatewayError):
-    """A change the user may not make, or that failed: `kind` is the writer's word (or
-    `invalid_path`, `not_found`, `root`, `reserved`, `link_outside` from the checks here),
-    `field` the request field it concerns."""
-
-    code = "write_refused"
-
-    def __init__(self, kind: str, detail: str = "", field: str = "path") -> None:
-        super().__init__(detail or kind)
-        self.kind, self.detail, self.field = kind, detail, field or "path"
 
 
 def name_problem(path: str) -> str | None:
@@ -61,14 +49,14 @@ class UserWrites:
     writer: FileWriter
 
     def place(self, path: str, field: str, job_folder: str | None = None) -> dict[str, Any]:
-        """Where the writer finds `path`: WriteRefusedError when it cannot name a file
+        """Where the writer finds `path`: FileRefusedError when it cannot name a file
         (422) or lies outside what the user may use (the one 404)."""
         problem = name_problem(path)
         if problem is not None:
-            raise WriteRefusedError("invalid_path", problem, field)
+            raise FileRefusedError(Refusal.INVALID_PATH, problem, field)
         anchor = self.scope.locate(path, job_folder)
         if anchor is None:
-            raise WriteRefusedError("not_found", "", field)
+            raise FileRefusedError(Refusal.NOT_FOUND, "", field)
         return anchor.spec()
 
     def movable(self, path: str, field: str) -> dict[str, Any]:
@@ -76,21 +64,23 @@ class UserWrites:
         placed = self.place(path, field)
         target = self.scope.absolute(path)
         if target in self.scope.roots or not placed["rest"]:
-            raise WriteRefusedError(
-                "root",
+            raise FileRefusedError(
+                Refusal.ROOT,
                 f"{target} is one of your roots (or a job folder "
                 "itself): it cannot be removed, moved or replaced",
                 field,
             )
         if any(within(folder, target) for folder in (*self.scope.reserved, self.scope.work_root)):
-            raise WriteRefusedError("reserved", f"{target} holds the gateway's own folders", field)
+            raise FileRefusedError(
+                Refusal.RESERVED, f"{target} holds the gateway's own folders", field
+            )
         return placed
 
     def run(
         self, operation: str, *, progress: Progress | None = None, **arguments: Any
     ) -> dict[str, Any]:
         """The writer's result for `operation` (with `progress`: reporting as it goes, see
-        `FileWriter.run_reporting`); WriteRefusedError for its refusal."""
+        `FileWriter.run_reporting`); FileRefusedError for its refusal."""
         request = {"op": operation, **arguments}
         answer = (
             self.writer.run(request)
@@ -98,11 +88,7 @@ class UserWrites:
             else self.writer.run_reporting(request, progress)
         )
         if not answer["ok"]:
-            raise WriteRefusedError(
-                str(answer.get("error")),
-                str(answer.get("detail") or ""),
-                str(answer.get("field") or ""),
-            )
+            raise FileRefusedError.answered(answer)
         result: dict[str, Any] = answer["result"]
         return result
 
@@ -151,17 +137,17 @@ class UserWrites:
         the link's folder) a path the user may read; it need not exist. The writer then
         follows it as the kernel would, through the links that exist on its way, and
         refuses it when that leads out of the root (or job folder) it names
-        (`writer._leads_inside`)."""
+        (`writer.leads_inside`)."""
         problem = name_problem(target)
         if problem is not None:
-            raise WriteRefusedError("invalid_path", problem, "path")
+            raise FileRefusedError(Refusal.INVALID_PATH, problem, "path")
         placed = self.movable(link, "link_path")
         folder = posixpath.dirname(self.scope.absolute(link))
         resolves_to = self.scope.absolute(posixpath.join(folder, target))
         anchor = self.scope.locate(resolves_to)
         if anchor is None:
-            raise WriteRefusedError(
-                "link_outside",
+            raise FileRefusedError(
+                Refusal.LINK_OUTSIDE,
                 f"{target!r} ({resolves_to}) is not inside "
                 "the folders you may use; a link may only point there",
                 "path",
@@ -201,7 +187,7 @@ class UserWrites:
     ) -> Prepared:
         """The archive `path` unpacked into `target`, placed (refusals now), to be run: a new
         folder, or an existing one (a root or job folder itself too), where nothing is
-        replaced (`archiver._Into`)."""
+        replaced (`archiver.Into`)."""
         return Prepared(
             self,
             "extract",

@@ -43,7 +43,8 @@ from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service.accounts.quotas import ACTIVE_STATES, check_active_jobs
 from iri_gateway.service.accounts.rate_limits import RateLimiter
 from iri_gateway.service.files import policy
-from iri_gateway.service.files.access import FileReader, FileRefusedError, UserFiles, decode_part
+from iri_gateway.service.files.reads import FileReader, UserFiles, decode_part
+from iri_gateway.service.files.refusals import FileRefusedError
 from iri_gateway.service.jobs import cluster_members
 from iri_gateway.service.jobs.job_templates import TemplateBook, TemplateStore
 from iri_gateway.service.jobs.store import (
@@ -1095,13 +1096,8 @@ class Engine:
                 path, "range", job_folder=made, tail=tail, head=head, offset=offset, length=length
             )
         except FileRefusedError as error:
-            reason = {
-                "not_found": "it does not exist (yet) or is not where you may read",
-                "directory": "it is a directory",
-                "not_regular": "it is not a regular file",
-            }.get(error.kind, error.kind)
             raise OutputUnavailableError(
-                f"{stream} of job {job_id} cannot be read at {path}: {reason}"
+                f"{stream} of job {job_id} cannot be read at {path}: {error.of_the_path()}"
             ) from None
         return decode_part(result).text
 

@@ -191,18 +191,19 @@ class Backends:
         batch = scheduler.batch_factory(
             transport=transport, config=resource.scheduler, data_dir=self.data_dir
         )
-        local = isinstance(transport, LocalTransport)
+        # Agents are kept started only where starting and keeping a command is cheap.
+        here = transport.offers.as_gateway
         agents = Agents(
             transport,
             where=where,
             limits=self.agent_limits,
-            warm=self.agent_limits.warm if local else 0,
+            warm=self.agent_limits.warm if here and transport.offers.streams else 0,
         )
         return Backend(
             batch,
             transport,
             work_root=work_root,
-            in_process=local,
+            in_process=here,
             private=private,
             where=where,
             agents=agents,

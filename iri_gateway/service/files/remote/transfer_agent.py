@@ -1,10 +1,10 @@
 """The no-follow transfer agent: write an uploaded file, or open a file to download, confined
 exactly as the reader reads (`reader.Area`), in-process or on the login node.
 
-Self-contained like `reader` (standard library and `reader` only). The gateway calls
-`Upload` and `open_download` in-process when files are handled as its own account; over SSH
-it sends `reader`'s source, then this file's, to the login node and runs them with
-`python3 -I -c` as the user's mapped account, so that the operating system decides too.
+Self-contained like `reader` (standard library and `reader` only). The gateway never runs it
+in-process: it packs it with `reader` (`shipping.TRANSFER_AGENT`) and runs that program with
+`-I -c`, on this machine with its own interpreter as its own account, over SSH on the login
+node with `python3` as the user's mapped account, so that the operating system decides too.
 
 Why not SFTP: an SFTP server resolves every path it is given by name, following links in
 every component, and offers no open relative to a folder descriptor nor `O_NOFOLLOW`; a job
@@ -50,7 +50,7 @@ import stat
 import sys
 from typing import Any, BinaryIO
 
-from iri_gateway.service.files import reader  # on a login node: defined before this source
+from iri_gateway.service.files.remote import reader
 
 CHUNK = 256 * 1024
 """Bytes per read or frame."""
@@ -73,7 +73,7 @@ class Upload:
             raise reader.Refused("directory")  # the job folder or granted root itself
         area = _area(request)
         try:
-            name = reader._component(rest[-1])
+            name = reader.checked_name(rest[-1])
             folder, _, _ = area.open_folder(rest[:-1])
         finally:
             area.close()

@@ -255,8 +255,8 @@ def _clean(request: dict[str, Any]) -> None:
     `.iri-work-*` names: their writer is gone, so they are stale)."""
     if not isinstance(request.get("target"), dict):
         return
-    writer = sys.modules.get("iri_gateway.service.files.writer")
-    archiver = sys.modules.get("iri_gateway.service.files.archiver")
+    writer = sys.modules.get("iri_gateway.service.files.remote.writer")
+    archiver = sys.modules.get("iri_gateway.service.files.remote.archiver")
     if writer is None:
         return
     try:
@@ -266,7 +266,7 @@ def _clean(request: dict[str, Any]) -> None:
         pass
     if archiver is not None and request.get("op") == "extract":
         try:
-            into = archiver._Into.open(request["target"])
+            into = archiver.Into.open(request["target"])
         except Exception:
             into = None
         if into is not None:
@@ -277,7 +277,7 @@ def _clean(request: dict[str, Any]) -> None:
 # ---- the worker ----------------------------------------------------------------------------
 
 
-class _Report:
+class Report:
     """The work's progress callback (`writer.reporter`): lines `{"progress": counts}` into
     the pipe at most every `every` seconds (none when not asked); after SIGUSR1 it raises
     the writer's `canceled` refusal, so the work removes what it wrote and answers."""
@@ -291,7 +291,7 @@ class _Report:
 
     def __call__(self, counts: dict[str, Any]) -> None:
         if self.stopped:
-            reader = sys.modules["iri_gateway.service.files.reader"]
+            reader = sys.modules["iri_gateway.service.files.remote.reader"]
             raise reader.Refused("canceled", "the task was canceled; what it wrote was removed")
         now = time.monotonic()
         if self.every is not None and now - self.last >= self.every:
@@ -358,7 +358,7 @@ def _work(
     os.close(quiet)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     _die_with(parent, _PRCTL[0] if _PRCTL else None)
-    report = _Report(fd, every)
+    report = Report(fd, every)
     _limit(limits)
     request["_progress"] = report
     try:

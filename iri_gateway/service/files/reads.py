@@ -11,43 +11,15 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from iri_gateway.errors import GatewayError
-from iri_gateway.service.files import reader
 from iri_gateway.service.files.agents import AgentError, Agents
 from iri_gateway.service.files.policy import Anchor, Scope, normal, path_problem
+from iri_gateway.service.files.refusals import FileRefusedError, Refusal
 from iri_gateway.transport.base import Transport
-
-
-class FileRefusedError(GatewayError):
-    """A path the user may not read, or that cannot be read as asked.
-
-    `kind` is the reader's word: `not_found` (missing, outside what the user may read, or
-    through a link that leaves it: all the same answer), `directory`, `not_regular`, or
-    `window` (a line count the read limit cannot serve; `field` names the parameter); or
-    `invalid_path` for a path that cannot name a file at all (`policy.path_problem`); or
-    `limit` (the agent's worker ran out of CPU time, memory or wall time: `detail` says
-    which, its value and what to do).
-    """
-
-    code = "file_refused"
-
-    def __init__(self, kind: str, detail: str = "", field: str = "") -> None:
-        super().__init__(detail or kind)
-        self.kind, self.detail, self.field = kind, detail, field
-
 
 ReaderUnavailableError = AgentError
 """The login node cannot run the file agent (it needs `python3`), or it failed."""
-
-
-@cache
-def reader_source() -> str:
-    """The reader's source, as sent to a login node (the transfer agent builds on it)."""
-    return Path(reader.__file__).read_text(encoding="utf-8")
 
 
 class FileReader:
@@ -93,10 +65,10 @@ class UserFiles:
             return self._default_directory(operation, **arguments)
         problem = path_problem(path)
         if problem is not None:
-            raise FileRefusedError("invalid_path", problem, "path")
+            raise FileRefusedError(Refusal.INVALID_PATH, problem, "path")
         anchor = self.scope.locate(path, job_folder)
         if anchor is None:
-            raise FileRefusedError("not_found")
+            raise FileRefusedError(Refusal.NOT_FOUND)
         return self._run(anchor, operation, **arguments)
 
     def _default_directory(self, operation: str, **arguments: Any) -> dict[str, Any]:
@@ -114,7 +86,7 @@ class UserFiles:
         try:
             listing = self._run(root, "ls", **{**arguments, "recursive": False})
         except FileRefusedError as error:
-            if error.kind != "not_found":
+            if error.kind != Refusal.NOT_FOUND:
                 raise
             return {"entries": [], "truncated": False, "folder": True}
         entries = [e for e in listing["entries"] if self.scope.owns_folder(str(e["name"]))]
@@ -140,11 +112,7 @@ class UserFiles:
         """The reader's result for `operation` from `anchor`; FileRefusedError otherwise."""
         answer = self.reader.run({"op": operation, **anchor.spec(), **arguments})
         if not answer["ok"]:
-            raise FileRefusedError(
-                str(answer.get("error")),
-                str(answer.get("detail") or ""),
-                str(answer.get("field") or ""),
-            )
+            raise FileRefusedError.answered(answer)
         result: dict[str, Any] = answer["result"]
         return result
 

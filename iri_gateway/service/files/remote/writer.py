@@ -51,24 +51,26 @@ import subprocess
 from functools import cache
 from typing import Any
 
-from iri_gateway.service.files import reader
-from iri_gateway.service.files.reader import Area, Refused, Walker
+from iri_gateway.service.files.remote import reader
+from iri_gateway.service.files.remote.reader import Area, Refused, Walker
 
 CHUNK = 1024 * 1024
 """Bytes copied or hashed per read."""
 MAGIC_BYTES = 64 * 1024
 """Bytes of a file shown to libmagic (`file -b -`) to tell its type."""
 
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How a folder is opened below a descriptor: never through a link at its last component."""
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""How a new file is made: exclusively (never an existing one, never through a link)."""
 _PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _os_error(error: OSError, field: str) -> Refused:
+def os_refusal(error: OSError, field: str) -> Refused:
     """An operating-system refusal as an answer naming `field`."""
     reason = os.strerror(error.errno) if error.errno else str(error)
     if error.errno in (errno.EPERM, errno.EACCES, errno.EROFS):
-        return Refused("permission", reason, field)
+        return Refused("denied", reason, field)
     if error.errno == errno.EEXIST:
         return Refused("exists", reason, field)
     if error.errno == errno.ENOTEMPTY:
@@ -98,7 +100,7 @@ class Place:
                 self.fd, name, self.parts = self.area.resolve(rest, True)
             elif rest:
                 self.fd, self.parts = self._folder(rest[:-1])
-                name = reader._component(rest[-1])
+                name = reader.checked_name(rest[-1])
                 self.parts = [*self.parts, name]
             else:
                 self.fd, name, self.parts = os.dup(self.area.base_fd), None, []
@@ -127,7 +129,7 @@ class Place:
             return fd, parts
         try:
             return self.area._open_folder(fd, name, len(parts) - 1), parts
-        except reader._Link:
+        except reader.LinkMet:
             raise Refused("not_found") from None
         finally:
             os.close(fd)
@@ -148,7 +150,7 @@ class Place:
         except FileNotFoundError:
             return None
         except OSError as error:
-            raise _os_error(error, self.field) from None
+            raise os_refusal(error, self.field) from None
 
     def absolute(self, parts: list[str] | None = None) -> str:
         """The place (or `parts` of its area) as an absolute path."""
@@ -167,17 +169,21 @@ class Place:
         if info is None:
             raise Refused("not_found", "", self.field)
         link = os.readlink(self.name, dir_fd=self.fd) if stat.S_ISLNK(info.st_mode) else None
-        return reader._entry(self.absolute(), info, link, reader._Names())
+        return reader.entry_of(self.absolute(), info, link, reader.Names())
 
 
-def _existing(place: Place) -> os.stat_result:
+def must_exist(place: Place) -> os.stat_result:
+    """`place`'s status (not followed); Refused `not_found`, naming its field, when it is
+    not there."""
     info = place.lstat()
     if info is None:
         raise Refused("not_found", "", place.field)
     return info
 
 
-def _absent(place: Place) -> None:
+def must_be_absent(place: Place) -> None:
+    """Refused `exists`, naming `place`'s field, when something is there already: nothing
+    is ever replaced."""
     if place.lstat() is not None:
         raise Refused("exists", "already exists (nothing is overwritten)", place.field)
 
@@ -197,12 +203,12 @@ def do_mkdir(request: dict[str, Any]) -> dict[str, Any]:
                 try:
                     os.mkdir(place.name, 0o777, dir_fd=place.fd)
                 except OSError as error:
-                    raise _os_error(error, "path") from None
+                    raise os_refusal(error, "path") from None
             elif last and not request.get("parent"):
                 raise Refused("exists", "already exists", "path")
             elif stat.S_ISLNK(info.st_mode):
                 with Place({**spec, "rest": rest[:count]}, "path", follow_final=True) as real:
-                    if not stat.S_ISDIR(_existing(real).st_mode):
+                    if not stat.S_ISDIR(must_exist(real).st_mode):
                         raise Refused("not_directory", "is not a directory", "path")
             elif not stat.S_ISDIR(info.st_mode):
                 raise Refused("not_directory", "is not a directory", "path")
@@ -226,16 +232,16 @@ def do_symlink(request: dict[str, Any]) -> dict[str, Any]:
                     "it seems; give an absolute target",
                     "path",
                 )
-        _absent(link)
-        _leads_inside(posixpath.dirname(link.absolute()), target, request["area"])
+        must_be_absent(link)
+        leads_inside(posixpath.dirname(link.absolute()), target, request["area"])
         try:
             os.symlink(target, link.name, dir_fd=link.fd)
         except OSError as error:
-            raise _os_error(error, "link_path") from None
+            raise os_refusal(error, "link_path") from None
         return {"output": link.entry()}
 
 
-def _leads_inside(folder: str, target: str, spec: dict[str, Any]) -> None:
+def leads_inside(folder: str, target: str, spec: dict[str, Any]) -> None:
     """Refused (`link_outside`, naming `path`) unless `target`, followed from `folder` as
     the kernel would follow it, stays in the area `spec` names (where the gateway placed the
     target, lexically): every existing component below the area is looked at without
@@ -247,7 +253,7 @@ def _leads_inside(folder: str, target: str, spec: dict[str, Any]) -> None:
     except Refused:
         return  # the area is not there: nothing on the way exists to lead anywhere
     inside = area.base_parts + area.top
-    path = [] if target.startswith("/") else reader._components(folder)
+    path = [] if target.startswith("/") else reader.split_path(folder)
     todo, links = [part for part in target.split("/") if part not in ("", ".")], 0
     try:
         while todo:
@@ -301,7 +307,7 @@ def _link_text(area: Area, rest: list[str]) -> str | None:
         if (info.st_dev, info.st_ino) in area.reserved:
             raise Refused("link_outside", "leads into the gateway's own folders", "path")
         return os.readlink(rest[-1], dir_fd=fd) if stat.S_ISLNK(info.st_mode) else None
-    except (OSError, reader._Link):
+    except (OSError, reader.LinkMet):
         return None
     except Refused as refused:
         if refused.kind == "link_outside":
@@ -339,7 +345,7 @@ def _remove_tree(area: Area, fd: int, where: str = "") -> None:
 
 def do_rm(request: dict[str, Any]) -> dict[str, Any]:
     with Place(request["path"], "path") as place:
-        info = _existing(place)
+        info = must_exist(place)
         removed = place.absolute()
         place.area.refuse_holder(info, removed)
         try:
@@ -353,7 +359,7 @@ def do_rm(request: dict[str, Any]) -> dict[str, Any]:
                     "recursive",
                 )
             try:
-                inner = os.open(place.name, _DIRECTORY, dir_fd=place.fd)
+                inner = os.open(place.name, DIRECTORY, dir_fd=place.fd)
             except OSError as error:
                 if error.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise
@@ -366,7 +372,7 @@ def do_rm(request: dict[str, Any]) -> dict[str, Any]:
                 os.close(inner)
             os.rmdir(place.name, dir_fd=place.fd)
         except OSError as error:
-            raise _os_error(error, "path") from None
+            raise os_refusal(error, "path") from None
         return {"output": removed}
 
 
@@ -378,7 +384,7 @@ def do_mv(request: dict[str, Any]) -> dict[str, Any]:
         Place(request["path"], "path") as source,
         Place(request["target"], "target_path") as target,
     ):
-        info = _existing(source)
+        info = must_exist(source)
         source.area.refuse_holder(info, source.absolute())
         if stat.S_ISLNK(info.st_mode):
             text = os.readlink(source.name, dir_fd=source.fd)
@@ -391,11 +397,11 @@ def do_mv(request: dict[str, Any]) -> dict[str, Any]:
                 )
         elif stat.S_ISDIR(info.st_mode):
             _links_stay(source, info, target)
-        _absent(target)
+        must_be_absent(target)
         try:
             os.rename(source.name, target.name, src_dir_fd=source.fd, dst_dir_fd=target.fd)
         except OSError as error:
-            raise _os_error(error, "target_path") from None
+            raise os_refusal(error, "target_path") from None
         return {"output": target.entry()}
 
 
@@ -411,7 +417,7 @@ def _links_stay(source: Place, info: os.stat_result, target: Place) -> None:
     entries. Checked before anything moves."""
     try:
         inner = source.area._open_folder(source.fd, source.name, len(source.parts) - 1)
-    except reader._Link:
+    except reader.LinkMet:
         raise Refused("not_found", "", "path") from None
     try:
         if (os.fstat(inner).st_dev, os.fstat(inner).st_ino) != (info.st_dev, info.st_ino):
@@ -451,7 +457,7 @@ def _links_stay(source: Place, info: os.stat_result, target: Place) -> None:
 # ---- cp ------------------------------------------------------------------------------------
 
 
-class _Budget:
+class Budget:
     """What a copy may still make: files (links and folders count) and bytes."""
 
     def __init__(self, files: int, nbytes: int) -> None:
@@ -470,7 +476,7 @@ class _Budget:
             )
 
 
-def _scan(fd: int, budget: _Budget, area: Area, where: str) -> None:
+def _scan(fd: int, budget: Budget, area: Area, where: str) -> None:
     """Count the tree in the open folder `fd` (`where`) against `budget` (links not
     followed), refusing it when it holds one of the gateway's own files or folders."""
     with Walker(fd) as walker:
@@ -485,7 +491,7 @@ def _scan(fd: int, budget: _Budget, area: Area, where: str) -> None:
 
 def reporter(request: dict[str, Any]) -> Any:
     """The request's progress callback (`_progress`: set by the file agent's worker,
-    `supervisor._Report`, which sends progress lines and stops the work on a cancel),
+    `supervisor.Report`, which sends progress lines and stops the work on a cancel),
     called with the counts `entries_done`, `entries_total`, `bytes_done`, `bytes_total`; it
     may raise to stop the work, which then removes what it wrote. A no-op when there is
     none."""
@@ -502,7 +508,7 @@ def discard(parent: int, name: str, area: Area) -> None:
     if not stat.S_ISDIR(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
         os.unlink(name, dir_fd=parent)
         return
-    fd = os.open(name, _DIRECTORY, dir_fd=parent)
+    fd = os.open(name, DIRECTORY, dir_fd=parent)
     try:
         _remove_tree(area, fd, name)
     finally:
@@ -560,7 +566,7 @@ def _move_tree(src_fd: int, src: str, info: os.stat_result, dst_fd: int, dst: st
     folders made anew the same way, iteratively: `reader.Walker`), each folder given its mode
     and the old one removed when done."""
     os.mkdir(dst, 0o700, dir_fd=dst_fd)
-    inner = os.open(src, _DIRECTORY, dir_fd=src_fd)
+    inner = os.open(src, DIRECTORY, dir_fd=src_fd)
     try:
         walker = Walker(inner)
     finally:
@@ -589,8 +595,8 @@ class _Made:
     def __init__(self, parent: int, name: str, mode: int, *, made: bool = False) -> None:
         if not made:
             os.mkdir(name, 0o700, dir_fd=parent)
-        self.fd = os.open(name, _DIRECTORY, dir_fd=parent)
-        self.stack = [(_identity(os.fstat(self.fd)), mode)]
+        self.fd = os.open(name, DIRECTORY, dir_fd=parent)
+        self.stack = [(identity(os.fstat(self.fd)), mode)]
 
     def __enter__(self) -> _Made:
         return self
@@ -600,10 +606,10 @@ class _Made:
 
     def down(self, name: str, mode: int) -> None:
         os.mkdir(name, 0o700, dir_fd=self.fd)
-        inner = os.open(name, _DIRECTORY, dir_fd=self.fd)
+        inner = os.open(name, DIRECTORY, dir_fd=self.fd)
         os.close(self.fd)
         self.fd = inner
-        self.stack.append((_identity(os.fstat(inner)), mode))
+        self.stack.append((identity(os.fstat(inner)), mode))
 
     def up(self) -> None:
         os.fchmod(self.fd, self.stack.pop()[1])
@@ -637,7 +643,7 @@ class _Copy:
     target's place); written under the hidden `fresh` name beside the target, and what it
     made there (`made`) removed again if it does not finish."""
 
-    def __init__(self, source: Place, target: Place, budget: _Budget, report: Any) -> None:
+    def __init__(self, source: Place, target: Place, budget: Budget, report: Any) -> None:
         self.source, self.target, self.budget, self.report = source, target, budget, report
         self.fresh = work_name()
         self.made = False
@@ -665,7 +671,7 @@ class _Copy:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 return
-            out = os.open(new, _NEW_FILE, stat.S_IMODE(info.st_mode) & 0o777, dir_fd=dst)
+            out = os.open(new, NEW_FILE, stat.S_IMODE(info.st_mode) & 0o777, dir_fd=dst)
             self.made = True
             try:
                 while True:
@@ -700,7 +706,7 @@ class _Copy:
         iteratively (`reader.Walker` on the source; the copy is walked alongside, down by the
         names it made, up by `..`, each checked to be the folder made), each folder given its
         mode when done (made 0700 so that what it holds can be written)."""
-        inner = os.open(name, _DIRECTORY, dir_fd=src)
+        inner = os.open(name, DIRECTORY, dir_fd=src)
         try:
             mode = stat.S_IMODE(os.fstat(inner).st_mode) & 0o777
             walker = Walker(inner)
@@ -730,14 +736,16 @@ class _Copy:
             out.finish()
 
 
-def _identity(info: os.stat_result) -> tuple[int, int]:
+def identity(info: os.stat_result) -> tuple[int, int]:
+    """What names one file whatever path reached it (device, inode): a folder opened again
+    is compared with what was checked."""
     return info.st_dev, info.st_ino
 
 
 def _up(fd: int, expected: tuple[int, int]) -> int:
     """The folder holding the open folder `fd` (which is closed), checked to be `expected`."""
-    outer = os.open("..", _DIRECTORY, dir_fd=fd)
-    if _identity(os.fstat(outer)) != expected:
+    outer = os.open("..", DIRECTORY, dir_fd=fd)
+    if identity(os.fstat(outer)) != expected:
         os.close(outer)
         raise Refused(
             "changed", "a folder being written was moved meanwhile; nothing was kept", "target_path"
@@ -748,13 +756,13 @@ def _up(fd: int, expected: tuple[int, int]) -> int:
 
 def do_cp(request: dict[str, Any]) -> dict[str, Any]:
     follow = bool(request.get("dereference"))
-    budget = _Budget(int(request["max_files"]), int(request["max_bytes"]))
+    budget = Budget(int(request["max_files"]), int(request["max_bytes"]))
     with (
         Place(request["path"], "path", follow_final=follow) as source,
         Place(request["target"], "target_path") as target,
     ):
-        info = _existing(source)
-        _absent(target)
+        info = must_exist(source)
+        must_be_absent(target)
         if (
             source.area.base_parts + source.parts
             == (target.area.base_parts + target.parts)[
@@ -769,7 +777,7 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
         try:
             budget.take(info.st_size if stat.S_ISREG(info.st_mode) else 0)
             if stat.S_ISDIR(info.st_mode):
-                inner = os.open(source.name, _DIRECTORY, dir_fd=source.fd)
+                inner = os.open(source.name, DIRECTORY, dir_fd=source.fd)
                 try:
                     source.area._guard(os.fstat(inner))
                     _scan(inner, budget, source.area, source.absolute())
@@ -777,7 +785,7 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
                     os.close(inner)
                 copy.counts["entries_total"] = budget.max_files - budget.files
                 copy.counts["bytes_total"] = budget.max_bytes - budget.bytes
-                counted = _Budget(budget.max_files, budget.max_bytes)
+                counted = Budget(budget.max_files, budget.max_bytes)
                 copy.budget = counted
                 counted.take(0)
                 copy.folder(source.fd, source.name, target.fd, copy.fresh, target.parts)
@@ -793,7 +801,7 @@ def do_cp(request: dict[str, Any]) -> dict[str, Any]:
             with contextlib.suppress(OSError):  # the error that stopped it is the one to tell
                 copy.discard()
             if isinstance(error, OSError):
-                raise _os_error(error, "target_path") from None
+                raise os_refusal(error, "target_path") from None
             raise
         return {"output": target.entry()}
 
@@ -812,7 +820,7 @@ def _change(
         try:
             fd = os.open(place.name, _PATH, dir_fd=place.fd)
         except OSError as error:
-            raise _os_error(error, "path") from None
+            raise os_refusal(error, "path") from None
         try:
             info = os.fstat(fd)
             if stat.S_ISLNK(info.st_mode):
@@ -822,7 +830,7 @@ def _change(
             try:
                 change(f"/proc/self/fd/{fd}")
             except OSError as error:
-                raise _os_error(error, field) from None
+                raise os_refusal(error, field) from None
         finally:
             os.close(fd)
         return {"output": place.entry()}
@@ -875,7 +883,7 @@ def _group_id(name: str) -> int:
 def _allowed_owners() -> tuple[str, list[str]]:
     """The account this runs as and the groups it is in (names where known): all that
     `chown` may give a file to."""
-    me = reader._Names()
+    me = reader.Names()
     groups = sorted({os.getgid(), *os.getgroups()})
     return me.user(os.getuid()), [me.group(gid) for gid in groups]
 
@@ -941,7 +949,7 @@ def do_file(request: dict[str, Any]) -> dict[str, Any]:
     try:
         fd, name, _ = area.resolve(list(spec["rest"]), follow_final=False)
         try:
-            info = os.fstat(fd) if name is None else reader._lstat(fd, name)
+            info = os.fstat(fd) if name is None else reader.lstat_at(fd, name)
             link = (
                 os.readlink(name, dir_fd=fd)
                 if name is not None and stat.S_ISLNK(info.st_mode)
@@ -957,7 +965,7 @@ def do_file(request: dict[str, Any]) -> dict[str, Any]:
     finally:
         area.close()
     try:
-        head = reader._pread(file_fd, 0, MAGIC_BYTES)
+        head = reader.read_at(file_fd, 0, MAGIC_BYTES)
     finally:
         os.close(file_fd)
     if not head:

@@ -4,10 +4,10 @@ whole file.
 
 The agent never runs in the serving process: on this machine it runs as the gateway's account
 with the gateway's own interpreter, over SSH on the login node as the user's mapped account
-with `python3`, in both cases `-I -c` with its source (after the reader's, which it builds
-on), the bytes streamed through its input and output in frames, with the pipe's or the
-channel's window as backpressure. A refusal
-comes before any byte of the body is taken, so a refused upload reads nothing.
+with `python3`, in both cases `-I -c` with its program (`shipping.TRANSFER_AGENT`: the
+reader it builds on, then it), the bytes streamed through its input and output in frames,
+with the pipe's or the channel's window as backpressure. A refusal comes before any byte of
+the body is taken, so a refused upload reads nothing.
 """
 
 from __future__ import annotations
@@ -16,34 +16,17 @@ import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import Any, Protocol
 
-from iri_gateway.service.files import transfer_agent
-from iri_gateway.service.files.access import FileRefusedError, UserFiles, reader_source
+from iri_gateway.service.files import shipping
 from iri_gateway.service.files.policy import path_problem
-from iri_gateway.transport.base import Stream, TransportError
+from iri_gateway.service.files.reads import UserFiles
+from iri_gateway.service.files.refusals import FileRefusedError, Refusal
+from iri_gateway.service.files.remote import transfer_agent
+from iri_gateway.transport.base import Stream, TransportError, streaming
 
 STREAM_TIMEOUT = 120.0
 """Seconds one step of a transfer (a frame sent, a chunk received) may take."""
-_IMPORT = "from iri_gateway.service.files import reader  # on a login node: defined before"
-
-
-@cache
-def agent_program() -> str:
-    """The program run on a login node: the reader as module `reader`, then the agent."""
-    agent = Path(transfer_agent.__file__).read_text(encoding="utf-8")
-    lines = agent.splitlines(keepends=True)
-    kept = [line for line in lines if not line.startswith(_IMPORT)]
-    if len(kept) != len(lines) - 1:
-        raise RuntimeError("transfer_agent no longer imports reader as expected")
-    preamble = (
-        "import types\nreader = types.ModuleType('reader')\n"
-        f"exec(compile({reader_source()!r}, 'reader.py', 'exec'), reader.__dict__)\n"
-    )
-    # The agent's `from __future__` line must come first in its own compilation unit.
-    return preamble + f"exec(compile({''.join(kept)!r}, 'transfer_agent.py', 'exec'))\n"
 
 
 class Upload(Protocol):
@@ -66,12 +49,6 @@ class Download:
         self.closer.close()
 
 
-def _refused(answer: dict[str, Any]) -> FileRefusedError:
-    return FileRefusedError(
-        str(answer.get("error")), str(answer.get("detail") or ""), str(answer.get("field") or "")
-    )
-
-
 class _RemoteUpload:
     """The agent on the login node, fed frames; closing the stream early aborts it."""
 
@@ -85,7 +62,7 @@ class _RemoteUpload:
             self._stream.send(json.dumps(request).encode() + b"\n")
             answer = _answer(self._stream, where)
             if not answer["ok"]:
-                raise _refused(answer)
+                raise FileRefusedError.answered(answer)
         except BaseException:
             self._closer.close()
             raise
@@ -104,7 +81,7 @@ class _RemoteUpload:
             self._stream.end_input()
             answer = _answer(self._stream, self._where)
             if not answer["ok"]:
-                raise _refused(answer)
+                raise FileRefusedError.answered(answer)
             return int(answer["result"]["size"])
         finally:
             self._closer.close()
@@ -157,16 +134,19 @@ class UserTransfers:
     def _request(self, operation: str, path: str) -> dict[str, Any]:
         problem = path_problem(path)
         if problem is not None:
-            raise FileRefusedError("invalid_path", problem, "path")
+            raise FileRefusedError(Refusal.INVALID_PATH, problem, "path")
         anchor = self.files.scope.locate(path)
         if anchor is None:
-            raise FileRefusedError("not_found")
+            raise FileRefusedError(Refusal.NOT_FOUND)
         return {"op": operation, **anchor.spec()}
 
     def _stream(self) -> AbstractContextManager[Stream]:
-        transport = self.files.reader.transport
+        transport = streaming(
+            self.files.reader.transport, f"file transfers on {self.files.reader.where}"
+        )
         return transport.stream(
-            [transport.python, "-I", "-c", agent_program()], timeout=STREAM_TIMEOUT
+            [transport.python, "-I", "-c", shipping.program(shipping.TRANSFER_AGENT)],
+            timeout=STREAM_TIMEOUT,
         )
 
     def upload(self, path: str) -> Upload:
@@ -184,7 +164,7 @@ class UserTransfers:
             stream.end_input()
             answer = _answer(stream, self.files.reader.where)
             if not answer["ok"]:
-                raise _refused(answer)
+                raise FileRefusedError.answered(answer)
         except BaseException:
             closer.close()
             raise

@@ -65,7 +65,7 @@ class Refused(Exception):
         self.kind, self.detail, self.field = kind, detail, field
 
 
-class _Link(Exception):
+class LinkMet(Exception):
     """A symbolic link at `index` of the components being walked, with its target."""
 
     def __init__(self, index: int, target: str) -> None:
@@ -73,13 +73,17 @@ class _Link(Exception):
         self.index, self.target = index, target
 
 
-def _component(name: Any) -> str:
+def checked_name(name: Any) -> str:
+    """`name` as one component of a path (Refused `not_found` for an empty one, `.`, `..`,
+    one with `/` or NUL): what every program here opens below a descriptor, never a path."""
     if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
         raise Refused("not_found")
     return name
 
 
-def _components(path: str) -> list[str]:
+def split_path(path: str) -> list[str]:
+    """The components of `path`, without empty ones and `.` (`..` is kept: the walkers refuse
+    or resolve it themselves)."""
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
@@ -89,8 +93,8 @@ class Area:
     def __init__(self, base: str, top: list[str], reserved: list[str]) -> None:
         if not base.startswith("/"):
             raise Refused("not_found")
-        self.base_parts = _components(base)
-        self.top = [_component(name) for name in top]
+        self.base_parts = split_path(base)
+        self.top = [checked_name(name) for name in top]
         self.reserved, self.holders = _identities(reserved)
         try:
             self.base_fd = os.open(base, _BASE)
@@ -140,11 +144,11 @@ class Area:
         """(descriptor of the folder holding the last component, its name, the components
         as resolved); the name is None when the path is the area itself. The caller closes
         the descriptor."""
-        parts = self.top + [_component(name) for name in rest]
+        parts = self.top + [checked_name(name) for name in rest]
         for _ in range(MAX_LINKS + 1):
             try:
                 fd, name = self._walk(parts, follow_final)
-            except _Link as link:
+            except LinkMet as link:
                 parts = self.splice(parts, link.index, link.target)
                 continue
             return fd, name, parts
@@ -156,13 +160,13 @@ class Area:
         if index < len(self.top) or not target or "\0" in target:
             raise Refused("not_found")
         if target.startswith("/"):
-            absolute = _normal(_components(target), 0)
+            absolute = _normal(split_path(target), 0)
             inside = self.base_parts + self.top
             if absolute[: len(inside)] != inside:
                 raise Refused("not_found")
             head = absolute[len(self.base_parts) :]
         else:
-            head = parts[:index] + _components(target)
+            head = parts[:index] + split_path(target)
         return _normal(head + parts[index + 1 :], len(self.top), self.top)
 
     def _walk(self, parts: list[str], follow_final: bool) -> tuple[int, str | None]:
@@ -175,12 +179,12 @@ class Area:
             if not parts:
                 return fd, None
             index, name = len(parts) - 1, parts[-1]
-            info = _lstat(fd, name)
+            info = lstat_at(fd, name)
             if stat.S_ISLNK(info.st_mode):
                 if index < len(self.top):
                     raise Refused("not_found")
                 if follow_final:
-                    raise _Link(index, _readlink(fd, name))
+                    raise LinkMet(index, _readlink(fd, name))
             self._guard(info)
             return fd, name
         except BaseException:
@@ -188,15 +192,15 @@ class Area:
             raise
 
     def _open_folder(self, fd: int, name: str, index: int) -> int:
-        """The folder `name` in `fd`, opened without following a link; _Link when it is one
+        """The folder `name` in `fd`, opened without following a link; LinkMet when it is one
         (below the top), Refused when it is anything else or reserved."""
         try:
             inner = os.open(name, _DIRECTORY, dir_fd=fd)
         except OSError as error:
             if error.errno in (errno.ELOOP, errno.ENOTDIR) and index >= len(self.top):
-                info = _lstat(fd, name)
+                info = lstat_at(fd, name)
                 if stat.S_ISLNK(info.st_mode):
-                    raise _Link(index, _readlink(fd, name)) from None
+                    raise LinkMet(index, _readlink(fd, name)) from None
             raise Refused("not_found") from None
         self._guard(os.fstat(inner), inner)
         return inner
@@ -207,7 +211,7 @@ class Area:
         try:
             if name is None:
                 raise Refused("directory")
-            mode = _lstat(fd, name).st_mode
+            mode = lstat_at(fd, name).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
                 # Never opened: a FIFO would block, a device might act on being opened.
                 raise Refused("directory" if stat.S_ISDIR(mode) else "not_regular")
@@ -232,12 +236,12 @@ class Area:
         if name is None:
             return fd, os.fstat(fd), None
         try:
-            info = _lstat(fd, name)
+            info = lstat_at(fd, name)
             if not stat.S_ISDIR(info.st_mode):
                 return None, info, name
             try:
                 inner = self._open_folder(fd, name, len(self.top))
-            except _Link:
+            except LinkMet:
                 raise Refused("not_found") from None  # swapped for a link meanwhile
             return inner, os.fstat(inner), None
         finally:
@@ -283,7 +287,9 @@ def _normal(parts: list[str], floor: int, top: list[str] | None = None) -> list[
     return out
 
 
-def _lstat(fd: int, name: str) -> os.stat_result:
+def lstat_at(fd: int, name: str) -> os.stat_result:
+    """`name` in the folder `fd`, not followed if it is a link; Refused `not_found` when it
+    cannot be looked at (the same answer as a missing name, on purpose)."""
     try:
         return os.stat(name, dir_fd=fd, follow_symlinks=False)
     except OSError:
@@ -300,7 +306,9 @@ def _readlink(fd: int, name: str) -> str:
 # ---- reading -------------------------------------------------------------------------------
 
 
-def _pread(fd: int, offset: int, length: int) -> bytes:
+def read_at(fd: int, offset: int, length: int) -> bytes:
+    """Up to `length` bytes of `fd` from `offset` (fewer only at the end of the file), without
+    moving its offset: a file is read through the descriptor that was checked."""
     chunks: list[bytes] = []
     while length > 0:
         chunk = os.pread(fd, length, offset)
@@ -348,11 +356,11 @@ def head(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
     if nbytes is not None:
         end = max(size - nbytes, 0) if skip else min(nbytes, size)
         length = min(end, limit)
-        return _part("bytes", _pread(fd, 0, length), 0, size, length < end)
+        return _part("bytes", read_at(fd, 0, length), 0, size, length < end)
     lines = DEFAULT_LINES if lines is None else int(lines)
     if skip:
         window = min(size, limit)
-        last = _lines(_pread(fd, size - window, window))
+        last = _lines(read_at(fd, size - window, window))
         if lines == 0:
             cut = size
         elif len(last) > lines or window == size:
@@ -360,9 +368,9 @@ def head(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
         else:
             raise _window(lines, "last", limit)
         length = min(cut, limit)
-        data = _whole_lines(_pread(fd, 0, length), length < cut)
+        data = _whole_lines(read_at(fd, 0, length), length < cut)
         return _part("lines", data, 0, size, length < cut)
-    kept = _lines(_pread(fd, 0, min(size, limit)))[:lines]
+    kept = _lines(read_at(fd, 0, min(size, limit)))[:lines]
     complete = size <= limit or (len(kept) == lines and (not kept or kept[-1].endswith(b"\n")))
     if not complete and len(kept) > 1 and not kept[-1].endswith(b"\n"):
         kept.pop()  # the window cut this line: only whole lines, unless there is just one
@@ -375,19 +383,19 @@ def tail(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
     if nbytes is not None:
         start = min(nbytes, size) if skip else max(size - nbytes, 0)
         length = min(size - start, limit)
-        return _part("bytes", _pread(fd, start, length), start, size, start + length < size)
+        return _part("bytes", read_at(fd, start, length), start, size, start + length < size)
     lines = DEFAULT_LINES if lines is None else int(lines)
     if skip:
-        first = _lines(_pread(fd, 0, min(size, limit)))
+        first = _lines(read_at(fd, 0, min(size, limit)))
         if len(first) > lines or size <= limit:
             start = min(len(b"".join(first[:lines])), size)
         else:
             raise _window(lines, "first", limit)
         length = min(size - start, limit)
-        data = _whole_lines(_pread(fd, start, length), start + length < size)
+        data = _whole_lines(read_at(fd, start, length), start + length < size)
         return _part("lines", data, start, size, start + length < size)
     window = min(size, limit)
-    kept = _lines(_pread(fd, size - window, window))
+    kept = _lines(read_at(fd, size - window, window))
     complete = len(kept) > lines or window == size
     # Without the whole file, the window's first line may be cut: only whole lines are
     # shown, unless there is just one.
@@ -398,7 +406,7 @@ def tail(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
 def view(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
     start = min(int(request["offset"]), size)
     length = min(int(request["size"]), size - start)
-    return _part("bytes", _pread(fd, start, length), start, size, False)
+    return _part("bytes", read_at(fd, start, length), start, size, False)
 
 
 def byte_range(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
@@ -414,7 +422,7 @@ def byte_range(fd: int, size: int, request: dict[str, Any]) -> dict[str, Any]:
         length = size - start if wanted is None else min(int(wanted), size - start)
     if request.get("limit") is not None:
         length = min(length, int(request["limit"]))
-    return _part("bytes", _pread(fd, start, length), start, size, start + length < size)
+    return _part("bytes", read_at(fd, start, length), start, size, start + length < size)
 
 
 # ---- stat and listing ----------------------------------------------------------------------
@@ -441,7 +449,7 @@ def do_stat(area: Area, request: dict[str, Any]) -> dict[str, Any]:
     try:
         if name is None:
             return _stat_fields(os.fstat(fd))
-        info = _lstat(fd, name)
+        info = lstat_at(fd, name)
         if stat.S_ISLNK(info.st_mode):
             # The link itself is shown only when its target stays inside (lexically).
             area.splice(parts, len(parts) - 1, _readlink(fd, name))
@@ -450,7 +458,7 @@ def do_stat(area: Area, request: dict[str, Any]) -> dict[str, Any]:
         os.close(fd)
 
 
-class _Names:
+class Names:
     """User and group names by id, looked up once per request."""
 
     def __init__(self) -> None:
@@ -482,7 +490,10 @@ def _kind(mode: int) -> str:
     return "symlink" if stat.S_ISLNK(mode) else "other"
 
 
-def _entry(name: str, info: os.stat_result, link: str | None, names: _Names) -> dict[str, Any]:
+def entry_of(name: str, info: os.stat_result, link: str | None, names: Names) -> dict[str, Any]:
+    """One listing entry as every program here describes a file (`ls` and the writer's
+    answers alike): name, kind, link target, mode, owner and group (ids and names), size
+    and modification time."""
     return {
         "name": name,
         "kind": _kind(info.st_mode),
@@ -499,11 +510,11 @@ def _entry(name: str, info: os.stat_result, link: str | None, names: _Names) -> 
 
 def do_ls(area: Area, request: dict[str, Any]) -> dict[str, Any]:
     rest = list(request["rest"])
-    names = _Names()
+    names = Names()
     fd, info, name = area.open_folder(rest)
     if fd is None:
         return {
-            "entries": [_entry(name or "", info, None, names)],
+            "entries": [entry_of(name or "", info, None, names)],
             "truncated": False,
             "folder": False,
         }
@@ -518,7 +529,7 @@ def do_ls(area: Area, request: dict[str, Any]) -> dict[str, Any]:
     limit = int(request["max_entries"])
     truncated = len(found) > limit or not complete
     found = found[:limit]
-    entries = [_entry(rel, st, link, names) for rel, st, link in found]
+    entries = [entry_of(rel, st, link, names) for rel, st, link in found]
     if request.get("dereference"):
         budget = int(request["max_dereference"])
         for index, (rel, _, link) in enumerate(found):
@@ -527,7 +538,7 @@ def do_ls(area: Area, request: dict[str, Any]) -> dict[str, Any]:
             budget -= 1
             target = _dereferenced(area, rest + rel.split("/"))
             if target is not None:
-                entries[index] = _entry(rel, target, link, names)
+                entries[index] = entry_of(rel, target, link, names)
     return {"entries": entries, "truncated": truncated, "folder": True}
 
 
@@ -689,7 +700,7 @@ def _dereferenced(area: Area, parts: list[str]) -> os.stat_result | None:
     except Refused:
         return None
     try:
-        return os.fstat(fd) if name is None else _lstat(fd, name)
+        return os.fstat(fd) if name is None else lstat_at(fd, name)
     except Refused:
         return None
     finally:

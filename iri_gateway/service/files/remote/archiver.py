@@ -24,7 +24,7 @@ entries). A `.` folder member (`tar -C d -c .`) stands for the target itself, `.
 folders `O_NOFOLLOW` from that folder (so a link member is never gone through), counting the
 bytes actually written, and
 renames the folder to the target only when all is done: a failed extract leaves nothing.
-When the target is an existing folder, the members land inside it (`_Into`): every name they
+When the target is an existing folder, the members land inside it (`Into`): every name they
 add at its top is checked free first (`exists`, naming it), the fresh folder is made inside
 it, and each top-level name is moved in when all is unpacked. Every such move refuses to
 replace anything, even an empty folder made that instant (`writer.move_new`: `renameat2` with
@@ -44,9 +44,9 @@ import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
-from iri_gateway.service.files import reader, supervisor, tarheaders, writer
-from iri_gateway.service.files.reader import Area, Refused
-from iri_gateway.service.files.writer import Place
+from iri_gateway.service.files.remote import reader, supervisor, tarheaders, writer
+from iri_gateway.service.files.remote.reader import Area, Refused
+from iri_gateway.service.files.remote.writer import Place
 
 MODES = {"none": "", "gzip": "gz", "bzip2": "bz2", "xz": "xz"}
 """The compression types (the last part of `urn:doe-iri:compression:<type>`) and tarfile's
@@ -83,7 +83,7 @@ class _Packer:
     stored into the open archive (`pack`), reporting progress against those totals."""
 
     def __init__(
-        self, budget: writer._Budget, pattern: str | None, report: Any, source: Place
+        self, budget: writer.Budget, pattern: str | None, report: Any, source: Place
     ) -> None:
         self.budget, self.report, self.source = budget, report, source
         self.pattern = re.compile(pattern) if pattern else None
@@ -124,9 +124,9 @@ class _Packer:
         yield folder, name, "", info
         if not stat.S_ISDIR(info.st_mode):
             return
-        inner = os.open(name, writer._DIRECTORY, dir_fd=folder)
+        inner = os.open(name, writer.DIRECTORY, dir_fd=folder)
         try:
-            if writer._identity(os.fstat(inner)) != writer._identity(info):
+            if writer.identity(os.fstat(inner)) != writer.identity(info):
                 raise Refused("not_found", "", "path")  # swapped meanwhile
             walker = reader.Walker(inner, sort=True)
         finally:
@@ -145,7 +145,7 @@ class _Packer:
         """Store the counted tree (`name` of the open `folder`) into `tar`, the archive file
         `skip` (device, inode) left out, against the budget again (files may have grown)."""
         self.skip = skip
-        self.budget = writer._Budget(self.budget.max_files, self.budget.max_bytes)
+        self.budget = writer.Budget(self.budget.max_files, self.budget.max_bytes)
         for inner, child, relative, info in self._tree(folder, name):
             self.entry(
                 tar, inner, child, f"{name}/{relative}" if relative else name, relative, info
@@ -196,21 +196,21 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
             "dereference",
         )
     mode = _mode(request)
-    budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
+    budget = writer.Budget(int(request["max_files"]), int(request["max_bytes"]))
     with (
         Place(request["path"], "path") as source,
         Place(request["target"], "target_path") as target,
     ):
-        writer._existing(source)
-        writer._absent(target)
+        writer.must_exist(source)
+        writer.must_be_absent(target)
         packer = _Packer(budget, request.get("match_pattern"), writer.reporter(request), source)
         packer.count(source.fd, source.name)
         writer.remove_stale_work(target.fd, target.area)
         fresh = writer.work_name()
         try:
-            out = os.open(fresh, writer._NEW_FILE, 0o644, dir_fd=target.fd)
+            out = os.open(fresh, writer.NEW_FILE, 0o644, dir_fd=target.fd)
         except OSError as error:
-            raise writer._os_error(error, "target_path") from None
+            raise writer.os_refusal(error, "target_path") from None
         try:
             made = os.fstat(out)
             with (
@@ -221,13 +221,13 @@ def do_compress(request: dict[str, Any]) -> dict[str, Any]:
         except BaseException as error:
             os.unlink(fresh, dir_fd=target.fd)
             if isinstance(error, OSError):
-                raise writer._os_error(error, "path") from None
+                raise writer.os_refusal(error, "path") from None
             raise
         try:
             writer.move_new(target.fd, fresh, target.fd, target.name)
         except OSError as error:
             os.unlink(fresh, dir_fd=target.fd)
-            raise writer._os_error(error, "target_path") from None
+            raise writer.os_refusal(error, "target_path") from None
         return {"output": target.entry()}
 
 
@@ -290,9 +290,7 @@ class _Unpacker:
     """Members written below the open, fresh folder `root`, their folders walked
     `O_NOFOLLOW` (made when missing), bytes counted as written."""
 
-    def __init__(
-        self, tar: tarfile.TarFile, root: int, budget: writer._Budget, report: Any
-    ) -> None:
+    def __init__(self, tar: tarfile.TarFile, root: int, budget: writer.Budget, report: Any) -> None:
         self.tar, self.root, self.budget, self.report = tar, root, budget, report
         self.modes: list[tuple[str, list[str], int]] = []
         self.counts = {"entries_done": 0, "entries_total": 0, "bytes_done": 0, "bytes_total": 0}
@@ -304,7 +302,7 @@ class _Unpacker:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o700, dir_fd=fd)
                 try:
-                    inner = os.open(part, writer._DIRECTORY, dir_fd=fd)
+                    inner = os.open(part, writer.DIRECTORY, dir_fd=fd)
                 except OSError:
                     raise _bad(member, "would be written through a link or a file") from None
                 os.close(fd)
@@ -352,7 +350,7 @@ class _Unpacker:
                 os.close(fd)
 
     def write(self, member: str, content: IO[bytes], folder: int, name: str, mode: int) -> None:
-        out = os.open(name, writer._NEW_FILE, 0o600, dir_fd=folder)
+        out = os.open(name, writer.NEW_FILE, 0o600, dir_fd=folder)
         try:
             while chunk := content.read(writer.CHUNK):
                 self.budget.bytes -= len(chunk)
@@ -373,7 +371,7 @@ class _Unpacker:
 
 
 def _members(
-    tar: tarfile.TarFile, budget: writer._Budget
+    tar: tarfile.TarFile, budget: writer.Budget
 ) -> list[tuple[tarfile.TarInfo, list[str]]]:
     """Every member, checked and counted, before anything is written. The folders a member's
     name implies (`d` and `d/e` for `d/e/f`) count as entries too, each once: they are made."""
@@ -418,7 +416,7 @@ def _taken(name: str) -> Refused:
     )
 
 
-class _Into:
+class Into:
     """An existing folder that `target_path` names (links inside followed), extracted into:
     the members land in it beside what is there, never replacing or merging into any of it.
     They are unpacked into a fresh hidden folder inside it first (`writer.work_name`) and
@@ -431,7 +429,7 @@ class _Into:
         self.area, self.fd, self.parts = area, fd, parts
 
     @classmethod
-    def open(cls, spec: dict[str, Any]) -> _Into | None:
+    def open(cls, spec: dict[str, Any]) -> Into | None:
         """The folder `spec` names, when it is an existing folder; None otherwise (missing,
         not a folder, or not reachable: `Place` then says which)."""
         try:
@@ -451,7 +449,7 @@ class _Into:
                     if stat.S_ISDIR(info.st_mode)
                     else None
                 )
-            except (Refused, reader._Link, OSError):
+            except (Refused, reader.LinkMet, OSError):
                 inner = None
             finally:
                 os.close(fd)
@@ -465,7 +463,7 @@ class _Into:
         os.close(self.fd)
         self.area.close()
 
-    def __enter__(self) -> _Into:
+    def __enter__(self) -> Into:
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -473,7 +471,7 @@ class _Into:
 
     def entry(self) -> dict[str, Any]:
         path = "/" + "/".join(self.area.base_parts + self.parts)
-        return reader._entry(path, os.fstat(self.fd), None, reader._Names())
+        return reader.entry_of(path, os.fstat(self.fd), None, reader.Names())
 
     def free(self, members: list[tuple[tarfile.TarInfo, list[str]]]) -> None:
         """Refused (`exists`, naming it) when the folder already has a top-level name the
@@ -484,13 +482,13 @@ class _Into:
             except FileNotFoundError:
                 continue
             except OSError as error:
-                raise writer._os_error(error, "target_path") from None
+                raise writer.os_refusal(error, "target_path") from None
             raise _taken(name)
 
     def move_in(self, fresh: str, members: list[tuple[tarfile.TarInfo, list[str]]]) -> None:
         """Move what `fresh` holds into the folder, never replacing; a name taken since
         `free` moves back what was moved (the folder is left as it was) and is refused."""
-        source = os.open(fresh, writer._DIRECTORY, dir_fd=self.fd)
+        source = os.open(fresh, writer.DIRECTORY, dir_fd=self.fd)
         moved: list[str] = []
         try:
             for name in _tops(members):
@@ -507,7 +505,7 @@ class _Into:
         os.rmdir(fresh, dir_fd=self.fd)
 
 
-def _scan_headers(stream: IO[bytes], mode: str, budget: writer._Budget, compression: str) -> None:
+def _scan_headers(stream: IO[bytes], mode: str, budget: writer.Budget, compression: str) -> None:
     """Every header of the archive bounded before `tarfile` parses one (`tarheaders`: it is
     quadratic or unbounded on some), the stream then rewound."""
     try:
@@ -535,12 +533,12 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
         archive, _ = area.open_file(list(spec["rest"]))
     finally:
         area.close()
-    into = _Into.open(request["target"])
+    into = Into.open(request["target"])
     with (
         os.fdopen(archive, "rb") as stream,
         into if into is not None else Place(request["target"], "target_path") as target,
     ):
-        budget = writer._Budget(int(request["max_files"]), int(request["max_bytes"]))
+        budget = writer.Budget(int(request["max_files"]), int(request["max_bytes"]))
         _scan_headers(stream, mode, budget, str(request.get("compression", "gzip")))
         try:
             tar = _open_tar(stream, f"r:{mode}" if mode else "r:")
@@ -552,23 +550,23 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
                 f"{request.get('compression', 'gzip')} compression ({error})",
                 "path",
             ) from None
-        if isinstance(target, _Into):
+        if isinstance(target, Into):
             target.free(members)
         else:
-            writer._absent(target)
+            writer.must_be_absent(target)
         fresh = writer.work_name()
         writer.remove_stale_work(target.fd, target.area)
         try:
             os.mkdir(fresh, 0o700, dir_fd=target.fd)
-            root = os.open(fresh, writer._DIRECTORY, dir_fd=target.fd)
+            root = os.open(fresh, writer.DIRECTORY, dir_fd=target.fd)
         except OSError as error:
-            raise writer._os_error(error, "target_path") from None
+            raise writer.os_refusal(error, "target_path") from None
         try:
             try:
                 unpacker = _Unpacker(
                     tar,
                     root,
-                    writer._Budget(budget.max_files, budget.max_bytes),
+                    writer.Budget(budget.max_files, budget.max_bytes),
                     writer.reporter(request),
                 )
                 unpacker.counts["entries_total"] = len(members)
@@ -581,7 +579,7 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
                 os.fchmod(root, 0o755)
             finally:
                 os.close(root)
-            if isinstance(target, _Into):
+            if isinstance(target, Into):
                 target.move_in(fresh, members)
             else:
                 writer.move_new(target.fd, fresh, target.fd, target.name)
@@ -590,7 +588,7 @@ def do_extract(request: dict[str, Any]) -> dict[str, Any]:
             if isinstance(error, (tarfile.TarError, EOFError)):
                 raise Refused("not_archive", f"is damaged ({error})", "path") from None
             if isinstance(error, OSError):
-                raise writer._os_error(error, "target_path") from None
+                raise writer.os_refusal(error, "target_path") from None
             raise
         return {"output": target.entry()}
 
