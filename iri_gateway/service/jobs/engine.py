@@ -1,13 +1,13 @@
 """The service layer's one door: jobs on every resource, for the API, the CLI and the poller.
 
 A small façade: each method hands over to the part that does that one job — `submission`
-(submit, plan, launch quota), `changes` (cancel, update, restart), `recovery` (reconcile
-after a crash and continuously), `tracking` (one status cycle; the poller drives it),
-`reading` (jobs, pages, output), `resources` (resources, accounts, placement) and `files`
-(the files a user may reach). The parts share one `context`: the collaborators and what this
-engine is sending now. Callers above (`iri_gateway/api`, tests/test_layers.py) use only these
-methods; the settings-driven assembly of the collaborators is
-`iri_gateway.service.operations.assembly`.
+(submit, plan, launch quota; it hands jobs to `attempts`, which sends them), `changes`
+(cancel, update, restart), `recovery` (the reconcile, after a crash and continuously),
+`tracking` (one status cycle; the poller drives it), `reading` (jobs, pages, output),
+`resources` (resources, accounts, placement) and `files` (the files a user may reach). The
+parts share one `context`: the collaborators and what this engine is sending now. Callers
+above (`iri_gateway/api`, tests/test_layers.py) use only these methods; the settings-driven
+assembly of the collaborators is `iri_gateway.service.operations.assembly`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from iri_gateway.planning.job_templates import facility_templates
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.service.accounts.rate_limits import RateLimiter
+from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.errors import (
@@ -106,10 +107,9 @@ class Engine:
         )
         self._files = JobFiles(self.context)
         self._changes = Changes(self.context)
-        self._submissions = Submissions(
-            self.context, roots=self._files.roots, send_cancel=self._changes.send_cancel
-        )
-        self._recovery = Recovery(self.context, self._submissions, self._changes)
+        attempts = Attempts(self.context, send_cancel=self._changes.send_cancel)
+        self._submissions = Submissions(self.context, attempts, roots=self._files.roots)
+        self._recovery = Recovery(self.context, attempts, self._changes)
         self._tracking = Tracking(self.context)
         self._reading = Reading(self.context, self._files)
         self._resources = Resources(self.context)

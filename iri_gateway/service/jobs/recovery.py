@@ -14,10 +14,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from iri_gateway.errors import GatewayError, SchedulerError, SchedulerUnavailableError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.loaded_resource import LoadedResource
+from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.store import JobRecord
-from iri_gateway.service.jobs.submission import Submissions
 from iri_gateway.service.operations.backends import Backend
 from iri_gateway.transport.base import TransportError
 
@@ -25,9 +25,9 @@ from iri_gateway.transport.base import TransportError
 class Recovery:
     """The reconcile: adopts, resubmits, gives up or cancels again what is unsettled."""
 
-    def __init__(self, context: JobsContext, submissions: Submissions, changes: Changes) -> None:
+    def __init__(self, context: JobsContext, attempts: Attempts, changes: Changes) -> None:
         self.context = context
-        self.submissions = submissions
+        self.attempts = attempts
         self.changes = changes
 
     def reconcile(
@@ -131,7 +131,7 @@ class Recovery:
             # The submitter sends it (staging may take an hour: never on the poller's thread),
             # with its retries; the reconcile waits a moment for the common, quick case.
             context.in_flight.claim(record.id)
-            attempt = self.submissions.dispatch(record.id, record.resource_id, attempt=1)
+            attempt = self.attempts.dispatch(record.id, record.resource_id, attempt=1)
             try:
                 sent = attempt.result(timeout=context.resubmit_wait)
             except FutureTimeout:
