@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from iri_gateway.api.app import build_engine
 from iri_gateway.errors import ProfileError
 from iri_gateway.machine_facts import DetectedGpus, MachineFacts, detect_machine
 from iri_gateway.models.platforms import normalise_arch
@@ -25,6 +24,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.placement import place
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine, with_machine
+from iri_gateway.service.operations.assembly import build_engine
 from iri_gateway.service.operations.settings import Settings
 
 NO_CDI: list[Path] = []

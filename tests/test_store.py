@@ -39,7 +39,7 @@ def new_job(store: JobStore) -> str:
 
 def store_members(store: JobStore, job_id: str, members: list[dict[str, Any]]) -> None:
     """Members read while the job's state stays as it was: the engine's poll cycle stores
-    them with a change that keeps the state and message (`Engine._with_members`)."""
+    them with a change that keeps the state and message (`tracking._with_members`)."""
     record = store.get(job_id)
     assert record is not None
     store.transition_many(

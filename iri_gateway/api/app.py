@@ -6,7 +6,6 @@ keeps job states current; requests read states from the store, never from the sc
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,71 +33,11 @@ from iri_gateway.api.status import health
 from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
 from iri_gateway.api.tasks import routes as tasks
-from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
-from iri_gateway.profiles.local_machine import registry_with_machine
-from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.service.accounts.auth import Authenticator, JwtVerifier, TokenFile
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
-from iri_gateway.service.jobs.store import JobStore
-from iri_gateway.service.jobs.submitter import Submitter
-from iri_gateway.service.operations.backends import Backends, gateway_files
-from iri_gateway.service.operations.replicas import Replica
+from iri_gateway.service.operations.assembly import build_engine
 from iri_gateway.service.operations.settings import Settings
-
-logger = logging.getLogger(__name__)
-
-
-def build_engine(settings: Settings) -> Engine:
-    """Profiles, store and backends as the settings say; profile errors are fatal here.
-
-    Resources run by the local scheduler offer only the runtimes installed on this machine;
-    those whose profile says `nodes: {detect: true}` take their hardware facts from it.
-    """
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    paths = settings.profiles or [builtin_profile("local")]
-    registry, notes = registry_for_this_machine(ProfileRegistry.from_paths(paths))
-    registry, measured = registry_with_machine(registry)
-    notes += measured
-    for note in notes:
-        logger.warning("%s", note)
-    store = JobStore(settings.store_url, pool_size=settings.database_pool_size)
-    try:
-        replica = Replica(store, timeout=settings.replica_timeout)
-    except BaseException:
-        store.close()
-        raise
-    return Engine(
-        registry=registry,
-        store=store,
-        backends=Backends(
-            settings.data_dir,
-            gateway_files(
-                store_url=settings.store_url,
-                tokens=settings.tokens_path,
-                ssh_files=[
-                    path
-                    for loaded in registry
-                    if loaded.resource.connection.ssh
-                    for path in (
-                        loaded.resource.connection.ssh.known_hosts,
-                        loaded.resource.connection.ssh.key_file,
-                    )
-                    if path
-                ],
-            ),
-            settings.file_agent_limits(),
-        ),
-        submitter=Submitter(
-            concurrency=settings.submit_concurrency, longest_pause=settings.submit_retry_longest
-        ),
-        settle_time=settings.settle_time,
-        replica=replica,
-        task_workers=settings.task_workers,
-        task_progress_interval=settings.task_progress_interval,
-        task_running_per_user=settings.task_running_per_user,
-        tasks_per_user=settings.tasks_per_user,
-    )
 
 
 def _authenticator(settings: Settings, tokens: TokenFile) -> Authenticator:

@@ -2,7 +2,7 @@
 
 Confined exactly as the reads are (`iri_gateway.service.files`): the folders of the caller's
 jobs and the roots the profile grants; missing, outside and other users' paths are the same
-404. The bytes go through `service.files.transfer`, in-process or on the login node as the
+404. The bytes go through `service.files.transfers`, in-process or on the login node as the
 caller's mapped account.
 
 - upload: the official `multipart/form-data` body (part `file`), or, as an extension, the

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from iri_gateway.cli import consoles
-from iri_gateway.cli.client_commands import (
+from iri_gateway.cli.scientist.client_commands import (
     EXIT_INVALID,
     JsonOption,
     ServerOption,

@@ -1,0 +1,263 @@
+"""The facility admin's commands: a profile checked, jobs rendered and placed against it.
+
+`render`, `plan`, `capabilities` and `placement` answer offline, from profile files, what the
+server would (a facility admin trying a profile, a scientist trying a job before sending
+it); `profile check` renders sample jobs on every resource and runtime and lints them,
+`profile schema` and `openapi` print the shipped documents, `flavours import` turns an app
+manifest into a JobSpec's flavours. No server is started or called.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from iri_gateway.cli import consoles
+from iri_gateway.cli.common import EXIT_CANNOT_RUN, EXIT_ERROR, JsonOption, fail
+from iri_gateway.cli.offline import (
+    JobArgument,
+    ProfileOption,
+    ResourceOption,
+    expand_template,
+    load_registry,
+    pick_resource,
+    read_job,
+)
+from iri_gateway.errors import GatewayError, InvalidJobSpecError, JobRejectedError, ManifestError
+
+profile_app = typer.Typer(help="Work with facility profiles.", no_args_is_help=True)
+flavours_app = typer.Typer(help="Work with image flavours of an app.", no_args_is_help=True)
+
+
+def render(
+    job: JobArgument,
+    profile: ProfileOption = None,
+    resource: ResourceOption = None,
+) -> None:
+    """Print the batch script that would be submitted for JOB on a resource."""
+    from iri_gateway.planning.planner import make_plan
+
+    registry = load_registry(profile, resource)
+    spec = expand_template(registry, read_job(job)).spec
+    try:
+        plan = make_plan(
+            spec, registry.get(pick_resource(registry, resource)), registry.known_facts
+        )
+    except JobRejectedError as error:
+        fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    except GatewayError as error:
+        fail(str(error))
+    for warning in plan.warnings:
+        consoles.err().print(f"warning: {warning}", markup=False)
+    sys.stdout.write(plan.script)
+
+
+def plan(
+    job: JobArgument,
+    profile: ProfileOption = None,
+    resource: ResourceOption = None,
+) -> None:
+    """Dry run as JSON: chosen runtime, bindings, warnings and the exact script.
+
+    When the job cannot run, the JSON lists every problem and the exit code is 2.
+    """
+    from iri_gateway.planning.job_templates import with_template
+    from iri_gateway.planning.planner import make_plan
+
+    registry = load_registry(profile, resource)
+    expanded = expand_template(registry, read_job(job))
+    resource_id = pick_resource(registry, resource)
+    try:
+        result = with_template(
+            make_plan(expanded.spec, registry.get(resource_id), registry.known_facts),
+            expanded.template,
+        )
+    except JobRejectedError as error:
+        document = {
+            "resource": resource_id,
+            "problems": [
+                {"name": p.field, "reason": p.reason, "offered": p.offered} for p in error.problems
+            ],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        raise typer.Exit(EXIT_CANNOT_RUN) from None
+    except GatewayError as error:
+        fail(str(error))
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+
+
+def capabilities(
+    profile: ProfileOption = None,
+    resource: ResourceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show every resource of the loaded profiles: hardware, queues, runtimes, MPI."""
+    from iri_gateway.cli.views import capabilities_tables
+    from iri_gateway.profiles.capabilities import capabilities as capabilities_of
+
+    registry = load_registry(profile, resource)
+    try:
+        chosen = [registry.get(resource)] if resource else list(registry)
+    except GatewayError as error:
+        fail(str(error))
+    documents = [capabilities_of(loaded) for loaded in chosen]
+    if as_json:
+        sys.stdout.write(json.dumps([d.model_dump() for d in documents], indent=2) + "\n")
+        return
+    out = consoles.out()
+    for number, table in enumerate(capabilities_tables(documents)):
+        out.print(table)
+        if number == 0:
+            out.print("* default")
+
+
+def placement(
+    job: JobArgument,
+    profile: ProfileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Where could JOB run? Every resource of the loaded profiles ranked: runnable ones first,
+    best image flavour first, with the reasons for the others.
+
+    Exit 0 when at least one resource can run the job, 2 when none can.
+    """
+    from iri_gateway.planning.placement import place
+
+    registry = load_registry(profile)
+    spec = expand_template(registry, read_job(job)).spec
+    try:
+        ranked = place(spec, registry)
+    except InvalidJobSpecError as error:
+        fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    if as_json:
+        sys.stdout.write(json.dumps([p.model_dump(mode="json") for p in ranked], indent=2) + "\n")
+    else:
+        from iri_gateway.cli.views import placement_table
+
+        consoles.out().print(placement_table(ranked))
+    if not any(p.runnable for p in ranked):
+        raise typer.Exit(EXIT_CANNOT_RUN)
+
+
+@flavours_app.command("import")
+def flavours_import(
+    manifest: Annotated[Path, typer.Argument(help="App manifest (YAML) of flavours.")],
+    job: Annotated[
+        str | None,
+        typer.Option(
+            "--job",
+            help="JobSpec JSON file (or '-') to put the flavours into; "
+            "its container.flavours and container.app are replaced.",
+        ),
+    ] = None,
+    app_name: Annotated[
+        str | None,
+        typer.Option("--app", help="The app to import when the manifest lists several."),
+    ] = None,
+) -> None:
+    """Convert an app manifest's flavours into a JobSpec `container.flavours` list (JSON).
+
+    With --job, print that JobSpec with the flavours (and the app's name and version, as
+    `container.app`) in it instead. Exit 2 when the manifest or the resulting JobSpec is
+    invalid, each fault on stderr with its file and line.
+    """
+    from iri_gateway.planning.jobspec_io import parse_jobspec
+    from iri_gateway.profiles.flavour_manifest import import_manifest
+
+    try:
+        imported = import_manifest(manifest, app_name)
+    except ManifestError as error:
+        fail(str(error), EXIT_CANNOT_RUN)
+    listed = [f.model_dump(mode="json", exclude_defaults=True) for f in imported.flavours]
+    if job is None:
+        sys.stdout.write(json.dumps(listed, indent=2) + "\n")
+        return
+    spec = read_job(job)
+    document = spec.model_dump(mode="json", exclude_unset=True)
+    container = {**document.get("container", {}), "flavours": listed}
+    container.pop("app", None)
+    if imported.app is not None:
+        container["app"] = imported.app.model_dump(mode="json", exclude_none=True)
+    document["container"] = container
+    try:
+        merged = parse_jobspec(document)
+    except InvalidJobSpecError as error:
+        fail("\n".join(str(p) for p in error.problems), EXIT_CANNOT_RUN)
+    sys.stdout.write(merged.model_dump_json(indent=2, exclude_unset=True) + "\n")
+
+
+@profile_app.command("check")
+def profile_check(
+    files: Annotated[list[Path], typer.Argument(help="Profile files or folders.")],
+    no_shellcheck: Annotated[
+        bool, typer.Option("--no-shellcheck", help="Skip shellcheck (bash -n still runs).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Validate profiles, render sample jobs on every resource and runtime, lint the scripts."""
+    from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
+
+    registry = load_registry(files, measure=False)
+    shellcheck = None
+    if not no_shellcheck:
+        shellcheck = find_shellcheck()
+        if shellcheck is None:
+            fail(
+                "shellcheck is not installed (Debian: apt-get install shellcheck); "
+                "install it or pass --no-shellcheck"
+            )
+    rows = run_matrix(registry)
+    check_scripts(rows, shellcheck)
+    failed = [row for row in rows if row.outcome == "FAIL"]
+    if as_json:
+        document = [
+            {
+                "resource": r.resource,
+                "runtime": r.runtime,
+                "sample": r.sample,
+                "outcome": r.outcome,
+                "detail": r.detail,
+            }
+            for r in rows
+        ]
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"Profile check ({len(registry)} resources)")
+        for column in ("resource", "runtime", "sample", "result"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("detail")
+        styles = {"ok": "green", "unsupported": "yellow", "FAIL": "bold red"}
+        for row in rows:
+            table.add_row(
+                row.resource,
+                row.runtime,
+                row.sample,
+                f"[{styles[row.outcome]}]{row.outcome}[/]",
+                row.detail,
+            )
+        consoles.out().print(table)
+        linted = "bash -n and shellcheck -S warning" if shellcheck else "bash -n only"
+        consoles.out().print(f"{len(rows) - len(failed)} of {len(rows)} samples passed ({linted}).")
+    if failed:
+        raise typer.Exit(EXIT_ERROR)
+
+
+@profile_app.command("schema")
+def profile_schema() -> None:
+    """Print the JSON Schema of facility profiles (shipped as facility_profiles/schema.json)."""
+    from iri_gateway.profiles.loading import profile_json_schema
+
+    sys.stdout.write(profile_json_schema())
+
+
+def openapi_command() -> None:
+    """Print the gateway's OpenAPI document (shipped as openapi/openapi.json)."""
+    from iri_gateway.api.openapi.export import openapi_document
+
+    sys.stdout.write(openapi_document())

@@ -1,0 +1,239 @@
+"""Running the server: `serve`, and the bearer tokens of its tokens file (`token ...`).
+
+What an operator runs on the gateway's host; the settings (`service.operations.settings`)
+say where the data, the job store and the tokens are.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from iri_gateway import __version__
+from iri_gateway.cli import consoles
+from iri_gateway.cli.common import JsonOption, fail
+from iri_gateway.errors import ProfileError
+
+if TYPE_CHECKING:
+    from iri_gateway.service.accounts.auth import TokenFile
+
+FIRST_PROJECT = "demo"
+"""The project of the admin token (user `admin`, admin role) the first `serve` creates (the
+README's first example)."""
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    profiles: Annotated[
+        list[Path] | None,
+        typer.Option("--profiles", help="Profile files or folders (default: the local one)."),
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Store, tokens and job folders (default: XDG data dir).")
+    ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Job store URL, e.g. postgresql://USER:PASSWORD@HOST/DB (default: "
+            "SQLite in the data dir; also IRI_GATEWAY_DATABASE_URL)."
+        ),
+    ] = None,
+) -> None:
+    """Run the gateway: the IRI API v2 on embedded defaults (SQLite, the `local` resource)."""
+    import uvicorn
+
+    from iri_gateway.api.app import create_app
+    from iri_gateway.service.accounts.auth import TokenFile
+    from iri_gateway.service.operations.database import DatabaseError
+    from iri_gateway.service.operations.settings import Settings
+
+    overrides: dict[str, object] = {}
+    if profiles:
+        overrides["profiles"] = profiles
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    if database_url is not None:
+        overrides["database_url"] = database_url
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+        application = create_app(settings)
+    except ProfileError as error:
+        fail(f"invalid profile:\n{error}")
+    except DatabaseError as error:
+        fail(str(error))
+    created = not settings.tokens_path.exists()
+    if created:
+        token = TokenFile(settings.tokens_path).issue("admin", [FIRST_PROJECT], admin=True)
+        consoles.err().print(
+            f"Created {settings.tokens_path} with an admin token for user 'admin' and project "
+            f"{FIRST_PROJECT!r} (shown once):\n  {token}\nSend it as 'Authorization: "
+            f"Bearer TOKEN' with 'X-IRI-Facility-Project: {FIRST_PROJECT}'; more users "
+            "and projects: iri-gateway token USER --project PROJECT",
+            markup=False,
+        )
+    resources = ", ".join(application.state.engine.registry.ids())
+    address = f"http://{host}:{port}"
+    consoles.err().print(
+        f"iri-gateway {__version__}: {address}/api/v2 (resources: "
+        f"{resources}; data: {settings.data_dir})",
+        markup=False,
+    )
+    which = (
+        "the token above"
+        if created
+        else "your token (a new one: iri-gateway token USER --project PROJECT)"
+    )
+    consoles.err().print(
+        f"Web console: open {address}/ in a browser and sign in with {which}.", markup=False
+    )
+    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
+class _TokenGroup(TyperGroup):
+    """`iri-gateway token USER ...` is `iri-gateway token create USER ...` (the older form)."""
+
+    # `ctx` is typer's bundled click Context, which typer does not export under a public name.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["create", *args]
+        return super().parse_args(ctx, args)
+
+
+token_app = typer.Typer(
+    cls=_TokenGroup,
+    no_args_is_help=True,
+    help="Issue, list and revoke the bearer tokens of the server's tokens file; changes take "
+    "effect at the server's next request. `token USER --project P` is `token create USER "
+    "--project P` (a user named like a subcommand needs `create`).",
+)
+DataDirOption = Annotated[
+    Path | None, typer.Option("--data-dir", help="Data directory of the server.")
+]
+
+
+def _tokens_file(data_dir: Path | None) -> TokenFile:
+    from iri_gateway.service.accounts.auth import TokenFile
+    from iri_gateway.service.operations.settings import Settings
+
+    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
+    return TokenFile(settings.tokens_path)
+
+
+@token_app.command("create")
+def token_create(
+    user: Annotated[str, typer.Argument(help="Gateway user name the token stands for.")],
+    project: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--project",
+            help="Project the user may charge (repeatable); a token "
+            "without projects may charge none.",
+        ),
+    ] = None,
+    admin: Annotated[
+        bool,
+        typer.Option(
+            "--admin",
+            help="Give the token the facility admin role (needed "
+            "to check profiles, e.g. on the console's Profiles page).",
+        ),
+    ] = False,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Create a bearer token for USER in the server's tokens file and print it (once)."""
+    from iri_gateway.service.accounts.auth import TokenFileError
+
+    try:
+        token = _tokens_file(data_dir).issue(user, project or [], admin=admin)
+    except TokenFileError as error:
+        fail(str(error))
+    sys.stdout.write(token + "\n")
+    if not project:
+        consoles.err().print(
+            f"note: the token grants no project, so {user!r} cannot submit "
+            "jobs; give --project to grant one",
+            markup=False,
+        )
+
+
+@token_app.command("list")
+def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> None:
+    """List the issued tokens: id, user, projects, admin role, creation time (never the
+    tokens)."""
+    from iri_gateway.service.accounts.auth import TokenFileError
+
+    try:
+        entries = _tokens_file(data_dir).entries()
+    except TokenFileError as error:
+        fail(str(error))
+    if as_json:
+        document = [
+            {
+                "id": e.id,
+                "user": e.user,
+                "projects": list(e.projects),
+                "admin": e.admin,
+                "created": e.created,
+            }
+            for e in entries
+        ]
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"Tokens ({len(entries)})")
+    for column in ("id", "user", "projects", "admin", "created"):
+        table.add_column(column, no_wrap=True)
+    for entry in entries:
+        created = (
+            "-"
+            if entry.created is None
+            else datetime.fromtimestamp(entry.created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        )
+        table.add_row(
+            entry.id,
+            entry.user,
+            ", ".join(entry.projects) or "-",
+            "admin" if entry.admin else "-",
+            created,
+        )
+    consoles.out().print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_or_id: Annotated[
+        str | None,
+        typer.Argument(
+            help="The token itself, or its id from `token list` (a "
+            "token beginning with '-' goes after `--`)."
+        ),
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", help="Revoke every token of this user.")
+    ] = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Revoke a token (by the token or its id), or every token of a user (--user).
+
+    Exit 1 when nothing matched.
+    """
+    from iri_gateway.service.accounts.auth import TokenFileError
+
+    try:
+        removed = _tokens_file(data_dir).revoke(token_or_id=token_or_id, user=user)
+    except TokenFileError as error:
+        fail(str(error))
+    if not removed:
+        fail("no token matched; `iri-gateway token list` shows the ids")
+    for entry in removed:
+        sys.stdout.write(f"revoked {entry.id} ({entry.user})\n")

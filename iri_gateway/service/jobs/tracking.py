@@ -1,0 +1,131 @@
+"""One status cycle of a resource: what the scheduler says, turned into state changes.
+
+The poller (`poller`) decides when and by which replica; this module asks the scheduler once
+per resource and account, and records what changed, with a cluster job's members read from
+the files its script writes (`cluster_members`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from iri_gateway.models.job import JobState, NativeStatus
+from iri_gateway.service.jobs import cluster_members
+from iri_gateway.service.jobs.context import JobsContext
+from iri_gateway.service.jobs.store import JobRecord, StateChange
+from iri_gateway.service.operations.backends import Backend
+from iri_gateway.transport.base import TransportError
+
+log = logging.getLogger(__name__)
+
+
+class Tracking:
+    """Job states kept current from batched scheduler queries."""
+
+    def __init__(self, context: JobsContext) -> None:
+        self.context = context
+
+    def refresh(self, resource_id: str, pending: list[JobRecord] | None = None) -> int:
+        """One status cycle for a resource: one batched query per account; returns changes.
+
+        `pending` are the resource's unsettled records when the caller has already read them
+        (the poller does, for all resources at once).
+        """
+        context = self.context
+        loaded = context.registry.get(resource_id)
+        if pending is None:
+            pending = [r for r in context.store.unsettled() if r.resource_id == resource_id]
+        pending = [r for r in pending if r.native_id is not None]
+        by_account: dict[str, list[JobRecord]] = {}
+        for record in pending:
+            by_account.setdefault(context.backends.account(loaded, record.owner), []).append(record)
+        changes: list[StateChange] = []
+        for records in by_account.values():
+            backend = context.backends.get(loaded, records[0].owner)
+            ids = {r.native_id for r in records if r.native_id is not None}
+            statuses = backend.batch.statuses(ids)
+            for record in records:
+                status = statuses.get(record.native_id or "")
+                if status is None:
+                    continue
+                change = _change_for(record, status)
+                size = record.cluster_size
+                if size is not None:
+                    change = _with_members(record, backend, change, size=size)
+                if change is not None:
+                    # Applied only if nothing changed the job since it was read (a restart
+                    # in between must not be overwritten by the earlier run's ending).
+                    changes.append(replace(change, read_at=record.updated_at))
+        context.store.transition_many(changes)
+        return len(changes)
+
+
+def _with_members(
+    record: JobRecord, backend: Backend, change: StateChange | None, *, size: int
+) -> StateChange | None:
+    """A cluster job's change with its members read, when this is the time to read them.
+
+    The files are read (one command) when the job turns active or final, and on every
+    cycle while it is active and its members are not stored yet: the script writes
+    `members` as the job starts, maybe after the scheduler already says it runs. A
+    failed job's message names the member that failed first.
+    """
+    state = change.state if change is not None else record.state
+    turned = (
+        change is not None
+        and change.state != record.state
+        and (state == JobState.ACTIVE or state.final)
+    )
+    if not turned and not (state == JobState.ACTIVE and not record.members):
+        return change
+    files = _read_cluster_files(record, backend)
+    if files is None or not files.members:
+        if state.final and record.members and change is not None:
+            # Unreadable now: the members known so far end as the job did.
+            views = [
+                {**m, "state": state.value} if m.get("state") == "active" else m
+                for m in record.members
+            ]
+            return StateChange(record.id, state, change.message, change.exit_code, members=views)
+        return change
+    if not state.final and len(files.members) < size:
+        return change  # the script is still writing `members`
+    outcome = cluster_members.outcome(files.members, files.exits or [], state, record.cluster_ports)
+    message = change.message if change is not None else record.message or ""
+    if state == JobState.FAILED and outcome.first_failure is not None:
+        member, code = outcome.first_failure
+        message = cluster_members.failure_message(member, code, message)
+    exit_code = change.exit_code if change is not None else None
+    return StateChange(record.id, state, message, exit_code, members=outcome.views)
+
+
+def _read_cluster_files(record: JobRecord, backend: Backend) -> cluster_members.ClusterFiles | None:
+    """Both files with one command through the job's transport; None when unreadable."""
+    directory = record.paths.directory
+    if not directory or record.native_id is None:
+        log.warning("cluster job %s has no job directory or native id", record.id)
+        return None
+    folder = cluster_members.folder(directory, record.native_id)
+    try:
+        result = backend.transport.run(
+            cluster_members.read_argv(folder), timeout=30, idempotent=True
+        )
+    except TransportError as error:
+        log.warning("members of cluster job %s not read: %s", record.id, error)
+        return None
+    return cluster_members.parse_read(result, folder)
+
+
+def _change_for(record: JobRecord, status: NativeStatus) -> StateChange | None:
+    """What a scheduler report changes for a record, if anything.
+
+    An unknown native state keeps the previous IRI state; a job killed after the user asked
+    to cancel it is canceled, whatever the scheduler calls it.
+    """
+    state = status.state or record.state
+    if state == JobState.FAILED and record.desired == "canceled":
+        state = JobState.CANCELED
+    if state == record.state and status.message == record.message:
+        return None
+    return StateChange(record.id, state, status.message, status.exit_code)
