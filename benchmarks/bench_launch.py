@@ -53,8 +53,8 @@ sys.path.insert(0, str(ROOT))
 from iri_gateway.planning.jobspec_io import parse_jobspec  # noqa: E402
 from iri_gateway.profiles.loading import ProfileRegistry  # noqa: E402
 from iri_gateway.service.jobs.engine import Engine  # noqa: E402
-from iri_gateway.service.jobs.store import JobStore  # noqa: E402
 from iri_gateway.service.operations.backends import Backends  # noqa: E402
+from iri_gateway.service.operations.store import JobStore  # noqa: E402
 from tests.integration.gateway_process import API, profile_allowing, serve  # noqa: E402
 
 RESOURCE = "cluster"

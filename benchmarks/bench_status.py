@@ -26,8 +26,8 @@ from bench_submit import profile
 
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.store import JobStore
 
 
 class TimedTransport:

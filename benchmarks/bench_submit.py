@@ -24,8 +24,8 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.slurm import sbatch
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.store import JobStore
 
 ROOT = Path(__file__).parent.parent
 JOB = {

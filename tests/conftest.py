@@ -21,7 +21,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 TESTS = Path(__file__).parent

@@ -23,8 +23,8 @@ from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs import cluster_members
 from iri_gateway.service.jobs.cluster_members import Exit, Member
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.store import JobRecord, JobStore
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.scripted import Call, ScriptedTransport

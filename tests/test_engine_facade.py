@@ -15,8 +15,8 @@ from pathlib import Path
 import iri_gateway
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.store import JobStore
 
 PACKAGE = Path(iri_gateway.__file__).parent
 DOOR = [

@@ -18,8 +18,8 @@ from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine, IdempotencyConflictError, JobNotFoundError
 from iri_gateway.service.jobs.poller import Poller
-from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.store import JobRecord, JobStore
 
 
 def make_engine(data: Path) -> Engine:

@@ -9,7 +9,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
-from iri_gateway.service.operations.assembly import build_engine
+from iri_gateway.service.assembly import build_engine
 from iri_gateway.service.operations.settings import Settings
 
 JOB = {

@@ -24,7 +24,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.placement import place
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine, with_machine
-from iri_gateway.service.operations.assembly import build_engine
+from iri_gateway.service.assembly import build_engine
 from iri_gateway.service.operations.settings import Settings
 
 NO_CDI: list[Path] = []

@@ -16,11 +16,11 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Engine
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations import schema as schema_module
 from iri_gateway.service.operations.database import DatabaseError, normalise_url
 from iri_gateway.service.operations.migrations import head_revision
 from iri_gateway.service.operations.settings import Settings
+from iri_gateway.service.operations.store import JobStore
 from tests.conftest import clean_env, stored_plan
 
 # The jobs table exactly as the release before cluster jobs created it (`.schema` of a

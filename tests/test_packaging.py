@@ -204,7 +204,7 @@ def test_installed_wheel_renders_from_another_folder(wheel: Path, tmp_path: Path
             str(python),
             "-c",
             "import iri_gateway.service.operations.migrations as m; print(m.__file__); "
-            "from iri_gateway.service.jobs.store import JobStore; "
+            "from iri_gateway.service.operations.store import JobStore; "
             f"JobStore('sqlite:///{elsewhere}/jobs.db'); print(m.head_revision())",
         ],
         cwd=elsewhere,

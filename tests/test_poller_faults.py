@@ -11,7 +11,7 @@ from pathlib import Path
 
 from iri_gateway.models.job import JobState
 from iri_gateway.service.jobs.poller import CYCLE_ERROR, Poller
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 from tests.test_engine_local import make_engine, shell_job
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from iri_gateway.service.accounts.rate_limits import READ, WRITE, RateLimiter, RateLimitError
-from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.store import JobStore
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 

@@ -20,9 +20,9 @@ import pytest
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica, SharedSqliteError
+from iri_gateway.service.operations.store import JobRecord, JobStore
 from tests.conftest import stored_plan
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 from tests.test_engine_local import shell_job, wait_for

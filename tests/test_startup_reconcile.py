@@ -16,9 +16,9 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.settings import Settings
+from iri_gateway.service.operations.store import JobRecord, JobStore
 from tests.test_engine_local import shell_job, wait_for
 
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.service.jobs.store import JobPaths, JobStore, StateChange
+from iri_gateway.service.operations.store import JobPaths, JobStore, StateChange
 from tests.conftest import stored_plan
 
 WORKER = {

@@ -16,9 +16,9 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine, IdempotencyConflictError
-from iri_gateway.service.jobs.store import IdempotencyKeyTakenError, JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.database import normalise_url
+from iri_gateway.service.operations.store import IdempotencyKeyTakenError, JobRecord, JobStore
 from tests.conftest import stored_plan
 
 RACERS = 8

@@ -8,7 +8,7 @@ from itertools import count
 import pytest
 
 from iri_gateway.models.job import JobState
-from iri_gateway.service.jobs.store import MAX_SQL_OFFSET, JobFilters, JobStore, StateChange
+from iri_gateway.service.operations.store import MAX_SQL_OFFSET, JobFilters, JobStore, StateChange
 from tests.conftest import stored_plan
 
 

@@ -22,9 +22,9 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.jobs.submitter import Submitter, pause
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.store import JobRecord, JobStore
 
 JOB = parse_jobspec({"executable": "/bin/true"})
 

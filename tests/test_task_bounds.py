@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.tasks.records import COMPLETED, PENDING, TaskLimitError, TaskStore
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 

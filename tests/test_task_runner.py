@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.replicas import Replica
+from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.tasks.records import TaskRecord, TaskStore
 from iri_gateway.service.tasks.runner import Progress, TaskRunner
 from iri_gateway.transport.base import TransportError

@@ -377,7 +377,7 @@ def test_a_facility_template_shadows_a_users_of_the_same_name(tmp_path: Any) -> 
         TemplateReadOnlyError,
         TemplateStore,
     )
-    from iri_gateway.service.jobs.store import JobStore
+    from iri_gateway.service.operations.store import JobStore
 
     store = TemplateStore(JobStore(f"sqlite:///{tmp_path}/jobs.db"))
     store.put("alice", "shell", TaskTemplate(kind="task", executable="/bin/mine"))

@@ -34,9 +34,9 @@ from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
 from iri_gateway.api.tasks import routes as tasks
 from iri_gateway.service.accounts.auth import Authenticator, JwtVerifier, TokenFile
+from iri_gateway.service.assembly import build_engine
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
-from iri_gateway.service.operations.assembly import build_engine
 from iri_gateway.service.operations.settings import Settings
 
 

@@ -24,8 +24,8 @@ from iri_gateway.api.filesystem.read_operations import MAX_READ
 from iri_gateway.models.job import JobState
 from iri_gateway.profiles.loading import builtin_profile
 from iri_gateway.service.jobs.engine import JobNotFoundError, OutputUnavailableError
-from iri_gateway.service.jobs.store import JobRecord
 from iri_gateway.service.operations.settings import Settings
+from iri_gateway.service.operations.store import JobRecord
 from tests.api.conftest import OfficialSchemas
 
 pytestmark = pytest.mark.anyio

@@ -27,7 +27,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.accounts.auth import TokenFile
-from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.store import JobStore
 from tests.api.real_serve import running_serve
 from tests.conftest import UNHURRIED
 

@@ -27,8 +27,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.schema import ReplicaRow
+from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
 from tests.api.real_serve import serve_process
 from tests.api.test_filesystem import auth, local_profile

@@ -307,7 +307,7 @@ def test_two_puts_of_one_name_at_once_leave_one_whole_template(site: Site) -> No
 def test_the_store_decides_a_race_on_both_databases(database_url: str) -> None:
     """Two writers of one new name at once on SQLite and PostgreSQL: one insert wins, the
     other becomes an update; both bodies whole, the last stands."""
-    from iri_gateway.service.jobs.store import JobStore
+    from iri_gateway.service.operations.store import JobStore
 
     store = TemplateStore(JobStore(database_url))
     barrier = threading.Barrier(8)

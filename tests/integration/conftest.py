@@ -21,8 +21,8 @@ import pytest
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
-from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.store import JobRecord, JobStore
 
 CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
 # A cold start on a fresh machine installs Debian packages first (~30 s); later ones take ~2 s.

@@ -23,7 +23,7 @@ from iri_gateway.errors import JobRejectedError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.jobs.engine import Engine, OutputUnavailableError
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 from tests.integration.conftest import ClusterInfo, make_engine, wait_all_final
 
 pytestmark = pytest.mark.integration

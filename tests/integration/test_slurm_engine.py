@@ -22,7 +22,7 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 from iri_gateway.transport.scripted import ScriptedTransport
 from iri_gateway.transport.ssh import HostKeyError, SshTransport
 from tests.conftest import stored_plan

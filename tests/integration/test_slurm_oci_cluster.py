@@ -23,7 +23,7 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 from tests.integration.conftest import ClusterInfo
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 
 
 class JobStatus(BaseModel):

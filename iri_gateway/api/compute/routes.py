@@ -24,7 +24,7 @@ from iri_gateway.profiles.capabilities import Capabilities, capabilities
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service.accounts.auth import Principal
 from iri_gateway.service.jobs.engine import Engine, JobNotFoundError
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 
 router = APIRouter(prefix="/api/v2/compute", tags=["compute"], route_class=CallerFirstRoute)
 extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"], route_class=CallerFirstRoute)

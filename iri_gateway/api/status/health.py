@@ -1,6 +1,6 @@
 """Liveness and readiness for load balancers and orchestrators (no token, outside the IRI
 API): `GET /health` answers while the process serves HTTP; `GET /ready` says whether this
-replica should get requests (see `iri_gateway.service.operations.health`)."""
+replica should get requests (see `iri_gateway.service.health`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep
-from iri_gateway.service.operations.health import readiness
+from iri_gateway.service.health import readiness
 
 router = APIRouter(tags=["operations", "extensions"], route_class=CallerFirstRoute)
 

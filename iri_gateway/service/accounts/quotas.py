@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
-from iri_gateway.service.jobs.store import JobStore
+from iri_gateway.service.operations.store import JobStore
 
 ACTIVE_STATES = tuple(state for state in JobState if not state.final)
 """The states of a job that counts against `active_jobs_per_user`."""

@@ -40,8 +40,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
 from iri_gateway.errors import GatewayError
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.schema import RateCountRow
+from iri_gateway.service.operations.store import JobStore
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from iri_gateway.errors import GatewayError, SchedulerError, SchedulerUnavailabl
 from iri_gateway.models.job import JobState
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.jobs.context import JobsContext, job_directory
-from iri_gateway.service.jobs.store import JobRecord
 from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.store import JobRecord
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)

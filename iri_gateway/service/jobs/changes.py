@@ -22,8 +22,8 @@ from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.errors import IdempotencyConflictError, JobNotChangeableError
 from iri_gateway.service.jobs.idempotency import Submission, request_hash
-from iri_gateway.service.jobs.store import JobRecord
 from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.store import JobRecord
 from iri_gateway.transport.base import TransportError
 
 log = logging.getLogger(__name__)

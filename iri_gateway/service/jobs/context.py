@@ -21,10 +21,10 @@ from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.service.jobs.errors import JobNotFoundError
 from iri_gateway.service.jobs.inflight import InFlight
 from iri_gateway.service.jobs.job_templates import TemplateBook
-from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica
+from iri_gateway.service.operations.store import JobRecord, JobStore
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ A small façade: each method hands over to the part that does that one job — `
 `resources` (resources, accounts, placement) and `files` (the files a user may reach). The
 parts share one `context`: the collaborators and what this engine is sending now. Callers
 above (`iri_gateway/api`, tests/test_layers.py) use only these methods; the settings-driven
-assembly of the collaborators is `iri_gateway.service.operations.assembly`.
+assembly of the collaborators is `iri_gateway.service.assembly`.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from iri_gateway.service.jobs.job_templates import TemplateBook, TemplateStore
 from iri_gateway.service.jobs.reading import JobPage, Reading, Stream
 from iri_gateway.service.jobs.recovery import Recovery
 from iri_gateway.service.jobs.resources import Resources
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.jobs.submission import Submissions
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.jobs.tracking import Tracking
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica
+from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
 from iri_gateway.service.tasks.runner import TaskRunner
 

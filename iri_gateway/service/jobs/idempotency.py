@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 
 
 @dataclass(frozen=True)

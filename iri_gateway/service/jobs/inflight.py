@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 
 
 class InFlight:

@@ -29,8 +29,8 @@ from iri_gateway.models.job_templates import (
 )
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.planning.job_templates import Expanded, FacilityTemplate, closest, expand
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.schema import TemplateRow
+from iri_gateway.service.operations.store import JobStore
 
 MAX_TEMPLATES_PER_USER = 1024
 """Templates one user may keep: the table cannot grow without bound through one account."""

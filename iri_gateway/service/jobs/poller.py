@@ -22,7 +22,7 @@ from collections.abc import Callable
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord
 
 log = logging.getLogger(__name__)
 

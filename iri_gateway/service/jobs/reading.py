@@ -17,7 +17,7 @@ from iri_gateway.service.files.refusals import FileRefusedError
 from iri_gateway.service.jobs.context import JobsContext, job_directory
 from iri_gateway.service.jobs.errors import JobNotFoundError, OutputUnavailableError
 from iri_gateway.service.jobs.files import JobFiles
-from iri_gateway.service.jobs.store import JobFilters, JobRecord
+from iri_gateway.service.operations.store import JobFilters, JobRecord
 
 Stream = Literal["stdout", "stderr"]
 

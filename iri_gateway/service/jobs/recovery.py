@@ -17,8 +17,8 @@ from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
-from iri_gateway.service.jobs.store import JobRecord
 from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.store import JobRecord
 from iri_gateway.transport.base import TransportError
 
 

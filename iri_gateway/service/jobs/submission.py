@@ -29,8 +29,8 @@ from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.errors import IdempotencyConflictError
 from iri_gateway.service.jobs.idempotency import Submission, request_hash
-from iri_gateway.service.jobs.store import IdempotencyKeyTakenError, JobRecord
 from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.store import IdempotencyKeyTakenError, JobRecord
 
 Roots = Callable[[str, LoadedResource, Backend], tuple[str, ...]]
 """The roots a resource's profile grants a user (`files.JobFiles.roots`)."""

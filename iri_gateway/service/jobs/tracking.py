@@ -13,8 +13,8 @@ from dataclasses import replace
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.service.jobs import cluster_members
 from iri_gateway.service.jobs.context import JobsContext
-from iri_gateway.service.jobs.store import JobRecord, StateChange
 from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.store import JobRecord, StateChange
 from iri_gateway.transport.base import TransportError
 
 log = logging.getLogger(__name__)

@@ -38,9 +38,9 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.database import DatabaseError, display_url, is_sqlite
 from iri_gateway.service.operations.schema import LeaseRow, ReplicaRow
+from iri_gateway.service.operations.store import JobStore
 
 log = logging.getLogger(__name__)
 

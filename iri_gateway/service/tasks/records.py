@@ -27,8 +27,8 @@ from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.orm import sessionmaker
 
 from iri_gateway.service.accounts.quotas import QuotaError
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.schema import TaskRow
+from iri_gateway.service.operations.store import JobStore
 
 TASKS_PER_USER = 32
 """Unfinished tasks a user may have at once, and finished ones kept per user (the newest)."""

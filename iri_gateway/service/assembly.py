@@ -13,11 +13,11 @@ from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine
 from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.operations.backends import Backends, gateway_files
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.settings import Settings
+from iri_gateway.service.operations.store import JobStore
 
 logger = logging.getLogger(__name__)
 
