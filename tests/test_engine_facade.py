@@ -88,7 +88,7 @@ def test_the_api_app_builds_no_collaborator() -> None:
     assert imported.isdisjoint(
         {"JobStore", "Submitter", "Replica", "Backends", "ProfileRegistry", "gateway_files"}
     )
-    _, assembly_imports = defined(PACKAGE / "service" / "operations" / "assembly.py")
+    _, assembly_imports = defined(PACKAGE / "service" / "assembly.py")
     assert {"JobStore", "Submitter", "Replica", "Backends", "Engine"} <= assembly_imports
 
 
