@@ -17,7 +17,7 @@ every job, on a resource of a profile written by the test, in a directory image 
 mount points with the host's /usr (and the folders holding Python) bound in by the site, so the
 recorder runs inside a real container. What ch-run cannot do is adapted, not skipped: mount
 targets and the workdir are made inside the image (ch-run cannot create them in a read-only
-image), and mounts are read-write (read-only ones are refused, see tests/test_charliecloud.py).
+image), and mounts are read-write (read-only ones are refused, see tests/runtimes/test_charliecloud.py).
 
 Cluster jobs (`roles`) are run the same way on every pair whose runtime can bind the members'
 hosts file: hostile strings also go into every role field (executable, arguments,

@@ -3,7 +3,7 @@
 Command output becomes text only in `transport.base.decode_output`, so the local and the SSH
 transport give the same text for the same bytes: UTF-8, leniently (a byte that is not UTF-8
 becomes U+FFFD instead of failing the command), line endings as they came. The SSH transport
-is run against the paramiko stand-in of tests/test_ssh_pool.py.
+is run against the paramiko stand-in of tests/transport/test_ssh_pool.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from iri_gateway.transport.scripted import (
     ScriptedTransport,
     UnscriptedCommandError,
 )
-from tests.test_ssh_pool import PoolOnStandin, StandinServer
+from tests.transport.test_ssh_pool import PoolOnStandin, StandinServer
 
 # Valid UTF-8, a lone continuation byte, a truncated 3-byte sequence, CR LF; and on stderr
 # an invalid lead byte.

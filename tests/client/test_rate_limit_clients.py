@@ -2,7 +2,7 @@
 
 Against a real serve (20 reads per 20 s): the SDK waits the server's `Retry-After` and is
 served; without retries it raises `TooManyRequests` carrying the problem. Offline (respx, as
-tests/test_cli_client.py): the CLI retries a 429 a bounded number of times, then prints the
+tests/cli/test_cli_client.py): the CLI retries a 429 a bounded number of times, then prints the
 problem (which names the limit and when to try again) and exits 1.
 """
 

@@ -37,8 +37,8 @@ from iri_gateway.schedulers.pbs.batch import PbsBatch
 from iri_gateway.schedulers.pbs.states import explain_exit, map_state, was_deleted
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.local import LocalTransport
+from tests.support.paths import TESTS
 
-TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data" / "pbs"
 STANDIN = TESTS / "pbs_standin"
 STANDIN_PROGRAMS = ("qsub", "qstat", "qdel", "qalter", "qmove", "qrerun", "pbs-standin-advance")

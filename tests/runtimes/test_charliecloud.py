@@ -24,8 +24,9 @@ from iri_gateway.profiles.capabilities import capabilities
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.runtimes.charliecloud import storage_path
 from iri_gateway.service.operations.settings import Settings
+from tests.support.paths import ROOT
 
-LANL = Path(__file__).resolve().parent.parent / "facility_profiles" / "lanl-example.yaml"
+LANL = ROOT / "facility_profiles" / "lanl-example.yaml"
 REGISTRY = ProfileRegistry.from_files([LANL])
 PROJECT = {"X-IRI-Facility-Project": "proj1"}
 

@@ -19,7 +19,7 @@ from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.settings import Settings
-from tests.test_engine_local import shell_job, wait_for
+from tests.service.jobs.test_engine_local import shell_job, wait_for
 
 
 def attempted_record(engine: Engine, word: str, attempted_ago: float) -> JobRecord:

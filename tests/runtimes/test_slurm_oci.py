@@ -18,9 +18,10 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.capabilities import capabilities
 from iri_gateway.profiles.loading import ProfileRegistry
+from tests.support.paths import ROOT
 
 REGISTRY = ProfileRegistry.builtin()
-EXAMPLE = Path(__file__).parent.parent / "facility_profiles/example-slurm-oci.yaml"
+EXAMPLE = ROOT / "facility_profiles/example-slurm-oci.yaml"
 
 
 def example_with(change: dict[str, Any], scheduler: str = "slurm") -> dict[str, Any]:

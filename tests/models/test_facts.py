@@ -38,7 +38,7 @@ APPLIES: dict[str, Callable[[Resource], bool]] = {
     "runtime": lambda r: True,
     "mpi": lambda r: r.mpi is not None,
     # Measured on the gateway's machine only (`nodes.detect`), never derived from a profile:
-    # tests/test_machine_facts.py.
+    # tests/profiles/test_machine_facts.py.
     "cdi_devices": lambda r: False,
 }
 MEASURED_ONLY = {"cdi_devices"}

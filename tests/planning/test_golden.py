@@ -3,7 +3,7 @@ roles}.
 
 A rendered script is compared byte for byte with `tests/golden/<resource>/<runtime>-<sample>.sh`;
 a refused combination with `<runtime>-<sample>.rejected` (one problem per line). After a
-deliberate change, regenerate with `IRI_UPDATE_GOLDEN=1 pytest tests/test_golden.py` and read
+deliberate change, regenerate with `IRI_UPDATE_GOLDEN=1 pytest tests/planning/test_golden.py` and read
 the diff. Every golden script must pass `bash -n` and `shellcheck -S warning`.
 
 The `roles` sample is a cluster job (1 master + 3 workers, a role environment, the workers'
@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +30,9 @@ from iri_gateway.profiles.check import SAMPLES, sample_job
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.runtimes import RUNTIMES
 from tests.conftest import TEST_PROFILE
+from tests.support.paths import TESTS
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = TESTS / "golden"
 UPDATE = os.environ.get("IRI_UPDATE_GOLDEN") == "1"
 
 _REGISTRY = ProfileRegistry.from_files([*ProfileRegistry.builtin_files(), TEST_PROFILE])

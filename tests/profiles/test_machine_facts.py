@@ -26,6 +26,7 @@ from iri_gateway.planning.placement import place
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.profiles.local_machine import registry_with_machine, with_machine
 from iri_gateway.service.operations.settings import Settings
+from tests.support.paths import TEST_PROFILE
 
 NO_CDI: list[Path] = []
 
@@ -283,7 +284,7 @@ def test_the_workstation_case_the_cpu_flavour_matches_local() -> None:
 
 
 def test_detect_is_only_for_the_local_scheduler(tmp_path: Path) -> None:
-    text = Path(__file__).parent.joinpath("profiles", "testsite.yaml").read_text()
+    text = TEST_PROFILE.read_text()
     path = tmp_path / "site.yaml"
     path.write_text(
         text.replace(

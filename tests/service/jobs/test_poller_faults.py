@@ -12,7 +12,7 @@ from pathlib import Path
 from iri_gateway.models.job import JobState
 from iri_gateway.service.jobs.poller import CYCLE_ERROR, Poller
 from iri_gateway.service.jobs.store import JobRecord
-from tests.test_engine_local import make_engine, shell_job
+from tests.service.jobs.test_engine_local import make_engine, shell_job
 
 
 def test_a_failing_cycle_is_recorded_and_tracking_goes_on(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ checked on scripted answers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,9 @@ from iri_gateway.schedulers.slurm import hetjob, sacct, squeue
 from iri_gateway.schedulers.slurm.batch import SlurmBatch
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.scripted import Answer, ScriptedTransport
+from tests.support.paths import TESTS
 
-DATA = Path(__file__).parent / "data" / "slurm"
+DATA = TESTS / "data" / "slurm"
 
 
 def recorded(name: str, argv: Sequence[str] = ("squeue",)) -> CommandResult:

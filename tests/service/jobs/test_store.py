@@ -1,6 +1,6 @@
 """The job store, on SQLite and on a real PostgreSQL (`database_url`): a cluster job's members,
 stored plans and paths read back typed, the record cache. Queries, transitions and races:
-tests/test_store_queries.py; schema migrations: tests/test_migrations.py."""
+tests/service/jobs/test_store_queries.py; schema migrations: tests/service/operations/test_migrations.py."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica, SharedSqliteError
 from tests.conftest import stored_plan
 from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
-from tests.test_engine_local import shell_job, wait_for
+from tests.service.jobs.test_engine_local import shell_job, wait_for
 
 
 class Clock:

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from iri_gateway.profiles.loading import ProfileRegistry
+from tests.support.paths import ROOT
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "gpu-mpi-job.json"
+EXAMPLE = ROOT / "examples" / "gpu-mpi-job.json"
 NOT_FOR_THE_COMMAND_LINE = ("fastapi", "starlette", "sqlalchemy", "paramiko", "uvicorn", "httpx")
 NOT_FOR_HELP = (
     *NOT_FOR_THE_COMMAND_LINE,

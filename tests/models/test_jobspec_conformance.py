@@ -10,7 +10,6 @@ JSON path; the gateway's extensions inside `container` stay valid official JobSp
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +22,9 @@ from jsonschema.exceptions import best_match
 from iri_gateway.errors import InvalidJobSpecError, json_path
 from iri_gateway.models.jobspec import Container
 from iri_gateway.planning.jobspec_io import load_jobspec_text, parse_jobspec
+from tests.support.paths import ROOT
 
-SPEC_FILE = (
-    Path(__file__).parent.parent / "openapi" / "official" / "iri-facility-api-v2.openapi.yaml"
-)
+SPEC_FILE = ROOT / "openapi" / "official" / "iri-facility-api-v2.openapi.yaml"
 SPEC: dict[str, Any] = yaml.safe_load(SPEC_FILE.read_text(encoding="utf-8"))
 SCHEMAS: dict[str, Any] = SPEC["components"]["schemas"]
 ROOT = {"$ref": "#/components/schemas/JobSpec", "components": SPEC["components"]}

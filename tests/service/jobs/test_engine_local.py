@@ -135,7 +135,7 @@ CRASHING_SUBMITTER = """
 import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from tests.test_engine_local import make_engine
+from tests.service.jobs.test_engine_local import make_engine
 from iri_gateway.planning.jobspec_io import parse_jobspec
 
 engine = make_engine(Path({data!r}))
@@ -148,7 +148,7 @@ engine.submit(owner="alice", resource_id="local",
 
 
 def test_crash_between_submit_and_record_update_is_adopted(tmp_path: Path) -> None:
-    root = str(Path(__file__).parent.parent)
+    root = str(Path(__file__).parents[3])  # the repository
     script = CRASHING_SUBMITTER.format(root=root, data=str(tmp_path))
     crashed = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60

@@ -1,6 +1,6 @@
 """The SDK honours the gateway's Retry-After on 503 (issue 11, item 5), within a bound.
 
-Offline with respx, as tests/test_sdk.py: the gateway's answers written as the API sends them
+Offline with respx, as tests/client/test_sdk.py: the gateway's answers written as the API sends them
 during a scheduler outage (503 problem+json with Retry-After). The real server's answers are
 tested in tests/integration/test_scheduler_outage.py.
 """

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from iri_gateway.api.openapi.export import openapi_document
+from tests.support.paths import ROOT
 
-SHIPPED = Path(__file__).parent.parent / "openapi" / "openapi.json"
+SHIPPED = ROOT / "openapi" / "openapi.json"
 
 
 def test_shipped_openapi_matches_the_app() -> None:

@@ -19,7 +19,7 @@ from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.store import JobRecord
-from tests.test_engine_local import make_engine, wait_for
+from tests.service.jobs.test_engine_local import make_engine, wait_for
 
 
 @pytest.fixture
