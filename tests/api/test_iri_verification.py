@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,7 +39,6 @@ import yaml
 
 from tests.api.checker_faults import Failure, excuse_for, media_type
 from tests.api.conftest import OFFICIAL_SPEC
-from tests.api.real_serve import serve_process
 from tests.api.test_official_conformance import (
     DOWN,
     PROFILE,
@@ -50,7 +48,8 @@ from tests.api.test_official_conformance import (
     _standin_slurm_bin,
 )
 from tests.api.test_operation_compliance import NOT_YET_SERVED, operation_ids
-from tests.conftest import UNHURRIED, free_port
+from tests.conftest import UNHURRIED
+from tests.support.serve import issue_token, running_serve
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HARNESS = Path(__file__).with_name("harness_run.py")
@@ -114,43 +113,15 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         "IRI_GATEWAY_OUTAGES": json.dumps([DOWN]),
         **UNHURRIED,
     }
-    cli = [sys.executable, "-m", "iri_gateway"]
-    token = subprocess.run(
-        [*cli, "token", USER, "--project", PROJECT, "--data-dir", str(data)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
+    token = issue_token(data, USER, PROJECT, base_env=env, cwd=folder)
+    with running_serve(
+        data,
+        args=("--profiles", str(profile)),
+        base_env=env,
+        log=folder / "server.log",
         cwd=folder,
-        timeout=60,
-    ).stdout.strip()
-    port = free_port()
-    argv = [
-        *cli,
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data),
-        "--profiles",
-        str(profile),
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with serve_process(argv, folder / "server.log", env, cwd=folder) as process:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"serve exited: {(folder / 'server.log').read_text()}")
-            try:
-                httpx.get(f"{url}/api/v2/facility", timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail("serve did not answer within 60 s")
-                time.sleep(0.1)
-        yield Sandbox(url, token, folder)
+    ) as served:
+        yield Sandbox(served.url, token, folder)
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ from iri_gateway.client import (
     output_path,
 )
 from iri_gateway.models.job import JobState
-from tests.conftest import Server, clean_env
+from tests.conftest import Server
+from tests.support.serve import clean_env
 
 
 @pytest.fixture

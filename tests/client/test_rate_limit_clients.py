@@ -15,8 +15,7 @@ import httpx
 import respx
 
 from iri_gateway.client import GatewayClient, TooManyRequests
-from tests.api.real_serve import running_serve
-from tests.api.test_serve_postgres import issue_token
+from tests.support.serve import issue_token, running_serve
 
 BASE = "http://gateway.test"
 

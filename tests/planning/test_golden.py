@@ -3,8 +3,8 @@ roles}.
 
 A rendered script is compared byte for byte with `tests/golden/<resource>/<runtime>-<sample>.sh`;
 a refused combination with `<runtime>-<sample>.rejected` (one problem per line). After a
-deliberate change, regenerate with `IRI_UPDATE_GOLDEN=1 pytest tests/planning/test_golden.py` and read
-the diff. Every golden script must pass `bash -n` and `shellcheck -S warning`.
+deliberate change, regenerate with `IRI_UPDATE_GOLDEN=1 pytest tests/planning/test_golden.py`
+and read the diff. Every golden script must pass `bash -n` and `shellcheck -S warning`.
 
 The `roles` sample is a cluster job (1 master + 3 workers, a role environment, the workers'
 own image and, where the runtime allows mounts, their own read-only mount (read-write with

@@ -1,7 +1,7 @@
 """The `charliecloud` runtime without a cluster: what planning refuses (over the API, as the
 user meets it), how registry images are staged and run by name, and that the staged image's
 folder is where the real `ch-image` puts it. Real jobs: tests/integration/
-test_charliecloud_cluster.py; hostile strings under the real ch-run: tests/test_shell_safety.py.
+test_charliecloud_cluster.py; hostile strings under the real ch-run: tests/shell_safety/.
 """
 
 from __future__ import annotations

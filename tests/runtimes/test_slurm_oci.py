@@ -18,7 +18,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.capabilities import capabilities
 from iri_gateway.profiles.loading import ProfileRegistry
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, STANDINS
 
 REGISTRY = ProfileRegistry.builtin()
 EXAMPLE = ROOT / "facility_profiles/example-slurm-oci.yaml"
@@ -132,12 +132,8 @@ def test_one_task_per_node_on_several_nodes_is_planned() -> None:
     assert '--ntasks-per-node=1 "--container=$iri_oci_bundle"' in plan.script
 
 
-STAND_IN_SRUN = """#!/bin/sh
-# STAND-IN for srun: copies the bundle's config.json it was given and runs nothing.
-for word in "$@"; do
-    case $word in --container=*) cp "${word#--container=}/config.json" "$IRI_CONFIG_COPY";; esac
-done
-"""
+STAND_IN_SRUN = (STANDINS / "slurm_oci" / "srun").read_text()
+"""The stand-in `srun` that only copies the bundle's config.json (tests/standins/)."""
 
 
 def test_the_script_writes_the_config_with_every_value_intact(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Two layers. The parse functions are checked against `qstat -f -F json` documents in
 `tests/data/pbs/` (reconstructed from the OpenPBS man pages and sources; see the README there).
-`PbsBatch` is run end to end through `LocalTransport` with the STAND-INs of `tests/pbs_standin/`
+`PbsBatch` is run end to end through `LocalTransport` with the STAND-INs of `tests/standins/pbs/`
 first on PATH (OpenPBS cannot be installed here; see the README there): every command line the
 adapter builds is parsed by a program that follows the real grammar, and the stand-ins log each
 call to `calls.jsonl`, so the number of qstat calls can be counted.
@@ -37,10 +37,10 @@ from iri_gateway.schedulers.pbs.batch import PbsBatch
 from iri_gateway.schedulers.pbs.states import explain_exit, map_state, was_deleted
 from iri_gateway.transport.base import CommandResult
 from iri_gateway.transport.local import LocalTransport
-from tests.support.paths import TESTS
+from tests.support.paths import STANDINS, TESTS
 
 DATA = TESTS / "data" / "pbs"
-STANDIN = TESTS / "pbs_standin"
+STANDIN = STANDINS / "pbs"
 STANDIN_PROGRAMS = ("qsub", "qstat", "qdel", "qalter", "qmove", "qrerun", "pbs-standin-advance")
 SERVER = "pbs01.example.org"
 TAG = "iri-gateway:6b1f0c2e-3d4a-4f5b-8c6d-7e8f9a0b1c2d"

@@ -26,7 +26,7 @@ from iri_gateway.transport.scripted import (
     ScriptedTransport,
     UnscriptedCommandError,
 )
-from tests.transport.test_ssh_pool import PoolOnStandin, StandinServer
+from tests.standins.ssh_standin import PoolOnStandin, StandinServer
 
 # Valid UTF-8, a lone continuation byte, a truncated 3-byte sequence, CR LF; and on stderr
 # an invalid lead byte.

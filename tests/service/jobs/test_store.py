@@ -1,6 +1,7 @@
 """The job store, on SQLite and on a real PostgreSQL (`database_url`): a cluster job's members,
 stored plans and paths read back typed, the record cache. Queries, transitions and races:
-tests/service/jobs/test_store_queries.py; schema migrations: tests/service/operations/test_migrations.py."""
+tests/service/jobs/test_store_queries.py; schema migrations:
+tests/service/operations/test_migrations.py."""
 
 from __future__ import annotations
 

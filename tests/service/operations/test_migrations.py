@@ -21,7 +21,8 @@ from iri_gateway.service.operations import schema as schema_module
 from iri_gateway.service.operations.database import DatabaseError, normalise_url
 from iri_gateway.service.operations.migrations import head_revision
 from iri_gateway.service.operations.settings import Settings
-from tests.conftest import clean_env, stored_plan
+from tests.conftest import stored_plan
+from tests.support.serve import clean_env
 
 # The jobs table exactly as the release before cluster jobs created it (`.schema` of a
 # SQLite database made by store.py of commit 5901d31; the same DDL is what SQLAlchemy's
