@@ -43,6 +43,7 @@ import os
 import posixpath
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,14 @@ def _standin_slurm_bin(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """`iri-gateway serve` on a free loopback port, in a sandbox (see the module docstring)."""
+    with sandbox_server(tmp_path_factory) as served:
+        yield served
+
+
+@contextmanager
+def sandbox_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The sandbox's server, known to the generation hooks below (`SERVER`) while it runs;
+    test_own_conformance's `server` fixture is this too."""
     global SERVER
     sandbox = tmp_path_factory.mktemp("official-conformance")
     data, work = sandbox / "data", sandbox / "work"

@@ -10,7 +10,6 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
-from tests.databases import postgres_server, postgres_url  # noqa: F401
 from tests.support.serve import issue_token, running_serve
 
 V2 = "/api/v2"

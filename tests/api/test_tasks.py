@@ -15,9 +15,7 @@ import os
 import signal
 import tarfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,61 +26,12 @@ from sqlalchemy import select
 from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.operations.schema import ReplicaRow
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
-from tests.api.test_filesystem import auth, local_profile
-from tests.databases import postgres_server, postgres_url  # noqa: F401
-from tests.support.serve import (
-    RunningServe,
-    issue_token,
-    running_serve,
-)
+from tests.api.task_site import Site, gateway
+from tests.api.test_filesystem import auth
 
 V2 = "/api/v2"
 FOLDERS, FILES, SIZE = 60, 50, 32 * 1024
 """The big tree: 3000 files of 32 KiB (about 94 MiB) in 60 folders."""
-
-
-def token(tokens: Path, user: str) -> str:
-    return issue_token(tokens.parent, user, "proj1", {"IRI_GATEWAY_TOKENS_FILE": str(tokens)})
-
-
-@contextmanager
-def gateway(profile: Path, data: Path, tokens: Path, **env: str) -> Iterator[RunningServe]:
-    """A real serve of `profile` with its data in `data`, reading `tokens`; progress written
-    every 20 ms (so that polling sees it grow)."""
-    with running_serve(
-        data,
-        args=("--profiles", str(profile)),
-        extra_env={
-            "IRI_GATEWAY_TOKENS_FILE": str(tokens),
-            "IRI_GATEWAY_TASK_PROGRESS_INTERVAL": "0.02",
-            **env,
-        },
-        log=data / "serve.log",
-    ) as served:
-        yield served
-
-
-@dataclass(frozen=True)
-class Site:
-    """The profile granting each user `<folder>/granted/<user>`, a shared tokens file with
-    alice's and bob's tokens, and alice's granted folder."""
-
-    profile: Path
-    tokens: Path
-    alice: str
-    bob: str
-    home: Path
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Site:
-    profile = local_profile(tmp_path, f'["{tmp_path}/granted/{{user}}"]')
-    tokens = tmp_path / "shared" / "tokens.json"
-    tokens.parent.mkdir()
-    home = tmp_path / "granted" / "alice"
-    home.mkdir(parents=True)
-    (tmp_path / "granted" / "bob").mkdir()
-    return Site(profile, tokens, token(tokens, "alice"), token(tokens, "bob"), home)
 
 
 def big_tree(folder: Path) -> Path:

@@ -24,7 +24,7 @@ from iri_gateway.api.app import create_app
 from iri_gateway.service.accounts import auth
 from iri_gateway.service.accounts.auth import TokenFile
 from iri_gateway.service.operations.settings import Settings
-from tests.api.test_jwt_auth import AUDIENCE, ISSUER, jwks_url, keys, token  # noqa: F401
+from tests.api.test_jwt_auth import AUDIENCE, ISSUER, token
 from tests.conftest import Server
 from tests.support.serve import clean_env, running_serve
 

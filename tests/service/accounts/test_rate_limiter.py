@@ -11,7 +11,6 @@ import pytest
 
 from iri_gateway.service.accounts.rate_limits import READ, WRITE, RateLimiter, RateLimitError
 from iri_gateway.service.jobs.store import JobStore
-from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 
 class Clock:

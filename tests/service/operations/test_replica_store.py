@@ -24,7 +24,6 @@ from iri_gateway.service.jobs.store import JobRecord, JobStore
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica, SharedSqliteError
 from tests.conftest import stored_plan
-from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 from tests.service.jobs.test_engine_local import shell_job, wait_for
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from iri_gateway.service.jobs.store import JobStore
 from iri_gateway.service.tasks.records import COMPLETED, PENDING, TaskLimitError, TaskStore
-from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 CP = {"router": "filesystem", "command": "cp", "args": {}}
 MKDIR = {"router": "filesystem", "command": "mkdir", "args": {}}

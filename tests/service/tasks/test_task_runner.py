@@ -12,7 +12,6 @@ from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.tasks.records import TaskRecord, TaskStore
 from iri_gateway.service.tasks.runner import Progress, TaskRunner
 from iri_gateway.transport.base import TransportError
-from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
 
 
 def _ended(runner: TaskRunner, task: TaskRecord) -> TaskRecord:
