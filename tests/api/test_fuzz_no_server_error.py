@@ -26,9 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api.test_official_conformance import PROFILE, _standin_slurm_bin
+from tests.api.test_official_conformance import PROFILE, _standin_slurm_bin, serve_sandbox
 from tests.conftest import UNHURRIED
-from tests.support.serve import issue_token, running_serve
 
 RESOURCE, DOWN, USER, PROJECT = "sandbox", "sandbox-down", "fuzz", "proj1"
 EXAMPLES = int(os.environ.get("IRI_FUZZ_EXAMPLES", "200"))
@@ -47,7 +46,7 @@ class Sandboxed:
 def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
     """`iri-gateway serve` with stand-in Slurm commands, in a sandbox folder."""
     sandbox = tmp_path_factory.mktemp("fuzz")
-    data, work = sandbox / "data", sandbox / "work"
+    work = sandbox / "work"
     profile = sandbox / "sandbox.yaml"
     profile.write_text(PROFILE.format(resource=RESOURCE, down=DOWN, work=work))
     env = {
@@ -58,23 +57,16 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
         "XDG_DATA_HOME": str(sandbox),
         **UNHURRIED,
     }
-    token = issue_token(data, USER, PROJECT, base_env=env, cwd=sandbox)
     with (
-        running_serve(
-            data,
-            args=("--profiles", str(profile)),
-            base_env=env,
-            log=sandbox / "server.log",
-            cwd=sandbox,
-        ) as served,
-        httpx.Client(base_url=served.url, timeout=30) as client,
+        serve_sandbox(sandbox, profile, env) as (url, token),
+        httpx.Client(base_url=url, timeout=30) as client,
     ):
         headers = {
             "Authorization": f"Bearer {token}",
             "Content-Type": "application/json",
             "X-IRI-Facility-Project": PROJECT,
         }
-        yield Sandboxed(served.url, headers, served.log, client)
+        yield Sandboxed(url, headers, sandbox / "server.log", client)
 
 
 # ---- what is posted ----------------------------------------------------------------------

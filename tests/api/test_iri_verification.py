@@ -42,14 +42,12 @@ from tests.api.conftest import OFFICIAL_SPEC
 from tests.api.test_official_conformance import (
     DOWN,
     PROFILE,
-    PROJECT,
     RESOURCE,
-    USER,
     _standin_slurm_bin,
+    serve_sandbox,
 )
 from tests.api.test_operation_compliance import NOT_YET_SERVED, operation_ids
 from tests.conftest import UNHURRIED
-from tests.support.serve import issue_token, running_serve
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HARNESS = Path(__file__).with_name("harness_run.py")
@@ -97,7 +95,7 @@ class Sandbox:
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """`iri-gateway serve` on the official-conformance sandbox, with a storage section."""
     folder = tmp_path_factory.mktemp("iri-verification")
-    data, work = folder / "data", folder / "work"
+    work = folder / "work"
     profile = folder / "sandbox.yaml"
     text = PROFILE.format(resource=RESOURCE, down=DOWN, work=work)
     text = text.replace(
@@ -113,15 +111,8 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         "IRI_GATEWAY_OUTAGES": json.dumps([DOWN]),
         **UNHURRIED,
     }
-    token = issue_token(data, USER, PROJECT, base_env=env, cwd=folder)
-    with running_serve(
-        data,
-        args=("--profiles", str(profile)),
-        base_env=env,
-        log=folder / "server.log",
-        cwd=folder,
-    ) as served:
-        yield Sandbox(served.url, token, folder)
+    with serve_sandbox(folder, profile, env) as (url, token):
+        yield Sandbox(url, token, folder)
 
 
 @pytest.fixture(scope="module")

@@ -151,7 +151,7 @@ def sandbox_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
     test_own_conformance's `server` fixture is this too."""
     global SERVER
     sandbox = tmp_path_factory.mktemp("official-conformance")
-    data, work = sandbox / "data", sandbox / "work"
+    work = sandbox / "work"
     profile = sandbox / "sandbox.yaml"
     profile.write_text(PROFILE.format(resource=RESOURCE, down=DOWN, work=work))
     env = {
@@ -164,19 +164,30 @@ def sandbox_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
         "IRI_GATEWAY_POLL_FAST": "0.2",
         **UNHURRIED,
     }
-    token = issue_token(data, USER, PROJECT, base_env=env, cwd=sandbox)
     try:
-        with running_serve(
-            data,
-            args=("--profiles", str(profile)),
-            base_env=env,
-            log=sandbox / "server.log",
-            cwd=sandbox,
-        ) as served:
-            SERVER = Server(served.url, token, sandbox)
+        with serve_sandbox(sandbox, profile, env) as (url, token):
+            SERVER = Server(url, token, sandbox)
             yield SERVER
     finally:
         SERVER = None
+
+
+@contextmanager
+def serve_sandbox(folder: Path, profile: Path, env: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """`iri-gateway serve` of PROFILE run in the sandbox FOLDER (its working directory, its
+    data in `data/`, its output in `server.log`) with the environment ENV (whole, not
+    cleaned), and a token for USER: the official-conformance, fuzzing and IRI-verification
+    sandboxes."""
+    data = folder / "data"
+    token = issue_token(data, USER, PROJECT, base_env=env, cwd=folder)
+    with running_serve(
+        data,
+        args=("--profiles", str(profile)),
+        base_env=env,
+        log=folder / "server.log",
+        cwd=folder,
+    ) as served:
+        yield served.url, token
 
 
 # ---- generation: known ids next to generated ones, directories kept in the sandbox ----------
