@@ -97,10 +97,14 @@ def _tail(log: Path) -> str:
 
 @contextmanager
 def serve_process(
-    argv: list[str], log: Path, env: Mapping[str, str], cwd: Path | None = None
+    argv: list[str],
+    log: Path,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    stop_timeout: float = 15,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """ARGV started (in CWD, if given) with its output (stdout and stderr) in LOG, ended when
-    the block ends: terminated, killed if it does not stop within 15 s."""
+    the block ends: terminated, killed if it does not stop within STOP_TIMEOUT seconds."""
     with log.open("wb") as stream:
         process = subprocess.Popen(
             argv, stdout=stream, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd
@@ -108,7 +112,7 @@ def serve_process(
     try:
         yield process
     finally:
-        _stop(process, 15)
+        _stop(process, stop_timeout)
 
 
 def _stop(process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -158,12 +162,8 @@ def running_serve(
         **(dict(base_env) if base_env is not None else clean_env()),
         **(extra_env or {}),
     }
-    with log.open("wb") as stream:
-        process = subprocess.Popen(
-            argv, stdout=stream, stderr=subprocess.STDOUT, env=environment, cwd=cwd
-        )
-    served = RunningServe(f"http://127.0.0.1:{port}", process, log)
-    try:
+    with serve_process(argv, log, environment, cwd, stop_timeout) as process:
+        served = RunningServe(f"http://127.0.0.1:{port}", process, log)
         deadline = time.monotonic() + timeout
         while not ready(served.url):
             if process.poll() is not None:
@@ -174,9 +174,6 @@ def running_serve(
         try:
             yield served
         except BaseException as failure:
-            if isinstance(failure, GeneratorExit):
-                raise
-            sys.stderr.write(f"--- the log of serve at {served.url} ({log}):\n{_tail(log)}\n")
+            if not isinstance(failure, GeneratorExit):
+                sys.stderr.write(f"--- the log of serve at {served.url} ({log}):\n{_tail(log)}\n")
             raise
-    finally:
-        _stop(process, stop_timeout)
