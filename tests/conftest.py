@@ -18,15 +18,13 @@ from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.store import JobRecord
+from tests.support.paths import TEST_PROFILE
 from tests.support.serve import issue_token, running_serve
 
 pytest_plugins = ["tests.databases", "tests.api.jwks", "tests.api.task_site"]
 """Fixtures of other modules, shared by every test that names them: the two databases
 (`database_url`, `postgres_url`), the JWKS server (`keys`, `jwks_url`) and the file-task site
 (`site`). Plug-ins, not imports, so that no test module redefines an imported name."""
-
-TESTS = Path(__file__).parent
-TEST_PROFILE = TESTS / "profiles" / "testsite.yaml"
 
 
 @pytest.fixture(scope="session")
