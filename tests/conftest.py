@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,10 +18,13 @@ from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.store import JobRecord
-from tests.databases import database_url, postgres_server, postgres_url  # noqa: F401
+from tests.support.paths import TEST_PROFILE
+from tests.support.serve import issue_token, running_serve
 
-TESTS = Path(__file__).parent
-TEST_PROFILE = TESTS / "profiles" / "testsite.yaml"
+pytest_plugins = ["tests.databases", "tests.api.jwks", "tests.api.task_site"]
+"""Fixtures of other modules, shared by every test that names them: the two databases
+(`database_url`, `postgres_url`), the JWKS server (`keys`, `jwks_url`) and the file-task site
+(`site`). Plug-ins, not imports, so that no test module redefines an imported name."""
 
 
 @pytest.fixture(scope="session")
@@ -111,86 +110,31 @@ UNHURRIED = {"IRI_GATEWAY_READ_RATE": "1000000", "IRI_GATEWAY_WRITE_RATE": "1000
 the rate limits, which tests/api/test_rate_limits.py tests with small ones."""
 
 
-def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")}
+def token_works(token: str) -> Callable[[str], bool]:
+    """Readiness of the suite's server: the `local` resource answers alice's token."""
 
+    def ready(url: str) -> bool:
+        try:
+            answer = httpx.get(
+                f"{url}/api/v2/compute/capabilities/local",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=2,
+            )
+        except httpx.TransportError:
+            return False
+        return answer.status_code == 200
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    return ready
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data_dir = tmp_path_factory.mktemp("gateway-data")
-    made = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "token",
-            "alice",
-            "--project",
-            "proj1",
-            "--data-dir",
-            str(data_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env(),
-        check=True,
-    )
-    token = made.stdout.strip()
-    port = free_port()
-    log = (data_dir / "server.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**clean_env(), **UNHURRIED},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"serve exited: {(data_dir / 'server.log').read_text()}")
-            try:
-                answer = httpx.get(
-                    f"{url}/api/v2/compute/capabilities/local",
-                    headers={"Authorization": f"Bearer {token}"},
-                    timeout=2,
-                )
-                if answer.status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("serve did not answer within 60 s")
-            time.sleep(0.1)
-        yield Server(url, token, data_dir)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-        log.close()
+    token = issue_token(data_dir, "alice", "proj1")
+    with running_serve(
+        data_dir, extra_env=UNHURRIED, log=data_dir / "server.log", ready=token_works(token)
+    ) as served:
+        yield Server(served.url, token, data_dir)
 
 
 def refresh_until(

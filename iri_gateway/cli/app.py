@@ -11,7 +11,7 @@ resource, failed check). `--json` gives machine-readable output where a program 
 
 Scripts call the command line in loops, so a command imports only what it needs: building
 the commands needs typer alone, and each command imports the gateway code (pydantic models,
-profiles, Jinja, the server) and rich in its body. `tests/test_cli_startup.py` keeps the
+profiles, Jinja, the server) and rich in its body. `tests/cli/test_cli_startup.py` keeps the
 server's libraries out of `--help` and `render`; `benchmarks/bench_cli.py` times start-up.
 """
 

@@ -20,7 +20,7 @@ from iri_gateway.api.facility import profile_check
 from iri_gateway.service.accounts.auth import TokenFile, TokenFileError
 from iri_gateway.service.operations.settings import Settings
 from iri_gateway.shipped import shipped_dir
-from tests.api.test_jwt_auth import AUDIENCE, ISSUER, jwks_url, keys, token  # noqa: F401
+from tests.api.test_jwt_auth import AUDIENCE, ISSUER, token
 from tests.api.test_tokens import bearer, cli
 
 pytestmark = pytest.mark.anyio

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.api.real_serve import RunningServe, running_serve
 from tests.conftest import Server
+from tests.support.serve import RunningServe, running_serve
 
 PROTECTION = (
     "Content-Security-Policy",

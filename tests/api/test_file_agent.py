@@ -23,8 +23,9 @@ from typing import Any
 import httpx
 
 from iri_gateway.service.files import shipping
+from tests.api.task_site import Site, gateway
 from tests.api.test_filesystem import auth
-from tests.api.test_tasks import V2, Site, gateway, read, site, start, watch  # noqa: F401
+from tests.api.test_tasks import V2, read, start, watch
 
 PATTERN = "(a+)+$"
 HEALTH_WITHIN = 0.2

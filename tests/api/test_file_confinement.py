@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import clean_env, free_port
+from tests.support.serve import clean_env, free_port
 
 V2 = "/api/v2"
 OPERATIONS = ("ls", "head", "tail", "view", "stat")

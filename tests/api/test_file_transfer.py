@@ -25,7 +25,6 @@ import httpx
 import pytest
 
 from iri_gateway.service.files.remote import reader
-from tests.api.real_serve import running_serve
 from tests.api.transfer_helpers import (
     V2,
     MemoryWatch,
@@ -41,6 +40,7 @@ from tests.api.transfer_helpers import (
     tokens,
     upload_multipart,
 )
+from tests.support.serve import running_serve
 
 GiB = 1024 * MiB
 SMALL_LIMIT = 64 * 1024

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api.test_official_conformance import PROFILE, _free_port, _standin_slurm_bin
+from tests.api.test_official_conformance import PROFILE, _standin_slurm_bin, serve_sandbox
 from tests.conftest import UNHURRIED
 
 RESOURCE, DOWN, USER, PROJECT = "sandbox", "sandbox-down", "fuzz", "proj1"
@@ -49,7 +46,7 @@ class Sandboxed:
 def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
     """`iri-gateway serve` with stand-in Slurm commands, in a sandbox folder."""
     sandbox = tmp_path_factory.mktemp("fuzz")
-    data, work = sandbox / "data", sandbox / "work"
+    work = sandbox / "work"
     profile = sandbox / "sandbox.yaml"
     profile.write_text(PROFILE.format(resource=RESOURCE, down=DOWN, work=work))
     env = {
@@ -60,60 +57,16 @@ def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandboxed]:
         "XDG_DATA_HOME": str(sandbox),
         **UNHURRIED,
     }
-    cli = [sys.executable, "-m", "iri_gateway"]
-    token = subprocess.run(
-        [*cli, "token", USER, "--project", PROJECT, "--data-dir", str(data)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=sandbox,
-    ).stdout.strip()
-    port = _free_port()
-    log_path = sandbox / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                *cli,
-                "serve",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data),
-                "--profiles",
-                str(profile),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=sandbox,
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=base_url, timeout=30) as client:
-            for _ in range(200):
-                if process.poll() is not None:
-                    pytest.fail(f"the server exited: {log_path.read_text()}")
-                try:
-                    client.get("/api/v2/facility")
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.05)
-            else:
-                pytest.fail("the server did not answer within 10 s")
-            headers = {
-                "Authorization": f"Bearer {token}",
-                "Content-Type": "application/json",
-                "X-IRI-Facility-Project": PROJECT,
-            }
-            yield Sandboxed(base_url, headers, log_path, client)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with (
+        serve_sandbox(sandbox, profile, env) as (url, token),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "X-IRI-Facility-Project": PROJECT,
+        }
+        yield Sandboxed(url, headers, sandbox / "server.log", client)
 
 
 # ---- what is posted ----------------------------------------------------------------------

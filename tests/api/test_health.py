@@ -22,9 +22,7 @@ import httpx
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tests.api.real_serve import running_serve
-from tests.conftest import clean_env, free_port
-from tests.databases import postgres_server, postgres_url  # noqa: F401
+from tests.support.serve import clean_env, free_port, running_serve
 
 FAST = {"IRI_GATEWAY_REPLICA_TIMEOUT": "2", "IRI_GATEWAY_SETTLE_TIME": "2"}
 

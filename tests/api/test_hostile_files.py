@@ -38,9 +38,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.real_serve import serve_process
-from tests.api.test_serve_postgres import issue_token
-from tests.conftest import clean_env, free_port
+from tests.support.serve import clean_env, free_port, issue_token, serve_process
 
 V2 = "/api/v2"
 

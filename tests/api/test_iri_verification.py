@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,17 +39,15 @@ import yaml
 
 from tests.api.checker_faults import Failure, excuse_for, media_type
 from tests.api.conftest import OFFICIAL_SPEC
-from tests.api.real_serve import serve_process
 from tests.api.test_official_conformance import (
     DOWN,
     PROFILE,
-    PROJECT,
     RESOURCE,
-    USER,
     _standin_slurm_bin,
+    serve_sandbox,
 )
 from tests.api.test_operation_compliance import NOT_YET_SERVED, operation_ids
-from tests.conftest import UNHURRIED, free_port
+from tests.conftest import UNHURRIED
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HARNESS = Path(__file__).with_name("harness_run.py")
@@ -98,7 +95,7 @@ class Sandbox:
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """`iri-gateway serve` on the official-conformance sandbox, with a storage section."""
     folder = tmp_path_factory.mktemp("iri-verification")
-    data, work = folder / "data", folder / "work"
+    work = folder / "work"
     profile = folder / "sandbox.yaml"
     text = PROFILE.format(resource=RESOURCE, down=DOWN, work=work)
     text = text.replace(
@@ -114,42 +111,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         "IRI_GATEWAY_OUTAGES": json.dumps([DOWN]),
         **UNHURRIED,
     }
-    cli = [sys.executable, "-m", "iri_gateway"]
-    token = subprocess.run(
-        [*cli, "token", USER, "--project", PROJECT, "--data-dir", str(data)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=folder,
-        timeout=60,
-    ).stdout.strip()
-    port = free_port()
-    argv = [
-        *cli,
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data),
-        "--profiles",
-        str(profile),
-    ]
-    url = f"http://127.0.0.1:{port}"
-    with serve_process(argv, folder / "server.log", env, cwd=folder) as process:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"serve exited: {(folder / 'server.log').read_text()}")
-            try:
-                httpx.get(f"{url}/api/v2/facility", timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail("serve did not answer within 60 s")
-                time.sleep(0.1)
+    with serve_sandbox(folder, profile, env) as (url, token):
         yield Sandbox(url, token, folder)
 
 

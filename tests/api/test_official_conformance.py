@@ -41,11 +41,9 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +68,15 @@ from iri_gateway.api.plumbing.problems import REQUEST_NOT_VALID
 from tests.api.conftest import OFFICIAL_SPEC, OfficialSchemas
 from tests.api.test_compliance import IMPLEMENTED
 from tests.conftest import UNHURRIED
+from tests.support.paths import STANDINS
+from tests.support.serve import issue_token, running_serve
 
 EXAMPLES = int(os.environ.get("IRI_CONFORMANCE_EXAMPLES", "15"))
 """Generated examples per operation and phase; raise it for a deeper run."""
 PROBLEM_JSON = "application/problem+json"
 USER, PROJECT = "alice", "proj1"
 RESOURCE, DOWN = "sandbox", "sandbox-down"
-STANDIN_SLURM = Path(__file__).with_name("standin_slurm.py")
+STANDIN_SLURM = STANDINS / "standin_slurm.py"
 SLURM_COMMANDS = ("sbatch", "squeue", "scancel", "scontrol")
 
 PROFILE = """\
@@ -129,13 +129,6 @@ SERVER: Server | None = None
 """Set by the `server` fixture; the generation hooks below read the ids it has learned."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _standin_slurm_bin(folder: Path) -> Path:
     folder.mkdir()
     for command in SLURM_COMMANDS:
@@ -148,9 +141,17 @@ def _standin_slurm_bin(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """`iri-gateway serve` on a free loopback port, in a sandbox (see the module docstring)."""
+    with sandbox_server(tmp_path_factory) as served:
+        yield served
+
+
+@contextmanager
+def sandbox_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The sandbox's server, known to the generation hooks below (`SERVER`) while it runs;
+    test_own_conformance's `server` fixture is this too."""
     global SERVER
     sandbox = tmp_path_factory.mktemp("official-conformance")
-    data, work = sandbox / "data", sandbox / "work"
+    work = sandbox / "work"
     profile = sandbox / "sandbox.yaml"
     profile.write_text(PROFILE.format(resource=RESOURCE, down=DOWN, work=work))
     env = {
@@ -163,47 +164,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "IRI_GATEWAY_POLL_FAST": "0.2",
         **UNHURRIED,
     }
-    cli = [sys.executable, "-m", "iri_gateway"]
-    token = subprocess.run(
-        [*cli, "token", USER, "--project", PROJECT, "--data-dir", str(data)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=sandbox,
-    ).stdout.strip()
-    port = _free_port()
-    log = (sandbox / "server.log").open("wb")
-    process = subprocess.Popen(
-        [*cli, "serve", "--port", str(port), "--data-dir", str(data), "--profiles", str(profile)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        cwd=sandbox,
-    )
-    base_url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
-            if process.poll() is not None:
-                pytest.fail(f"the server exited: {(sandbox / 'server.log').read_text()}")
-            try:
-                httpx.get(f"{base_url}/api/v2/facility", timeout=2)
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("the server did not answer within 10 s")
-        SERVER = Server(base_url, token, sandbox)
-        yield SERVER
+        with serve_sandbox(sandbox, profile, env) as (url, token):
+            SERVER = Server(url, token, sandbox)
+            yield SERVER
     finally:
         SERVER = None
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+
+
+@contextmanager
+def serve_sandbox(folder: Path, profile: Path, env: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """`iri-gateway serve` of PROFILE run in the sandbox FOLDER (its working directory, its
+    data in `data/`, its output in `server.log`) with the environment ENV (whole, not
+    cleaned), and a token for USER: the official-conformance, fuzzing and IRI-verification
+    sandboxes."""
+    data = folder / "data"
+    token = issue_token(data, USER, PROJECT, base_env=env, cwd=folder)
+    with running_serve(
+        data,
+        args=("--profiles", str(profile)),
+        base_env=env,
+        log=folder / "server.log",
+        cwd=folder,
+    ) as served:
+        yield served.url, token
 
 
 # ---- generation: known ids next to generated ones, directories kept in the sandbox ----------

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -36,13 +37,18 @@ from schemathesis.core.transport import Response
 from iri_gateway.api.openapi.export import openapi_document
 from tests.api import test_official_conformance as official
 from tests.api.checker_faults import Failure, excuse_for, media_type, problem_parts
-from tests.api.test_official_conformance import (  # noqa: F401  (the fixture)
-    OFFICIAL_SCHEMAS,
-    Server,
-    server,
-)
+from tests.api.test_official_conformance import OFFICIAL_SCHEMAS, Server, sandbox_server
 
 EXAMPLES = int(os.environ.get("IRI_OWN_CONFORMANCE_EXAMPLES", "3"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The official-conformance sandbox, whose generation hooks learn its ids."""
+    with sandbox_server(tmp_path_factory) as served:
+        yield served
+
+
 Check = Callable[[CheckContext, Response, Case], bool | None]
 
 

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from iri_gateway.api.facility.profile_check import CONCURRENT_CHECKS, MAX_PROFILE_CHARS
 from iri_gateway.profiles.text_check import MAX_CELLS
 from iri_gateway.shipped import shipped_dir
-from tests.conftest import clean_env
+from tests.support.serve import clean_env
 
 pytestmark = pytest.mark.anyio
 

@@ -20,11 +20,9 @@ from typing import Any
 
 import httpx
 
-from tests.api.real_serve import running_serve
+from tests.api.task_site import token
 from tests.api.test_filesystem import auth, local_profile
-from tests.api.test_serve_postgres import issue_token
-from tests.api.test_tasks import token
-from tests.databases import postgres_server, postgres_url  # noqa: F401
+from tests.support.serve import issue_token, running_serve
 
 V2 = "/api/v2"
 PROBLEM = "application/problem+json"

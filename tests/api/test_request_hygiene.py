@@ -31,9 +31,8 @@ from fastapi import APIRouter
 
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute, require_caller_first
 from iri_gateway.api.plumbing.deps import ADMIN_ONLY, PrincipalDep
-from tests.api.real_serve import RunningServe, running_serve
 from tests.api.transfer_helpers import V2, headers, tokens
-from tests.conftest import clean_env
+from tests.support.serve import RunningServe, clean_env, running_serve
 
 CONTROL = {"newline": "\n", "x01": "\x01", "x7f": "\x7f", "tab": "\t"}
 

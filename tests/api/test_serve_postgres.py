@@ -4,42 +4,15 @@ file), and is still there, with its state and output, after the server restarts.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
 
-from tests.api.real_serve import running_serve
-from tests.conftest import clean_env
-from tests.databases import postgres_server, postgres_url  # noqa: F401
+from tests.support.serve import issue_token, running_serve
 
 V2 = "/api/v2"
-
-
-def issue_token(data_dir: Path, user: str, project: str, env: dict[str, str] | None = None) -> str:
-    """A token issued by `iri-gateway token` (with `env` added to its environment: another
-    tokens file, say)."""
-    made = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "token",
-            user,
-            f"--project={project}",
-            "--data-dir",
-            str(data_dir),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**clean_env(), **(env or {})},
-    )
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
 
 
 def wait_final(url: str, headers: dict[str, str], job_id: str) -> dict[str, object]:

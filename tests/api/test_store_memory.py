@@ -28,8 +28,8 @@ from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.accounts.auth import TokenFile
 from iri_gateway.service.operations.store import JobStore
-from tests.api.real_serve import running_serve
 from tests.conftest import UNHURRIED
+from tests.support.serve import running_serve
 
 JOBS = 20_000
 GROWTH_BOUND_MB = 200

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import httpx
 
+from tests.api.task_site import Site, gateway
 from tests.api.test_filesystem import auth
-from tests.api.test_tasks import V2, Site, gateway, read, site, start  # noqa: F401
+from tests.api.test_tasks import V2, read, start
 
 QUEUED = 24
 """alice's compressions queued at once."""

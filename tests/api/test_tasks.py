@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import tarfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -30,110 +26,12 @@ from sqlalchemy import select
 from iri_gateway.service.operations.schema import ReplicaRow
 from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
-from tests.api.real_serve import serve_process
-from tests.api.test_filesystem import auth, local_profile
-from tests.conftest import clean_env, free_port
-from tests.databases import postgres_server, postgres_url  # noqa: F401
+from tests.api.task_site import Site, gateway
+from tests.api.test_filesystem import auth
 
 V2 = "/api/v2"
 FOLDERS, FILES, SIZE = 60, 50, 32 * 1024
 """The big tree: 3000 files of 32 KiB (about 94 MiB) in 60 folders."""
-
-
-@dataclass(frozen=True)
-class Gateway:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-
-def token(tokens: Path, user: str) -> str:
-    return (
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iri_gateway",
-                "token",
-                user,
-                "--project",
-                "proj1",
-                "--data-dir",
-                str(tokens.parent),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-            env={**clean_env(), "IRI_GATEWAY_TOKENS_FILE": str(tokens)},
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
-
-
-@contextmanager
-def gateway(profile: Path, data: Path, tokens: Path, **env: str) -> Iterator[Gateway]:
-    """A real serve of `profile` with its data in `data`, reading `tokens`; progress written
-    every 20 ms (so that polling sees it grow)."""
-    data.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log = data / "serve.log"
-    argv = [
-        sys.executable,
-        "-m",
-        "iri_gateway",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data),
-        "--profiles",
-        str(profile),
-    ]
-    environment = {
-        **clean_env(),
-        "IRI_GATEWAY_TOKENS_FILE": str(tokens),
-        "IRI_GATEWAY_TASK_PROGRESS_INTERVAL": "0.02",
-        **env,
-    }
-    with serve_process(argv, log, environment) as process:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                httpx.get(f"{url}{V2}/facility", timeout=2)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "serve did not answer"
-                time.sleep(0.1)
-        yield Gateway(url, process, log)
-
-
-@dataclass(frozen=True)
-class Site:
-    """The profile granting each user `<folder>/granted/<user>`, a shared tokens file with
-    alice's and bob's tokens, and alice's granted folder."""
-
-    profile: Path
-    tokens: Path
-    alice: str
-    bob: str
-    home: Path
-
-
-@pytest.fixture
-def site(tmp_path: Path) -> Site:
-    profile = local_profile(tmp_path, f'["{tmp_path}/granted/{{user}}"]')
-    tokens = tmp_path / "shared" / "tokens.json"
-    tokens.parent.mkdir()
-    home = tmp_path / "granted" / "alice"
-    home.mkdir(parents=True)
-    (tmp_path / "granted" / "bob").mkdir()
-    return Site(profile, tokens, token(tokens, "alice"), token(tokens, "bob"), home)
 
 
 def big_tree(folder: Path) -> Path:

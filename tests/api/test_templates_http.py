@@ -22,8 +22,7 @@ import pytest
 from iri_gateway.models.job_templates import TaskTemplate
 from iri_gateway.service.jobs.job_templates import TemplateStore
 from iri_gateway.shipped import shipped_dir
-from tests.api.real_serve import RunningServe, running_serve
-from tests.conftest import clean_env
+from tests.support.serve import RunningServe, clean_env, running_serve
 
 SITE_TEMPLATES = """
 templates:

@@ -24,9 +24,9 @@ from iri_gateway.api.app import create_app
 from iri_gateway.service.accounts import auth
 from iri_gateway.service.accounts.auth import TokenFile
 from iri_gateway.service.operations.settings import Settings
-from tests.api.real_serve import running_serve
-from tests.api.test_jwt_auth import AUDIENCE, ISSUER, jwks_url, keys, token  # noqa: F401
-from tests.conftest import Server, clean_env
+from tests.api.test_jwt_auth import AUDIENCE, ISSUER, token
+from tests.conftest import Server
+from tests.support.serve import clean_env, running_serve
 
 V2 = "/api/v2"
 JOB = {"executable": "/bin/true"}

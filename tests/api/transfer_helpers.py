@@ -22,8 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.api.real_serve import RunningServe, running_serve
-from tests.conftest import clean_env
+from tests.support.serve import RunningServe, clean_env, running_serve
 
 V2 = "/api/v2"
 MiB = 1024 * 1024

@@ -26,8 +26,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.api.real_serve import RunningServe, running_serve
-from tests.conftest import clean_env
+from tests.support.serve import RunningServe, clean_env, running_serve
 
 ROOT = Path(__file__).parent.parent.parent
 SCREENSHOTS = ROOT / "docs" / "console"

@@ -17,8 +17,8 @@ import httpx
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.api.real_serve import RunningServe, running_serve
 from tests.console.conftest import token_of, wait_for
+from tests.support.serve import RunningServe, running_serve
 
 V2 = "/api/v2"
 TOKEN_KEY = "iri-gateway.token"

@@ -24,9 +24,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
-from tests.api.real_serve import serve_process
-from tests.conftest import clean_env, free_port
 from tests.console.conftest import ROOT, chromium, wait_for
+from tests.support.serve import clean_env, free_port, serve_process
 
 PRINTED_TOKEN = re.compile(r"\(shown once\):\n\s+(\S+)\n")
 PRINTED_ADDRESS = re.compile(

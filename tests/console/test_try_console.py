@@ -17,7 +17,6 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from iri_gateway.console.routes import STATIC_DIR
-from tests.conftest import clean_env
 from tests.console.conftest import (
     HOSTILE_PROFILE,
     ROOT,
@@ -26,6 +25,7 @@ from tests.console.conftest import (
     sign_in,
     wait_for,
 )
+from tests.support.serve import clean_env
 
 CHECKED = "document.getElementById('check-status').textContent"
 

@@ -1,27 +1,23 @@
 """A real `iri-gateway serve` on a profile of the test cluster, for tests that need HTTP.
 
 `serve(profile, data)` starts the server as a child process (its own poller and reconcile,
-as in production), waits until it answers, yields its URL and a token for alice (project
-proj1), and stops it afterwards, whatever happened. `profile_allowing` derives a profile of
-the test cluster that also allows some custom scheduler attributes (e.g. `begin`, to keep
-jobs pending without using the nodes).
+as in production) with tests/support/serve.py, waits until it answers, yields its URL and a
+token for alice (project proj1), and stops it afterwards, whatever happened.
+`profile_allowing` derives a profile of the test cluster that also allows some custom
+scheduler attributes (e.g. `begin`, to keep jobs pending without using the nodes).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
+
+from tests.support.serve import issue_token, running_serve
 
 API = "/api/v2"
 
@@ -61,79 +57,16 @@ def profile_allowing(profile: Path, attributes: list[str], folder: Path) -> Path
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextmanager
 def serve(profile: Path, data: Path, *, env: Mapping[str, str] | None = None) -> Iterator[Gateway]:
     """`iri-gateway serve --profiles PROFILE` with its data in `data`; stopped afterwards."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("IRI_GATEWAY_")}
-    environment.update(env or {})
     data.mkdir(parents=True, exist_ok=True)
-    token = (
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iri_gateway",
-                "token",
-                "alice",
-                "--project",
-                "proj1",
-                "--data-dir",
-                str(data),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-            env=environment,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
-    port = _free_port()
-    log = data / "server.log"
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "iri_gateway",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data),
-                "--profiles",
-                str(profile),
-            ],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=environment,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"serve exited:\n{log.read_text()}"
-            try:
-                httpx.get(f"{url}{API}/facility", timeout=5)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, f"serve did not answer:\n{log.read_text()}"
-                time.sleep(0.2)
-        yield Gateway(url, token, log, process.pid)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+    token = issue_token(data, "alice", "proj1", env)
+    with running_serve(
+        data,
+        args=("--profiles", str(profile)),
+        extra_env=env,
+        log=data / "server.log",
+        stop_timeout=30,
+    ) as served:
+        yield Gateway(served.url, token, served.log, served.process.pid)

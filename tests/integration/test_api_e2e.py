@@ -6,17 +6,13 @@ tracks it to `completed`, and its output comes back through the official filesys
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from iri_gateway.client import GatewayClient
+from tests.integration.gateway_process import serve
 
 pytestmark = pytest.mark.integration
 
@@ -27,58 +23,8 @@ def served(
 ) -> Iterator[tuple[str, str]]:
     """A real `serve` on the cluster profile: its URL and a token for alice (proj1)."""
     folder = tmp_path_factory.mktemp("gateway")
-    profile = cluster_profile
-    data = folder / "data"
-    token = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "token",
-            "alice",
-            "--project",
-            "proj1",
-            "--data-dir",
-            str(data),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data),
-            "--profiles",
-            str(profile),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(f"{url}/api/v2/facility", timeout=5)
-            break
-        except httpx.TransportError:
-            assert process.poll() is None, process.stdout.read() if process.stdout else ""
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
-    yield url, token
-    process.terminate()
-    process.wait(timeout=30)
+    with serve(cluster_profile, folder / "data") as gateway:
+        yield gateway.url, gateway.token
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.jobs.engine import Engine, OutputUnavailableError
 from iri_gateway.service.operations.store import JobRecord
 from tests.integration.conftest import ClusterInfo, make_engine, wait_all_final
+from tests.support.serve import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -260,12 +261,6 @@ resources:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def registry(
     cluster: ClusterInfo, tmp_path_factory: pytest.TempPathFactory
@@ -296,7 +291,7 @@ def registry(
         check=True,
         capture_output=True,
     )
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     (folder / "config.yml").write_text(
         f"version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: "
         f"{folder / 'data'}}}}}\nhttp:\n  addr: {address}\n"

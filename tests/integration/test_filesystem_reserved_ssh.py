@@ -18,12 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.real_serve import serve_process
 from tests.api.test_file_confinement import headers
-from tests.api.test_serve_postgres import issue_token
-from tests.conftest import clean_env, free_port
 from tests.integration.conftest import ClusterInfo
 from tests.integration.test_filesystem_ssh import RESOURCE, Served, run
+from tests.support.serve import clean_env, free_port, issue_token, serve_process
 
 pytestmark = pytest.mark.integration
 V2 = "/api/v2"

@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from tests.api.test_file_confinement import OPERATIONS, headers, race, swapping_job
-from tests.conftest import clean_env, free_port
 from tests.integration.conftest import ClusterInfo
+from tests.support.serve import clean_env, free_port
 
 pytestmark = pytest.mark.integration
 V2 = "/api/v2"

@@ -7,8 +7,8 @@ Retry-After), whatever the command. OpenPBS's commands report a failed `pbs_conn
     Connection refused
     qstat: cannot connect to server pbs01 (errno=15010)
 
-(the system's words, then the command's; see `tests/test_pbs.py`). These phrases follow the
-OpenPBS sources and man pages; no PBS server can be run here to capture more of them.
+(the system's words, then the command's; see `tests/schedulers/test_pbs.py`). These phrases
+follow the OpenPBS sources and man pages; no PBS server can be run here to capture more of them.
 
 Two kinds: the request surely never reached the server (no connection could be made), or
 it may have (the connection ended or timed out mid-request: "End of File" is what

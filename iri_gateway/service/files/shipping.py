@@ -7,7 +7,7 @@ modules it needs, each installed under its own dotted name (so `from
 iri_gateway.service.files.remote import reader` works there exactly as here), then its
 entry module's `main()`. Nothing is edited in the sources on the way: a module that imports
 a sibling the program does not carry fails at once, where it starts (an `ImportError`), and
-`tests/test_file_shipping.py` runs each program where nothing else can be imported.
+`tests/service/files/test_file_layout.py` runs each program where nothing else can be imported.
 
 Each module travels compressed (zlib, base64): a program is one argument of a command,
 which over SSH must stay well under the 128 KiB a single argument may hold
