@@ -19,8 +19,8 @@ from collections.abc import Iterable
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SAFE_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII).fullmatch
-_BARE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
-_PLAIN_DIRECTIVE = re.compile(r"^[A-Za-z0-9_@%+=:,./\-\[\]]*$")
+_BARE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+\Z")
+_PLAIN_DIRECTIVE = re.compile(r"^[A-Za-z0-9_@%+=:,./\-\[\]]*\Z")
 
 
 class SiteWord(str):

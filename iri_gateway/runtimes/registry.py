@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from iri_gateway.runtimes.base import Runtime
 
-RUNTIME_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+RUNTIME_NAME = re.compile(r"^[a-z][a-z0-9-]*\Z")
 """A runtime name is a YAML key, a JSON enum value and a template file name: kept plain."""
 
 

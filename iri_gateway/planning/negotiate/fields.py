@@ -9,7 +9,7 @@ from iri_gateway.errors import Problem
 from iri_gateway.models.jobspec import MPI_LAUNCHERS, JobSpec
 from iri_gateway.models.profile import Resource
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _SHELL_OWNED = frozenset(
     {
         "_",
@@ -29,7 +29,7 @@ _SHELL_OWNED = frozenset(
         "EPOCHREALTIME",
     }
 )
-_ATTRIBUTE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_ATTRIBUTE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*\Z")
 LaunchMode = Literal["none", "parallel", "mpi"]
 
 
