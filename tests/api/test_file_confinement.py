@@ -16,8 +16,6 @@ data directory lies in /tmp too, as a careless install's might) with tokens for 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.serve import clean_env, free_port
+from tests.support.serve import issue_token, running_serve
 
 V2 = "/api/v2"
 OPERATIONS = ("ls", "head", "tail", "view", "stat")
@@ -45,66 +43,9 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     data_dir = tmp_path_factory.mktemp("confinement-data")
-    tokens = {}
-    for user in ("alice", "bob"):
-        tokens[user] = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iri_gateway",
-                "token",
-                user,
-                "--project",
-                "proj1",
-                "--data-dir",
-                str(data_dir),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=clean_env(),
-            check=True,
-        ).stdout.strip()
-    port = free_port()
-    log = (data_dir / "server.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data_dir),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=clean_env(),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, (data_dir / "server.log").read_text()
-            try:
-                if httpx.get(f"{url}/api/v2/facility", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "serve did not answer within 60 s"
-            time.sleep(0.1)
-        yield Served(url, tokens["alice"], tokens["bob"], data_dir)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-        log.close()
+    tokens = {user: issue_token(data_dir, user, "proj1") for user in ("alice", "bob")}
+    with running_serve(data_dir, log=data_dir / "server.log") as server:
+        yield Served(server.url, tokens["alice"], tokens["bob"], data_dir)
 
 
 @pytest.fixture

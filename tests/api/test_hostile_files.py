@@ -25,7 +25,6 @@ import gzip
 import io
 import os
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -38,7 +37,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.serve import clean_env, free_port, issue_token, serve_process
+from tests.support.serve import clean_env, issue_token, running_serve
 
 V2 = "/api/v2"
 
@@ -64,33 +63,10 @@ def served() -> Iterator[Served]:
         "IRI_GATEWAY_TOKENS_FILE": str(keys / "tokens.json"),
     }
     tokens = {user: issue_token(data, user, "proj1", env) for user in ("alice", "bob")}
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "iri_gateway",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data),
-    ]
-    with serve_process(argv, top / "serve.log", env) as process:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, (top / "serve.log").read_text()
-            try:
-                if httpx.get(f"{url}{V2}/facility", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "serve did not answer within 60 s"
-            time.sleep(0.1)
+    with running_serve(data, base_env=env, log=top / "serve.log") as server:
+        url = server.url
         try:
-            yield Served(url, tokens["alice"], tokens["bob"], top, process.pid)
+            yield Served(url, tokens["alice"], tokens["bob"], top, server.process.pid)
         finally:  # `rm` removes deep trees too (shutil.rmtree recurses)
             subprocess.run(["rm", "-rf", str(top)], check=False, timeout=300)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pwd
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import pytest
 from tests.api.test_file_confinement import headers
 from tests.integration.conftest import ClusterInfo
 from tests.integration.test_filesystem_ssh import RESOURCE, Served, run
-from tests.support.serve import clean_env, free_port, issue_token, serve_process
+from tests.support.serve import issue_token, running_serve
 
 pytestmark = pytest.mark.integration
 V2 = "/api/v2"
@@ -46,30 +45,9 @@ def served(
     profile.write_text(text)
     data = folder / "data"
     tokens = {user: issue_token(data, user, "proj1") for user in ("alice", "bob")}
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "iri_gateway",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data),
-        "--profiles",
-        str(profile),
-    ]
     home = pwd.getpwnam(cluster.ssh_user).pw_dir
-    with serve_process(argv, folder / "serve.log", clean_env()):
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}{V2}/facility", timeout=5)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, (folder / "serve.log").read_text()
-                time.sleep(0.2)
+    with running_serve(data, args=("--profiles", str(profile)), log=folder / "serve.log") as server:
+        url = server.url
         try:
             yield Served(url, tokens["alice"], tokens["bob"], home)
         finally:

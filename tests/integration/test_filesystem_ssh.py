@@ -10,7 +10,6 @@ home, found on the login node). Files are read there by the no-follow reader, ru
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ import pytest
 
 from tests.api.test_file_confinement import OPERATIONS, headers, race, swapping_job
 from tests.integration.conftest import ClusterInfo
-from tests.support.serve import clean_env, free_port
+from tests.support.serve import issue_token, running_serve
 
 pytestmark = pytest.mark.integration
 V2 = "/api/v2"
@@ -43,69 +42,17 @@ def served(
     cluster: ClusterInfo, cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     data = tmp_path_factory.mktemp("ssh-files") / "data"
-    tokens = {
-        user: subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "iri_gateway",
-                "token",
-                user,
-                "--project",
-                "proj1",
-                "--data-dir",
-                str(data),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-            env=clean_env(),
-        ).stdout.strip()
-        for user in ("alice", "bob")
-    }
-    port = free_port()
-    log = (data / "server.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "serve",
-            "--port",
-            str(port),
-            "--data-dir",
-            str(data),
-            "--profiles",
-            str(cluster_profile),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=clean_env(),
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, (data / "server.log").read_text()
-            try:
-                httpx.get(f"{url}{V2}/facility", timeout=5)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.2)
-        home = subprocess.run(
-            ["getent", "passwd", cluster.ssh_user], capture_output=True, text=True, check=True
-        ).stdout.split(":")[5]
-        yield Served(url, tokens["alice"], tokens["bob"], home)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        log.close()
+    tokens = {user: issue_token(data, user, "proj1") for user in ("alice", "bob")}
+    home = subprocess.run(
+        ["getent", "passwd", cluster.ssh_user], capture_output=True, text=True, check=True
+    ).stdout.split(":")[5]
+    with running_serve(
+        data,
+        args=("--profiles", str(cluster_profile)),
+        log=data.parent / "server.log",
+        stop_timeout=30,
+    ) as server:
+        yield Served(server.url, tokens["alice"], tokens["bob"], home)
 
 
 @pytest.fixture
