@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iri_gateway.api.openapi.export import openapi_document
+from iri_gateway.api.export import openapi_document
 from tests.api.conftest import OFFICIAL_SPEC
 from tests.api.test_operation_compliance import operation_ids
 

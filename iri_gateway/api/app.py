@@ -18,7 +18,7 @@ from iri_gateway.api.account import limits, me
 from iri_gateway.api.account import routes as account
 from iri_gateway.api.compute import job_templates, overview
 from iri_gateway.api.compute import routes as compute
-from iri_gateway.api.facility import profile_check, resources
+from iri_gateway.api.facility import profile_check
 from iri_gateway.api.facility import routes as facility
 from iri_gateway.api.filesystem import read_routes, transfer_routes, write_routes
 from iri_gateway.api.openapi.errors import document_errors
@@ -29,7 +29,7 @@ from iri_gateway.api.plumbing.caller_first import require_caller_first
 from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
 from iri_gateway.api.plumbing.security_headers import SecurityHeaders
-from iri_gateway.api.status import health
+from iri_gateway.api.status import health, resource_lists
 from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
 from iri_gateway.api.tasks import routes as tasks
@@ -130,7 +130,7 @@ def create_app(
             profile_check,
             transfer_routes,
             write_routes,
-            resources,
+            resource_lists,
             storage,
         )
     ]

@@ -258,6 +258,6 @@ def profile_schema() -> None:
 
 def openapi_command() -> None:
     """Print the gateway's OpenAPI document (shipped as openapi/openapi.json)."""
-    from iri_gateway.api.openapi.export import openapi_document
+    from iri_gateway.api.export import openapi_document
 
     sys.stdout.write(openapi_document())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iri_gateway.api.openapi.export import openapi_document
+from iri_gateway.api.export import openapi_document
 from tests.support.paths import ROOT
 
 SHIPPED = ROOT / "openapi" / "openapi.json"

@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from iri_gateway.api.openapi.export import openapi_document
+from iri_gateway.api.export import openapi_document
 from iri_gateway.api.plumbing.problems import PROBLEM
 
 METHODS = ("get", "put", "post", "delete", "patch")

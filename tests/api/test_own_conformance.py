@@ -34,7 +34,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.core.failures import Failure as SchemathesisFailure
 from schemathesis.core.transport import Response
 
-from iri_gateway.api.openapi.export import openapi_document
+from iri_gateway.api.export import openapi_document
 from tests.api import test_official_conformance as official
 from tests.api.checker_faults import Failure, excuse_for, media_type, problem_parts
 from tests.api.test_official_conformance import OFFICIAL_SCHEMAS, Server, sandbox_server
