@@ -26,6 +26,7 @@ import os
 import re
 import urllib.request
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import schemathesis
 import yaml
@@ -123,6 +124,12 @@ def _content_type(response: Any) -> str:
     return ""
 
 
+def _query_names(response: Any) -> list[str]:
+    """The names of the query parameters of the request as it was sent."""
+    query = urlsplit(str(response.request.url)).query
+    return sorted({name for name, _ in parse_qsl(query, keep_blank_values=True)})
+
+
 def _record(label: str, response: Any, error: BaseException) -> None:
     """Each failed check as one JSON line (operation, check class, title, status, media
     type, and the problem's `detail` and `invalid_params`), for the test to read: the junit
@@ -147,6 +154,7 @@ def _record(label: str, response: Any, error: BaseException) -> None:
                         if isinstance(params, list)
                         else [],
                         "message": str(failure)[:2000],
+                        "query_sent": _query_names(response),
                     }
                 )
                 + "\n"

@@ -32,6 +32,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -126,8 +127,40 @@ def old_schemathesis() -> Path:
     return VERSIONS["4.17.0"]
 
 
-def _failures(recorded: Path, document: str) -> list[Recorded]:
-    """The failed checks `harness_run.py` recorded."""
+def declared_query(source: str) -> dict[str, tuple[str, ...]]:
+    """Per operation label (`GET /path`, as Schemathesis names it), the names of the query
+    parameters the document at `source` (a URL or a file) declares, `$ref`s followed."""
+    if source.startswith("http"):
+        document = httpx.get(source, timeout=30).json()
+    else:
+        document = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+
+    def resolved(parameter: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in parameter:
+            node: Any = document
+            for part in parameter["$ref"].removeprefix("#/").split("/"):
+                node = node[part]
+            parameter = node
+        return parameter
+
+    declared = {}
+    for path, item in document["paths"].items():
+        shared = item.get("parameters", [])
+        for method, operation in item.items():
+            if method == "parameters" or not isinstance(operation, dict):
+                continue
+            parameters = map(resolved, [*shared, *operation.get("parameters", [])])
+            declared[f"{method.upper()} {path}"] = tuple(
+                sorted(p["name"] for p in parameters if p.get("in") == "query")
+            )
+    return declared
+
+
+def _failures(
+    recorded: Path, document: str, declared: dict[str, tuple[str, ...]]
+) -> list[Recorded]:
+    """The failed checks `harness_run.py` recorded, with the query names each operation
+    declares."""
     if not recorded.exists():
         return []
     return [
@@ -141,6 +174,8 @@ def _failures(recorded: Path, document: str) -> list[Recorded]:
                 detail=entry["detail"],
                 message=entry["message"],
                 token_forced=True,
+                query_sent=tuple(entry.get("query_sent") or ()),
+                query_declared=declared.get(entry["operation"]),
                 invalid_params=tuple(
                     (str(name or ""), str(reason or "")) for name, reason in entry["invalid_params"]
                 ),
@@ -208,7 +243,8 @@ def _run(
     assert report.exists(), f"the harness run wrote no report:\n{run.stdout}\n{run.stderr}"
     count = len(ET.parse(report).getroot().findall(".//testcase"))
     version = Path(f"{recorded}.version").read_text(encoding="utf-8")
-    return _failures(recorded, document), count, version, run.stdout[-6000:]
+    found = _failures(recorded, document, declared_query(source))
+    return found, count, version, run.stdout[-6000:]
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))
