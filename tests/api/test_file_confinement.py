@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import UNHURRIED
 from tests.support.serve import issue_token, running_serve
 
 V2 = "/api/v2"
@@ -44,7 +45,8 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     data_dir = tmp_path_factory.mktemp("confinement-data")
     tokens = {user: issue_token(data_dir, user, "proj1") for user in ("alice", "bob")}
-    with running_serve(data_dir, log=data_dir / "server.log") as server:
+    # Unhurried: the swap race reads as fast as one client can, which is not a rate test.
+    with running_serve(data_dir, extra_env=UNHURRIED, log=data_dir / "server.log") as server:
         yield Served(server.url, tokens["alice"], tokens["bob"], data_dir)
 
 

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from tests.api.test_file_confinement import OPERATIONS, headers, race, swapping_job
+from tests.conftest import UNHURRIED
 from tests.integration.conftest import ClusterInfo
 from tests.support.serve import issue_token, running_serve
 
@@ -49,6 +50,7 @@ def served(
     with running_serve(
         data,
         args=("--profiles", str(cluster_profile)),
+        extra_env=UNHURRIED,  # the swap race is not a rate test
         log=data.parent / "server.log",
         stop_timeout=30,
     ) as server:
