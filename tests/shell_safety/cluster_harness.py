@@ -30,6 +30,7 @@ from tests.shell_safety.harness import (
     STDIN_TEXT,
     Combo,
     HostileJob,
+    accepted_plan,
     break_one_directive,
     canaries,
     check_syntax,
@@ -41,7 +42,6 @@ from tests.shell_safety.harness import (
     install_recorder,
     mount_safe,
     mount_source,
-    plan,
     read_lines,
     scratch,
     site_binds,
@@ -358,15 +358,7 @@ def prepare_cluster(cluster: HostileClusterJob, combo: Combo, base: Path) -> Clu
     root.mkdir(parents=True)
     doc = cluster_document(cluster, combo, root)
     refused = cluster_refusals(doc, combo)
-    planned, fields = plan(doc, combo)
-    if refused:
-        assert planned is None and set(fields) == refused, (
-            f"{combo}: expected refusal of exactly {sorted(refused)}, got {fields or 'a plan'}"
-        )
-        for key in refused:
-            del doc[key]
-        planned, fields = plan(doc, combo)
-    assert planned is not None, f"{combo}: refused {fields}"
+    planned = accepted_plan(doc, refused, combo)
     script = planned.script
     check_syntax(script)
 

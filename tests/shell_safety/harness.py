@@ -574,6 +574,21 @@ def plan(doc: dict[str, Any], combo: Combo) -> tuple[Plan | None, list[str]]:
         return None, [problem.field for problem in error.problems]
 
 
+def accepted_plan(doc: dict[str, Any], refused: set[str], combo: Combo) -> Plan:
+    """The plan of `doc` on `combo`, once exactly the `refused` fields were refused (then
+    taken out of `doc`); any other refusal, or none where one was expected, fails."""
+    planned, fields = plan(doc, combo)
+    if refused:
+        assert planned is None and set(fields) == refused, (
+            f"{combo}: expected refusal of exactly {sorted(refused)}, got {fields or 'a plan'}"
+        )
+        for key in refused:
+            del doc[key]
+        planned, fields = plan(doc, combo)
+    assert planned is not None, f"{combo}: refused {fields}"
+    return planned
+
+
 def check_syntax(script: str) -> None:
     checked = subprocess.run([BASH, "-n"], input=script.encode("utf-8"), capture_output=True)
     assert checked.returncode == 0, f"bash -n failed: {checked.stderr!r}\n{script}"
@@ -631,15 +646,7 @@ def execute(job: HostileJob, combo: Combo, base: Path) -> Run:
     root.mkdir(parents=True)
     doc = document(job, combo, root)
     refused = expected_refusals(doc, combo)
-    planned, fields = plan(doc, combo)
-    if refused:
-        assert planned is None and set(fields) == refused, (
-            f"{combo}: expected refusal of exactly {sorted(refused)}, got {fields or 'a plan'}"
-        )
-        for key in refused:
-            del doc[key]
-        planned, fields = plan(doc, combo)
-    assert planned is not None, f"{combo}: refused {fields}"
+    planned = accepted_plan(doc, refused, combo)
     script = planned.script
     check_syntax(script)
 
