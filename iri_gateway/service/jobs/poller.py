@@ -17,12 +17,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord, PollEntry
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,9 @@ CYCLE_ERROR = "(cycle)"
 """The key of `Poller.errors` under which a failed cycle as a whole is recorded."""
 
 
-def interval_for(records: list[JobRecord], now: float, fast: float, slow: float) -> float:
+def interval_for(
+    records: Sequence[JobRecord | PollEntry], now: float, fast: float, slow: float
+) -> float:
     """Seconds until the next poll: `fast` for fresh or running jobs, growing to `slow`.
 
     The interval doubles for every minute the youngest job has waited in the queue.
@@ -95,12 +97,12 @@ class Poller:
         due = sorted(r for r in polled if force or self._next.get(r, 0.0) <= now)
         if not due and not reconcile:
             return {}
-        unsettled = self.engine.store.unsettled(sorted(polled) if reconcile else due)
+        unsettled = self.engine.store.poll_entries(sorted(polled) if reconcile else due)
         if reconcile:
             self._next_reconcile = now + self.reconcile_every
             for action in self.engine.reconcile(unsettled, settle=self.engine.settle_time):
                 log.info("reconcile: %s", action)
-        by_resource: dict[str, list[JobRecord]] = {resource_id: [] for resource_id in due}
+        by_resource: dict[str, list[PollEntry]] = {resource_id: [] for resource_id in due}
         for record in unsettled:
             if record.native_id is not None and record.resource_id in by_resource:
                 by_resource[record.resource_id].append(record)

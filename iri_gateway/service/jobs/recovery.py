@@ -9,6 +9,7 @@ have reached the scheduler is sent again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from iri_gateway.errors import GatewayError, SchedulerError, SchedulerUnavailableError
@@ -18,7 +19,7 @@ from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.operations.backends import Backend
-from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord, PollEntry
 from iri_gateway.transport.base import TransportError
 
 
@@ -31,7 +32,7 @@ class Recovery:
         self.changes = changes
 
     def reconcile(
-        self, records: list[JobRecord] | None = None, *, settle: float = 0.0
+        self, records: Sequence[JobRecord | PollEntry] | None = None, *, settle: float = 0.0
     ) -> list[str]:
         """Finish what was left half-done; returns one line per action taken.
 
@@ -39,7 +40,9 @@ class Recovery:
         for what the running process could not finish: submissions whose outcome is unknown,
         cancels that could not be delivered. The server passes `settle` = `settle_time` both
         times (a crashed process's last command may still be running); 0 settles at once.
-        `records` are the unsettled records when the caller has read them already.
+        `records` are the unsettled jobs when the caller has read them already (the
+        poller's light `PollEntry` values do: a record is read in full only when it needs an
+        action).
 
         A submission this engine is sending right now is skipped. One whose last attempt is
         younger than `settle` seconds is adopted if the scheduler shows it, but neither
@@ -52,7 +55,7 @@ class Recovery:
         context = self.context
         store = context.store
         actions: list[str] = []
-        unsettled = records if records is not None else store.unsettled()
+        unsettled = records if records is not None else store.poll_entries()
         unavailable: set[tuple[str, str]] = set()
         live: list[str] | None = None
         for listed in unsettled:
@@ -99,7 +102,7 @@ class Recovery:
                 actions.append(f"{record.id}: left for later: {error}")
         return actions
 
-    def _needs_reconcile(self, record: JobRecord) -> bool:
+    def _needs_reconcile(self, record: JobRecord | PollEntry) -> bool:
         """A cancel the scheduler has not answered yet, or a submission this engine is not
         sending now (whether another replica is: `claim` decides)."""
         if record.native_id is not None:

@@ -1,20 +1,22 @@
 """One status cycle of a resource: what the scheduler says, turned into state changes.
 
 The poller (`poller`) decides when and by which replica; this module asks the scheduler once
-per resource and account, and records what changed, with a cluster job's members read from
+per resource and account, and records what changed (only what changed: a job the scheduler
+reports as stored costs a comparison), with a cluster job's members read from
 the files its script writes (`cluster_members`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 
 from iri_gateway.models.job import JobState, NativeStatus
 from iri_gateway.service.jobs import cluster_members
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.operations.backends import Backend
-from iri_gateway.service.operations.store import JobRecord, StateChange
+from iri_gateway.service.operations.store import JobRecord, PollEntry, StateChange
 from iri_gateway.transport.base import TransportError
 
 log = logging.getLogger(__name__)
@@ -26,39 +28,71 @@ class Tracking:
     def __init__(self, context: JobsContext) -> None:
         self.context = context
 
-    def refresh(self, resource_id: str, pending: list[JobRecord] | None = None) -> int:
+    def refresh(self, resource_id: str, pending: Sequence[PollEntry] | None = None) -> int:
         """One status cycle for a resource: one batched query per account; returns changes.
 
-        `pending` are the resource's unsettled records when the caller has already read them
-        (the poller does, for all resources at once).
+        `pending` are the resource's unsettled jobs when the caller has already read them
+        (the poller does, for all resources at once). A job the scheduler reports as it is
+        stored costs a comparison of two fields: only changed jobs become `StateChange`s,
+        and full records are read only for cluster jobs that may need their members read.
+
+        Why per account, not one query per resource: each account's commands run through
+        its own login (SSH as that user), and the status commands list that account's jobs
+        (`squeue --me`; sites with Slurm's `PrivateData=jobs` or PBS's
+        `query_other_jobs = false` show a user no one else's jobs), so another account's
+        job would look gone. A local resource has one account: one query for every user.
         """
         context = self.context
         loaded = context.registry.get(resource_id)
         if pending is None:
-            pending = [r for r in context.store.unsettled() if r.resource_id == resource_id]
-        pending = [r for r in pending if r.native_id is not None]
-        by_account: dict[str, list[JobRecord]] = {}
-        for record in pending:
-            by_account.setdefault(context.backends.account(loaded, record.owner), []).append(record)
+            pending = context.store.poll_entries([resource_id])
+        accounts: dict[str, str] = {}
+        by_account: dict[str, list[PollEntry]] = {}
+        for entry in pending:
+            if entry.native_id is None:
+                continue
+            account = accounts.get(entry.owner)
+            if account is None:
+                account = accounts[entry.owner] = context.backends.account(loaded, entry.owner)
+            by_account.setdefault(account, []).append(entry)
         changes: list[StateChange] = []
-        for records in by_account.values():
-            backend = context.backends.get(loaded, records[0].owner)
-            ids = {r.native_id for r in records if r.native_id is not None}
-            statuses = backend.batch.statuses(ids)
-            for record in records:
-                status = statuses.get(record.native_id or "")
+        clusters: list[tuple[PollEntry, Backend, StateChange | None]] = []
+        for entries in by_account.values():
+            backend = context.backends.get(loaded, entries[0].owner)
+            statuses = backend.batch.statuses({e.native_id for e in entries if e.native_id})
+            for entry in entries:
+                status = statuses.get(entry.native_id or "")
                 if status is None:
                     continue
-                change = _change_for(record, status)
-                size = record.cluster_size
-                if size is not None:
-                    change = _with_members(record, backend, change, size=size)
-                if change is not None:
+                change = _change_for(entry, status)
+                if entry.cluster_size is not None:
+                    if change is not None or entry.state == JobState.ACTIVE:
+                        clusters.append((entry, backend, change))
+                elif change is not None:
                     # Applied only if nothing changed the job since it was read (a restart
                     # in between must not be overwritten by the earlier run's ending).
-                    changes.append(replace(change, read_at=record.updated_at))
+                    changes.append(replace(change, read_at=entry.updated_at))
+        changes += self._cluster_changes(clusters)
         context.store.transition_many(changes)
         return len(changes)
+
+    def _cluster_changes(
+        self, clusters: list[tuple[PollEntry, Backend, StateChange | None]]
+    ) -> list[StateChange]:
+        """The changes of cluster jobs, their members read when it is time (their full
+        records read in one query: only cluster jobs that changed or run)."""
+        if not clusters:
+            return []
+        records = self.context.store.records([entry.id for entry, _, _ in clusters])
+        changes = []
+        for entry, backend, change in clusters:
+            record = records.get(entry.id)
+            if record is None or record.updated_at != entry.updated_at or not entry.cluster_size:
+                continue  # changed since it was polled (or gone): the next cycle sees it
+            change = _with_members(record, backend, change, size=entry.cluster_size)
+            if change is not None:
+                changes.append(replace(change, read_at=entry.updated_at))
+        return changes
 
 
 def _with_members(
@@ -117,7 +151,7 @@ def _read_cluster_files(record: JobRecord, backend: Backend) -> cluster_members.
     return cluster_members.parse_read(result, folder)
 
 
-def _change_for(record: JobRecord, status: NativeStatus) -> StateChange | None:
+def _change_for(record: JobRecord | PollEntry, status: NativeStatus) -> StateChange | None:
     """What a scheduler report changes for a record, if anything.
 
     An unknown native state keeps the previous IRI state; a job killed after the user asked

@@ -11,26 +11,26 @@ from pathlib import Path
 
 from iri_gateway.models.job import JobState
 from iri_gateway.service.jobs.poller import CYCLE_ERROR, Poller
-from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.service.operations.store import PollEntry
 from tests.service.jobs.test_engine_local import make_engine, shell_job
 
 
 def test_a_failing_cycle_is_recorded_and_tracking_goes_on(tmp_path: Path) -> None:
     engine = make_engine(tmp_path)
     record = engine.submit(owner="alice", resource_id="local", spec=shell_job("exit 0")).record  # type: ignore[arg-type]
-    real_unsettled = engine.store.unsettled
+    real_entries = engine.store.poll_entries
     failures = {"count": 0}
     seen_errors: list[str] = []
     error_seen = threading.Event()
 
-    def flaky_unsettled(resource_ids: Sequence[str] | None = None) -> list[JobRecord]:
+    def flaky_entries(resource_ids: Sequence[str] | None = None) -> list[PollEntry]:
         """Fails until the test has seen the failure recorded (at least twice in a row)."""
         if failures["count"] < 2 or not error_seen.is_set():
             failures["count"] += 1
             raise RuntimeError("database is locked")
-        return real_unsettled(resource_ids)
+        return real_entries(resource_ids)
 
-    engine.store.unsettled = flaky_unsettled  # type: ignore[method-assign]
+    engine.store.poll_entries = flaky_entries  # type: ignore[method-assign]
     poller = Poller(engine, fast=0.05)
     stop = threading.Event()
     thread = threading.Thread(target=poller.run, args=(stop, 0.02), daemon=True)
