@@ -17,6 +17,16 @@ database instead of being assumed by the process that happens to know of it.
   its holder lives: one heartbeat renews them all, and another replica takes a lease over
   when the holder's heartbeat stops. Two replicas polling at once for a moment is harmless
   (the same state written twice); leases only keep the scheduler from being asked twice.
+- Leases taken with `share` are spread: each has one preferred replica among the live ones
+  (`preferred`: highest random weight of the lease's name and the replica's id, so every
+  replica reaches the same answer alone, and a replica that comes or goes moves only its
+  own share), which takes it when it is free; a holder that is not the preferred one hands
+  it over (deletes its row) at its next check, and the preferred one takes it at its own.
+  With k replicas each holds about 1/k of the leases, never two at once, and a lease is
+  without holder for at most one check (a dead holder's: its heartbeat time-out, as with
+  `hold`). A free lease whose preferred replica does not take it within the heartbeat
+  time-out (a process with no poller, which registers but does not check leases) is taken
+  by any replica, and kept while the same replica stays preferred.
 
 A SQLite store is for one process: a second live gateway process on the same file is
 refused (`SharedSqliteError`), as its read cache would serve the other's stale states.
@@ -24,6 +34,7 @@ refused (`SharedSqliteError`), as its read cache would serve the other's stale s
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import socket
@@ -60,6 +71,18 @@ def pid_space() -> str | None:
     except OSError:
         return None
     return f"{boot} {namespace}"
+
+
+def preferred(name: str, replica_ids: Iterable[str]) -> str | None:
+    """The replica that should hold the lease `name` among `replica_ids` (None: none given):
+    the highest random weight (rendezvous hashing) of (replica id, name). The same for
+    every replica that sees the same live ones, and stable when a replica comes or goes:
+    only the leases that one preferred, or now prefers, move."""
+
+    def weight(replica_id: str) -> bytes:
+        return hashlib.sha256(f"{replica_id}\0{name}".encode()).digest()
+
+    return max(replica_ids, key=weight, default=None)
 
 
 class SharedSqliteError(DatabaseError):
@@ -104,6 +127,10 @@ class Replica:
         self._clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._free_since: dict[str, float] = {}
+        """`share`: when this replica first saw a lease free that another replica prefers."""
+        self._adopted: dict[str, str | None] = {}
+        """`share`: leases taken for a preferred replica that did not take them, with it."""
         self.last_beat: float | None = None
         """When this replica's heartbeat last reached the database (None: not yet)."""
         self.beat_error: str | None = None
@@ -252,17 +279,9 @@ class Replica:
         """Take or keep the leases `names` where their holder is dead or there is none;
         the names this replica holds afterwards. Two replicas taking one lease at once:
         one conditional write each, one wins."""
-        wanted = list(dict.fromkeys(names))
+        wanted, live, now, holders = self._look(names)
         if not wanted:
             return set()
-        live = self.live()
-        now = self._clock()
-        with self._sessions() as session:
-            holders = dict(
-                session.execute(
-                    select(LeaseRow.name, LeaseRow.holder).where(LeaseRow.name.in_(wanted))
-                ).all()
-            )
         held = {name for name, holder in holders.items() if holder == self.id}
         for name in wanted:
             if name in held or holders.get(name) in live:
@@ -270,6 +289,72 @@ class Replica:
             if self._take(name, holders.get(name), live, now):
                 held.add(name)
         return held
+
+    def share(self, names: Iterable[str]) -> set[str]:
+        """Take, keep or hand over the leases `names` so that the live replicas share them
+        (see the module's docstring): this replica takes a lease that is free and prefers it,
+        whose holder is dead, or that stayed free for a heartbeat time-out; it hands over a
+        lease it holds that another live replica now prefers. The names this replica holds
+        afterwards. Taking is `hold`'s conditional write: one replica wins. A lease whose
+        holder died goes to the preferred live replica at once, to any other after a
+        heartbeat time-out more."""
+        wanted, live, now, holders = self._look(names)
+        if not wanted:
+            return set()
+        held: set[str] = set()
+        hand_over: list[str] = []
+        for name in wanted:
+            holder, best = holders.get(name), preferred(name, live)
+            if holder == self.id or holder in live:
+                self._free_since.pop(name, None)
+            if holder == self.id:
+                if best == self.id or self._adopted.get(name, self.id) == best:
+                    held.add(name)
+                else:
+                    hand_over.append(name)
+                continue
+            self._adopted.pop(name, None)
+            if holder in live:
+                continue  # its holder hands it over when it should
+            # Free, or its holder is dead: the preferred replica takes it at its next check;
+            # another only once it stayed so for a heartbeat time-out.
+            waited = now - self._free_since.setdefault(name, now)
+            if best != self.id and waited < self.timeout:
+                continue
+            if self._take(name, holder, live, now):
+                held.add(name)
+                self._free_since.pop(name, None)
+                if best != self.id:
+                    self._adopted[name] = best
+        if hand_over:
+            self._hand_over(hand_over)
+        return held
+
+    def _hand_over(self, names: list[str]) -> None:
+        """Give up leases another live replica prefers (it takes them at its next check)."""
+        with self._store.writing() as session:
+            session.execute(
+                delete(LeaseRow).where(LeaseRow.name.in_(names), LeaseRow.holder == self.id)
+            )
+        for name in names:
+            self._adopted.pop(name, None)
+        log.info("replica %s handed over leases %s", self.id, ", ".join(names))
+
+    def _look(self, names: Iterable[str]) -> tuple[list[str], list[str], float, dict[str, str]]:
+        """What a lease check starts from: the names (once each), the live replicas, the
+        time, and the holder of each lease of `names` that has one (none read when no name
+        is given)."""
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return [], [], 0.0, {}
+        live, now = self.live(), self._clock()
+        with self._sessions() as session:
+            holders = dict(
+                session.execute(
+                    select(LeaseRow.name, LeaseRow.holder).where(LeaseRow.name.in_(wanted))
+                ).all()
+            )
+        return wanted, live, now, holders
 
     def _take(self, name: str, holder: str | None, live: list[str], now: float) -> bool:
         try:
