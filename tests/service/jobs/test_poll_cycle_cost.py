@@ -163,3 +163,18 @@ def test_the_reconcile_reads_in_full_only_what_it_acts_on(engine: Engine) -> Non
         assert engine.reconcile() == []
     assert built == []
     assert [s for s in statements if reads_full_rows(s)] == []
+
+
+def test_one_status_query_per_cycle_for_the_jobs_of_three_users(engine: Engine) -> None:
+    """On a resource whose commands all run as the gateway's own account, the jobs of every
+    user are asked for in one query. (An SSH resource asks once per mapped account: each
+    account's login lists its own jobs, see `Tracking.refresh`.)"""
+    batch = StandinBatch()
+    for owner in ("alice", "bob", "carol"):
+        engine.backends.get(engine.registry.get("local"), owner).batch = batch  # type: ignore[assignment]
+    records = [waiting_job(engine, n, owner=("alice", "bob", "carol")[n % 3]) for n in range(9)]
+    for record in records:
+        assert record.native_id is not None
+        batch.jobs[record.native_id] = NativeStatus(record.native_id, JobState.QUEUED, "PENDING")
+    assert Poller(engine).cycle(force=True) == {"local": 9}
+    assert batch.queries == [{r.native_id for r in records}]
