@@ -49,9 +49,11 @@ class Poller:
     """Drives `Engine.refresh` and `Engine.reconcile` for the resources this replica polls.
 
     Each resource is polled by one replica at a time: the one holding its lease `poll:<id>`
-    (see `replicas`); leases are taken or checked every `reconcile_every` seconds, so a
-    replica that died is replaced within its heartbeat timeout plus that. One replica alone
-    holds every lease.
+    (see `replicas`); leases are taken, checked or handed over every `reconcile_every`
+    seconds, so a replica that died is replaced within its heartbeat timeout plus that. The
+    leases are shared (`Replica.share`): with k live replicas each polls about 1/k of the
+    resources, and a lease handed over to a replica that came is without a poller for at
+    most one check.
     """
 
     def __init__(
@@ -81,7 +83,7 @@ class Poller:
         if force or now >= self._next_leases:
             self._next_leases = now + self.reconcile_every
             ids = [loaded.id for loaded in self.engine.resources()]
-            held = self.engine.replica.hold(f"poll:{i}" for i in ids)
+            held = self.engine.replica.share(f"poll:{i}" for i in ids)
             self.polling = {i for i in ids if f"poll:{i}" in held}
         return self.polling
 

@@ -8,9 +8,14 @@ lease is never held by two replicas at once nor left without holder longer than 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
+from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.poller import Poller
+from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica, preferred
 from iri_gateway.service.operations.store import JobStore
 from tests.service.operations.test_replica_store import Clock
@@ -105,3 +110,38 @@ def test_a_lease_its_preferred_replica_never_takes_is_taken_after_a_timeout_and_
         clock.now += 1
         a.beat(), idle.beat()
         assert a.share(names) == set(names), "kept, not handed back and forth"
+
+
+def test_two_pollers_split_four_resources_and_the_survivor_polls_them_all(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Two gateway engines on one PostgreSQL store, with four resources (the shipped
+    Perlmutter, Frontier and Polaris profiles): their pollers poll each resource once
+    between them, each the resources it is preferred for; when one stops, the other polls
+    all four at its next lease check."""
+    registry = ProfileRegistry.from_files(
+        [builtin_profile(name) for name in ("nersc-perlmutter", "olcf-frontier", "alcf-polaris")]
+    )
+    resources = set(registry.ids())
+    assert {f"poll:{r}" for r in resources} == set(RESOURCES)
+    engines = [
+        Engine(registry=registry, store=JobStore(postgres_url), backends=Backends(tmp_path / n))
+        for n in ("a", "b")
+    ]
+    try:
+        pollers = [Poller(engine, reconcile_every=0) for engine in engines]  # checks each cycle
+        for _ in range(3):  # A alone first: every lease; B: none; A hands over; B takes
+            for poller in pollers:
+                poller.cycle()
+                assert not pollers[0].polling & pollers[1].polling, "polled by both"
+        live = [engine.replica.id for engine in engines]
+        for poller, engine in zip(pollers, engines, strict=True):
+            mine = {r for r in resources if preferred(f"poll:{r}", live) == engine.replica.id}
+            assert poller.polling == mine
+        assert pollers[0].polling | pollers[1].polling == resources
+        engines[1].replica.stop()  # gives up its leases: the survivor takes them at once
+        pollers[0].cycle()
+        assert pollers[0].polling == resources
+    finally:
+        for engine in engines:
+            engine.close()
