@@ -209,10 +209,25 @@ def tree_spent(
     )
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of `pid` and its live descendants together, in bytes."""
+def command_name(pid: int) -> str | None:
+    """The command name of a process (`comm`); None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split("(", 1)[1].rsplit(")", 1)[0]
+    except OSError:
+        return None
+
+
+def server_processes(pid: int) -> list[int]:
+    """`pid` and its live descendants that run the same program (uvicorn's workers), not the
+    commands it runs (a child between fork and exec would count serve's memory twice)."""
+    name = command_name(pid)
+    return [member for member in process_tree(pid) if command_name(member) == name]
+
+
+def rss_bytes(pids: list[int]) -> int:
+    """Resident memory of these processes together, in bytes (one that ended counts 0)."""
     total = 0
-    for member in process_tree(pid):
+    for member in pids:
         try:
             status = Path(f"/proc/{member}/status").read_text()
         except OSError:
