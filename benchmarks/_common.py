@@ -8,6 +8,7 @@ the same processes the same way; one copy of how keeps their figures comparable.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import os
@@ -313,3 +314,33 @@ def cluster_run(prefix: str) -> Iterator[tuple[Path, Path, str, list[str]]]:
         finally:
             if names:
                 cancel_jobs(names)
+
+
+Option = tuple[str, type, object, str]
+"""A command-line option of a benchmark: flag, type, default, meaning."""
+
+POSTGRES_OPTION: Option = (
+    "--postgres",
+    str,
+    None,
+    "PostgreSQL server URL, its role may create databases (default: scripts/postgres's)",
+)
+
+
+def options_parser(doc: str, options: list[Option], quick: str) -> argparse.ArgumentParser:
+    """The benchmark's command line: its options, and `--quick` (a small run that checks the
+    script, not the speed) whose meaning is `quick`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    for flag, kind, default, meaning in options:
+        parser.add_argument(flag, type=kind, default=default, help=meaning)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
+
+
+def parse_options(doc: str, options: list[Option], quick: dict[str, object]) -> argparse.Namespace:
+    """The benchmark's options as given; with `--quick`, the `quick` values instead."""
+    meaning = ", ".join(f"--{name} {value}" for name, value in quick.items())
+    args = options_parser(doc, options, f"a small run: {meaning}").parse_args()
+    if args.quick:
+        vars(args).update(quick)
+    return args

@@ -50,11 +50,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import (
+    POSTGRES_OPTION,
+    Option,
     Postgres,
     cluster_run,
     fresh_database,
     launch_held,
     machine_busy,
+    parse_options,
     postgres_cpu,
     postgres_url,
     tree_spent,
@@ -396,26 +399,28 @@ def report(mixes: list[Mix], skipped: list[str]) -> list[str]:
     return faults
 
 
-OPTIONS: list[tuple[str, type, object, str]] = [
+def mix_options(connections: int, threads: int) -> list[Option]:
+    """The options of the mix (here and in bench_soak.py), with these defaults."""
+    return [
+        ("--jobs", int, 300, "jobs, half of them each user's"),
+        ("--connections", int, connections, "keep-alive connections"),
+        ("--threads", int, threads, "wrk threads (each one user on one server)"),
+        ("--page", int, 100, "getJobs' limit (the API's default)"),
+    ]
+
+
+OPTIONS: list[Option] = [
     ("--configs", str, ",".join(CONFIGS), "of " + ", ".join(CONFIGS)),
-    ("--jobs", int, 300, "jobs, half of them each user's"),
-    ("--connections", int, 100, "keep-alive connections"),
-    ("--threads", int, 4, "wrk threads"),
+    *mix_options(100, 4),
     ("--seconds", float, 30.0, "time per configuration"),
     ("--warmup", float, 5.0, "seconds of the mix before each measured run (not measured)"),
-    ("--page", int, 100, "getJobs' limit (the API's default)"),
-    ("--postgres", str, None, "PostgreSQL server URL (default: scripts/postgres's)"),
+    POSTGRES_OPTION,
 ]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for flag, kind, default, meaning in OPTIONS:
-        parser.add_argument(flag, type=kind, default=default, help=meaning)
-    parser.add_argument("--quick", action="store_true", help="20 jobs, 8 connections, 2 s")
-    args = parser.parse_args()
-    if args.quick:
-        args.jobs, args.connections, args.seconds, args.warmup = 20, 8, 2.0, 1.0
+    quick = {"jobs": 20, "connections": 8, "seconds": 2.0, "warmup": 1.0}
+    args = parse_options(__doc__, OPTIONS, quick)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:

@@ -23,15 +23,22 @@ the run's answers (any not 2xx is a fault: the script exits 1).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from _common import cluster_run, fresh_database, postgres_url, rss_bytes, server_processes
-from bench_iri import Target, seed, servers, start_wrk, tokens, wrk_result
+from _common import (
+    Option,
+    cluster_run,
+    fresh_database,
+    options_parser,
+    postgres_url,
+    rss_bytes,
+    server_processes,
+)
+from bench_iri import Target, mix_options, seed, servers, start_wrk, tokens, wrk_result
 
 MIB = 1024 * 1024
 
@@ -57,23 +64,23 @@ def slope(samples: list[tuple[float, int]]) -> float:
     return fit.slope * 60
 
 
+OPTIONS: list[Option] = [
+    ("--seconds", float, 120.0, "measured, after the warm-up"),
+    ("--warmup", float, 30.0, "seconds not counted in the growth"),
+    ("--rate", float, 500.0, "requests/s, about"),
+    *mix_options(20, 2),
+    ("--every", float, 5.0, "seconds between RSS samples"),
+]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=120.0, help="measured, after warm-up")
-    parser.add_argument("--warmup", type=float, default=30.0, help="not counted in the growth")
-    parser.add_argument("--rate", type=float, default=500.0, help="requests/s, about")
-    parser.add_argument("--connections", type=int, default=20, help="keep-alive connections")
-    parser.add_argument("--threads", type=int, default=2, help="wrk threads (a multiple of 2)")
-    parser.add_argument("--jobs", type=int, default=300, help="jobs, half of them each user's")
-    parser.add_argument("--page", type=int, default=100, help="getJobs' limit")
-    parser.add_argument("--every", type=float, default=5.0, help="seconds between RSS samples")
+    parser = options_parser(__doc__, OPTIONS, "20 jobs, 4 + 6 s, every 1 s")
     parser.add_argument(
         "--database-url",
         nargs="?",
         const="",
         help="a PostgreSQL server (its role may create databases); alone: scripts/postgres's",
     )
-    parser.add_argument("--quick", action="store_true", help="20 jobs, 4 + 6 s, every 1 s")
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.warmup, args.seconds, args.every = 20, 4.0, 6.0, 1.0
