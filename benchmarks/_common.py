@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -337,7 +337,9 @@ def options_parser(doc: str, options: list[Option], quick: str) -> argparse.Argu
     return parser
 
 
-def parse_options(doc: str, options: list[Option], quick: dict[str, object]) -> argparse.Namespace:
+def parse_options(
+    doc: str, options: list[Option], quick: Mapping[str, object]
+) -> argparse.Namespace:
     """The benchmark's options as given; with `--quick`, the `quick` values instead."""
     meaning = ", ".join(f"--{name} {value}" for name, value in quick.items())
     args = options_parser(doc, options, f"a small run: {meaning}").parse_args()

@@ -433,7 +433,7 @@ def main() -> None:
     mixes: list[Mix] = []
     with cluster_run("bench-iri") as (folder, profile, run, names):
         if "sqlite" in configs:
-            data, env = folder / "sqlite", {}
+            data, env = folder / "sqlite", dict[str, str]()
             data.mkdir()
             users = tokens(data, env)
             with servers(profile, data, env) as started:
