@@ -53,21 +53,22 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-from bench_launch import RESOURCE, ROOT, cluster_profile, in_parallel, job, percentile, slurm_count
+from _common import (
+    Postgres,
+    all_processes,
+    fresh_database,
+    machine_busy,
+    postgres_url,
+    proc_times,
+    wait_ready,
+)
+from bench_launch import RESOURCE, cluster_profile, in_parallel, job, percentile, slurm_count
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.pool import NullPool
 
-from iri_gateway.service.operations.database import normalise_url
 from tests.integration.gateway_process import API, Gateway, serve
-
-CLOCK = os.sysconf("SC_CLK_TCK")
 
 WRK_SCRIPT = """
 -- Thread n talks to target n (mod the number of targets); each request the next job id.
@@ -98,108 +99,6 @@ function done(summary, latency, requests)
     latency:percentile(50), latency:percentile(99), latency.max, latency.mean))
 end
 """
-
-
-# --- CPU time, from /proc -------------------------------------------------------------------
-
-
-def proc_times(pid: int) -> tuple[float, float] | None:
-    """(own, reaped children's) user + system CPU seconds of a process; None when it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    own = (int(fields[11]) + int(fields[12])) / CLOCK
-    children = (int(fields[13]) + int(fields[14])) / CLOCK
-    return own, children
-
-
-def parent_pid(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def all_processes() -> dict[int, tuple[str, float]]:
-    """Every process's command name and own CPU seconds (to name what else ran meanwhile)."""
-    found: dict[int, tuple[str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                text_ = (entry / "stat").read_text()
-            except OSError:
-                continue
-            head, tail = text_.rsplit(")", 1)
-            fields = tail.split()
-            found[int(entry.name)] = (
-                head.split("(", 1)[1],
-                (int(fields[11]) + int(fields[12])) / CLOCK,
-            )
-    return found
-
-
-def machine_busy() -> tuple[float, float]:
-    """Core-seconds the whole machine has been busy (not idle, not waiting for I/O, not
-    stolen), and core-seconds the hypervisor gave to others (steal: a virtual machine whose
-    host is busy runs slower without being busier)."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(values[:7]) - values[3] - values[4]) / CLOCK, values[7] / CLOCK
-
-
-class Postgres:
-    """The PostgreSQL server's processes, told apart: the run's database backends, the rest."""
-
-    def __init__(self, admin: Engine, database: str) -> None:
-        self.admin = admin
-        self.database = database
-        with admin.connect() as connection:
-            own = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
-        if proc_times(own) is None:
-            raise SystemExit(
-                "the PostgreSQL server is not on this machine: its CPU time "
-                "cannot be read from /proc"
-            )
-        self.postmaster = parent_pid(own)
-
-    def processes(self) -> tuple[list[int], list[int], list[int]]:
-        """(backends of the run's database, backends of other databases, the server's own
-        processes: background workers, the admin connection)."""
-        with self.admin.connect() as connection:
-            rows = connection.execute(text("SELECT pid, datname FROM pg_stat_activity")).all()
-            admin = connection.execute(text("SELECT current_database()")).scalar_one()
-        ours = [pid for pid, name in rows if name == self.database]
-        elsewhere = [pid for pid, name in rows if name not in (self.database, None, admin)]
-        server = [pid for pid, name in rows if name in (None, admin)]
-        return ours, elsewhere, server
-
-    def counters(self) -> tuple[int, int, int]:
-        """(sessions opened, transactions ended) on the run's database so far, and the
-        sessions opened on the other databases, as the server's statistics have them (a
-        backend reports its counts within about a second)."""
-        with self.admin.connect() as connection:
-            row = connection.execute(
-                text(
-                    "SELECT sum(sessions) FILTER (WHERE datname = :name), "
-                    "sum(xact_commit + xact_rollback) FILTER (WHERE datname = :name), "
-                    "sum(sessions) FILTER (WHERE datname <> :name) FROM pg_stat_database"
-                ),
-                {"name": self.database},
-            ).one()
-        return int(row[0]), int(row[1]), int(row[2] or 0)
-
-    def session_cost(self, url: str, count: int = 40) -> float:
-        """Server CPU seconds one new session costs (fork, SCRAM authentication, one query,
-        exit), read on the postmaster's reaped children: what a connection pool that opens
-        and closes connections under load pays each time."""
-        engine = create_engine(url, poolclass=NullPool)
-        try:
-            before = sum(proc_times(self.postmaster) or (0.0, 0.0))
-            for _ in range(count):
-                with engine.connect() as connection:
-                    connection.execute(text("SELECT 1"))
-            time.sleep(0.5)  # the postmaster reaps the last backends
-            after = sum(proc_times(self.postmaster) or (0.0, 0.0))
-        finally:
-            engine.dispose()
-        return (after - before) / count
 
 
 @dataclass
@@ -458,44 +357,6 @@ def launch(
 # --- set-up ---------------------------------------------------------------------------------
 
 
-def postgres_url(given: str | None) -> str:
-    if given:
-        return normalise_url(given)
-    script = ROOT / "scripts" / "postgres"
-    subprocess.run([str(script), "start"], check=True, capture_output=True, timeout=600)
-    line = subprocess.run(
-        [str(script), "env"], check=True, capture_output=True, text=True, timeout=60
-    ).stdout.strip()
-    return normalise_url(line.split("=", 1)[1])
-
-
-@contextmanager
-def fresh_database(server: str) -> Iterator[tuple[str, Engine, str]]:
-    """A new database on `server` (its URL, an admin engine on the server's own database, its
-    name); dropped afterwards, whatever happened."""
-    name = f"iri_bench_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(server).set(database=name).render_as_string(hide_password=False), admin, name
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
-def wait_ready(replica: Gateway) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        answer = httpx.get(f"{replica.url}/ready", timeout=10)
-        if answer.status_code == 200:
-            return
-        if time.monotonic() > deadline:
-            raise SystemExit(f"replica {replica.url} not ready after 60 s: {answer.text}")
-        time.sleep(0.2)
-
-
 def slurmctld_pids() -> list[int]:
     found = subprocess.run(
         ["pgrep", "-x", "slurmctld"], capture_output=True, text=True, check=False
@@ -648,14 +509,14 @@ def main() -> None:
         ids_file = folder / "ids.txt"
         try:
             with serve(profile, folder / "data", env=env) as a:
-                wait_ready(a)
+                wait_ready(a.url)
                 meter.replicas["A"] = a.pid
                 names.append(f"{run}-seed")  # warm-up, and the jobs getJob reads
                 _, seeded = launch("seed", [a], names[-1], args.seed, args.clients, meter)
                 ids_file.write_text("\n".join(seeded) + "\n")
                 measure("one", [a])
                 with serve(profile, folder / "data", env=env) as b:
-                    wait_ready(b)
+                    wait_ready(b.url)
                     meter.replicas["B"] = b.pid
                     names.append(f"{run}-warm-b")  # B's warm-up, not measured
                     launch("warm-up", [b], names[-1], args.clients, args.clients, meter)
