@@ -24,15 +24,21 @@ import json
 import logging
 import os
 import signal
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from iri_gateway.service.operations.settings import Settings
 
-STACK: Final[dict[str, Any]] = {"http": "httptools", "loop": "uvloop", "log_level": "warning"}
-"""uvicorn's options for every serving process, one or many."""
+
+def stack() -> dict[str, Any]:
+    """uvicorn's options for every serving process, one or many: httptools' parser (with the
+    Host rule, `http_protocol`) on uvloop."""
+    from iri_gateway.cli.http_protocol import HostCheckedProtocol
+
+    return {"http": HostCheckedProtocol, "loop": "uvloop", "log_level": "warning"}
+
 
 HEALTH_CHECK_SECONDS = 30
 """How long the supervisor waits for a worker to answer its health check (a ping answered
@@ -112,7 +118,7 @@ def serve_one(application: FastAPI, host: str, port: int) -> None:
     """Serve APPLICATION in this process until SIGTERM or SIGINT."""
     import uvicorn
 
-    uvicorn.run(application, host=host, port=port, **STACK)
+    uvicorn.run(application, host=host, port=port, **stack())
 
 
 def serve_workers(settings: Settings, count: int, host: str, port: int) -> int:
@@ -130,7 +136,7 @@ def serve_workers(settings: Settings, count: int, host: str, port: int) -> int:
         port=port,
         workers=count,
         timeout_worker_healthcheck=HEALTH_CHECK_SECONDS,
-        **STACK,
+        **stack(),
     )
     # The supervisor's own lines (a worker died and was replaced, stopping) are the
     # operator's business; the workers keep the warning level.
