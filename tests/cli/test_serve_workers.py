@@ -27,7 +27,7 @@ from iri_gateway.service.operations.settings import Settings
 from tests.support.serve import CLI, clean_env, issue_token, running_serve
 
 V2 = "/api/v2"
-FAST = {"IRI_GATEWAY_REPLICA_TIMEOUT": "3", "IRI_GATEWAY_POLL_SLOW": "2"}
+FAST = {"IRI_GATEWAY_POLL_SLOW": "2"}
 
 
 @pytest.fixture
@@ -105,12 +105,14 @@ def test_two_workers_share_the_store_replace_a_killed_one_and_stop_on_sigterm(
             "two workers registered as live replicas",
         )
         assert "2 workers on postgresql+psycopg://" in served.output()
-        seen = wait_until(
-            lambda: {answering(served.url) for _ in range(20)} >= set(first.items()) or None,
-            60,
-            f"both workers {sorted(first)} answer",
-        )
-        assert seen
+        seen: set[tuple[int, str]] = set()
+
+        def both_answered() -> bool:
+            seen.add(answering(served.url))
+            return seen >= set(first.items())
+
+        wait_until(both_answered, 120, f"both workers {sorted(first)} answer")
+        assert seen == set(first.items()), (seen, first)  # no one else answers
 
         launched = httpx.post(
             f"{served.url}{V2}/compute/job/local",
@@ -191,7 +193,7 @@ def serve_refused(tmp_path: Path, *args: str, env: dict[str, str] | None = None)
         [*CLI, "serve", "--port", "1", "--data-dir", str(data), *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=60,
         env={**clean_env(), **(env or {})},
     )
     assert done.returncode != 0, done
@@ -242,3 +244,24 @@ def test_a_broken_profile_fails_the_command_once_before_the_workers(
         env={"IRI_GATEWAY_DATABASE_URL": postgres_url},
     )
     assert said.startswith("1 ") and said.count("invalid profile") == 1, said
+
+
+def test_workers_stop_and_deregister_when_serve_itself_is_killed(
+    tmp_path: Path, postgres_url: str, database: SqlEngine
+) -> None:
+    """kill -9 of the `serve` process leaves no worker serving on its own: each gets SIGTERM
+    from the kernel (PR_SET_PDEATHSIG) and stops as on a clean stop."""
+    env = {"IRI_GATEWAY_DATABASE_URL": postgres_url, **FAST}
+    with running_serve(
+        tmp_path / "data", args=("--workers", "2"), extra_env=env, workers=None
+    ) as served:
+        workers = wait_until(lambda: workers_if(database, served.process.pid, 2), 60, "two workers")
+        served.process.kill()
+        served.process.wait(timeout=30)
+        for pid in workers:
+            wait_until(lambda p=pid: not Path(f"/proc/{p}").exists(), 60, f"worker {pid} ended")
+    with database.connect() as connection:
+        stopped = connection.execute(
+            select(ReplicaRow.pid).where(ReplicaRow.stopped_at.is_not(None))
+        ).all()
+    assert {pid for (pid,) in stopped} == set(workers), (stopped, workers)
