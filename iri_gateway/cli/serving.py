@@ -143,16 +143,34 @@ def serve_workers(settings: Settings, count: int, host: str, port: int) -> int:
     logging.getLogger("uvicorn.error").setLevel(logging.INFO)
     supervisor = Multiprocess(config, sockets=[config.bind_socket()])
     supervisor.run()
-    return 1 if any(p.exitcode == STARTUP_FAILURE for p in supervisor.processes) else 0
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        logging.getLogger("uvicorn.error").error(
+            "a worker could not start (its error is above); every worker was stopped"
+        )
+        return 1
+    return 0
 
 
 def application() -> FastAPI:
-    """A worker's application, from the settings in its environment (uvicorn's factory)."""
+    """A worker's application, from the settings in its environment (uvicorn's factory).
+
+    A worker that cannot build it exits with uvicorn's start-up failure status, which stops
+    the supervisor: uvicorn lets the factory's exception end the process with status 1,
+    and a worker that died so is started again, and fails again, forever."""
+    from uvicorn.config import STARTUP_FAILURE
+
     from iri_gateway.api.app import create_app
+    from iri_gateway.errors import GatewayError
     from iri_gateway.service.operations.settings import Settings
 
     _end_with_parent()
-    return create_app(Settings())
+    try:
+        return create_app(Settings())
+    except GatewayError as error:  # a database that cannot be used, a profile, ...
+        logging.getLogger("uvicorn.error").error("worker %d cannot start: %s", os.getpid(), error)
+    except Exception:
+        logging.getLogger("uvicorn.error").exception("worker %d cannot start", os.getpid())
+    raise SystemExit(STARTUP_FAILURE)
 
 
 def _end_with_parent() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.engine import Engine as SqlEngine
+from uvicorn.config import STARTUP_FAILURE
 
 from iri_gateway.cli.serving import worker_count
 from iri_gateway.service.operations.schema import LeaseRow, ReplicaRow
@@ -265,3 +267,34 @@ def test_workers_stop_and_deregister_when_serve_itself_is_killed(
             select(ReplicaRow.pid).where(ReplicaRow.stopped_at.is_not(None))
         ).all()
     assert {pid for (pid,) in stopped} == set(workers), (stopped, workers)
+
+
+UNREACHABLE = "postgresql://nobody@127.0.0.1:1/nothing"
+"""A PostgreSQL URL nothing answers."""
+
+
+def test_an_unusable_database_fails_the_command_once_before_the_workers(tmp_path: Path) -> None:
+    said = serve_refused(tmp_path, "--workers", "2", "--database-url", UNREACHABLE)
+    assert said.startswith("1 ") and said.count("cannot use database") == 1, said
+    assert "nobody@127.0.0.1:1/nothing" in said and "Started parent" not in said, said
+
+
+def test_a_worker_that_cannot_start_stops_the_supervisor_instead_of_looping(
+    tmp_path: Path,
+) -> None:
+    """uvicorn restarts a worker that exited with status 1 (its factory raised), forever;
+    with uvicorn's start-up failure status (3) the supervisor stops every worker instead."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from iri_gateway.cli.serving import application; application()"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **clean_env(),
+            "IRI_GATEWAY_DATA_DIR": str(tmp_path / "data"),
+            "IRI_GATEWAY_DATABASE_URL": UNREACHABLE,
+        },
+    )
+    assert done.returncode == STARTUP_FAILURE, (done.returncode, done.stderr)
+    assert "cannot start: cannot use database" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
