@@ -21,7 +21,13 @@ from iri_gateway.cli.common import JsonOption, fail
 from iri_gateway.errors import ProfileError
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from iri_gateway.service.accounts.auth import TokenFile
+
+EXIT_USAGE = 2
+"""The exit status of settings `serve` refuses before starting anything (as click's usage
+errors)."""
 
 FIRST_PROJECT = "demo"
 """The project of the admin token (user `admin`, admin role) the first `serve` creates (the
@@ -47,13 +53,24 @@ def serve(
             "SQLite in the data dir; also IRI_GATEWAY_DATABASE_URL)."
         ),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Serving processes on the one socket, each a replica on the shared store "
+            "(default: one per CPU core with PostgreSQL, one with SQLite, which serves one "
+            "process; also IRI_GATEWAY_WORKERS).",
+        ),
+    ] = None,
 ) -> None:
     """Run the gateway: the IRI API v2 on embedded defaults (SQLite, the `local` resource)."""
-    import uvicorn
+    from pydantic import ValidationError
 
     from iri_gateway.api.app import create_app
+    from iri_gateway.cli import serving
     from iri_gateway.service.accounts.auth import TokenFile
-    from iri_gateway.service.operations.database import DatabaseError
+    from iri_gateway.service.assembly import load_profiles
+    from iri_gateway.service.operations.database import DatabaseError, display_url
     from iri_gateway.service.operations.settings import Settings
 
     overrides: dict[str, object] = {}
@@ -63,9 +80,23 @@ def serve(
         overrides["data_dir"] = data_dir
     if database_url is not None:
         overrides["database_url"] = database_url
+    if workers is not None:
+        overrides["workers"] = workers
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
-        application = create_app(settings)
+    except ValidationError as error:
+        fail(f"invalid settings: {_settings_problems(error)}", EXIT_USAGE)
+    count = serving.worker_count(settings)
+    refused = serving.refusal(settings, count)
+    if refused is not None:
+        fail(refused, EXIT_USAGE)
+    try:
+        if count == 1:
+            application = create_app(settings)
+            resource_ids = application.state.engine.registry.ids()
+        else:  # once, before the workers: the profile check and the migration
+            resource_ids = load_profiles(settings).ids()
+            serving.migrate(settings)
     except ProfileError as error:
         fail(f"invalid profile:\n{error}")
     except DatabaseError as error:
@@ -80,11 +111,12 @@ def serve(
             "and projects: iri-gateway token USER --project PROJECT",
             markup=False,
         )
-    resources = ", ".join(application.state.engine.registry.ids())
+    resources = ", ".join(resource_ids)
     address = f"http://{host}:{port}"
+    processes = "" if count == 1 else f"; {count} workers on {display_url(settings.store_url)}"
     consoles.err().print(
         f"iri-gateway {__version__}: {address}/api/v2 (resources: "
-        f"{resources}; data: {settings.data_dir})",
+        f"{resources}; data: {settings.data_dir}{processes})",
         markup=False,
     )
     which = (
@@ -95,7 +127,21 @@ def serve(
     consoles.err().print(
         f"Web console: open {address}/ in a browser and sign in with {which}.", markup=False
     )
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    if count == 1:
+        serving.serve_one(application, host, port)
+        return
+    raise typer.Exit(serving.serve_workers(settings, count, host, port))
+
+
+def _settings_problems(error: ValidationError) -> str:
+    """Pydantic's errors about settings in one line each: the setting (and its variable),
+    what is wrong."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'settings'} "
+        f"(IRI_GATEWAY_{str(problem['loc'][0]).upper() if problem['loc'] else '*'}): "
+        f"{problem['msg']}"
+        for problem in error.errors()
+    )
 
 
 class _TokenGroup(TyperGroup):

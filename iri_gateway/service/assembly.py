@@ -22,6 +22,19 @@ from iri_gateway.service.operations.store import JobStore
 logger = logging.getLogger(__name__)
 
 
+def load_profiles(settings: Settings) -> ProfileRegistry:
+    """The resources of the settings' profiles as this machine offers them (see
+    `build_engine`); ProfileError when a profile is broken. `serve --workers N` calls it once
+    before its workers start, so a broken profile fails the command once."""
+    paths = settings.profiles or [builtin_profile("local")]
+    registry, notes = registry_for_this_machine(ProfileRegistry.from_paths(paths))
+    registry, measured = registry_with_machine(registry)
+    notes += measured
+    for note in notes:
+        logger.warning("%s", note)
+    return registry
+
+
 def build_engine(settings: Settings) -> Engine:
     """Profiles, store and backends as the settings say; profile errors are fatal here.
 
@@ -29,12 +42,7 @@ def build_engine(settings: Settings) -> Engine:
     those whose profile says `nodes: {detect: true}` take their hardware facts from it.
     """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    paths = settings.profiles or [builtin_profile("local")]
-    registry, notes = registry_for_this_machine(ProfileRegistry.from_paths(paths))
-    registry, measured = registry_with_machine(registry)
-    notes += measured
-    for note in notes:
-        logger.warning("%s", note)
+    registry = load_profiles(settings)
     store = JobStore(settings.store_url, pool_size=settings.database_pool_size)
     try:
         replica = Replica(store, timeout=settings.replica_timeout)

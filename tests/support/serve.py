@@ -136,11 +136,15 @@ def running_serve(
     timeout: float = 60,
     ready: Callable[[str], bool] = answers,
     stop_timeout: float = 15,
+    workers: int | None = 1,
 ) -> Iterator[RunningServe]:
     """`iri-gateway serve --host 127.0.0.1 --port FREE --data-dir DATA_DIR [ARGS]` until the
     block ends.
 
-    The environment is BASE_ENV (default: the clean one) with EXTRA_ENV over it.
+    The environment is BASE_ENV (default: the clean one) with EXTRA_ENV over it, and
+    `IRI_GATEWAY_WORKERS=WORKERS` under both (None: serve's own default, one per core on
+    PostgreSQL). One by default: a test's server is one process (the pid it kills with
+    `kill -9`, one replica) unless the test asks for workers.
     The output goes to LOG (default: `<data_dir>-serve.log` beside DATA_DIR). The block starts
     once `ready(url)` holds, within TIMEOUT seconds; the server is stopped however it ends.
     """
@@ -159,6 +163,7 @@ def running_serve(
         *args,
     ]
     environment = {
+        **({} if workers is None else {"IRI_GATEWAY_WORKERS": str(workers)}),
         **(dict(base_env) if base_env is not None else clean_env()),
         **(extra_env or {}),
     }

@@ -103,6 +103,14 @@ class Settings(BaseSettings):
         "one for dead and take over its polling and the submissions it was sending (the "
         "heartbeat is written every fifth of it)",
     )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="Serving processes `iri-gateway serve` starts on its one listening "
+        "socket, each a replica of its own on the shared store; default: one per CPU core "
+        "this process may use with PostgreSQL, exactly one with SQLite (a SQLite store "
+        "serves one process); `serve` refuses more than 64",
+    )
     database_pool_size: int = Field(
         default=24,
         ge=1,
