@@ -214,7 +214,7 @@ def _profile_print(count: int, top: int) -> None:
 
     yappi.stop()
     stats = yappi.get_func_stats()
-    stats.sort("ttot", "desc")
+    stats.sort(os.environ.get("BENCH_SORT", "ttot"), "desc")
     print(f"{'ms total':>9}{'ms own':>9}{'calls':>9}  function")
     for stat in list(stats)[:top]:
         where = f"{Path(stat.module).name}:{stat.lineno} {stat.name}"
