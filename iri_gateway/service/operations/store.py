@@ -61,7 +61,8 @@ class StoredJson:
     def get(self, name: str) -> Any:
         value = self._values[name]
         if isinstance(value, str | bytes):
-            value = json_loads(value)
+            # "[]": the members of every job that is not a cluster job, and no decoding
+            value = [] if value == "[]" else json_loads(value)
             self._values[name] = value
         return value
 
