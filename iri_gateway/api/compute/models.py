@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+import orjson
+import pydantic_core
+from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from iri_gateway.models.job import JobState
@@ -71,3 +75,78 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
             "flavours": [asdict(outcome) for outcome in plan.flavours],
         },
     )
+
+
+def job_document(record: JobRecord, *, include_spec: bool = True) -> dict[str, Any]:
+    """`job_view(record).model_dump(mode="json", exclude_none=True)`, built straight from the
+    stored JSON: no model validated or dumped but the spec's, when it is shown (a test holds
+    the two to each other over many kinds of job).
+
+    The stored plan and effective spec were written by the gateway from its own models, so
+    their fields are read, not validated again: a required field of `Plan` read by its name
+    (a record without it fails loudly, KeyError), a field with a default of `Plan` read with
+    that default. `VIEW_PLAN_FIELDS` and `VIEW_PATH_FIELDS` are the names read, which a test
+    holds to `Plan`'s and `JobSpec`'s."""
+    plan, effective = record.plan, record.effective_spec
+    status: dict[str, Any] = {"state": record.state.value, "time": record.updated_at}
+    if record.message is not None:
+        status["message"] = record.message
+    if record.exit_code is not None:
+        status["exit_code"] = record.exit_code
+    meta_data: dict[str, Any] = {
+        "native_id": record.native_id,
+        "resource_id": record.resource_id,
+        "history": record.history,
+        "directory": effective.get("directory"),
+        "stdout_path": effective.get("stdout_path"),
+        "stderr_path": effective.get("stderr_path"),
+    }
+    if record.members:
+        meta_data["members"] = record.members
+    status["meta_data"] = meta_data
+    document: dict[str, Any] = {"id": record.id, "status": status}
+    if include_spec:
+        document["job_spec"] = record.spec_model.model_dump(mode="json", exclude_none=True)
+    document["attributes"] = {
+        "runtime": plan["runtime"],
+        "queue": plan["queue"],
+        "image": plan["image"],
+        "app": plan.get("app"),
+        "flavour": plan.get("flavour"),
+        "flavours": plan.get("flavours", []),
+    }
+    return document
+
+
+VIEW_PLAN_FIELDS = ("runtime", "queue", "image", "app", "flavour", "flavours")
+"""The fields of a stored plan `job_document` reads (held to `Plan`'s by a test)."""
+VIEW_PATH_FIELDS = ("directory", "stdout_path", "stderr_path")
+"""The fields of a stored effective spec `job_document` reads (held to `JobSpec`'s)."""
+
+
+def json_bytes(document: Any) -> bytes:
+    """`document` as JSON, encoded once: orjson, or pydantic's encoder for what orjson
+    refuses (an integer past 64 bits), as FastAPI's own answer would have encoded it."""
+    try:
+        return orjson.dumps(document)
+    except orjson.JSONEncodeError:
+        return pydantic_core.to_json(document)
+
+
+def job_answer(
+    records: JobRecord | Sequence[JobRecord],
+    *,
+    include_spec: bool = True,
+    response: Response | None = None,
+) -> Response:
+    """The Job (or list of Jobs) answered as bytes, encoded once: FastAPI's `response_model`
+    would validate and encode the models again. The headers set on `response` are kept."""
+    if isinstance(records, JobRecord):
+        body = json_bytes(job_document(records, include_spec=include_spec))
+    else:
+        body = json_bytes([job_document(r, include_spec=include_spec) for r in records])
+    answer = Response(content=body, media_type="application/json")
+    for name, value in response.headers.items() if response else ():
+        if name not in ("content-length", "content-type"):
+            answer.headers[name] = value
+    return answer

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from iri_gateway.api.compute.models import Job, job_view
+from iri_gateway.api.compute.models import Job, job_answer
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, KnownResource, PrincipalDep, SettingsDep
 from iri_gateway.api.plumbing.official import StrictBool
@@ -101,7 +101,7 @@ def launch_job(
     response: Response,
     idempotency_key: IdempotencyKey = None,
     project: ProjectHeader = None,
-) -> Job:
+) -> Response:
     """Submit a job; with an `Idempotency-Key`, a retry returns the first job.
 
     The job is recorded, then sent to the scheduler off the request; the answer waits up to
@@ -122,7 +122,7 @@ def launch_job(
     )
     if idempotency_key is not None:
         response.headers["Idempotency-Key-Reply"] = "hit" if submission.replayed else "miss"
-    return job_view(submission.record)
+    return job_answer(submission.record, response=response)
 
 
 @router.put(
@@ -142,7 +142,7 @@ def update_job(
     response: Response,
     idempotency_key: IdempotencyKey = None,
     project: ProjectHeader = None,
-) -> Job:
+) -> Response:
     """Change a queued job: duration, queue, name or account.
 
     Waits up to `response_wait` seconds for the scheduler; past it the job is returned with
@@ -168,7 +168,7 @@ def update_job(
     )
     if idempotency_key is not None:
         response.headers["Idempotency-Key-Reply"] = "hit" if update.replayed else "miss"
-    return job_view(update.record)
+    return job_answer(update.record, response=response)
 
 
 @router.get(
@@ -185,7 +185,7 @@ async def get_job(
     principal: PrincipalDep,
     historical: StrictBool | None = True,
     include_spec: StrictBool | None = False,
-) -> Job:
+) -> Response:
     """A job's status, from the store (the poller keeps it current).
 
     A job the store holds in memory (SQLite) is answered on the event loop; any other read
@@ -195,7 +195,7 @@ async def get_job(
     record = engine.known(owner=principal.user, job_id=job_id)
     if record is None or record.resource_id != resource_id:
         record = await run_in_threadpool(_owned, engine, principal, resource_id, job_id)
-    return job_view(record, include_spec=bool(include_spec))
+    return job_answer(record, include_spec=bool(include_spec))
 
 
 @router.post(
@@ -214,7 +214,7 @@ def get_jobs(
     historical: StrictBool | None = False,
     include_spec: StrictBool | None = False,
     filters: Annotated[dict[str, Any] | None, Body()] = None,
-) -> list[Job]:
+) -> Response:
     """The caller's jobs on a resource; finished ones only with `historical`."""
     states = None if historical else [s for s in JobState if not s.final]
     wanted = (filters or {}).get("state")
@@ -229,7 +229,7 @@ def get_jobs(
         offset=offset,
         limit=limit,
     )
-    return [job_view(r, include_spec=bool(include_spec)) for r in records]
+    return job_answer(records, include_spec=bool(include_spec))
 
 
 @router.delete(
@@ -287,7 +287,7 @@ def restart_job(
     engine: EngineDep,
     principal: PrincipalDep,
     settings: SettingsDep,
-) -> Job:
+) -> Response:
     """Extension: run the job again as the same gateway job, every member of a cluster job
     with it. Slurm `scontrol requeue`, PBS `qrerun` (running jobs only), the local
     scheduler's own restart; a running job is stopped first. Waits up to `response_wait`
@@ -295,7 +295,7 @@ def restart_job(
     sent to the scheduler"."""
     _owned(engine, principal, resource_id, job_id)
     record = engine.restart(owner=principal.user, job_id=job_id, wait=settings.response_wait)
-    return job_view(record)
+    return job_answer(record)
 
 
 @extensions.get(

@@ -6,6 +6,7 @@ import types
 import typing
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -110,11 +111,49 @@ def _query_fields(dependant: Any) -> Iterator[tuple[str, Any]]:
         yield from _query_fields(sub)
 
 
+@dataclass(frozen=True)
+class _RouteQuery:
+    """What the query checks need to know of one route, worked out once per route."""
+
+    single: tuple[str, ...]
+    """The parameters that take one value, in the route's order."""
+    accepted: frozenset[str]
+    offered: str
+    """The accepted names, as an error lists them."""
+
+
+_ROUTE_QUERY = "_iri_gateway_query"
+"""The attribute under which a route keeps its `_RouteQuery`: walking a route's dependency
+tree on every request cost more than the rest of a status read, and a route and its
+dependencies do not change once the app is built (routes are not hashable, so they are not
+keys of a map; kept on the route, it goes with its app)."""
+
+
+def _route_query(route: Any) -> _RouteQuery:
+    known: _RouteQuery | None = getattr(route, _ROUTE_QUERY, None)
+    if known is None:
+        fields = dict(_query_fields(getattr(route, "dependant", None)))
+        accepted = sorted(fields)
+        known = _RouteQuery(
+            single=tuple(name for name, kind in fields.items() if not _takes_many(kind)),
+            accepted=frozenset(accepted),
+            offered=", ".join(accepted) if accepted else "no query parameters",
+        )
+        if route is not None:
+            setattr(route, _ROUTE_QUERY, known)
+    return known
+
+
 async def single_valued_query(request: Request) -> None:
     """A query parameter that takes one value must be given once: FastAPI would keep the
     last of `?offset=abc&offset=0` and silently ignore the others (a 422 here instead)."""
-    dependant = getattr(request.scope.get("route"), "dependant", None)
-    counts = Counter(name for name, _ in request.query_params.multi_items())
+    if not request.scope.get("query_string"):
+        return
+    items = request.query_params.multi_items()
+    counts = Counter(name for name, _ in items)
+    if len(counts) == len(items):
+        return  # no name given twice
+    single = _route_query(request.scope.get("route")).single
     errors = [
         {
             "type": "repeated",
@@ -122,8 +161,8 @@ async def single_valued_query(request: Request) -> None:
             "msg": "given more than once; this parameter takes one value",
             "input": request.query_params.getlist(name),
         }
-        for name, annotation in dict(_query_fields(dependant)).items()
-        if counts[name] > 1 and not _takes_many(annotation)
+        for name in single
+        if counts[name] > 1
     ]
     if errors:
         raise RequestValidationError(errors)
@@ -139,12 +178,13 @@ async def known_query(request: Request) -> None:
     would otherwise be ignored and the request answered as if it were absent (a 422 naming
     each unknown one and the accepted ones instead). The console's pages (not in the
     OpenAPI) read their own query in the browser and are left alone."""
+    if not request.scope.get("query_string"):
+        return
     route = request.scope.get("route")
     if route is None or not getattr(route, "include_in_schema", True):
         return
-    accepted = sorted(dict(_query_fields(getattr(route, "dependant", None))))
-    offered = ", ".join(accepted) if accepted else "no query parameters"
-    unknown = sorted({name for name, _ in request.query_params.multi_items()} - set(accepted))
+    known = _route_query(route)
+    unknown = sorted({name for name, _ in request.query_params.multi_items()} - known.accepted)
     if unknown:
         raise RequestValidationError(
             [
@@ -152,7 +192,7 @@ async def known_query(request: Request) -> None:
                     "type": "unknown",
                     "loc": ("query", name),
                     "input": request.query_params[name],
-                    "msg": f"unknown query parameter; this operation takes {offered}",
+                    "msg": f"unknown query parameter; this operation takes {known.offered}",
                 }
                 for name in unknown
             ]

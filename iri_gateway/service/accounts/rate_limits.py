@@ -8,10 +8,12 @@ and workers), each a rate in requests per second averaged over a sliding window 
 past its budget is refused with `RateLimitError`: which limit, its value, the user's use,
 and the seconds until one more request fits.
 
-The hot path is one lock and a few dictionary reads: no database write per request. Each
-replica counts its own requests per user, kind and window in memory; every `sync_interval`
-seconds a thread writes this replica's counts of the current and the previous window to
-`rate_counts` (its own rows, replaced) and reads the sums of the other replicas' rows. A
+The hot path is one lock and a few dictionary reads: no database write per request. On
+SQLite (one process) the counts are read once at start and written once at stop, nothing in
+between. Each replica counts its own requests per user, kind and window in memory; every
+`sync_interval` seconds a thread writes this replica's counts of the current and the
+previous window to `rate_counts` (its own rows, replaced) and reads the sums of the other
+replicas' rows. A
 request is admitted when this replica's count plus the others' (as last read) stays within
 the limit. So two replicas can together let through more than the limit only by what the
 user sent to the other replica since its last sync (at most `sync_interval` plus a database
@@ -40,6 +42,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.service.operations.database import is_sqlite
 from iri_gateway.service.operations.schema import RateCountRow
 from iri_gateway.service.operations.store import JobStore
 
@@ -123,6 +126,10 @@ class RateLimiter:
         self._dirty = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # A SQLite store has one gateway process (`replicas.Replica` refuses a second): no
+        # other replica's counts to read, so no periodic sync (a write every `sync_interval`
+        # that took the store's write turn from the launches).
+        self._shared = not is_sqlite(store.engine.url)
 
     # ---- the hot path ----------------------------------------------------------------------
 
@@ -242,8 +249,12 @@ class RateLimiter:
             }
 
     def start(self) -> None:
-        """Sync every `sync_interval` seconds in a thread of its own, until `stop`."""
+        """Sync every `sync_interval` seconds in a thread of its own, until `stop`; on
+        SQLite, read once what an earlier process wrote at its `stop` and sync no more."""
         self._stop.clear()
+        if not self._shared:
+            self.sync()
+            return
         self._thread = threading.Thread(target=self._run, name="rate-sync", daemon=True)
         self._thread.start()
 

@@ -8,8 +8,10 @@ psycopg 3, is the production store. `postgresql://` URLs name psycopg 3 explicit
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import orjson
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -73,6 +75,16 @@ pool opens and closes a connection per use beyond it (measured: 64-98 new sessio
 launches with SQLAlchemy's default 5, each 10-12 ms of the server's CPU)."""
 
 
+def json_loads(text: str | bytes) -> Any:
+    """A JSON column's value: orjson, about twice as fast as `json` on every read of a job;
+    what orjson refuses and `json.dumps` may have written (NaN, an integer past 64 bits, a
+    lone surrogate) is read by `json`, so every stored value reads back as it always did."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 def open_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
     """A SQLAlchemy engine for `url` (normalised), not yet connected; a client database
     keeps `pool_size` connections (and opens as many more for a burst).
@@ -83,13 +95,19 @@ def open_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
     try:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite":
-            engine = create_engine(parsed, connect_args={"check_same_thread": False})
+            engine = create_engine(
+                parsed, connect_args={"check_same_thread": False}, json_deserializer=json_loads
+            )
             event.listen(engine, "connect", _sqlite_pragmas)
             return engine
         # pre_ping: a connection the server closed (a restart, an idle time-out) is replaced
         # before use instead of failing the request that drew it from the pool.
         return create_engine(
-            parsed, pool_pre_ping=True, pool_size=pool_size, max_overflow=pool_size
+            parsed,
+            pool_pre_ping=True,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            json_deserializer=json_loads,
         )
     except ArgumentError as error:
         raise DatabaseError(f"cannot use database {display_url(url)}: {error}") from None

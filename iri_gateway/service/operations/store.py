@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import Select, Text, bindparam, cast, func, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,7 +29,12 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
-from iri_gateway.service.operations.database import DEFAULT_POOL_SIZE, is_sqlite, open_engine
+from iri_gateway.service.operations.database import (
+    DEFAULT_POOL_SIZE,
+    is_sqlite,
+    json_loads,
+    open_engine,
+)
 from iri_gateway.service.operations.migrations import upgrade_schema
 from iri_gateway.service.operations.schema import JobRow, UpdateKeyRow
 
@@ -37,33 +42,92 @@ log = logging.getLogger(__name__)
 _Row = TypeVar("_Row")
 
 
+JSON_FIELDS = ("spec", "effective_spec", "plan", "history", "members")
+"""The record's fields stored as JSON (`StoredJson`)."""
+
+
+class StoredJson:
+    """A record's JSON columns, each decoded on first use: a read that shows a few fields
+    (a status view needs neither the spec nor, mostly, the whole plan) does not pay for the
+    others. A value is given decoded (a dict or list) or as the JSON text read from the
+    database (a str: no stored document is a JSON string, they are all objects or arrays).
+    Decoding twice from two threads is harmless (the same value)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def get(self, name: str) -> Any:
+        value = self._values[name]
+        if isinstance(value, str | bytes):
+            # "[]": the members of every job that is not a cluster job, and no decoding
+            value = [] if value == "[]" else json_loads(value)
+            self._values[name] = value
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredJson):
+            return NotImplemented
+        return all(self.get(name) == other.get(name) for name in JSON_FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # the documents are dicts: unhashable
+
+
 @dataclass(frozen=True)
 class JobRecord:
-    """A job as stored: what was asked, what was decided, what happened."""
+    """A job as stored: what was asked, what was decided, what happened (its JSON
+    documents, `spec` ... `members`, decoded on first use: `StoredJson`)."""
 
     id: str
     owner: str
     resource_id: str
     idempotency_key: str | None
     request_hash: str | None
-    spec: dict[str, Any]
-    effective_spec: dict[str, Any]
-    plan: dict[str, Any]
+    stored: StoredJson = field(repr=False)
     script: str
     native_id: str | None
     state: JobState
     desired: str
     exit_code: int | None
     message: str | None
-    history: list[dict[str, Any]]
     submit_attempted_at: float | None
     created_at: float
     updated_at: float
-    members: list[dict[str, Any]] = field(default_factory=list)
     claimed_by: str | None = None
     """The replica sending the job to the scheduler now, if any (see `JobStore.claim`)."""
     cancel_sent: bool = False
     """The scheduler has answered the recorded cancel."""
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The JobSpec as the user sent it (its JSON document)."""
+        spec: dict[str, Any] = self.stored.get("spec")
+        return spec
+
+    @property
+    def effective_spec(self) -> dict[str, Any]:
+        """The JobSpec as it runs: job folder and output paths filled in."""
+        spec: dict[str, Any] = self.stored.get("effective_spec")
+        return spec
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        """The plan as stored, without its script (`script`)."""
+        plan: dict[str, Any] = self.stored.get("plan")
+        return plan
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """Every state the job went through: state, time, message."""
+        history: list[dict[str, Any]] = self.stored.get("history")
+        return history
+
+    @property
+    def members(self) -> list[dict[str, Any]]:
+        """A cluster job's members, as its script listed them ([] for any other job)."""
+        members: list[dict[str, Any]] = self.stored.get("members")
+        return members
 
     @property
     def tag(self) -> str:
@@ -173,30 +237,64 @@ def job_tag(job_id: str) -> str:
     return f"iri-gateway:{job_id}"
 
 
+_JOBS = JobRow.metadata.tables["jobs"]
+_COLUMNS = [
+    cast(column, Text).label(column.name) if column.name in JSON_FIELDS else column
+    for column in _JOBS.columns
+]
+"""Every column of the jobs table, for the hot reads (`get`, `find`): SQLAlchemy Core, rows
+as tuples, no ORM session, identity map or JobRow objects to build and throw away; the JSON
+columns as their text (`StoredJson` decodes what is used)."""
+
+
+_SELECT = select(*_COLUMNS)
+"""Every column: the start of `find`'s query (built once: building a SELECT of 21 columns
+costs more than running it)."""
+_GET = _SELECT.where(_JOBS.c.id == bindparam("job_id"))
+"""`get`'s query, the same statement every time."""
+_NAMES = tuple(column.name for column in _JOBS.columns)
+"""The jobs table's column names, in `_COLUMNS`' order (also JobRow's attribute names)."""
+
+
 def _record(row: JobRow) -> JobRecord:
+    """The record of an ORM row (the writes)."""
+    return _record_of({name: getattr(row, name) for name in _NAMES})
+
+
+def _record_of(columns: dict[str, Any]) -> JobRecord:
+    """The record of a row's columns by name (the JSON ones decoded or as text)."""
     return JobRecord(
-        id=row.id,
-        owner=row.owner,
-        resource_id=row.resource_id,
-        idempotency_key=row.idempotency_key,
-        request_hash=row.request_hash,
-        spec=row.spec,
-        effective_spec=row.effective_spec,
-        plan=row.plan,
-        script=row.script,
-        native_id=row.native_id,
-        state=JobState(row.state),
-        desired=row.desired,
-        exit_code=row.exit_code,
-        message=row.message,
-        history=list(row.history),
-        submit_attempted_at=row.submit_attempted_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        members=list(row.members or []),
-        claimed_by=row.claimed_by,
-        cancel_sent=bool(row.cancel_sent),
+        id=columns["id"],
+        owner=columns["owner"],
+        resource_id=columns["resource_id"],
+        idempotency_key=columns["idempotency_key"],
+        request_hash=columns["request_hash"],
+        stored=StoredJson(
+            {
+                "spec": columns["spec"],
+                "effective_spec": columns["effective_spec"],
+                "plan": columns["plan"],
+                "history": columns["history"],
+                "members": columns["members"] or [],
+            }
+        ),
+        script=columns["script"],
+        native_id=columns["native_id"],
+        state=JobState(columns["state"]),
+        desired=columns["desired"],
+        exit_code=columns["exit_code"],
+        message=columns["message"],
+        submit_attempted_at=columns["submit_attempted_at"],
+        created_at=columns["created_at"],
+        updated_at=columns["updated_at"],
+        claimed_by=columns["claimed_by"],
+        cancel_sent=bool(columns["cancel_sent"]),
     )
+
+
+def _read(values: Any) -> JobRecord:
+    """The record of a Core row of `_COLUMNS` (read by position: no lookups by name)."""
+    return _record_of(dict(zip(_NAMES, values, strict=True)))
 
 
 MAX_SQL_OFFSET = 2**63 - 1
@@ -345,7 +443,7 @@ class JobStore:
         replica that is about to send it (see `claim`).
         """
         now = self._clock()
-        row = JobRow(
+        columns: dict[str, Any] = dict(
             id=job_id or str(uuid.uuid4()),
             owner=owner,
             resource_id=resource_id,
@@ -370,7 +468,9 @@ class JobStore:
         )
         try:
             with self.writing() as session:
-                session.add(row)
+                # A Core insert: the ORM's unit of work (a JobRow to track and flush) cost
+                # more than the insert itself, on the launch's path.
+                session.execute(insert(_JOBS).values(columns))
         except IntegrityError:
             earlier = (
                 self.by_idempotency_key(owner, idempotency_key)
@@ -380,15 +480,15 @@ class JobStore:
             if earlier is None:
                 raise
             raise IdempotencyKeyTakenError(earlier) from None
-        return self._remember(_record(row))
+        return self._remember(_record_of(columns))
 
     def get(self, job_id: str) -> JobRecord | None:
         cached = self._cache.get(job_id)
         if cached is not None:
             return cached
-        with self._session() as session:
-            row = session.get(JobRow, job_id)
-            return self._remember(_record(row)) if row else None
+        with self.engine.connect() as connection:
+            row = connection.execute(_GET, {"job_id": job_id}).first()
+        return self._remember(_read(row)) if row else None
 
     def cached(self, job_id: str) -> JobRecord | None:
         """The record if this store holds it in memory (SQLite only), without any I/O."""
@@ -452,18 +552,18 @@ class JobStore:
             if newest_first
             else (JobRow.created_at, JobRow.id)
         )
-        query = _matching(select(JobRow), **filters).order_by(*order).offset(offset)
+        query = _matching(_SELECT, **filters).order_by(*order).offset(offset)
         if limit is not None:
             query = query.limit(limit)
-        with self._session() as session:
-            return [_record(row) for row in session.scalars(query)]
+        with self.engine.connect() as connection:
+            return [_read(row) for row in connection.execute(query).all()]
 
     def count(self, **filters: Unpack[JobFilters]) -> int:
         """How many records `find` would return with the same filters and no paging: the
         total a paged list shows ("1-50 of 1,000") without loading every record."""
-        query = _matching(select(func.count()).select_from(JobRow), **filters)
-        with self._session() as session:
-            return int(session.scalar(query) or 0)
+        query = _matching(select(func.count()).select_from(_JOBS), **filters)
+        with self.engine.connect() as connection:
+            return int(connection.scalar(query) or 0)
 
     def unsettled(self, resource_ids: Sequence[str] | None = None) -> list[JobRecord]:
         """Jobs whose state is not final (on the resources `resource_ids`, when given): the

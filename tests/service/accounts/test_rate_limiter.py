@@ -114,3 +114,34 @@ def test_a_name_too_long_for_the_table_is_shared_by_its_digest(
     for user in (long_name, "bob"):
         with pytest.raises(RateLimitError):
             other.charge(user, READ)
+
+
+def _shared_rows(store: JobStore) -> int:
+    from sqlalchemy import func, select
+
+    from iri_gateway.service.operations.schema import RateCountRow
+
+    with store.engine.connect() as connection:
+        return int(connection.scalar(select(func.count()).select_from(RateCountRow)) or 0)
+
+
+def test_on_sqlite_counts_are_not_written_while_serving(tmp_path: Path) -> None:
+    """A SQLite store has one gateway process: nothing to share, so no write of the counts
+    every `sync_interval` (it took the store's write turn from launches); they are written
+    at stop, and the next process on the store reads them at start."""
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    store = JobStore(url)
+    limiter = RateLimiter(store, "r1", read_rate=5, write_rate=5, window=60, sync_interval=0.01)
+    limiter.start()
+    for _ in range(3):
+        limiter.charge("alice", READ)
+    stopped = threading.Event()
+    stopped.wait(0.3)  # thirty sync intervals: a syncing thread would have written
+    assert _shared_rows(store) == 0
+    limiter.stop()
+    assert _shared_rows(store) == 1
+    after = RateLimiter(store, "r2", read_rate=5, write_rate=5, window=60, sync_interval=0.01)
+    after.start()
+    used = {u.kind: u.used for u in after.usage("alice")}
+    assert used[READ] >= 3
+    after.stop()
