@@ -20,10 +20,10 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import Delete, bindparam, delete, func, insert, or_, select, text, update
 from sqlalchemy.orm import sessionmaker
 
 from iri_gateway.service.accounts.quotas import QuotaError
@@ -76,6 +76,30 @@ class TaskRecord:
     updated_at: float
 
 
+_UNFINISHED_COUNT = (
+    select(func.count())
+    .select_from(TaskRow)
+    .where(TaskRow.owner == bindparam("owner"), TaskRow.status.in_(UNFINISHED))
+)
+
+
+def _trim_statement(per_user: int) -> Delete:
+    """One statement that drops one user's finished tasks past `ttl` (`:cutoff`) and, of
+    the others, all but the newest `per_user`: the bound on what a user's file operations
+    leave in the store, kept in the same transaction as the insert."""
+    finished = (TaskRow.owner == bindparam("owner"), TaskRow.status.not_in(UNFINISHED))
+    beyond_newest = (
+        select(TaskRow.id)
+        .where(*finished, TaskRow.updated_at >= bindparam("cutoff"))
+        .order_by(TaskRow.created_at.desc(), TaskRow.id)
+        .offset(per_user)
+    )
+    return delete(TaskRow).where(
+        *finished,
+        or_(TaskRow.updated_at < bindparam("cutoff"), TaskRow.id.in_(beyond_newest)),
+    )
+
+
 def _record(row: TaskRow) -> TaskRecord:
     return TaskRecord(
         row.id,
@@ -104,6 +128,7 @@ class TaskStore:
         self._writing = store.writing
         self._clock = clock
         self.per_user, self.ttl = per_user, ttl
+        self._trim = _trim_statement(per_user)
 
     def create(
         self,
@@ -120,30 +145,27 @@ class TaskStore:
         `per_user`: a resource's profile may set its own) of those."""
         limit = self.per_user if limit is None else limit
         now = self._clock()
-        row = TaskRow(
+        record = TaskRecord(
             id=str(uuid.uuid4()),
             owner=owner,
-            replica_id=replica_id,
             status=status,
             command=command,
             result=result,
+            replica_id=replica_id,
             created_at=now,
             updated_at=now,
         )
         with self._writing() as session:
+            # Core statements on the session's connection: a task is written on every
+            # file operation (an `ls` records its completed task), and the ORM's unit of
+            # work (an identity map, a flush) costs more than the three statements do.
+            connection = session.connection()
             if status in UNFINISHED:
-                if session.get_bind().dialect.name == "postgresql":
-                    session.execute(
+                if connection.dialect.name == "postgresql":
+                    connection.execute(
                         text("SELECT pg_advisory_xact_lock(:key)"), {"key": _owner_lock(owner)}
                     )
-                unfinished = (
-                    session.scalar(
-                        select(func.count())
-                        .select_from(TaskRow)
-                        .where(TaskRow.owner == owner, TaskRow.status.in_(UNFINISHED))
-                    )
-                    or 0
-                )
+                unfinished = connection.scalar(_UNFINISHED_COUNT, {"owner": owner}) or 0
                 if unfinished >= limit:
                     raise TaskLimitError(
                         f"{owner} has {unfinished} unfinished file tasks (pending or active), "
@@ -154,24 +176,9 @@ class TaskStore:
                         used=unfinished,
                         retry_after=TASK_QUOTA_RETRY_AFTER,
                     )
-            session.execute(
-                delete(TaskRow).where(
-                    TaskRow.owner == owner,
-                    TaskRow.status.not_in(UNFINISHED),
-                    TaskRow.updated_at < now - self.ttl,
-                )
-            )
-            session.add(row)
-            session.flush()
-            finished = session.scalars(
-                select(TaskRow.id)
-                .where(TaskRow.owner == owner, TaskRow.status.not_in(UNFINISHED))
-                .order_by(TaskRow.created_at.desc(), TaskRow.id)
-            ).all()
-            dropped = list(finished[self.per_user :])
-            if dropped:
-                session.execute(delete(TaskRow).where(TaskRow.id.in_(dropped)))
-        return _record(row)
+            connection.execute(insert(TaskRow).values(**asdict(record)))
+            connection.execute(self._trim, {"owner": owner, "cutoff": now - self.ttl})
+        return record
 
     def get(self, owner: str, task_id: str) -> TaskRecord | None:
         """`owner`'s task `task_id` (None: another user's, expired or never made)."""
