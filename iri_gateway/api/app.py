@@ -19,6 +19,7 @@ from iri_gateway.api.account import limits, me
 from iri_gateway.api.account import routes as account
 from iri_gateway.api.compute import job_templates, overview
 from iri_gateway.api.compute import routes as compute
+from iri_gateway.api.compute.models import job_documents
 from iri_gateway.api.facility import profile_check
 from iri_gateway.api.facility import routes as facility
 from iri_gateway.api.filesystem import read_routes, transfer_routes, write_routes
@@ -112,6 +113,7 @@ def create_app(
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
+    app.state.job_documents = job_documents()
     problems.install(app)
     app.add_middleware(
         BodyLimit, limit=settings.max_request_bytes, exempt=(transfer_routes.UPLOAD_PREFIX,)

@@ -11,6 +11,7 @@ import pydantic_core
 from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from iri_gateway.api.compute.documents import JobDocuments
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.service.operations.store import JobRecord
@@ -133,15 +134,29 @@ def json_bytes(document: Any) -> bytes:
         return pydantic_core.to_json(document)
 
 
+def job_documents() -> JobDocuments:
+    """A process's cache of encoded status documents (`documents`), encoding as
+    `job_document` without the spec."""
+    return JobDocuments(lambda record: json_bytes(job_document(record, include_spec=False)))
+
+
 def job_answer(
     records: JobRecord | Sequence[JobRecord],
     *,
     include_spec: bool = True,
     response: Response | None = None,
+    documents: JobDocuments | None = None,
 ) -> Response:
     """The Job (or list of Jobs) answered as bytes, encoded once: FastAPI's `response_model`
-    would validate and encode the models again. The headers set on `response` are kept."""
-    if isinstance(records, JobRecord):
+    would validate and encode the models again. The headers set on `response` are kept.
+    With `documents` and without the spec, a job's document encoded earlier from the same
+    stored values is used again (compact JSON joined with commas is the list's encoding)."""
+    if documents is not None and not include_spec:
+        if isinstance(records, JobRecord):
+            body = documents.encoded(records)
+        else:
+            body = b"[" + b",".join(documents.encoded(r) for r in records) + b"]"
+    elif isinstance(records, JobRecord):
         body = json_bytes(job_document(records, include_spec=include_spec))
     else:
         body = json_bytes([job_document(r, include_spec=include_spec) for r in records])

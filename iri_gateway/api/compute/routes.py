@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from iri_gateway.api.compute.documents import JobDocuments
 from iri_gateway.api.compute.models import Job, job_answer
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, KnownResource, PrincipalDep, SettingsDep
@@ -28,6 +29,15 @@ from iri_gateway.service.operations.store import JobRecord
 
 router = APIRouter(prefix="/api/v2/compute", tags=["compute"], route_class=CallerFirstRoute)
 extensions = APIRouter(prefix="/api/v2/compute", tags=["extensions"], route_class=CallerFirstRoute)
+
+
+async def _documents(request: Request) -> JobDocuments:
+    documents: JobDocuments = request.app.state.job_documents
+    return documents
+
+
+DocumentsDep = Annotated[JobDocuments, Depends(_documents)]
+"""The process's encoded status documents (`documents`), for the status reads."""
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key")]
 ProjectHeader = Annotated[
@@ -183,6 +193,7 @@ async def get_job(
     job_id: str,
     engine: EngineDep,
     principal: PrincipalDep,
+    documents: DocumentsDep,
     historical: StrictBool | None = True,
     include_spec: StrictBool | None = False,
 ) -> Response:
@@ -195,7 +206,7 @@ async def get_job(
     record = engine.known(owner=principal.user, job_id=job_id)
     if record is None or record.resource_id != resource_id:
         record = await run_in_threadpool(_owned, engine, principal, resource_id, job_id)
-    return job_answer(record, include_spec=bool(include_spec))
+    return job_answer(record, include_spec=bool(include_spec), documents=documents)
 
 
 @router.post(
@@ -209,6 +220,7 @@ def get_jobs(
     resource_id: str,
     engine: EngineDep,
     principal: PrincipalDep,
+    documents: DocumentsDep,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=0, le=1000)] = 100,
     historical: StrictBool | None = False,
@@ -229,7 +241,7 @@ def get_jobs(
         offset=offset,
         limit=limit,
     )
-    return job_answer(records, include_spec=bool(include_spec))
+    return job_answer(records, include_spec=bool(include_spec), documents=documents)
 
 
 @router.delete(

@@ -53,10 +53,16 @@ class StoredJson:
     database (a str: no stored document is a JSON string, they are all objects or arrays).
     Decoding twice from two threads is harmless (the same value)."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_texts", "_values")
 
     def __init__(self, values: dict[str, Any]) -> None:
         self._values = values
+        self._texts = {name: value for name, value in values.items() if isinstance(value, str)}
+
+    def text(self, name: str) -> str | None:
+        """The JSON text read from the database for `name` (None: given decoded): what a
+        cache of documents made from it compares, exactly, without decoding it."""
+        return self._texts.get(name)
 
     def get(self, name: str) -> Any:
         value = self._values[name]
