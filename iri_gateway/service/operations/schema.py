@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -21,7 +21,11 @@ class JobRow(Base):
     """A row of `jobs`: one job the gateway accepted."""
 
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("owner", "idempotency_key", name="uq_owner_key"),)
+    __table_args__ = (
+        UniqueConstraint("owner", "idempotency_key", name="uq_owner_key"),
+        # Pages of one user's jobs on one resource in creation order (migration 0008).
+        Index("ix_jobs_pages", "owner", "resource_id", "created_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     owner: Mapped[str] = mapped_column(String(255), index=True)

@@ -95,7 +95,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0007"
+    assert revision_of(database_url) == head_revision() == "0008"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
@@ -344,14 +344,14 @@ def test_a_revision_0005_database_gains_the_tasks_table_and_keeps_its_jobs(
 def test_a_revision_0006_database_gains_the_rate_counts_and_keeps_its_jobs(
     database_url: str,
 ) -> None:
-    """A store of the release before shared rate limits (revision 0006) upgrades to 0007:
-    its jobs are kept, and two limiters on it share their counts."""
+    """A store of the release before shared rate limits (revision 0006) upgrades (through
+    0007) to the head: its jobs are kept, and two limiters on it share their counts."""
     from iri_gateway.service.accounts.rate_limits import RateLimiter, RateLimitError
 
     at_revision_with_a_kept_job(database_url, "0006")
     assert "rate_counts" not in set(inspect(plain_engine(database_url)).get_table_names())
     store = JobStore(database_url)
-    assert revision_of(database_url) == "0007" == head_revision()
+    assert revision_of(database_url) == head_revision()
     assert store.get("kept") is not None
     one, other = (
         RateLimiter(store, replica, read_rate=0.3, write_rate=1, window=10, sync_interval=1)
@@ -364,6 +364,34 @@ def test_a_revision_0006_database_gains_the_rate_counts_and_keeps_its_jobs(
     with pytest.raises(RateLimitError, match="alice made 3 read requests"):
         other.charge("alice", "read")
     other.charge("bob", "read")
+
+
+def test_a_revision_0007_database_gains_the_index_of_job_pages(database_url: str) -> None:
+    """A store of the release before issue 25 (revision 0007) gains `ix_jobs_pages` (owner,
+    resource, created_at, id) and keeps its jobs; the database uses it for a page."""
+    at_revision_with_a_kept_job(database_url, "0007")
+    before = {index["name"] for index in inspect(plain_engine(database_url)).get_indexes("jobs")}
+    assert "ix_jobs_pages" not in before
+    store = JobStore(database_url)
+    assert revision_of(database_url) == "0008" == head_revision()
+    indexes = {
+        index["name"]: index["column_names"]
+        for index in inspect(plain_engine(database_url)).get_indexes("jobs")
+    }
+    assert indexes["ix_jobs_pages"] == ["owner", "resource_id", "created_at", "id"]
+    kept = store.get("kept")
+    assert kept is not None
+    assert [r.id for r in store.find(owner=kept.owner, resource_id=kept.resource_id)] == ["kept"]
+    if database_url.startswith("sqlite"):
+        with plain_engine(database_url).connect() as connection:
+            plan = " ".join(
+                str(row[-1])
+                for row in connection.exec_driver_sql(
+                    "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE owner = 'a' AND "
+                    "resource_id = 'r' ORDER BY created_at, id LIMIT 100 OFFSET 5000"
+                )
+            )
+        assert "ix_jobs_pages" in plan and "TEMP B-TREE" not in plan, plan
 
 
 def at_revision_with_a_kept_job(url: str, revision: str) -> None:
