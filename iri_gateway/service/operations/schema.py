@@ -23,8 +23,10 @@ class JobRow(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         UniqueConstraint("owner", "idempotency_key", name="uq_owner_key"),
-        # Pages of one user's jobs on one resource in creation order (migration 0008).
+        # Pages of one user's jobs in creation order, on one resource and on all of them
+        # (migration 0008).
         Index("ix_jobs_pages", "owner", "resource_id", "created_at", "id"),
+        Index("ix_jobs_owner_pages", "owner", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)

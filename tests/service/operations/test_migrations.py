@@ -368,7 +368,8 @@ def test_a_revision_0006_database_gains_the_rate_counts_and_keeps_its_jobs(
 
 def test_a_revision_0007_database_gains_the_index_of_job_pages(database_url: str) -> None:
     """A store of the release before issue 25 (revision 0007) gains `ix_jobs_pages` (owner,
-    resource, created_at, id) and keeps its jobs; the database uses it for a page."""
+    resource, created_at, id) and `ix_jobs_owner_pages` (owner, created_at, id) and keeps its
+    jobs; the database uses them for a page of one resource and for the newest first."""
     at_revision_with_a_kept_job(database_url, "0007")
     before = {index["name"] for index in inspect(plain_engine(database_url)).get_indexes("jobs")}
     assert "ix_jobs_pages" not in before
@@ -379,6 +380,7 @@ def test_a_revision_0007_database_gains_the_index_of_job_pages(database_url: str
         for index in inspect(plain_engine(database_url)).get_indexes("jobs")
     }
     assert indexes["ix_jobs_pages"] == ["owner", "resource_id", "created_at", "id"]
+    assert indexes["ix_jobs_owner_pages"] == ["owner", "created_at", "id"]
     kept = store.get("kept")
     assert kept is not None
     assert [r.id for r in store.find(owner=kept.owner, resource_id=kept.resource_id)] == ["kept"]
@@ -391,7 +393,15 @@ def test_a_revision_0007_database_gains_the_index_of_job_pages(database_url: str
                     "resource_id = 'r' ORDER BY created_at, id LIMIT 100 OFFSET 5000"
                 )
             )
+            newest = " ".join(
+                str(row[-1])
+                for row in connection.exec_driver_sql(
+                    "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE owner = 'a' "
+                    "ORDER BY created_at DESC, id DESC LIMIT 50 OFFSET 5000"
+                )
+            )
         assert "ix_jobs_pages" in plan and "TEMP B-TREE" not in plan, plan
+        assert "ix_jobs_owner_pages" in newest and "TEMP B-TREE" not in newest, newest
 
 
 def at_revision_with_a_kept_job(url: str, revision: str) -> None:
