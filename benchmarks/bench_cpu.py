@@ -146,6 +146,12 @@ async def _measure(args: argparse.Namespace, settings: Any) -> dict[str, float]:
     from iri_gateway.api.app import create_app
 
     app = create_app(settings, run_poller=False)
+    try:  # what `serve` does after building the app, in the code that has it
+        from iri_gateway.cli.serving import freeze_start_up
+    except ImportError:  # an older gateway: its serve froze nothing
+        pass
+    else:
+        freeze_start_up()
     token = app.state.tokens.issue("bench", ["proj1"])
     results: dict[str, float] = {}
     async with app.router.lifespan_context(app):

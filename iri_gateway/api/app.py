@@ -6,7 +6,6 @@ keeps job states current; requests read states from the store, never from the sc
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -83,11 +82,6 @@ def create_app(
             app.state.poller = poller
             thread = threading.Thread(target=poller.run, args=(stop,), name="poller", daemon=True)
             thread.start()
-        # What start-up built (the app, its routes and models, profiles, templates) lives
-        # as long as the process: out of the collector's sight, a collection scans only
-        # what requests allocate (measured: 0.4-0.5 ms of a 100-job page was the collector
-        # scanning the whole heap; docs/benchmarks.md "CPU per request").
-        gc.freeze()
         trimmer = Trimmer()
         trimmer.start()
         app.state.started = True
