@@ -86,8 +86,8 @@ def json_loads(text: str | bytes) -> Any:
 
 
 def open_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
-    """A SQLAlchemy engine for `url` (normalised), not yet connected; a client database
-    keeps `pool_size` connections (and opens as many more for a burst).
+    """A SQLAlchemy engine for `url` (normalised), not yet connected; it keeps `pool_size`
+    connections (and opens as many more for a burst), SQLite and PostgreSQL alike.
 
     DatabaseError when the URL cannot be parsed or names a driver that is not installed.
     """
@@ -95,8 +95,16 @@ def open_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
     try:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite":
+            # The same pool size as PostgreSQL's: with SQLAlchemy's default of 5 (and 10 more
+            # opened and closed as needed), the request threads and the submitter's workers
+            # opened a connection, set its pragmas and closed it again on many reads under
+            # load (3-4 % of serve's time in the IRI mix, docs/benchmarks.md).
             engine = create_engine(
-                parsed, connect_args={"check_same_thread": False}, json_deserializer=json_loads
+                parsed,
+                connect_args={"check_same_thread": False},
+                json_deserializer=json_loads,
+                pool_size=pool_size,
+                max_overflow=pool_size,
             )
             event.listen(engine, "connect", _sqlite_pragmas)
             return engine
