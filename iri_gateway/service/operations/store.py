@@ -652,9 +652,10 @@ class JobStore:
             else:
                 missing.append(job_id)
         if missing:
-            with self._session() as session:
-                for row in session.scalars(select(JobRow).where(JobRow.id.in_(missing))):
-                    found[row.id] = self._remember(_record(row))
+            with self.engine.connect() as connection:
+                for row in connection.execute(_SELECT.where(_JOBS.c.id.in_(missing))):
+                    record = self._remember(_read(row))
+                    found[record.id] = record
         return found
 
     def mark_submit_attempt(self, job_id: str) -> JobRecord:
