@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -98,48 +99,20 @@ def job_spec(index: int) -> dict[str, Any]:
 
 
 async def measure(args: argparse.Namespace) -> dict[str, float]:
+    from _common import fresh_database
+
     from iri_gateway.service.operations.settings import Settings
 
     data = Path(tempfile.mkdtemp(prefix="bench-cpu-"))
     extra: dict[str, Any] = {"read_rate": 1e6, "write_rate": 1e6}
-    if args.database_url:
-        from iri_gateway.service.operations.database import normalise_url
-
-        args.database_url = normalise_url(args.database_url)
-        extra["database_url"] = _fresh_database(args.database_url)
-    settings = Settings(data_dir=data, **extra)
-    try:
-        return await _measure(args, settings)
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    with ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, data, ignore_errors=True)
         if args.database_url:
-            _drop_database(args.database_url, extra["database_url"])
+            from iri_gateway.service.operations.database import normalise_url
 
-
-def _fresh_database(server: str) -> str:
-    """A new empty database on `server` (the URL of one of its databases)."""
-    import uuid
-
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"bench_cpu_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(server).set(database=name).render_as_string(hide_password=False)
-
-
-def _drop_database(server: str, url: str) -> None:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        name = make_url(url).database
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+            server = normalise_url(args.database_url)
+            extra["database_url"], _, _ = cleanup.enter_context(fresh_database(server))
+        return await _measure(args, Settings(data_dir=data, **extra))
 
 
 async def _measure(args: argparse.Namespace, settings: Any) -> dict[str, float]:

@@ -216,19 +216,10 @@ def database(server: str | None) -> Iterator[str]:
     if not server:
         yield ""
         return
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
+    from _common import fresh_database
 
-    name = f"iri_bench_poll_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(server).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_database(server) as (url, _, _):
+        yield url
 
 
 def run_child(code: Path, args: argparse.Namespace) -> dict[str, Any]:
