@@ -25,6 +25,7 @@ from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.store import JobRecord, JobStore
 
 CLUSTER_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster"
+PBS_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pbs"
 # A cold start on a fresh machine installs Debian packages first (~30 s); later ones take ~2 s.
 START_TIMEOUT = 900
 
@@ -88,10 +89,12 @@ class ClusterInfo:
         )
 
 
-def _run_script(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run_script(
+    command: str, timeout: float, script: Path = CLUSTER_SCRIPT
+) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            [str(CLUSTER_SCRIPT), command],
+            [str(script), command],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -99,7 +102,7 @@ def _run_script(command: str, timeout: float) -> subprocess.CompletedProcess[str
         )
     except subprocess.TimeoutExpired as expired:
         pytest.fail(
-            f"scripts/cluster {command} did not finish within {timeout} s\n"
+            f"scripts/{script.name} {command} did not finish within {timeout} s\n"
             f"--- stdout\n{expired.stdout!s}\n--- stderr\n{expired.stderr!s}",
             pytrace=False,
         )
@@ -199,3 +202,88 @@ def wait_all_final(
             return done
         assert time.monotonic() < deadline, f"not ended in {timeout} s: {records}"
         time.sleep(0.3)
+
+
+# --- the real OpenPBS (issue 26) ----------------------------------------------------------
+
+# A first start on a machine without the build compiles OpenPBS (about 2-4 minutes); later
+# ones take a few seconds.
+PBS_START_TIMEOUT = 1200
+PBS_PROFILE_TEMPLATE = Path(__file__).parent / "pbs-profile.yaml.in"
+
+
+@dataclass(frozen=True)
+class PbsInfo:
+    """Where the running OpenPBS is, as `scripts/pbs env` tells it, and the login node it
+    shares with the test cluster."""
+
+    host: str
+    exec_dir: Path
+    cluster: ClusterInfo
+
+    @property
+    def commands(self) -> Path:
+        return self.exec_dir / "bin"
+
+
+def start_pbs() -> None:
+    """`scripts/pbs start`, failing the test with the script's words (among them how to get
+    the OpenPBS source when it is missing): PBS tests never pass without a real PBS."""
+    started = _run_script("start", PBS_START_TIMEOUT, PBS_SCRIPT)
+    if started.returncode != 0:
+        pytest.fail(
+            f"scripts/pbs start failed (exit {started.returncode}): the PBS tests need the "
+            f"real OpenPBS.\n--- stdout\n{started.stdout}\n--- stderr\n{started.stderr}",
+            pytrace=False,
+        )
+
+
+def running_pbs(cluster: ClusterInfo) -> PbsInfo:
+    """The OpenPBS that `scripts/pbs start` runs, started if it is not."""
+    start_pbs()
+    env = _run_script("env", 30, PBS_SCRIPT)
+    if env.returncode != 0:
+        pytest.fail(f"scripts/pbs env failed:\n{env.stderr}", pytrace=False)
+    values = dict(
+        shlex.split(line)[1].split("=", 1) for line in env.stdout.splitlines() if line.strip()
+    )
+    return PbsInfo(values["IRI_PBS_HOST"], Path(values["IRI_PBS_EXEC"]), cluster)
+
+
+@pytest.fixture(scope="session")
+def pbs(cluster: ClusterInfo) -> PbsInfo:
+    """The real OpenPBS server, scheduler and MOM (scripts/pbs), beside the test cluster."""
+    return running_pbs(cluster)
+
+
+def write_pbs_profile(info: PbsInfo, folder: Path) -> Path:
+    """The PBS test profile with the login node's SSH settings filled in."""
+    text = PBS_PROFILE_TEMPLATE.read_text()
+    cluster = info.cluster
+    for placeholder, value in {
+        "@@SSH_PORT@@": str(cluster.ssh_port),
+        "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
+        "@@SSH_KEY@@": str(cluster.ssh_key),
+        "@@SSH_USER@@": cluster.ssh_user,
+    }.items():
+        text = text.replace(placeholder, value)
+    path = folder / "pbs.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def pbs_profile(pbs: PbsInfo, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The PBS test profile (resources `pbs`, local as root, and `pbs-ssh`, as alice)."""
+    return write_pbs_profile(pbs, tmp_path_factory.mktemp("pbs-profile"))
+
+
+@pytest.fixture
+def pbs_engine(pbs_profile: Path, tmp_path: Path) -> Iterator[Engine]:
+    """An engine on the PBS test profile; jobs it leaves unsettled are deleted."""
+    engine = make_engine(pbs_profile, tmp_path)
+    yield engine
+    for record in engine.store.unsettled():
+        if record.native_id:
+            subprocess.run(["qdel", "-W", "force", record.native_id], capture_output=True, timeout=30)
+    engine.backends.close()
