@@ -3,12 +3,16 @@ qrerun."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 
+from iri_gateway.errors import CancelError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.schedulers.pbs import qalter, qdel, qrerun, qstat, qsub
+from iri_gateway.schedulers.pbs import never_runs, qalter, qdel, qrerun, qstat, qsub
 from iri_gateway.transport.base import Transport
+
+log = logging.getLogger(__name__)
 
 
 class PbsBatch:
@@ -26,7 +30,23 @@ class PbsBatch:
         if not wanted:
             return {}
         jobs = qstat.parse(self.transport.run(qstat.argv(wanted), idempotent=True))
-        return qstat.statuses(jobs, wanted)
+        found = qstat.statuses(jobs, wanted)
+        for native_id, status in found.items():
+            if never_runs.said_of(status):
+                found[native_id] = self._never_runs(native_id, status)
+        return found
+
+    def _never_runs(self, native_id: str, status: NativeStatus) -> NativeStatus:
+        """A job PBS says can never run, deleted and reported failed (`never_runs`). Until
+        the deletion succeeds it is reported as PBS shows it, so a later cycle tries again
+        (an outage while deleting stays an outage: SchedulerUnavailableError)."""
+        if never_runs.still_queued(status):
+            try:
+                self.cancel(native_id)
+            except CancelError as error:
+                log.warning("job %s can never run, and qdel refused: %s", native_id, error)
+                return status
+        return never_runs.as_failed(status)
 
     def cancel(self, native_id: str) -> None:
         qdel.parse(self.transport.run(qdel.argv(native_id)))
