@@ -39,7 +39,7 @@ def test_without_the_source_it_says_where_to_get_it(tmp_path: Path) -> None:
     assert "openpbs-23.06.06-py311.tar.gz was not found" in words
     assert "https://github.com/openpbs/openpbs" in words
     assert "dd2a24640 and 1d17427c0" in words
-    assert 'set IRI_OPENPBS_SOURCE to it (README, "PBS tests")' in words
+    assert "set IRI_OPENPBS_SOURCE to it and IRI_OPENPBS_SHA256 to its checksum" in words
 
 
 def test_an_archive_with_another_checksum_is_refused(tmp_path: Path) -> None:
@@ -49,6 +49,14 @@ def test_an_archive_with_another_checksum_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"{fake} has SHA-256" in done.stderr
     assert "32e062db57802af1c5e32a57ce9d99ce5debf1a6797a8211e054e5483c408365" in done.stderr
+    own = run_copy(
+        tmp_path / "own",
+        "source",
+        IRI_OPENPBS_SOURCE=str(tmp_path),
+        IRI_OPENPBS_SHA256="d8250fce32177cdb504fbe8f4fcf8d2af251c5caec93098b33693066b1462870",
+    )
+    assert own.returncode == 0, own.stderr
+    assert own.stdout.strip() == str(fake)
 
 
 def test_the_running_server_is_what_the_script_promises(pbs: PbsInfo) -> None:
