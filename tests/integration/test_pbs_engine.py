@@ -152,9 +152,7 @@ def test_queued_active_completed_and_a_failure_on_both_resources(engine: Engine)
     by_id = {record.id: record for record in done}
     for resource in RESOURCES:
         record = by_id[sleepers[resource].id]
-        assert record.state == JobState.COMPLETED and record.exit_code == 0, explain(
-            engine, record
-        )
+        assert record.state == JobState.COMPLETED and record.exit_code == 0, explain(engine, record)
         states = [h["state"] for h in record.history]
         assert states.index("queued") < states.index("active") < states.index("completed")
         assert output(engine, record).startswith(f"done by {OWNER[resource]} on "), explain(
@@ -163,3 +161,185 @@ def test_queued_active_completed_and_a_failure_on_both_resources(engine: Engine)
         failed = by_id[failures[resource].id]
         assert failed.state == JobState.FAILED and failed.exit_code == 3, explain(engine, failed)
         assert output(engine, failed, "stderr") == "failing\n"
+
+
+def test_two_node_mpi_job_gets_two_vnodes_and_two_ranks(engine: Engine) -> None:
+    """MPICH's Hydra mpiexec starts one rank on each of two vnodes that PBS gave the job
+    (`$PBS_NODEFILE` lists both; every vnode is this machine, HYDRA_LAUNCHER=fork)."""
+    record = submit(
+        engine,
+        "pbs",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", 'echo "rank $PMI_RANK of $PMI_SIZE"'],
+            "resources": {"node_count": 2, "processes_per_node": 1, "exclusive_node_use": False},
+            "launcher": "mpiexec",
+        },
+    )
+    assert "#PBS -l select=2:ncpus=1:mpiprocs=1" in record.script
+    (record,) = final(engine, record)
+    assert record.state == JobState.COMPLETED, explain(engine, record)
+    assert sorted(output(engine, record).splitlines()) == ["rank 0 of 2", "rank 1 of 2"]
+    assert record.native_id
+    exec_vnode = qstat_jobs(record.native_id)[record.native_id]["exec_vnode"]
+    vnodes = {chunk.strip("()").split(":")[0] for chunk in exec_vnode.split("+")}
+    assert len(vnodes) == 2 and all(v.startswith("pbs-n") for v in vnodes), exec_vnode
+
+
+# --- containers and GPUs -------------------------------------------------------------------
+
+
+def test_podman_root_locally_and_rootless_over_ssh_with_a_mount(
+    engine: Engine, shared_dir: Path
+) -> None:
+    """Podman inside PBS jobs: as root on `pbs`, rootless as alice on `pbs-ssh`; a folder of
+    /tmp is mounted read-only as /data and writable as /out."""
+    (shared_dir / "input.txt").write_text("mounted input\n")
+    records = {}
+    for resource in RESOURCES:
+        folder = shared_dir / resource
+        folder.mkdir(mode=0o777)
+        folder.chmod(0o777)
+        (folder / "input.txt").write_text(f"input for {resource}\n")
+        records[resource] = submit(
+            engine,
+            resource,
+            {
+                "executable": "/bin/sh",
+                "arguments": [
+                    "-c",
+                    'cat /data/input.txt; echo "$GREETING"; pwd; echo written > /out/result.txt',
+                ],
+                "environment": {"GREETING": "hello 'container' $(x)"},
+                # The job's folder: under /tmp for root; alice's files root is her home.
+                **({"directory": str(folder)} if resource == "pbs" else {}),
+                "resources": {"exclusive_node_use": False},
+                "container": {
+                    "image": "localhost/iri-test/busybox:latest",
+                    "network": "none",
+                    "workdir": "/data",
+                    "volume_mounts": [
+                        {"source": str(folder), "target": "/data", "read_only": True},
+                        {"source": str(folder), "target": "/out", "read_only": False},
+                    ],
+                },
+            },
+        )
+    for record in final(engine, *records.values()):
+        resource = record.resource_id
+        assert record.state == JobState.COMPLETED, explain(engine, record)
+        assert output(engine, record) == (
+            f"input for {resource}\nhello 'container' $(x)\n/data\n"
+        ), explain(engine, record)
+        assert (shared_dir / resource / "result.txt").read_text() == "written\n"
+
+
+def test_charliecloud_directory_and_squashfs_images_with_a_mount(
+    engine: Engine, pbs: PbsInfo, shared_dir: Path
+) -> None:
+    """ch-run inside PBS jobs: the directory image (the gateway's form: a trailing '/') and
+    the SquashFS file, each proving it ran inside by the image's /etc/iri-flavour."""
+    cluster = pbs.cluster
+    (shared_dir / "input.txt").write_text("charlie input\n")
+    documents = [
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", "cat /etc/iri-flavour; cat /mnt/0/input.txt; pwd"],
+            "resources": {"exclusive_node_use": False},
+            "container": {
+                "runtime": "charliecloud",
+                "image": image,
+                "workdir": "/mnt/0",
+                "volume_mounts": [
+                    {"source": str(shared_dir), "target": "/mnt/0", "read_only": False}
+                ],
+            },
+        }
+        for image in (f"{cluster.ch_image_cuda}/", str(cluster.ch_image_sqfs))
+    ]
+    directory, squashfs = final(engine, *(submit(engine, "pbs", doc) for doc in documents))
+    assert directory.state == JobState.COMPLETED, explain(engine, directory)
+    assert output(engine, directory) == "cuda\ncharlie input\n/mnt/0\n", explain(engine, directory)
+    assert squashfs.state == JobState.COMPLETED, explain(engine, squashfs)
+    assert output(engine, squashfs) == "cpu\ncharlie input\n/mnt/0\n", explain(engine, squashfs)
+
+
+def test_gpus_are_requested_as_ngpus_and_reach_podman_as_a_cdi_device(engine: Engine) -> None:
+    """One GPU: `ngpus=1` in the select chunk (PBS gives the job a vnode with a free GPU),
+    and the container gets the CDI device asked for; the whole node's GPUs by default."""
+    one, every = (
+        submit(
+            engine,
+            "pbs",
+            {
+                "executable": "/bin/sh",
+                "arguments": ["-c", 'echo "gpu=$IRI_FAKE_GPU"'],
+                "resources": {"gpu_cores_per_process": gpus, "exclusive_node_use": False},
+                "container": {"image": "localhost/iri-test/busybox:latest", **devices},
+            },
+        )
+        for gpus, devices in ((1, {"devices": ["example.com/gpu=1"]}), (2, {}))
+    )
+    assert ":ngpus=1" in one.script and ":ngpus=2" in every.script
+    one, every = final(engine, one, every)
+    assert one.state == JobState.COMPLETED, explain(engine, one)
+    assert output(engine, one).strip() == "gpu=1"
+    assert every.state == JobState.COMPLETED, explain(engine, every)
+    assert output(engine, every).strip() == "gpu=0,1"
+    assert one.native_id and every.native_id
+    shown = qstat_jobs(one.native_id, every.native_id)
+    assert shown[one.native_id]["Resource_List"]["ngpus"] == 1
+    assert shown[every.native_id]["Resource_List"]["ngpus"] == 2
+
+
+# --- custom attributes ---------------------------------------------------------------------
+
+
+def test_custom_attributes_allowed_reach_qsub_and_a_disallowed_one_is_refused(
+    engine: Engine,
+) -> None:
+    """`filesystems` (a site resource the server defines) and `software` (built into PBS)
+    reach the job, the user's `filesystems` before the site's default (qsub keeps the first);
+    `host` is not allowed by the profile and never reaches PBS."""
+    record = submit(
+        engine,
+        "pbs",
+        {
+            "executable": "/bin/true",
+            "attributes": {"custom_attributes": {"filesystems": "home:grand"}},
+            "resources": {"exclusive_node_use": False},
+        },
+    )
+    (record,) = final(engine, record)
+    assert record.state == JobState.COMPLETED, explain(engine, record)
+    assert record.native_id
+    resources = qstat_jobs(record.native_id)[record.native_id]["Resource_List"]
+    assert resources["filesystems"] == "home:grand", resources
+    # `software` is one of OpenPBS's built-in job resources (a string the server keeps): the
+    # real 23.06.06 accepted it without any site definition.
+    software = submit(
+        engine,
+        "pbs",
+        {
+            "executable": "/bin/true",
+            "attributes": {"custom_attributes": {"software": "lammps"}},
+            "resources": {"exclusive_node_use": False},
+        },
+    )
+    assert software.native_id, software
+    assert qstat_jobs(software.native_id)[software.native_id]["Resource_List"]["software"] == (
+        "lammps"
+    )
+    from iri_gateway.errors import JobRejectedError
+
+    before = len(engine.store.find())
+    with pytest.raises(JobRejectedError) as refused:
+        submit(
+            engine,
+            "pbs",
+            {"executable": "/bin/true", "attributes": {"custom_attributes": {"host": "pbs-n1"}}},
+        )
+    [problem] = refused.value.problems
+    assert problem.field == "attributes.custom_attributes.host"
+    assert "not allowed" in problem.reason and "filesystems, software" in (problem.offered or "")
+    assert len(engine.store.find()) == before, "nothing was submitted"
