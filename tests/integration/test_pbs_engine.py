@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -343,3 +343,111 @@ def test_custom_attributes_allowed_reach_qsub_and_a_disallowed_one_is_refused(
     assert problem.field == "attributes.custom_attributes.host"
     assert "not allowed" in problem.reason and "filesystems, software" in (problem.offered or "")
     assert len(engine.store.find()) == before, "nothing was submitted"
+
+
+# --- cancel and update ---------------------------------------------------------------------
+
+
+def holding_profile(profile: Path, folder: Path) -> Path:
+    """The PBS test profile whose jobs are all submitted held (`#PBS -h`, a site directive):
+    queued jobs that never use the vnodes, for the tests of queued jobs."""
+    document: dict[str, Any] = yaml.safe_load(profile.read_text())
+    for resource in document["resources"]:
+        directives = resource["scheduler"]["directives"]
+        if "-h" not in directives:  # the resources share one scheduler mapping (an alias)
+            directives.append("-h")
+    path = folder / "pbs-holding.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def holding(pbs_profile: Path, tmp_path: Path) -> Iterator[Engine]:
+    """An engine whose jobs are submitted held; what it leaves unsettled is deleted."""
+    data = tmp_path / "holding"
+    data.mkdir()
+    engine = make_engine(holding_profile(pbs_profile, tmp_path), data)
+    yield engine
+    delete_unsettled(engine)
+
+
+def delete_unsettled(engine: Engine) -> None:
+    for record in engine.store.unsettled():
+        if record.native_id:
+            subprocess.run(
+                ["qdel", "-W", "force", record.native_id], capture_output=True, timeout=30
+            )
+    engine.close()
+
+
+def test_cancel_of_a_held_and_of_a_running_job_on_both_resources(
+    engine: Engine, holding: Engine
+) -> None:
+    """qdel of a held job ends it `F` without a run, of a running one with the signal's exit:
+    both are `canceled`, locally and through SSH."""
+    sleep = {
+        "executable": "/bin/sleep",
+        "arguments": ["300"],
+        "resources": {"exclusive_node_use": False},
+    }
+    held = [submit(holding, resource, sleep) for resource in RESOURCES]
+    running = [submit(engine, resource, sleep) for resource in RESOURCES]
+    wait_until(holding, [r.id for r in held], lambda r: r.state == JobState.HELD)
+    wait_until(engine, [r.id for r in running], lambda r: r.state == JobState.ACTIVE)
+    for each, records in ((holding, held), (engine, running)):
+        for record in records:
+            each.cancel(owner=record.owner, job_id=record.id)
+    for each, records in ((holding, held), (engine, running)):
+        for record in final(each, *records):
+            assert record.state == JobState.CANCELED, explain(each, record)
+            assert record.native_id
+            assert qstat_jobs(record.native_id)[record.native_id]["job_state"] == "F"
+
+
+def test_update_of_a_queued_job_and_qalters_refusals_for_running_ones(
+    engine: Engine, holding: Engine
+) -> None:
+    """A held job's walltime (qalter) and queue (qmove) change, as alice through SSH and as
+    root. For a running job (the record still says queued: no poll yet, so the gateway lets
+    the update through) the real qalter of OpenPBS 23.06.06 refuses alice's longer walltime
+    with `Unauthorized Request` (exit 159; a manager such as root may lengthen it, a user may
+    only shorten it) and an account change from anyone with `Cannot modify attribute while
+    job running  Account_Name` (167): the gateway keeps those words, and the job is
+    unchanged."""
+    document = {
+        "executable": "/bin/sleep",
+        "arguments": ["300"],
+        "attributes": {"duration": 300},
+        "resources": {"exclusive_node_use": False},
+    }
+    queued = [submit(holding, resource, document) for resource in RESOURCES]
+    running = [submit(engine, resource, document) for resource in RESOURCES]
+    changes = JobChanges(duration=1800, queue_name="debug")
+    for record in queued:
+        assert record.native_id, record
+        updated = holding.update(owner=record.owner, job_id=record.id, changes=changes).record
+        assert updated.message == "updated", updated
+        shown = qstat_jobs(record.native_id)[record.native_id]
+        assert shown["Resource_List"]["walltime"] == "00:30:00", shown
+        assert shown["queue"] == "debug", shown
+    native = [record.native_id or "" for record in running]
+    deadline = time.monotonic() + 60
+    while any(qstat_jobs(n)[n]["job_state"] != "R" for n in native):
+        assert time.monotonic() < deadline, qstat_jobs(*native)
+        time.sleep(0.3)
+    as_root, as_alice = running
+    refusals = (
+        (as_root, JobChanges(account="P9"), "Cannot modify attribute while job running"),
+        (as_alice, JobChanges(duration=1800), "Unauthorized Request"),
+    )
+    for record, change, words in refusals:
+        with pytest.raises(UpdateError) as refused:
+            engine.update(owner=record.owner, job_id=record.id, changes=change)
+        assert words in refused.value.stderr, refused.value
+        assert refused.value.argv[0] == "qalter"
+        assert record.native_id
+        shown = qstat_jobs(record.native_id)[record.native_id]
+        assert shown["Resource_List"]["walltime"] == "00:05:00", shown
+        assert "Account_Name" not in shown, shown
+        stored = engine.store.get(record.id)
+        assert stored is not None and words in (stored.message or ""), stored
