@@ -11,28 +11,36 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from iri_gateway.errors import SubmitError, UpdateError
+from iri_gateway.errors import JobRejectedError, StatusError, UpdateError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.schedulers.batch import JobChanges
+from iri_gateway.schedulers.pbs import qstat
+from iri_gateway.schedulers.pbs.qsub import TAG_VARIABLE
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
 from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.transport.local import LocalTransport
 from tests.integration.conftest import PbsInfo, make_engine
 
 pytestmark = pytest.mark.integration
 
 RESOURCES = ("pbs", "pbs-ssh")
 OWNER = {"pbs": "root", "pbs-ssh": "alice"}
+ROOT = Path(__file__).parent.parent.parent
 
 
 @pytest.fixture
@@ -101,7 +109,12 @@ def explain(engine: Engine, record: JobRecord) -> str:
 
 
 def qstat_jobs(*native_ids: str) -> dict[str, Any]:
-    """`qstat -x -f -F json` as root: every job the server knows, finished ones included."""
+    """`qstat -x -f -F json` of this test's jobs (finished ones included), as root.
+
+    Only ever of named jobs: OpenPBS 23.06.06 prints a string attribute as it is, without
+    JSON's escapes (a raw control character or backslash in another job's Account_Name, seen
+    in this server's history, makes the document of every job unreadable as JSON)."""
+    assert native_ids, "name the jobs (see the docstring)"
     shown = subprocess.run(
         ["qstat", "-x", "-f", "-F", "json", *native_ids],
         capture_output=True,
@@ -109,7 +122,7 @@ def qstat_jobs(*native_ids: str) -> dict[str, Any]:
         timeout=60,
         check=True,
     )
-    jobs: dict[str, Any] = json.loads(shown.stdout).get("Jobs", {})
+    jobs: dict[str, Any] = json.loads(shown.stdout)["Jobs"]
     return jobs
 
 
@@ -330,7 +343,6 @@ def test_custom_attributes_allowed_reach_qsub_and_a_disallowed_one_is_refused(
     assert qstat_jobs(software.native_id)[software.native_id]["Resource_List"]["software"] == (
         "lammps"
     )
-    from iri_gateway.errors import JobRejectedError
 
     before = len(engine.store.find())
     with pytest.raises(JobRejectedError) as refused:
@@ -451,3 +463,116 @@ def test_update_of_a_queued_job_and_qalters_refusals_for_running_ones(
         assert "Account_Name" not in shown, shown
         stored = engine.store.get(record.id)
         assert stored is not None and words in (stored.message or ""), stored
+
+
+# --- the start-up reconcile by tag ---------------------------------------------------------
+
+
+def submit_then_die(profile: str, data: str, resource: str) -> None:
+    """Submit one job, and die by SIGKILL once qsub has returned and before the record gets
+    the job's id (run in a process of its own, by the test below)."""
+    engine = make_engine(Path(profile), Path(data))
+
+    def die(*args: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    engine.store.set_native_id = die  # type: ignore[method-assign]
+    document = {"executable": "/bin/sh", "arguments": ["-c", "echo once"]}
+    submit(engine, resource, {**document, "resources": {"exclusive_node_use": False}})
+
+
+CRASHING_SUBMITTER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from tests.integration.test_pbs_engine import submit_then_die; "
+    "submit_then_die(*sys.argv[2:])"
+)
+
+
+QSTAT_BUG = (
+    "known adapter bug, for schedulers/pbs/qstat.py and batch.py (not this branch's): "
+    "OpenPBS 23.06.06's `qstat -f -F json` prints string values without JSON's escapes (raw "
+    "control characters, backslashes and quotes were seen in other jobs' Account_Name in this "
+    "server's history), json.loads refuses the whole document, and `find` (the reconcile by "
+    "tag, which reads every job) fails, so a lost submission is never adopted"
+)
+
+
+def adapter_reads_every_job() -> bool:
+    """Whether the adapter's own `qstat -f -F json -x` of every job (what `find` reads) is a
+    document it can use now."""
+    try:
+        qstat.parse(LocalTransport().run(qstat.argv(), idempotent=True))
+    except StatusError as error:
+        if "unusable qstat JSON" in str(error):
+            return False
+        raise
+    return True
+
+
+@contextmanager
+def known_qstat_bug() -> Iterator[None]:
+    """A failed assertion of the block is the known bug QSTAT_BUG (an expected failure) when,
+    and only when, the adapter cannot read the server's jobs now; otherwise it stays a
+    failure. The test passes outright once qstat.py reads such documents."""
+    try:
+        yield
+    except AssertionError:
+        if not adapter_reads_every_job():
+            pytest.xfail(QSTAT_BUG)
+        raise
+
+
+def jobs_tagged(tag: str) -> list[str]:
+    """The ids of every job, finished ones too, whose `IRI_GATEWAY_TAG` (qsub's `-v`, in the
+    Variable_List) is `tag`: from the text form of `qstat -x -f`, which any job's attribute
+    values can be read in (the JSON form cannot, see qstat_jobs)."""
+    shown = subprocess.run(
+        ["qstat", "-x", "-f"], capture_output=True, timeout=60, check=True
+    ).stdout.decode("utf-8", "replace")
+    found = []
+    for block in shown.split("Job Id: ")[1:]:
+        native_id, _, body = block.partition("\n")
+        unwrapped = body.replace("\n\t", "")  # qstat wraps long values with newline + tab
+        if re.search(rf"[ ,]{TAG_VARIABLE}={re.escape(tag)}(,|\n|$)", unwrapped):
+            found.append(native_id.strip())
+    return sorted(found)
+
+
+@pytest.mark.parametrize("resource", RESOURCES)
+def test_crash_between_qsub_and_record_update_is_adopted_once(
+    pbs_profile: Path, tmp_path: Path, resource: str
+) -> None:
+    """The submitting process is killed after qsub printed the id and before the record got
+    it: the next engine's reconcile finds the job by its tag on the real server, records it
+    once, and never submits it again."""
+    crashed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CRASHING_SUBMITTER,
+            str(ROOT),
+            str(pbs_profile),
+            str(tmp_path),
+            resource,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    engine = make_engine(pbs_profile, tmp_path)
+    try:
+        (lost,) = engine.store.unsettled()
+        assert lost.native_id is None
+        (native_id,) = jobs_tagged(lost.tag)
+        (action,) = engine.reconcile()
+        with known_qstat_bug():
+            assert action.startswith(f"{lost.id}: adopted "), action[:2000]
+        assert engine.reconcile() == []
+        (done,) = final(engine, lost)
+        assert done.native_id == native_id
+        assert done.state == JobState.COMPLETED, explain(engine, done)
+        assert output(engine, done) == "once\n"
+        assert jobs_tagged(lost.tag) == [native_id], "never submitted twice"
+    finally:
+        delete_unsettled(engine)
