@@ -41,6 +41,9 @@ pytestmark = pytest.mark.integration
 RESOURCES = ("pbs", "pbs-ssh")
 OWNER = {"pbs": "root", "pbs-ssh": "alice"}
 ROOT = Path(__file__).parent.parent.parent
+IMAGE = "localhost/iri-test/busybox:latest"
+"""The test cluster's Podman image (`scripts/cluster env`: IRI_TEST_IMAGE), in the local
+store of root and of alice."""
 
 
 @pytest.fixture
@@ -228,7 +231,7 @@ def test_podman_root_locally_and_rootless_over_ssh_with_a_mount(
                 **({"directory": str(folder)} if resource == "pbs" else {}),
                 "resources": {"exclusive_node_use": False},
                 "container": {
-                    "image": "localhost/iri-test/busybox:latest",
+                    "image": IMAGE,
                     "network": "none",
                     "workdir": "/data",
                     "volume_mounts": [
@@ -288,7 +291,7 @@ def test_gpus_are_requested_as_ngpus_and_reach_podman_as_a_cdi_device(engine: En
                 "executable": "/bin/sh",
                 "arguments": ["-c", 'echo "gpu=$IRI_FAKE_GPU"'],
                 "resources": {"gpu_cores_per_process": gpus, "exclusive_node_use": False},
-                "container": {"image": "localhost/iri-test/busybox:latest", **devices},
+                "container": {"image": IMAGE, **devices},
             },
         )
         for gpus, devices in ((1, {"devices": ["example.com/gpu=1"]}), (2, {}))
