@@ -233,6 +233,33 @@ def test_lone_backslash_and_control_characters_in_a_value_are_read() -> None:
     assert job.status().state is JobState.HELD
 
 
+def test_bytes_above_0x7f_in_a_value_are_read_by_qstats_layout() -> None:
+    """The real qstat shows the account `café€` as `caf^<0x03>^<0xe9>^"^<0xc2>^<0xec>`: the
+    first byte of `€` becomes an unescaped '"', so the document is no JSON at all; read by
+    qstat's one-attribute-per-line layout, the job and its other attributes survive."""
+    text = (DATA / "real-non-ascii.json").read_bytes().decode("utf-8", "replace")
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text, strict=False)
+    (job,) = qstat.parse_document(text).values()
+    assert (job.state, job.queue, job.name) == ("H", "workq", "accented")
+    assert job.variables["IRI_GATEWAY_TAG"] == "iri-gateway:capture-accented"
+    assert job.status().state is JobState.HELD
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{\n    "Jobs":{\n        "1.s":{\n            "job_state":"R"\n        }\n',
+        '{\n    "Jobs":{\n        "1.s":{\n            "job_state":R^"\n        }\n    }\n}',
+        '{\n    "Jobs":{\n        "1.s":{\n            job_state\n        }\n    }\n}',
+        '{\n    }\n    "x":1\n}',
+    ],
+)
+def test_a_layout_that_is_not_qstats_stays_malformed(text: str) -> None:
+    with pytest.raises(qstat.MalformedDocument):
+        qstat.parse_document(text)
+
+
 # --- qstat results: partial answers and malformed documents ------------------------------
 
 

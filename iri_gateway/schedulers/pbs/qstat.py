@@ -9,7 +9,8 @@ any history is needed. The document (OpenPBS qstat.c, `-F json`) is
 
 with times as ctime(3) strings ("Tue Oct  4 21:23:20 2022", server local time) and every value
 that looks like a number printed as a JSON number (so `Variable_List` values and even job names
-may be numbers). `Jobs` is absent when no job was found.
+may be numbers). `Jobs` is absent when no job was found. Values with a '\\', control
+characters or bytes above 0x7f make the real output invalid JSON; `qstat_json` reads it anyway.
 
 qstat asks the server about each listed id in turn: for an id the server does not know it
 prints `qstat: Unknown Job Id <id>` on standard error and goes on, prints the JSON for the
@@ -32,15 +33,13 @@ from typing import Any
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
-from iri_gateway.schedulers.pbs import outage
+from iri_gateway.schedulers.pbs import outage, qstat_json
 from iri_gateway.schedulers.pbs.qsub import TAG_VARIABLE
 from iri_gateway.schedulers.pbs.states import ENDED, explain_exit, map_state, was_deleted
 from iri_gateway.transport.base import CommandResult
 
 _UNKNOWN_JOB = re.compile(r"^qstat: Unknown Job Id (\S+)$")
 _CTIME = "%a %b %d %H:%M:%S %Y"
-_JSON_ESCAPE = re.compile(r"\\.", re.DOTALL)  # a backslash and the character after it
-_JSON_ESCAPES = frozenset('"\\/bfnrtu')
 
 
 class MalformedDocument(ValueError):
@@ -106,7 +105,7 @@ def parse(result: CommandResult) -> dict[str, PbsJob]:
 def parse_document(text: str) -> dict[str, PbsJob]:
     """Jobs of a `qstat -f -F json` document by id; MalformedDocument when it has another shape."""
     try:
-        document = _loads(text)
+        document = qstat_json.loads(text)
     except json.JSONDecodeError as error:
         raise MalformedDocument(f"not JSON ({error})") from None
     if not isinstance(document, dict):
@@ -115,23 +114,6 @@ def parse_document(text: str) -> dict[str, PbsJob]:
     if not isinstance(jobs, dict):
         raise MalformedDocument("'Jobs' is not an object")
     return {str(job_id): _job(str(job_id), attributes) for job_id, attributes in jobs.items()}
-
-
-def _loads(text: str) -> Any:
-    """The document as qstat wrote it. The real OpenPBS 23.06.06 escapes '"', newlines and
-    tabs in values but prints other control characters raw and a '\\' alone (an account name
-    `back\\slash` comes out as `"back\\slash"`), so one job with such a value would make the
-    whole answer invalid JSON: raw control characters are accepted, and a '\\' that starts
-    no JSON escape is read as itself."""
-    try:
-        return json.loads(text, strict=False)
-    except json.JSONDecodeError:
-        return json.loads(_JSON_ESCAPE.sub(_escape_lone_backslash, text), strict=False)
-
-
-def _escape_lone_backslash(match: re.Match[str]) -> str:
-    pair = match.group()
-    return pair if pair[1] in _JSON_ESCAPES else "\\\\" + pair[1]
 
 
 def statuses(jobs: Mapping[str, PbsJob], asked: Collection[str]) -> dict[str, NativeStatus]:

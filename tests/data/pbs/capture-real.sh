@@ -25,6 +25,7 @@ wall=$(job walltime 'sleep 100' -l walltime=00:00:02); run=$(job running 'sleep 
 delrun=$(job delrun 'sleep 300'); held=$(job held 'true' -h); delq=$(job delqueued 'true' -h)
 never=$(job never 'true' -l select=1:ncpus=99)
 odd=$(job odd 'true' -h -A "$(printf 'back\\slash\003')")
+accented=$(job accented 'true' -h -A 'café€')
 wait_state "$run" R; wait_state "$delrun" R
 runuser -u alice -- qdel "$delrun" "$delq"
 for id in "$ok" "$fail" "$sig" "$wall" "$delrun" "$delq"; do wait_state "$id" F; done
@@ -36,9 +37,10 @@ save() {  # save NAME ID...: the document as qstat printed it, PBS_O_PATH shorte
 save queued-never "$never"; save held "$held"; save running "$run"; save finished-ok "$ok"
 save failed-exit3 "$fail"; save killed-signal "$sig"; save walltime-killed "$wall"
 save deleted-running "$delrun"; save deleted-queued "$delq"; save control-characters "$odd"
+save non-ascii "$accented"
 save several-jobs "$ok" "$fail" "$run" "$held" 99999.pbshost
 save no-jobs 99999.pbshost
-for id in "$ok" "$fail" "$sig" "$wall" "$run" "$delrun" "$held" "$delq" "$never" "$odd"; do
+for id in "$ok" "$fail" "$sig" "$wall" "$run" "$delrun" "$held" "$delq" "$never" "$odd" "$accented"; do
     qdel -x -W force "$id" 2>/dev/null || true
 done
 rm -rf "$work"
