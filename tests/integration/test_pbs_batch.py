@@ -369,3 +369,19 @@ def test_many_statuses_are_one_qstat_call(jobs: Jobs) -> None:
     assert set(seen) == set(ids)
     assert {status.state for status in seen.values()} == {JobState.HELD}
     assert batch.statuses([UNKNOWN]) == {}
+
+
+def test_a_non_ascii_account_does_not_hide_the_other_jobs(jobs: Jobs) -> None:
+    """The planner lets `café€` through as an account; the real qstat then prints the first
+    byte of `€` as an unescaped '"', which made the whole `qstat -F json` answer unreadable,
+    so every job of the query lost its status (and `find` failed). Both now work."""
+    batch = PbsBatch(LocalTransport(as_user="alice"))
+    odd = jobs.submit(
+        batch,
+        jobs.script("true", held=True, attributes={"account": "café€"}),
+        "iri-gateway:odd-account",
+    )
+    plain = jobs.submit(batch, jobs.script("true", held=True), "iri-gateway:plain-account")
+    seen = batch.statuses([odd, plain])
+    assert {seen[odd].state, seen[plain].state} == {JobState.HELD}
+    assert batch.find("iri-gateway:plain-account") == plain
