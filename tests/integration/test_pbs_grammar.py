@@ -110,8 +110,10 @@ def answers(sides: dict[str, Side], make: Any) -> dict[str, list[tuple[int, str]
 
 
 def test_refusals_and_their_words_match_the_real_server(sides: dict[str, Side]) -> None:
-    """qsub/qmove to an unknown queue, qdel of unknown/finished/queued/running jobs, qalter of
-    a running job, qrerun refusals, qstat of an unknown id: exit codes and words."""
+    """qsub/qmove to an unknown queue, qdel of unknown/finished/queued/running jobs, qalter and
+    qmove of a running job, qrerun refusals, qstat of an unknown id: exit codes and words.
+    The real server lets root (a manager) raise a running job's walltime and anyone rename
+    it; the stand-in refused both (167) before."""
     jobs: dict[str, dict[str, str]] = {}
     for name, side in sides.items():
         jobs[name] = {
@@ -133,6 +135,9 @@ def test_refusals_and_their_words_match_the_real_server(sides: dict[str, Side]) 
             ("qdel", "999999.pbshost"),
             ("qdel", mine["done"]),
             ("qalter", "-A", "Proj9", mine["running"]),
+            ("qalter", "-l", "walltime=00:09:00", mine["running"]),  # root is a manager
+            ("qalter", "-N", "renamed", mine["running"]),
+            ("qmove", "debug", mine["running"]),
             ("qrerun", mine["queued"]),
             ("qrerun", mine["done"]),
             ("qrerun", mine["once"]),
@@ -149,7 +154,7 @@ def test_refusals_and_their_words_match_the_real_server(sides: dict[str, Side]) 
 
     got = answers(sides, commands)
     assert got["standin"] == got["real"]
-    assert got["real"][6] == (35, "qrerun: Job has finished"), "the real words, no id"
+    assert got["real"][9] == (35, "qrerun: Job has finished"), "the real words, no id"
 
 
 def test_qstat_document_shape_and_what_qsub_prints(sides: dict[str, Side]) -> None:
