@@ -1,8 +1,10 @@
 """`qrerun`: stop a running PBS job and put it back in its queue, under the same id.
 
-PBS reruns running jobs only: a finished one answers `qrerun: Job has finished <id>` (35),
-a queued one `Request invalid for state of job` (168), a job submitted with `-r n`
-`Job is not rerunnable` (192); each refusal is kept in qrerun's own words.
+PBS reruns running jobs only, and only for a manager or operator. The real OpenPBS 23.06.06
+answers a finished job `qrerun: Job has finished` (35, without the id), a queued one
+`qrerun: Request invalid for state of job <id>` (168), a job submitted with `-r n`
+`qrerun: job is not rerunnable <id>` (190), a user `qrerun: Unauthorized Request  <id>` (159);
+each refusal is kept in qrerun's own words (tests/integration/test_pbs_batch.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ any history is needed. The document (OpenPBS qstat.c, `-F json`) is
 
 with times as ctime(3) strings ("Tue Oct  4 21:23:20 2022", server local time) and every value
 that looks like a number printed as a JSON number (so `Variable_List` values and even job names
-may be numbers). `Jobs` is absent when no job was found.
+may be numbers). `Jobs` is absent when no job was found. Values with a '\\', control
+characters or bytes above 0x7f make the real output invalid JSON; `qstat_json` reads it anyway.
 
 qstat asks the server about each listed id in turn: for an id the server does not know it
 prints `qstat: Unknown Job Id <id>` on standard error and goes on, prints the JSON for the
@@ -32,7 +33,7 @@ from typing import Any
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import NativeStatus
-from iri_gateway.schedulers.pbs import outage
+from iri_gateway.schedulers.pbs import outage, qstat_json
 from iri_gateway.schedulers.pbs.qsub import TAG_VARIABLE
 from iri_gateway.schedulers.pbs.states import ENDED, explain_exit, map_state, was_deleted
 from iri_gateway.transport.base import CommandResult
@@ -104,7 +105,7 @@ def parse(result: CommandResult) -> dict[str, PbsJob]:
 def parse_document(text: str) -> dict[str, PbsJob]:
     """Jobs of a `qstat -f -F json` document by id; MalformedDocument when it has another shape."""
     try:
-        document = json.loads(text)
+        document = qstat_json.loads(text)
     except json.JSONDecodeError as error:
         raise MalformedDocument(f"not JSON ({error})") from None
     if not isinstance(document, dict):

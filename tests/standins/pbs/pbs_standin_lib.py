@@ -1,8 +1,9 @@
 """Shared code of the PBS STAND-INs in this folder (see README.md); not a program itself.
 
-OpenPBS cannot be installed on this machine, so `qsub`, `qstat`, `qdel`, `qalter` and `qmove`
-here are small Python programs that keep a job table in `$PBS_STANDIN_DIR/jobs.json`, append
-every command line they receive to `$PBS_STANDIN_DIR/calls.jsonl`, and answer in the forms the
+Stand-ins for what the real OpenPBS (scripts/pbs) cannot show here: `qsub`, `qstat`, `qdel`,
+`qalter` and `qmove` here are small Python programs that keep a job table in
+`$PBS_STANDIN_DIR/jobs.json`, append every command line they receive to
+`$PBS_STANDIN_DIR/calls.jsonl`, and answer in the forms the
 real commands use (messages, exit codes, the `qstat -f -F json` document). Nothing is run.
 
 Exit codes are PBS error numbers modulo 256, as the real commands exit with them:
@@ -56,7 +57,7 @@ def state_dir(program: str) -> Path:
     if not path:
         sys.stderr.write(
             f"STAND-IN {program}: {DIR_VARIABLE} is not set. This is not PBS: it is a test "
-            "stand-in (OpenPBS cannot be installed on this machine) and keeps its jobs there.\n"
+            "stand-in (the real OpenPBS runs under scripts/pbs) and keeps its jobs there.\n"
         )
         sys.exit(97)
     folder = Path(path)
