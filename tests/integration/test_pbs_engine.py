@@ -17,23 +17,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from iri_gateway.errors import JobRejectedError, StatusError, UpdateError
+from iri_gateway.errors import JobRejectedError, UpdateError
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.schedulers.pbs import qstat
 from iri_gateway.schedulers.pbs.qsub import TAG_VARIABLE
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
 from iri_gateway.service.operations.store import JobRecord
-from iri_gateway.transport.local import LocalTransport
 from tests.integration.conftest import PbsInfo, make_engine
 
 pytestmark = pytest.mark.integration
@@ -491,40 +488,6 @@ CRASHING_SUBMITTER = (
 )
 
 
-QSTAT_BUG = (
-    "known adapter bug, for schedulers/pbs/qstat.py and batch.py (not this branch's): "
-    "OpenPBS 23.06.06's `qstat -f -F json` prints string values without JSON's escapes (raw "
-    "control characters, backslashes and quotes were seen in other jobs' Account_Name in this "
-    "server's history), json.loads refuses the whole document, and `find` (the reconcile by "
-    "tag, which reads every job) fails, so a lost submission is never adopted"
-)
-
-
-def adapter_reads_every_job() -> bool:
-    """Whether the adapter's own `qstat -f -F json -x` of every job (what `find` reads) is a
-    document it can use now."""
-    try:
-        qstat.parse(LocalTransport().run(qstat.argv(), idempotent=True))
-    except StatusError as error:
-        if "unusable qstat JSON" in str(error):
-            return False
-        raise
-    return True
-
-
-@contextmanager
-def known_qstat_bug() -> Iterator[None]:
-    """A failed assertion of the block is the known bug QSTAT_BUG (an expected failure) when,
-    and only when, the adapter cannot read the server's jobs now; otherwise it stays a
-    failure. The test passes outright once qstat.py reads such documents."""
-    try:
-        yield
-    except AssertionError:
-        if not adapter_reads_every_job():
-            pytest.xfail(QSTAT_BUG)
-        raise
-
-
 def jobs_tagged(tag: str) -> list[str]:
     """The ids of every job, finished ones too, whose `IRI_GATEWAY_TAG` (qsub's `-v`, in the
     Variable_List) is `tag`: from the text form of `qstat -x -f`, which any job's attribute
@@ -569,8 +532,7 @@ def test_crash_between_qsub_and_record_update_is_adopted_once(
         assert lost.native_id is None
         (native_id,) = jobs_tagged(lost.tag)
         (action,) = engine.reconcile()
-        with known_qstat_bug():
-            assert action.startswith(f"{lost.id}: adopted "), action[:2000]
+        assert action.startswith(f"{lost.id}: adopted "), action[:2000]
         assert engine.reconcile() == []
         (done,) = final(engine, lost)
         assert done.native_id == native_id
