@@ -63,9 +63,24 @@ def test_a_relative_output_path_is_judged_as_pbs_reads_it(registry: ProfileRegis
     and '#' makes that path unwritable in `#PBS -o`; on Slurm (`--chdir`) the same job runs."""
     spec = job(directory="/tmp/run dir #1", stdout_path="out.txt", stderr_path="/tmp/err")
     problems = problems_for(registry, "polaris", spec)
-    assert [(p.field, p.reason) for p in problems] == [("stdout_path", UNSAFE_REASON)]
+    assert [(p.field, p.reason) for p in problems] == [
+        (
+            "stdout_path",
+            f"{UNSAFE_REASON} (the directive carries '/tmp/run dir #1/out.txt': the path joined "
+            "to the directory)",
+        )
+    ]
     assert plan_for(registry, "frontier", spec).script
     fine = plan_for(registry, "polaris", {**spec, "stdout_path": "/tmp/out.txt"}).script
     assert "cd -- '/tmp/run dir #1' || exit 1" in fine.split("\n")
     joined = plan_for(registry, "polaris", {**spec, "directory": "/tmp/run-1"}).script
     assert "#PBS -o /tmp/run-1/out.txt" in joined.split("\n")
+
+
+def test_stdin_path_is_no_directive_and_takes_any_text(registry: ProfileRegistry) -> None:
+    """The script reads stdin with a quoted `<`; no `#PBS` line carries it, so blanks,
+    quotes, '#' and non-ASCII pass (they were refused as directive values before)."""
+    path = "/tmp/in put's #1 \u00e9"
+    script = plan_for(registry, "polaris", job(stdin_path=path)).script
+    assert not any(path in line for line in script.split("\n") if line.startswith("#PBS"))
+    assert "< '/tmp/in put'\"'\"'s #1 \u00e9'" in script

@@ -570,8 +570,9 @@ def pbs_refuses(key: str, value: str) -> bool:
     """What the real qsub of OpenPBS 23.06.06 misreads in a `#PBS` value (issue 26): blanks,
     quotes, '\\', '#' (no quoting), anything outside ASCII (refused or mangled), a job name
     of more than letters, digits and '_+.-', ':' in a path (host:path), ',' in a `-l` value
-    (another resource), '@' in a queue (queue@server). `directory` is no directive."""
-    if key == "directory":
+    (another resource), '@' in a queue (queue@server). `directory` and `stdin_path` are
+    no directives (the script's quoted `cd` and `<`)."""
+    if key in ("directory", "stdin_path"):
         return False
     return bool(
         PBS_UNSAFE.search(value)

@@ -15,8 +15,9 @@ qsub reads back exactly the user's value is refused here, naming what qsub would
   `software=a,walltime=99:00:00` would ask for 99 hours;
 - '@' in a queue or reservation: qsub sends `queue@server` to another server;
 - ':' in an output path: PBS reads `host:path`.
-`directory` is no directive under PBS (the script enters it with a quoted `cd`), except as
-the head of a relative output path (`output_path`).
+`directory` and `stdin_path` are no directives under PBS (the script enters the one with a
+quoted `cd` and reads the other with a quoted `<`), except the directory as the head of a
+relative output path (`output_path`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ SERVER_REASON = (
     "qsub reads 'queue@server' and would send the job to another server; '@' is not allowed"
 )
 HOST_REASON = "PBS reads 'host:path' here; ':' is not allowed"
+# Entered by the script with shell quoting, never written into a `#PBS` line.
+_NOT_DIRECTIVES = ("directory", "stdin_path")
 _JOB_NAME = re.compile(r"[A-Za-z0-9_+.-]{1,230}")
 
 
@@ -54,7 +57,7 @@ class PbsDirectiveRules(DirectiveRules):
     def refusal(self, path: str, value: str) -> str | None:
         if has_control_characters(value):
             return CONTROL_REASON
-        if path == "directory":
+        if path in _NOT_DIRECTIVES:
             return None
         if not pbs_directive_safe(value):
             return UNSAFE_REASON
