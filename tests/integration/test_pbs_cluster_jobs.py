@@ -29,6 +29,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.store import JobRecord
 from tests.integration.conftest import PbsInfo, wait_all_final
+from tests.integration.test_cluster_jobs import cluster_folder, member_output
 
 pytestmark = pytest.mark.integration
 
@@ -91,16 +92,6 @@ def qstat(native_id: str) -> dict[str, Any]:
 def vnodes(native_id: str) -> list[str]:
     """The vnodes of each chunk, in select order, as PBS placed them (`exec_vnode`)."""
     return re.findall(r"\(([^:)]+):", qstat(native_id)["exec_vnode"])
-
-
-def cluster_folder(record: JobRecord) -> Path:
-    return Path(record.effective_spec["directory"]) / f".iri-cluster-{record.native_id}"
-
-
-def member_output(record: JobRecord, engine: Engine, name: str) -> str:
-    if name == "master1":  # the primary: its output is the job's
-        return engine.read_output(owner="root", job_id=record.id)
-    return (cluster_folder(record) / f"{name}.out").read_text()
 
 
 def submit(engine: Engine, document: dict[str, Any]) -> JobRecord:
