@@ -29,7 +29,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.store import JobRecord
 from tests.integration.conftest import PbsInfo, wait_all_final
-from tests.integration.test_cluster_jobs import cluster_folder, member_output
+from tests.integration.test_cluster_jobs import SERVE_AND_FETCH, cluster_folder, member_output
 
 pytestmark = pytest.mark.integration
 
@@ -181,3 +181,43 @@ def test_cancel_ends_every_member(engine: Engine, pbs: PbsInfo, job_dir: Path) -
     while containers(job_dir):
         assert time.monotonic() < deadline, f"members still running: {containers(job_dir)}"
         time.sleep(0.5)
+
+
+def test_two_members_on_one_vnode_serve_their_own_ports_and_reach_each_other(
+    engine: Engine, pbs: PbsInfo, job_dir: Path
+) -> None:
+    """One chunk of `mpiprocs=2`: $PBS_NODEFILE lists its host twice, one line per member;
+    each member serves its own port (IRI_CLUSTER_PORT_HTTP) and fetches the other's page
+    through IRI_CLUSTER_ENDPOINTS."""
+    spec = {
+        "name": "ports-test",
+        "executable": "/bin/sh",
+        "arguments": ["-c", SERVE_AND_FETCH],
+        "directory": str(job_dir),
+        "container": {"image": pbs.cluster.test_image},
+        "attributes": {"duration": 300},
+        "cluster_lifecycle": "all_must_end",
+        "roles": [
+            {
+                "name": "server",
+                "count": 2,
+                "ports": {"http": 18180},
+                "resources": {"processes_per_node": 2},
+            }
+        ],
+    }
+    record = submit(engine, spec)
+    assert "#PBS -l select=1:ncpus=2:mpiprocs=2" in record.script.split("\n")
+    record = wait_all_final(engine, [record.id], timeout=120)[record.id]
+    assert record.state == JobState.COMPLETED and record.exit_code == 0, record
+    endpoints = "http:server1:18180,http:server2:18181"
+    assert engine.read_output(owner="root", job_id=record.id).strip() == (
+        f"server1 port=18180 endpoints={endpoints} got=page of server2"
+    )
+    assert member_output(record, engine, "server2").strip() == (
+        f"server2 port=18181 endpoints={endpoints} got=page of server1"
+    )
+    members = {m["name"]: m for m in record.members}
+    address = members["server1"]["address"]
+    assert members["server1"]["endpoints"] == {"http": f"{address}:18180"}
+    assert members["server2"]["endpoints"] == {"http": f"{address}:18181"}
