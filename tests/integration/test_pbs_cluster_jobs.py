@@ -47,8 +47,7 @@ NAMES = ("master1", "worker1", "worker2")
 def cluster_job(
     pbs: PbsInfo, directory: Path, worker_script: str, master_script: str, **extra: Any
 ) -> dict[str, Any]:
-    """A master and two workers; each member is labelled with the PBS job's id (found in
-    $PBS_JOBID, passed into the container), so that the test can find its containers."""
+    """A master and two workers in the test image, the job's directory bound into each."""
     return {
         "name": "roles-test",
         "executable": "/bin/sh",
@@ -189,23 +188,15 @@ def test_two_members_on_one_vnode_serve_their_own_ports_and_reach_each_other(
     """One chunk of `mpiprocs=2`: $PBS_NODEFILE lists its host twice, one line per member;
     each member serves its own port (IRI_CLUSTER_PORT_HTTP) and fetches the other's page
     through IRI_CLUSTER_ENDPOINTS."""
-    spec = {
-        "name": "ports-test",
-        "executable": "/bin/sh",
-        "arguments": ["-c", SERVE_AND_FETCH],
-        "directory": str(job_dir),
-        "container": {"image": pbs.cluster.test_image},
-        "attributes": {"duration": 300},
-        "cluster_lifecycle": "all_must_end",
-        "roles": [
-            {
-                "name": "server",
-                "count": 2,
-                "ports": {"http": 18180},
-                "resources": {"processes_per_node": 2},
-            }
-        ],
-    }
+    spec = cluster_job(pbs, job_dir, "", SERVE_AND_FETCH, cluster_lifecycle="all_must_end")
+    spec["roles"] = [
+        {
+            "name": "server",
+            "count": 2,
+            "ports": {"http": 18180},
+            "resources": {"processes_per_node": 2},
+        }
+    ]
     record = submit(engine, spec)
     assert "#PBS -l select=1:ncpus=2:mpiprocs=2" in record.script.split("\n")
     record = wait_all_final(engine, [record.id], timeout=120)[record.id]
