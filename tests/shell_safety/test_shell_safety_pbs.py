@@ -31,12 +31,20 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.store import JobRecord
+from tests.shell_safety.cluster_harness import (
+    HostileClusterJob,
+    cluster_document,
+    cluster_refusals,
+    expected_members,
+    hostile_cluster_jobs,
+)
 from tests.shell_safety.harness import (
     CANARY,
     CONTROLS,
     STDIN_TEXT,
     Combo,
     HostileJob,
+    accepted_plan,
     canaries,
     check_syntax,
     document,
@@ -298,3 +306,65 @@ def test_the_nastiest_strings_through_the_real_qsub(engine: Engine, pbs_combo: P
         engine,
         pbs_combo,
     )
+
+
+# --- cluster jobs: every member's strings through the real qsub and mpiexec ------------------
+
+
+def check_cluster_through_pbs(cluster: HostileClusterJob, engine: Engine, combo: PbsCombo) -> None:
+    """A hostile cluster job (no container) on the real PBS: each member's program ran once,
+    started by the real `mpiexec --hosts` on its chunk's host, with exactly its role's merge
+    of the job's strings; nothing else ran."""
+    from tests.integration.conftest import wait_all_final
+
+    with scratch() as base:
+        base.chmod(0o755)
+        root = base / "cluster"
+        root.mkdir()
+        doc = cluster_document(cluster, combo, root)
+        planned = accepted_plan(doc, cluster_refusals(doc, combo), combo)
+        for key in ("stdout_path", "stderr_path"):
+            doc.setdefault(key, str(root / f"{key}-instead"))  # see `prepare`
+        for role in [doc, *doc["roles"]]:
+            if "executable" in role:
+                install_recorder(Path(role["executable"]), root / "recorder.jsonl")
+        Path(doc["directory"]).mkdir(parents=True, exist_ok=True)
+        if "stdin_path" in doc:
+            Path(doc["stdin_path"]).write_text(STDIN_TEXT)
+        record = engine.submit(owner="root", resource_id="pbs", spec=parse_jobspec(doc)).record
+        record = wait_all_final(engine, [record.id], timeout=180)[record.id]
+        where = f"{record}\n--- script ---\n{planned.script}"
+        assert record.state.value == "completed" and record.exit_code == 0, where
+        assert canaries(base) == [], f"a payload ran: {where}"
+        seen: dict[tuple[str, str], dict[str, Any]] = {}
+        for line in read_lines(root / "recorder.jsonl"):
+            key = (line["env"].get("IRI_CLUSTER_ROLE"), line["env"].get("IRI_CLUSTER_ROLE_INDEX"))
+            assert key not in seen, f"member {key} ran twice: {where}"
+            seen[key] = line
+        members = expected_members(doc, combo)
+        assert sorted(seen) == sorted((m.role, str(m.index)) for m in members), where
+        for number, member in enumerate(members):
+            got = seen[(member.role, str(member.index))]
+            mine = f"{member.name}: {where}"
+            assert got["executable"] == member.executable, mine
+            assert got["argv"] == member.arguments, mine
+            for name, value in member.environment.items():
+                assert got["env"].get(name) == value, f"environment {name!r} of {mine}"
+            assert got["cwd"] == doc["directory"], mine
+            stdin = STDIN_TEXT if number == 0 and "stdin_path" in doc else ""
+            assert got["stdin"] == stdin, mine
+        states = {m["name"]: (m["state"], m["exit_code"]) for m in record.members}
+        assert states == {m.name: ("completed", 0) for m in members}, where
+
+
+@settings(
+    max_examples=2,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(cluster=hostile_cluster_jobs())
+def test_every_member_of_a_hostile_cluster_job_gets_its_strings_through_the_real_qsub(
+    cluster: HostileClusterJob, engine: Engine, pbs_combo: PbsCombo
+) -> None:
+    check_cluster_through_pbs(cluster, engine, pbs_combo)
