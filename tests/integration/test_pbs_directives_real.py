@@ -43,7 +43,8 @@ class HeldJobs:
         )
         assert shown.returncode == 0, shown.stderr
         jobs: dict[str, Any] = json.loads(shown.stdout)["Jobs"]
-        (attributes,) = jobs.values()
+        assert len(jobs) == 1, jobs
+        attributes: dict[str, Any] = next(iter(jobs.values()))
         return attributes
 
 

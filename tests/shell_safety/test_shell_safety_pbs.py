@@ -193,7 +193,8 @@ def qstat_attributes(native_id: str) -> dict[str, Any]:
     # qstat prints a value that looks like a number as a JSON number (software=0 is `0`):
     # the number's own text is what was given.
     jobs: dict[str, Any] = json.loads(shown.stdout, parse_int=str, parse_float=str)["Jobs"]
-    (attributes,) = jobs.values()
+    assert len(jobs) == 1, jobs
+    attributes: dict[str, Any] = next(iter(jobs.values()))
     return attributes
 
 
@@ -323,8 +324,8 @@ def check_cluster_through_pbs(cluster: HostileClusterJob, engine: Engine, combo:
         root.mkdir()
         doc = cluster_document(cluster, combo, root)
         planned = accepted_plan(doc, cluster_refusals(doc, combo), combo)
-        for key in ("stdout_path", "stderr_path"):
-            doc.setdefault(key, str(root / f"{key}-instead"))  # see `prepare`
+        for output in ("stdout_path", "stderr_path"):
+            doc.setdefault(output, str(root / f"{output}-instead"))  # see `prepare`
         for role in [doc, *doc["roles"]]:
             if "executable" in role:
                 install_recorder(Path(role["executable"]), root / "recorder.jsonl")
