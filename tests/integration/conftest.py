@@ -285,7 +285,5 @@ def pbs_engine(pbs_profile: Path, tmp_path: Path) -> Iterator[Engine]:
     yield engine
     for record in engine.store.unsettled():
         if record.native_id:
-            subprocess.run(
-                ["qdel", "-W", "force", record.native_id], capture_output=True, timeout=30
-            )
+            subprocess.run(["qdel", "-W", "force", record.native_id], capture_output=True, timeout=30)
     engine.backends.close()

@@ -131,11 +131,11 @@ def test_members_find_each_other_by_name_on_vnodes_of_their_own(
 def test_a_failing_worker_fails_the_job_and_is_named(
     engine: Engine, pbs: PbsInfo, job_dir: Path
 ) -> None:
-    """Not asserted (seen in about one run of four): a member stopped while its container is
-    still starting keeps running after the job, until its `sleep` ends. The TERM reaches
-    `podman run` before its signal proxy is up, the script ends, and PBS kills what is left
-    of the job's session; the container is not in it. The test cluster's Slurm removes such
-    containers in its epilog; this PBS server has no epilogue (see the report of issue 26)."""
+    """Not asserted (seen in one run of four): a member stopped while its container is
+    still starting kept running after the job, until its `sleep` ended. Probably the TERM
+    reaches `podman run` before its signal proxy is up; the script ends and PBS kills what
+    is left of the job's session, which the container is not in. The test cluster's Slurm
+    removes such containers in its epilog; this PBS server has no epilogue (issue 26)."""
     worker = 'if [ "$IRI_CLUSTER_ROLE_INDEX" = 2 ]; then exit 3; fi; sleep 60'
     record = submit(engine, cluster_job(pbs, job_dir, worker, "sleep 60"))
     record = wait_all_final(engine, [record.id], timeout=90)[record.id]
