@@ -64,6 +64,10 @@ class SchedulerFacts(Protocol):
     def container_directive_refusal(self, value: str) -> str | None:
         """Why a runtime option value cannot travel as a directive line, or None."""
 
+    def directive_output_path(self, directory: str | None, path: str) -> str:
+        """`stdout_path`/`stderr_path` as its directive line carries it (PBS: joined to a
+        relative path's directory), the text `directive_refusal` must judge."""
+
 
 def scheduler_context(schedulers: Mapping[str, SchedulerFacts]) -> dict[str, Any]:
     """The validation context a facility profile is validated with."""

@@ -137,6 +137,9 @@ class SchedulerPlugin:
     def container_directive_refusal(self, value: str) -> str | None:
         return self.directive_rules.container_option_refusal(value)
 
+    def directive_output_path(self, directory: str | None, path: str) -> str:
+        return self.directive_rules.output_path(directory, path)
+
 
 def site_launcher(decision: Decision, default: str) -> list[str]:
     """The site's launcher and its arguments, placeholders filled with the job's counts.

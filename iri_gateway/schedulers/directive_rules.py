@@ -43,6 +43,11 @@ class DirectiveRules:
         (only asked of a scheduler that declares `container_directives`)."""
         return self.refusal("container", value)
 
+    def output_path(self, directory: str | None, path: str) -> str:
+        """An output path as the directive line carries it (here: as given; a scheduler that
+        reads a relative one elsewhere than the job's directory writes it joined)."""
+        return path
+
 
 class NoDirectiveLines(DirectiveRules):
     """A scheduler that writes no directive lines (the local one): its values reach the

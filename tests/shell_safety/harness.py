@@ -67,6 +67,7 @@ CANARY = "CANARY"
 STDIN_TEXT = "stdin reached the program\n"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 PBS_UNSAFE = re.compile(r"[\s\"'\\#]")
+PBS_JOB_NAME = re.compile(r"[A-Za-z0-9_+.-]{1,230}")  # qsub's check_job_name
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DIRECTIVE_FIELDS = ("name", "directory", "stdout_path", "stderr_path", "stdin_path")
 
@@ -539,7 +540,7 @@ def in_charliecloud_image(container: dict[str, Any], root: Path) -> None:
 
 def expected_refusals(doc: dict[str, Any], combo: Combo) -> set[str]:
     """Fields the gateway documents it refuses: control characters in values that go into
-    directive lines; on PBS also blanks, quotes, '\\' and '#' (and ':' in paths); on Slurm
+    directive lines; on PBS also what qsub misreads (`pbs_refuses`); on Slurm
     'hetjob'/'packjob' anywhere in such a value and '\\' in output paths."""
     pbs = combo.scheduler == "pbs"
     slurm = combo.scheduler == "slurm"
@@ -558,12 +559,29 @@ def expected_refusals(doc: dict[str, Any], combo: Combo) -> set[str]:
         if (value := doc.get(key)) is not None
         and (
             CONTROL.search(value)
-            or (pbs and key != "directory" and PBS_UNSAFE.search(value))
-            or (pbs and key.endswith("_path") and ":" in value)
+            or (pbs and pbs_refuses(key, value))
             or (slurm and ("hetjob" in value.lower() or "packjob" in value.lower()))
             or (slurm and key in ("stdout_path", "stderr_path") and "\\" in value)
         )
     }
+
+
+def pbs_refuses(key: str, value: str) -> bool:
+    """What the real qsub of OpenPBS 23.06.06 misreads in a `#PBS` value (issue 26): blanks,
+    quotes, '\\', '#' (no quoting), anything outside ASCII (refused or mangled), a job name
+    of more than letters, digits and '_+.-', ':' in a path (host:path), ',' in a `-l` value
+    (another resource), '@' in a queue (queue@server). `directory` and `stdin_path` are
+    no directives (the script's quoted `cd` and `<`)."""
+    if key in ("directory", "stdin_path"):
+        return False
+    return bool(
+        PBS_UNSAFE.search(value)
+        or not value.isascii()
+        or (key == "name" and PBS_JOB_NAME.fullmatch(value) is None)
+        or (key.endswith("_path") and ":" in value)
+        or (key.startswith("attributes.custom_attributes.") and "," in value)
+        or (key in ("attributes.queue_name", "attributes.reservation_id") and "@" in value)
+    )
 
 
 def plan(doc: dict[str, Any], combo: Combo) -> tuple[Plan | None, list[str]]:

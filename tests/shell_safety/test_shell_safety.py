@@ -32,7 +32,6 @@ from tests.shell_safety.harness import (
     CONTROL,
     CONTROLS,
     IDENTIFIER,
-    PBS_UNSAFE,
     REGISTRY,
     STANDIN_PROGRAMS,
     STDIN_TEXT,
@@ -48,6 +47,7 @@ from tests.shell_safety.harness import (
     image_for,
     mount_safe,
     mount_source,
+    pbs_refuses,
     plan,
     scratch,
 )
@@ -275,8 +275,9 @@ def directive_text() -> Any:
 
 
 def pbs_safe(text: str) -> str:
-    """`text` without what PBS directive lines cannot carry (blanks, quotes, '\\', '#', ':')."""
-    return re.sub(r"[\s\"'\\#:]", "", text) or "x"
+    """`text` without what PBS directive lines cannot carry (see `pbs_refuses`): what is left
+    passes as a job name and as a path (letters, digits, '_+.-' and '/')."""
+    return re.sub(r"[^A-Za-z0-9_+./-]", "", text) or "x"
 
 
 @settings(max_examples=100, deadline=None, report_multiple_bugs=False)
@@ -325,7 +326,7 @@ def check_directives(combo: Combo, values: dict[str, str]) -> None:
     account = values["attributes.account"]
     if (
         CONTROL.search(account)
-        or (combo.scheduler == "pbs" and PBS_UNSAFE.search(account))
+        or (combo.scheduler == "pbs" and pbs_refuses("attributes.account", account))
         or (combo.scheduler == "slurm" and re.search("hetjob|packjob", account, re.I))
     ):
         refused.add("attributes.account")

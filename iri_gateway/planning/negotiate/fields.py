@@ -77,7 +77,12 @@ def check_directive_values(spec: JobSpec, resource: Resource, problems: list[Pro
     line and start a shell command, is refused as its plug-in's directive rules say."""
     facts = resource.scheduler.facts
     for path, value in directive_fields(spec).items():
-        reason = facts.directive_refusal(path, value)
+        written = value
+        if path in ("stdout_path", "stderr_path"):
+            written = facts.directive_output_path(spec.directory, value)
+        reason = facts.directive_refusal(path, written)
+        if reason is not None and written != value:
+            reason += f" (the directive carries {written!r}: the path joined to the directory)"
         if reason is not None:
             problems.append(Problem(path, reason))
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import posixpath
-
 from iri_gateway.models.plan import Decision, JobShape, role_shape
 from iri_gateway.models.profile import Nodes
 from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.base import GETENT_ADDRESS, ClusterLayout, hms, site_launcher
+from iri_gateway.schedulers.pbs.directive_rules import PbsDirectiveRules
 from iri_gateway.shell import SiteWord
+
+_RULES = PbsDirectiveRules()
 
 
 def _chunk(shape: JobShape, nodes: Nodes) -> str:
@@ -34,16 +35,6 @@ def _select(decision: Decision) -> str:
     return "select=" + "+".join(_chunk(shape, nodes) for shape in shapes)
 
 
-def _in_directory(directory: str | None, path: str) -> str:
-    """`path` made absolute against the job's directory. qsub takes a relative `-o`/`-e` from
-    the directory qsub runs in (PBS_O_WORKDIR: the gateway's, or the login account's home),
-    not from where the script runs, as the real OpenPBS showed (issue 26); Slurm reads it
-    from `--chdir`."""
-    if directory is None or path.startswith("/"):
-        return path
-    return posixpath.join(directory, path)
-
-
 def directives(decision: Decision, invocation: Invocation) -> list[str]:
     spec, shape = decision.spec, decision.shape
     attributes = spec.attributes
@@ -62,9 +53,9 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
     if shape.walltime_seconds is not None:
         lines.append(f"#PBS -l walltime={hms(shape.walltime_seconds)}")
     if spec.stdout_path:
-        lines.append(f"#PBS -o {_in_directory(spec.directory, spec.stdout_path)}")
+        lines.append(f"#PBS -o {_RULES.output_path(spec.directory, spec.stdout_path)}")
     if spec.stderr_path:
-        lines.append(f"#PBS -e {_in_directory(spec.directory, spec.stderr_path)}")
+        lines.append(f"#PBS -e {_RULES.output_path(spec.directory, spec.stderr_path)}")
     elif spec.stdout_path:
         lines.append("#PBS -j oe")
     if spec.inherit_environment:
