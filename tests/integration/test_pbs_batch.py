@@ -382,15 +382,15 @@ def test_many_statuses_are_one_qstat_call(jobs: Jobs) -> None:
 
 
 def test_a_non_ascii_account_does_not_hide_the_other_jobs(jobs: Jobs) -> None:
-    """The planner lets `café€` through as an account; the real qstat then prints the first
-    byte of `€` as an unescaped '"', which made the whole `qstat -F json` answer unreadable,
-    so every job of the query lost its status (and `find` failed). Both now work."""
+    """A job of the same account with `café€` as its PBS account (submitted with qsub outside
+    the gateway: the gateway refuses non-ASCII directive values since issue 26); the real
+    qstat prints the first byte of `€` as an unescaped '"', which made the whole `qstat -F
+    json` answer unreadable, so every job of the query lost its status (and `find` failed).
+    Both now work."""
     batch = PbsBatch(LocalTransport(as_user="alice"))
-    odd = jobs.submit(
-        batch,
-        jobs.script("true", held=True, attributes={"account": "café€"}),
-        "iri-gateway:odd-account",
-    )
+    script = jobs.script("true", held=True).replace("#PBS -h\n", "#PBS -h\n#PBS -A café€\n", 1)
+    assert "#PBS -A café€" in script
+    odd = jobs.submit(batch, script, "iri-gateway:odd-account")
     plain = jobs.submit(batch, jobs.script("true", held=True), "iri-gateway:plain-account")
     seen = batch.statuses([odd, plain])
     assert {seen[odd].state, seen[plain].state} == {JobState.HELD}
