@@ -79,8 +79,8 @@ def result(argv: list[str], code: int, stderr: str, stdout: str = "") -> Command
             qsub.parse,
             result(
                 ["qsub"],
-                255,
-                "Connection refused\nqsub: cannot connect to server pbs01 (errno=15010)\n",
+                162,
+                "Connection refused\nqsub: cannot connect to server pbshost (errno=15010)\n",
             ),
             False,
         ),
@@ -88,9 +88,10 @@ def result(argv: list[str], code: int, stderr: str, stdout: str = "") -> Command
         (
             qdel.parse,
             result(
-                ["qdel", "1.pbs01"],
-                255,
-                "Connection refused\nqdel: cannot connect to server pbs01 (errno=15010)\n",
+                ["qdel", "1.pbshost"],
+                162,
+                # The real OpenPBS 23.06.06's words, stopped under a gateway (test_pbs_outage).
+                "Connection refused\nCouldn't connect to cluster: pbshost\n",
             ),
             False,
         ),

@@ -7,8 +7,10 @@ Retry-After), whatever the command. OpenPBS's commands report a failed `pbs_conn
     Connection refused
     qstat: cannot connect to server pbs01 (errno=15010)
 
-(the system's words, then the command's; see `tests/schedulers/test_pbs.py`). These phrases
-follow the OpenPBS sources and man pages; no PBS server can be run here to capture more of them.
+(the system's words, then the command's). The real OpenPBS 23.06.06, stopped with
+`/etc/init.d/pbs stop` under a running gateway (tests/integration/test_pbs_outage.py), says
+so for qsub and qstat, and `Connection refused` then `Couldn't connect to cluster: pbshost`
+for qdel (qsub and qdel exit 162).
 
 Two kinds: the request surely never reached the server (no connection could be made), or
 it may have (the connection ended or timed out mid-request: "End of File" is what
@@ -23,6 +25,7 @@ from iri_gateway.transport.base import CommandResult
 
 NOT_REACHED = (
     "cannot connect to server",
+    "Couldn't connect to cluster",
     "Connection refused",
     "No route to host",
     "Network is unreachable",
