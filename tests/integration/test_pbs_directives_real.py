@@ -85,6 +85,16 @@ def test_a_comma_in_a_custom_attribute_would_ask_for_another_resource(held: Held
     assert RULES.refusal("attributes.custom_attributes.software", "a,walltime=99:00:00")
 
 
+def test_an_ampersand_in_a_custom_attribute_is_refused_by_qsub(held: HeldJobs) -> None:
+    """qsub's own words for '&' in a -l value (found by the hostile-string property test)."""
+    done = held.submit("#PBS -l software=a&b")
+    assert done.returncode != 0
+    assert "illegal -l value" in done.stderr and "illegal character" in done.stderr
+    assert held.submit("#PBS -l software=a|b>c;d").returncode == 0, "the others pass"
+    assert RULES.refusal("attributes.custom_attributes.software", "a&b")
+    assert RULES.refusal("attributes.custom_attributes.software", "a|b>c;d") is None
+
+
 def test_non_ascii_is_refused_or_mangled(held: HeldJobs) -> None:
     """qsub refused it in -o and -l; in -A it was stored as '^\\x03^\\xe9' for 'é', and the
     JSON qstat printed for that job was no longer JSON."""

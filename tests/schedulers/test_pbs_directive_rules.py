@@ -10,6 +10,7 @@ import pytest
 
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.schedulers.pbs.directive_rules import (
+    AMPERSAND_REASON,
     ASCII_REASON,
     COMMA_REASON,
     NAME_REASON,
@@ -36,6 +37,11 @@ def job(**fields: Any) -> dict[str, Any]:
             {"attributes": {"custom_attributes": {"filesystems": "home,walltime=99:00:00"}}},
             "attributes.custom_attributes.filesystems",
             COMMA_REASON,
+        ),
+        (
+            {"attributes": {"custom_attributes": {"filesystems": "home&eagle"}}},
+            "attributes.custom_attributes.filesystems",
+            AMPERSAND_REASON,
         ),
         (
             {"attributes": {"reservation_id": "R1@elsewhere"}},

@@ -570,7 +570,8 @@ def pbs_refuses(key: str, value: str) -> bool:
     """What the real qsub of OpenPBS 23.06.06 misreads in a `#PBS` value (issue 26): blanks,
     quotes, '\\', '#' (no quoting), anything outside ASCII (refused or mangled), a job name
     of more than letters, digits and '_+.-', ':' in a path (host:path), ',' in a `-l` value
-    (another resource), '@' in a queue (queue@server). `directory` and `stdin_path` are
+    (another resource) and '&' there (qsub: "illegal -l value ... illegal character"), '@' in a
+    queue (queue@server). `directory` and `stdin_path` are
     no directives (the script's quoted `cd` and `<`)."""
     if key in ("directory", "stdin_path"):
         return False
@@ -579,7 +580,7 @@ def pbs_refuses(key: str, value: str) -> bool:
         or not value.isascii()
         or (key == "name" and PBS_JOB_NAME.fullmatch(value) is None)
         or (key.endswith("_path") and ":" in value)
-        or (key.startswith("attributes.custom_attributes.") and "," in value)
+        or (key.startswith("attributes.custom_attributes.") and ("," in value or "&" in value))
         or (key in ("attributes.queue_name", "attributes.reservation_id") and "@" in value)
     )
 

@@ -12,7 +12,9 @@ qsub reads back exactly the user's value is refused here, naming what qsub would
 - in the job name, all but letters, digits and '_+.-' (qsub's `check_job_name`, at most 230
   characters): `a,b` is "illegal -N value";
 - ',' in a `-l` value: the server reads the rest as another resource, so a custom attribute
-  `software=a,walltime=99:00:00` would ask for 99 hours;
+  `software=a,walltime=99:00:00` would ask for 99 hours; '&' there: qsub refuses it
+  (`illegal -l value ... illegal character`, its `pbs_quote_parse`; found by the hostile-string
+  property test on the real qsub);
 - '@' in a queue or reservation: qsub sends `queue@server` to another server;
 - ':' in an output path: PBS reads `host:path`.
 `directory` and `stdin_path` are no directives under PBS (the script enters the one with a
@@ -41,6 +43,7 @@ COMMA_REASON = (
     "qsub reads ',' in a -l value as the start of another resource request; give the value "
     "without ','"
 )
+AMPERSAND_REASON = "qsub refuses '&' in a -l value ('illegal -l value: illegal character')"
 SERVER_REASON = (
     "qsub reads 'queue@server' and would send the job to another server; '@' is not allowed"
 )
@@ -65,8 +68,11 @@ class PbsDirectiveRules(DirectiveRules):
             return ASCII_REASON
         if path == "name" and _JOB_NAME.fullmatch(value) is None:
             return NAME_REASON
-        if path.startswith("attributes.custom_attributes.") and "," in value:
-            return COMMA_REASON
+        if path.startswith("attributes.custom_attributes."):
+            if "," in value:
+                return COMMA_REASON
+            if "&" in value:
+                return AMPERSAND_REASON
         if path in ("attributes.queue_name", "attributes.reservation_id") and "@" in value:
             return SERVER_REASON
         if path.endswith("_path") and ":" in value:
