@@ -84,3 +84,10 @@ def test_the_running_server_is_what_the_script_promises(pbs: PbsInfo) -> None:
     for vnode in ("pbs-n1", "pbs-n2", "pbs-n3", "pbs-n4"):
         assert f"\n{vnode}\n" in f"\n{nodes}", nodes
     assert nodes.count("resources_available.ngpus = 2") == 4
+    # The MOM (and so every job) may open as many files as Podman gives a container
+    # (containers.conf nofile 20000): PBS's own limits file said 16384, and `podman run` in
+    # a job then failed ("error setting rlimit type 7"), seen in a fresh-machine CI run.
+    mom = subprocess.run(["pgrep", "-x", "pbs_mom"], capture_output=True, text=True, check=True)
+    limits = Path(f"/proc/{mom.stdout.split()[0]}/limits").read_text()
+    (line,) = [text for text in limits.splitlines() if text.startswith("Max open files")]
+    assert int(line.split()[3]) >= 20000, line
