@@ -146,9 +146,9 @@ def running_cluster() -> ClusterInfo:
     return ClusterInfo.from_env_lines(env.stdout)
 
 
-def write_cluster_profile(cluster: ClusterInfo, folder: Path) -> Path:
-    """The test cluster's profile with the running cluster's SSH settings filled in."""
-    text = PROFILE_TEMPLATE.read_text()
+def write_profile(template: Path, cluster: ClusterInfo, path: Path) -> Path:
+    """`template` with the running cluster's SSH login node settings filled in, at `path`."""
+    text = template.read_text()
     for placeholder, value in {
         "@@SSH_PORT@@": str(cluster.ssh_port),
         "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
@@ -156,9 +156,13 @@ def write_cluster_profile(cluster: ClusterInfo, folder: Path) -> Path:
         "@@SSH_USER@@": cluster.ssh_user,
     }.items():
         text = text.replace(placeholder, value)
-    path = folder / "cluster.yaml"
     path.write_text(text)
     return path
+
+
+def write_cluster_profile(cluster: ClusterInfo, folder: Path) -> Path:
+    """The test cluster's profile with the running cluster's SSH settings filled in."""
+    return write_profile(PROFILE_TEMPLATE, cluster, folder / "cluster.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -258,18 +262,7 @@ def pbs(cluster: ClusterInfo) -> PbsInfo:
 
 def write_pbs_profile(info: PbsInfo, folder: Path) -> Path:
     """The PBS test profile with the login node's SSH settings filled in."""
-    text = PBS_PROFILE_TEMPLATE.read_text()
-    cluster = info.cluster
-    for placeholder, value in {
-        "@@SSH_PORT@@": str(cluster.ssh_port),
-        "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
-        "@@SSH_KEY@@": str(cluster.ssh_key),
-        "@@SSH_USER@@": cluster.ssh_user,
-    }.items():
-        text = text.replace(placeholder, value)
-    path = folder / "pbs.yaml"
-    path.write_text(text)
-    return path
+    return write_profile(PBS_PROFILE_TEMPLATE, info.cluster, folder / "pbs.yaml")
 
 
 @pytest.fixture(scope="module")
