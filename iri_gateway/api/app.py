@@ -29,6 +29,7 @@ from iri_gateway.api.plumbing.body_limit import BodyLimit
 from iri_gateway.api.plumbing.caller_first import require_caller_first
 from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
+from iri_gateway.api.plumbing.request_ids import RequestIds
 from iri_gateway.api.plumbing.security_headers import SecurityHeaders
 from iri_gateway.api.status import health, resource_lists
 from iri_gateway.api.status import routes as status
@@ -117,7 +118,8 @@ def create_app(
         BodyLimit, limit=settings.max_request_bytes, exempt=(transfer_routes.UPLOAD_PREFIX,)
     )
     app.add_middleware(HeadAsGet)
-    app.add_middleware(SecurityHeaders)  # outermost: on every answer the routes make
+    app.add_middleware(SecurityHeaders)  # on every answer the routes make
+    app.add_middleware(RequestIds)  # outermost: every answer names its request
     app.state.started = False
     app.state.poller = None
     routers = [
