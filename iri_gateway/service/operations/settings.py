@@ -264,6 +264,16 @@ class Settings(BaseSettings):
         "request)",
     )
 
+    # -- metrics (issue 27, item 1) --
+
+    # -- traces and logs (issue 27, items 2 and 3) --
+
+    # -- audit log (issue 27, item 4) --
+
+    # -- draining on SIGTERM (issue 27, item 6) --
+
+    # -- resource health probes (issue 27, item 7) --
+
     @field_validator("database_url")
     @classmethod
     def _psycopg(cls, url: str | None) -> str | None:
