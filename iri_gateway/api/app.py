@@ -25,6 +25,7 @@ from iri_gateway.api.filesystem import read_routes, transfer_routes, write_route
 from iri_gateway.api.openapi.errors import document_errors
 from iri_gateway.api.openapi.parameters import refusing_unknown_query, without_null_parameters
 from iri_gateway.api.plumbing import deps, docs_pages, problems
+from iri_gateway.api.plumbing.access_log import AccessLog
 from iri_gateway.api.plumbing.body_limit import BodyLimit
 from iri_gateway.api.plumbing.caller_first import require_caller_first
 from iri_gateway.api.plumbing.head import HeadAsGet
@@ -119,6 +120,7 @@ def create_app(
     )
     app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)  # on every answer the routes make
+    app.add_middleware(AccessLog)  # inside RequestIds: each line names its request
     app.add_middleware(RequestIds)  # outermost: every answer names its request
     app.state.started = False
     app.state.poller = None

@@ -62,6 +62,17 @@ def serve(
             "process; also IRI_GATEWAY_WORKERS).",
         ),
     ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            help="debug, info (a line per request and background action), warning or error "
+            "(also IRI_GATEWAY_LOG_LEVEL).",
+        ),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(help="json (one object per line) or text (also IRI_GATEWAY_LOG_FORMAT)."),
+    ] = None,
 ) -> None:
     """Run the gateway: the IRI API v2 on embedded defaults (SQLite, the `local` resource)."""
     from pydantic import ValidationError
@@ -71,6 +82,7 @@ def serve(
     from iri_gateway.service.accounts.auth import TokenFile
     from iri_gateway.service.assembly import load_profiles
     from iri_gateway.service.operations.database import DatabaseError, display_url
+    from iri_gateway.service.operations.log_setup import configure_logging
     from iri_gateway.service.operations.settings import Settings
 
     overrides: dict[str, object] = {}
@@ -82,10 +94,15 @@ def serve(
         overrides["database_url"] = database_url
     if workers is not None:
         overrides["workers"] = workers
+    if log_level is not None:
+        overrides["log_level"] = log_level
+    if log_format is not None:
+        overrides["log_format"] = log_format
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as error:
         fail(f"invalid settings: {_settings_problems(error)}", EXIT_USAGE)
+    configure_logging(settings.log_level, settings.log_format)
     count = serving.worker_count(settings)
     refused = serving.refusal(settings, count)
     if refused is not None:

@@ -38,7 +38,15 @@ def stack() -> dict[str, Any]:
     Host rule, `http_protocol`) on uvloop."""
     from iri_gateway.cli.http_protocol import HostCheckedProtocol
 
-    return {"http": HostCheckedProtocol, "loop": "uvloop", "log_level": "warning"}
+    return {
+        "http": HostCheckedProtocol,
+        "loop": "uvloop",
+        "log_level": "warning",
+        # The gateway's handler writes uvicorn's lines (`log_setup`), and its access log
+        # (`api.plumbing.access_log`) replaces uvicorn's.
+        "log_config": None,
+        "access_log": False,
+    }
 
 
 HEALTH_CHECK_SECONDS = 30
@@ -96,6 +104,8 @@ def worker_environment(settings: Settings, count: int) -> dict[str, str]:
         "IRI_GATEWAY_DATA_DIR": str(settings.data_dir.absolute()),
         "IRI_GATEWAY_PROFILES": json.dumps([str(path.absolute()) for path in settings.profiles]),
         "IRI_GATEWAY_WORKERS": str(count),
+        "IRI_GATEWAY_LOG_LEVEL": settings.log_level,
+        "IRI_GATEWAY_LOG_FORMAT": settings.log_format,
     }
     if settings.database_url is not None:
         environment["IRI_GATEWAY_DATABASE_URL"] = settings.database_url
@@ -173,11 +183,14 @@ def application() -> FastAPI:
 
     from iri_gateway.api.app import create_app
     from iri_gateway.errors import GatewayError
+    from iri_gateway.service.operations.log_setup import configure_logging
     from iri_gateway.service.operations.settings import Settings
 
     _end_with_parent()
     try:
-        built = create_app(Settings())
+        settings = Settings()
+        configure_logging(settings.log_level, settings.log_format)
+        built = create_app(settings)
         freeze_start_up()
         return built
     except GatewayError as error:  # a database that cannot be used, a profile, ...

@@ -13,6 +13,7 @@ from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from iri_gateway.api.plumbing.access_log import remember_caller
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.api.plumbing.rate_limit import charge_request
 from iri_gateway.service.accounts.auth import Authenticator, Principal
@@ -47,6 +48,7 @@ async def get_principal(
         return known  # checked by `check_caller` before the body was read
     authenticator: Authenticator = request.app.state.authenticator
     principal = authenticator.authenticate(credentials.credentials if credentials else None)
+    remember_caller(request.scope, principal.user)  # for the access log, token unread there
     charge_request(request, principal)
     return principal
 

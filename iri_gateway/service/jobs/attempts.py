@@ -17,7 +17,9 @@ from iri_gateway.errors import GatewayError, SchedulerError, SchedulerUnavailabl
 from iri_gateway.models.job import JobState
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.jobs.context import JobsContext, job_directory
+from iri_gateway.service.operations import events
 from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.events import event, job_fields
 from iri_gateway.service.operations.store import JobRecord
 from iri_gateway.transport.base import NotSentError, TransportError
 
@@ -142,6 +144,7 @@ class Attempts:
             return self._not_sent(record, error, retry_in), True
         except SchedulerError as error:
             store.transition(record.id, JobState.FAILED, f"not submitted: {error}")
+            _failed(record, error)
             raise
         try:
             native_id = backend.batch.submit(record.script, tag=record.tag)
@@ -151,12 +154,20 @@ class Attempts:
             return self._not_sent(record, error, retry_in), True
         except SchedulerError as error:
             store.transition(record.id, JobState.FAILED, str(error))
+            _failed(record, error)
             raise
         except NotSentError as error:
             return self._not_sent(record, error, retry_in), True
         except TransportError as error:
             return self._outcome_unknown(record, error), False
         record = store.set_native_id(record.id, native_id, f"submitted as {native_id}")
+        event(
+            log,
+            events.SUBMISSION_SENT,
+            f"job {record.id} submitted to {record.resource_id} as {native_id}",
+            **job_fields(record),
+            native_id=native_id,
+        )
         if record.desired == "canceled":  # a cancel came while the job was being sent
             try:
                 return self._send_cancel(record), False
@@ -172,15 +183,45 @@ class Attempts:
         """Nothing reached the scheduler: the job stays `new`, accepted, and is tried again
         (by the submitter after `retry_in` seconds, or by the next reconcile)."""
         when = f"in {retry_in:g} s" if retry_in is not None else "at the next reconcile"
+        event(
+            log,
+            events.SUBMISSION_RETRY,
+            f"job {record.id} not sent to {record.resource_id}, trying again {when}: {error}",
+            level=logging.WARNING,
+            **job_fields(record),
+            retry_in=retry_in,
+            error=str(error),
+        )
         return self.context.store.transition(
             record.id, JobState.NEW, f"waiting for the scheduler, trying again {when}: {error}"
         )
 
     def _outcome_unknown(self, record: JobRecord, error: GatewayError) -> JobRecord:
         """The scheduler may or may not have the job: it stays `new` for the reconcile."""
+        event(
+            log,
+            events.SUBMISSION_UNKNOWN,
+            f"job {record.id}: outcome of its submission to {record.resource_id} unknown, "
+            f"left to the reconcile: {error}",
+            level=logging.WARNING,
+            **job_fields(record),
+            error=str(error),
+        )
         return self.context.store.transition(
             record.id,
             JobState.NEW,
             f"submission outcome unknown, will check by its tag: {error}",
             unclaim=True,
         )
+
+
+def _failed(record: JobRecord, error: GatewayError) -> None:
+    """The `submission.failed` line: the scheduler (or the image staging) refused the job."""
+    event(
+        log,
+        events.SUBMISSION_FAILED,
+        f"job {record.id} refused by {record.resource_id}: {error}",
+        level=logging.WARNING,
+        **job_fields(record),
+        error=str(error),
+    )

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.operations import events
+from iri_gateway.service.operations.events import event
 from iri_gateway.service.operations.store import JobRecord, PollEntry
 
 log = logging.getLogger(__name__)
@@ -102,8 +104,7 @@ class Poller:
         unsettled = self.engine.store.poll_entries(sorted(polled) if reconcile else due)
         if reconcile:
             self._next_reconcile = now + self.reconcile_every
-            for action in self.engine.reconcile(unsettled, settle=self.engine.settle_time):
-                log.info("reconcile: %s", action)
+            self.engine.reconcile(unsettled, settle=self.engine.settle_time)  # logs each
         by_resource: dict[str, list[PollEntry]] = {resource_id: [] for resource_id in due}
         for record in unsettled:
             if record.native_id is not None and record.resource_id in by_resource:
@@ -118,7 +119,14 @@ class Poller:
                 self.errors.pop(resource_id, None)
             except GatewayError as error:
                 self.errors[resource_id] = str(error)
-                log.warning("status of %s failed: %s", resource_id, error)
+                event(
+                    log,
+                    events.POLL_FAILED,
+                    f"status of {resource_id} failed: {error}",
+                    level=logging.WARNING,
+                    resource=resource_id,
+                    error=str(error),
+                )
             self._next[resource_id] = now + interval_for(records, now, self.fast, self.slow)
         return changes
 

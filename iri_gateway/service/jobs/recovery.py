@@ -9,6 +9,7 @@ have reached the scheduler is sent again.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -18,9 +19,13 @@ from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
+from iri_gateway.service.operations import events
 from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.events import event, job_fields
 from iri_gateway.service.operations.store import JobRecord, PollEntry
 from iri_gateway.transport.base import TransportError
+
+log = logging.getLogger(__name__)
 
 
 class Recovery:
@@ -68,7 +73,7 @@ class Recovery:
                 loaded = context.registry.get(record.resource_id)
                 where = (record.resource_id, context.backends.account(loaded, record.owner))
             except GatewayError as error:  # the profile no longer has the resource or user
-                actions.append(f"{record.id}: left for later: {error}")
+                _decided(actions, record, f"left for later: {error}")
                 continue
             if where in unavailable:
                 continue
@@ -91,15 +96,15 @@ class Recovery:
                         if not context.in_flight.sending(record.id):
                             store.release(record.id, context.replica.id)
                     if action is not None:
-                        actions.append(action)
+                        _decided(actions, record, action)
                 else:
                     self.changes.send_cancel(record)
-                    actions.append(f"{record.id}: cancel sent again")
+                    _decided(actions, record, "cancel sent again")
             except (SchedulerUnavailableError, TransportError) as error:
                 unavailable.add(where)
-                actions.append(f"{record.id}: left for later: {error}")
+                _decided(actions, record, f"left for later: {error}")
             except GatewayError as error:
-                actions.append(f"{record.id}: left for later: {error}")
+                _decided(actions, record, f"left for later: {error}")
         return actions
 
     def _needs_reconcile(self, record: JobRecord | PollEntry) -> bool:
@@ -150,3 +155,17 @@ class Recovery:
             "lost: the submission may have reached the scheduler, which no longer shows it",
         )
         return f"{record.id}: marked lost"
+
+
+def _decided(actions: list[str], record: JobRecord, decision: str) -> None:
+    """Record the reconcile's DECISION about RECORD: in ACTIONS (`job id: decision`, as
+    `reconcile` returns them) and as a `reconcile.decision` line."""
+    line = decision if decision.startswith(f"{record.id}: ") else f"{record.id}: {decision}"
+    actions.append(line)
+    event(
+        log,
+        events.RECONCILE,
+        f"reconcile: {line}",
+        **job_fields(record),
+        decision=line.removeprefix(f"{record.id}: "),
+    )

@@ -49,7 +49,9 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import sessionmaker
 
+from iri_gateway.service.operations import events
 from iri_gateway.service.operations.database import DatabaseError, display_url, is_sqlite
+from iri_gateway.service.operations.events import event
 from iri_gateway.service.operations.schema import LeaseRow, ReplicaRow
 from iri_gateway.service.operations.store import JobStore
 
@@ -338,7 +340,13 @@ class Replica:
             )
         for name in names:
             self._adopted.pop(name, None)
-        log.info("replica %s handed over leases %s", self.id, ", ".join(names))
+        event(
+            log,
+            events.LEASE_HANDED,
+            f"replica {self.id} handed over leases {', '.join(names)}",
+            replica=self.id,
+            leases=names,
+        )
 
     def _look(self, names: Iterable[str]) -> tuple[list[str], list[str], float, dict[str, str]]:
         """What a lease check starts from: the names (once each), the live replicas, the
@@ -372,7 +380,14 @@ class Replica:
         except IntegrityError:  # another replica inserted it first
             return False
         if taken:
-            log.info("replica %s took over lease %s from %s", self.id, name, holder)
+            event(
+                log,
+                events.LEASE_TAKEN,
+                f"replica {self.id} took over lease {name} from {holder or 'nobody'}",
+                replica=self.id,
+                lease=name,
+                holder=holder,
+            )
         return taken
 
     def leases(self) -> list[str]:

@@ -267,6 +267,17 @@ class Settings(BaseSettings):
     # -- metrics (issue 27, item 1) --
 
     # -- traces and logs (issue 27, items 2 and 3) --
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info",
+        description="Least severe log line written to stderr: `info` has one line per "
+        "request and per background action, `debug` adds the gateway's details, `warning` "
+        "and `error` only trouble",
+    )
+    log_format: Literal["json", "text"] = Field(
+        default="json",
+        description="`json`: one JSON object per line (for a log collector); `text`: "
+        "`TIME LEVEL LOGGER EVENT MESSAGE key=value ...` for a person reading a terminal",
+    )
 
     # -- audit log (issue 27, item 4) --
 

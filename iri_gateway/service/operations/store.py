@@ -29,12 +29,14 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
+from iri_gateway.service.operations import events
 from iri_gateway.service.operations.database import (
     DEFAULT_POOL_SIZE,
     is_sqlite,
     json_loads,
     open_engine,
 )
+from iri_gateway.service.operations.events import event, job_fields
 from iri_gateway.service.operations.migrations import upgrade_schema
 from iri_gateway.service.operations.schema import JobRow, UpdateKeyRow
 
@@ -767,7 +769,7 @@ class JobStore:
                     select(JobRow).where(JobRow.id.in_([change.job_id for change in changes]))
                 )
             }
-            changed = []
+            changed: list[tuple[JobRow, str | None]] = []
             for change in changes:
                 row = rows.get(change.job_id)
                 if (
@@ -783,16 +785,16 @@ class JobStore:
                     )
                     continue
                 if row is not None:
-                    _change(
+                    previous = _change(
                         row,
                         change.state,
                         change.message,
                         now,
                         {"exit_code": change.exit_code, "members": change.members},
                     )
-                    changed.append(row)
-        for row in changed:
-            self._remember(_record(row))
+                    changed.append((row, previous))
+        for row, previous in changed:
+            _state_changed(self._remember(_record(row)), previous)
 
     def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
         now = self._clock()
@@ -800,9 +802,9 @@ class JobStore:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
-            _change(row, state, message, now, fields)
+            previous = _change(row, state, message, now, fields)
             record = _record(row)
-        return self._remember(record)
+        return _state_changed(self._remember(record), previous)
 
     def _update(self, job_id: str, **fields: Any) -> JobRecord:
         with self.writing() as session:
@@ -824,9 +826,9 @@ class JobStore:
             if row is None:
                 raise KeyError(job_id)
             row.idempotency_key = None
-            _change(row, JobState.FAILED, message, self._clock(), {})
+            previous = _change(row, JobState.FAILED, message, self._clock(), {})
             record = _record(row)
-        return self._remember(record)
+        return _state_changed(self._remember(record), previous)
 
 
 class IdempotencyKeyTakenError(GatewayError):
@@ -856,7 +858,11 @@ _NOBODY = object()
 """A field value meaning "set to NULL" where None means "leave as it is" (`_change`)."""
 
 
-def _change(row: JobRow, state: JobState, message: str, now: float, fields: dict[str, Any]) -> None:
+def _change(
+    row: JobRow, state: JobState, message: str, now: float, fields: dict[str, Any]
+) -> str | None:
+    """Apply a change to ROW; its state before, when the change moved it to another one."""
+    previous = row.state if row.state != state.value else None
     for key, value in fields.items():
         if value is _NOBODY:
             setattr(row, key, None)
@@ -865,6 +871,24 @@ def _change(row: JobRow, state: JobState, message: str, now: float, fields: dict
     if row.state != state.value or row.message != message:
         row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
     row.state, row.message, row.updated_at = state.value, message, now
+    return previous
+
+
+def _state_changed(record: JobRecord, previous: str | None) -> JobRecord:
+    """RECORD, after the `job.state_changed` line when it moved from state PREVIOUS (written
+    once the change is committed; the job's message, which may quote a scheduler's output,
+    stays in the store)."""
+    if previous is not None:
+        event(
+            log,
+            events.JOB_STATE,
+            f"job {record.id} {previous} -> {record.state.value}",
+            **job_fields(record),
+            previous=previous,
+            state=record.state.value,
+            native_id=record.native_id,
+        )
+    return record
 
 
 def _matching(query: Select[_Row], **filters: Unpack[JobFilters]) -> Select[_Row]:

@@ -29,6 +29,8 @@ from typing import Any
 
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.accounts.fair_pool import FairPool, PoolClosedError
+from iri_gateway.service.operations import events
+from iri_gateway.service.operations.events import event
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.tasks.records import (
     ACTIVE,
@@ -139,7 +141,7 @@ class TaskRunner:
                 raise GatewayError("the gateway is stopping; ask again")
             self._running[task.id] = (stop, done)
             try:
-                self._pool.submit(owner, task.id, lambda: self._run(task.id, work, stop))
+                self._pool.submit(owner, task.id, lambda: self._run(task, work, stop))
             except PoolClosedError:
                 self._running.pop(task.id, None)
                 raise GatewayError("the gateway is stopping; ask again") from None
@@ -181,28 +183,26 @@ class TaskRunner:
                     running[1].set()
         return done
 
-    def _run(self, task_id: str, work: Work, stop: threading.Event) -> None:
+    def _run(self, task: TaskRecord, work: Work, stop: threading.Event) -> None:
+        task_id = task.id
         try:
             if stop.is_set() or not self.store.move(
                 task_id, to=ACTIVE, result=None, only_from=(PENDING,)
             ):
                 self.store.finish_canceled(task_id, {"stopped": True})
                 return
+            _task_event(task, events.TASK_STARTED, ACTIVE)
             try:
                 result = work(Progress(self, task_id, stop))
             except TaskCanceled:
-                self._stopped(task_id)
+                self._stopped(task)
             except TaskFailedError as failed:
-                if not self.store.move(
-                    task_id, to=FAILED, result={"error": failed.problem}, only_from=(ACTIVE,)
-                ):
-                    self._stopped(task_id)
+                self._end(task, FAILED, {"error": failed.problem})
             except TransportError as error:
-                if not self.store.move(
-                    task_id,
-                    to=FAILED,
-                    only_from=(ACTIVE,),
-                    result={
+                self._end(
+                    task,
+                    FAILED,
+                    {
                         "error": {
                             "status": 503,
                             "title": "Service Unavailable",
@@ -210,26 +210,22 @@ class TaskRunner:
                             "look, then ask again",
                         }
                     },
-                ):
-                    self._stopped(task_id)
+                )
             except Exception as error:
                 log.exception("task %s failed", task_id)
-                if not self.store.move(
-                    task_id,
-                    to=FAILED,
-                    only_from=(ACTIVE,),
-                    result={
+                self._end(
+                    task,
+                    FAILED,
+                    {
                         "error": {
                             "status": 500,
                             "title": "Internal Server Error",
                             "detail": f"the operation failed: {error}",
                         }
                     },
-                ):
-                    self._stopped(task_id)
+                )
             else:
-                if not self.store.move(task_id, to=COMPLETED, result=result, only_from=(ACTIVE,)):
-                    self._stopped(task_id)
+                self._end(task, COMPLETED, result)
         except Exception:
             log.exception("task %s could not be recorded", task_id)
         finally:
@@ -238,9 +234,19 @@ class TaskRunner:
             if running is not None:
                 running[1].set()
 
-    def _stopped(self, task_id: str) -> None:
+    def _end(self, task: TaskRecord, status: str, result: dict[str, Any]) -> None:
+        """The active TASK ended with STATUS and RESULT; if it was canceled meanwhile, it
+        says it stopped."""
+        if self.store.move(task.id, to=status, result=result, only_from=(ACTIVE,)):
+            _task_event(task, events.TASK_ENDED, status)
+        else:
+            self._stopped(task)
+
+    def _stopped(self, task: TaskRecord) -> None:
         """The work stopped early: a canceled task says it stopped; if the gateway is
         stopping, the task failed saying so."""
+        task_id = task.id
+        _task_event(task, events.TASK_ENDED, FAILED if self._stopping else CANCELED)
         if self._stopping:
             self.store.move(
                 task_id,
@@ -295,3 +301,18 @@ class TaskRunner:
         with self._lock:
             self._pool = FairPool(workers=self._workers, per_user=self.per_user)
             self._stopping = False
+
+
+def _task_event(task: TaskRecord, name: str, status: str) -> None:
+    """A `task.started` or `task.ended` line: the task, its owner, its operation, its
+    status (never its arguments: paths and patterns the user sent)."""
+    operation = task.command.get("command")
+    event(
+        log,
+        name,
+        f"task {task.id} ({operation}) of {task.owner}: {status}",
+        task=task.id,
+        user=task.owner,
+        operation=operation,
+        status=status,
+    )
