@@ -21,7 +21,12 @@ from iri_gateway.service.operations.store import JobRecord
 from tests.support.paths import TEST_PROFILE
 from tests.support.serve import issue_token, running_serve
 
-pytest_plugins = ["tests.databases", "tests.api.jwks", "tests.api.task_site"]
+pytest_plugins = [
+    "tests.databases",
+    "tests.api.jwks",
+    "tests.api.task_site",
+    "tests.support.token_leaks",
+]
 """Fixtures of other modules, shared by every test that names them: the two databases
 (`database_url`, `postgres_url`), the JWKS server (`keys`, `jwks_url`) and the file-task site
 (`site`). Plug-ins, not imports, so that no test module redefines an imported name."""

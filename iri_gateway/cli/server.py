@@ -7,6 +7,7 @@ say where the data, the job store and the tokens are.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,7 +82,9 @@ def serve(
     from iri_gateway.cli import serving
     from iri_gateway.service.accounts.auth import TokenFile
     from iri_gateway.service.assembly import load_profiles
+    from iri_gateway.service.operations import events
     from iri_gateway.service.operations.database import DatabaseError, display_url
+    from iri_gateway.service.operations.events import event
     from iri_gateway.service.operations.log_setup import configure_logging
     from iri_gateway.service.operations.settings import Settings
 
@@ -131,18 +134,23 @@ def serve(
     resources = ", ".join(resource_ids)
     address = f"http://{host}:{port}"
     processes = "" if count == 1 else f"; {count} workers on {display_url(settings.store_url)}"
-    consoles.err().print(
-        f"iri-gateway {__version__}: {address}/api/v2 (resources: "
-        f"{resources}; data: {settings.data_dir}{processes})",
-        markup=False,
-    )
     which = (
         "the token above"
         if created
         else "your token (a new one: iri-gateway token USER --project PROJECT)"
     )
-    consoles.err().print(
-        f"Web console: open {address}/ in a browser and sign in with {which}.", markup=False
+    # Log lines, not console prints: stderr is the log, one format from here on.
+    event(
+        logging.getLogger("iri_gateway.serve"),
+        events.SERVE_STARTED,
+        f"iri-gateway {__version__}: {address}/api/v2 (resources: {resources}; data: "
+        f"{settings.data_dir}{processes}). Web console: open {address}/ in a browser and "
+        f"sign in with {which}.",
+        version=__version__,
+        address=address,
+        resources=list(resource_ids),
+        data_dir=str(settings.data_dir),
+        workers=count,
     )
     if count == 1:
         serving.serve_one(application, host, port)

@@ -12,9 +12,11 @@ prints the server's log to stderr, which pytest shows beside the failure.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +30,30 @@ CLI = [sys.executable, "-m", "iri_gateway"]
 
 LOG_TAIL = 20_000
 """How much of a server's log (its end) a failure shows."""
+
+ISSUED_TOKENS: list[str] = []
+"""Every token `issue_token` made in this test session: no server's output may contain one
+(`tests/support/token_leaks.py` greps `kept_logs()` for them when the session ends)."""
+
+_KEPT: list[Path] = []
+_FOLDER: list[Path] = []
+"""The session's folder of kept logs, made with the first one."""
+
+
+def kept_logs() -> list[Path]:
+    """A copy of the output of every process `serve_process` ran in this session, made when
+    it stopped (a test's own folder may be gone by the end)."""
+    return list(_KEPT)
+
+
+def _keep(log: Path) -> None:
+    if not log.exists():
+        return
+    if not _FOLDER:
+        _FOLDER.append(Path(tempfile.mkdtemp(prefix="iri-gateway-serve-logs-")))
+    copy = _FOLDER[0] / f"{len(_KEPT):04d}-{log.name}"
+    shutil.copyfile(log, copy)
+    _KEPT.append(copy)
 
 
 def clean_env() -> dict[str, str]:
@@ -66,7 +92,9 @@ def issue_token(
         cwd=cwd,
     )
     assert made.returncode == 0, made.stderr
-    return made.stdout.strip().splitlines()[-1]
+    token = made.stdout.strip().splitlines()[-1]
+    ISSUED_TOKENS.append(token)
+    return token
 
 
 @dataclass(frozen=True)
@@ -113,6 +141,7 @@ def serve_process(
         yield process
     finally:
         _stop(process, stop_timeout)
+        _keep(log)
 
 
 def _stop(process: subprocess.Popen[bytes], timeout: float) -> None:

@@ -28,6 +28,7 @@ TASK_STARTED = "task.started"
 TASK_ENDED = "task.ended"
 LEASE_TAKEN = "lease.taken_over"
 LEASE_HANDED = "lease.handed_over"
+SERVE_STARTED = "serve.started"
 
 
 def event(
