@@ -29,7 +29,8 @@ pytest_plugins = [
 ]
 """Fixtures of other modules, shared by every test that names them: the two databases
 (`database_url`, `postgres_url`), the JWKS server (`keys`, `jwks_url`) and the file-task site
-(`site`). Plug-ins, not imports, so that no test module redefines an imported name."""
+(`site`); and the session's end check that no serve log holds a token the tests issued
+(`token_leaks`). Plug-ins, not imports, so that no test module redefines an imported name."""
 
 
 @pytest.fixture(scope="session")

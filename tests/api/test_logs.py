@@ -25,6 +25,7 @@ REQUEST_FIELDS = {
     "time",
     "level",
     "logger",
+    "process",
     "message",
     "event",
     "request_id",
@@ -285,3 +286,31 @@ def test_the_session_check_finds_a_token_in_a_log(tmp_path: Path) -> None:
     assert found.startswith(f"{log}:2:")
     log.write_text("nothing here\n")
     assert leaks([log], [token]) == []
+
+
+def test_every_worker_logs_as_the_command_line_says(tmp_path: Path, postgres_url: str) -> None:
+    """`--log-format text` given to `serve --workers 2` reaches both workers (whose
+    settings come from their environment) and the supervisor; uvicorn's own lines too."""
+    data_dir = tmp_path / "data"
+    token = issue_token(data_dir, "alice", "proj1")
+    env = {"IRI_GATEWAY_DATABASE_URL": postgres_url}
+    with running_serve(
+        data_dir,
+        args=("--workers", "2", "--log-format", "text"),
+        extra_env=env,
+        workers=None,
+        ready=token_works(token),
+    ) as served:
+        for index in range(12):
+            httpx.get(f"{served.url}/api/v2/facility", headers={"X-Request-ID": f"w-{index}"})
+        deadline = time.monotonic() + 20
+        while (output := served.output()).count('request_id="w-') < 12:
+            assert time.monotonic() < deadline, output
+            time.sleep(0.2)
+    lines = [line for line in output.splitlines() if 'request_id="w-' in line]
+    assert len(lines) == 12, output
+    assert all(
+        line.split(" ")[1:4] == ["INFO", "iri_gateway.access", "http.request"] for line in lines
+    )
+    assert not any(line.startswith("{") for line in output.splitlines()), output
+    assert " INFO uvicorn.error log Started parent process" in output, "the supervisor's own"

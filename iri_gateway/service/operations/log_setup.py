@@ -28,14 +28,16 @@ PLAIN_EVENT = "log"
 """The `event` of a line written with plain `logging` (a library's, uvicorn's): every line
 has an `event`, so a collector can always group by it."""
 
-_FIELDS = ["levelname", "name", "message"]
+_FIELDS = ["levelname", "name", "process", "message"]
 _RENAMED = {"levelname": "level", "name": "logger"}
-_SKIPPED = frozenset(RESERVED_ATTRS) | {"message", "asctime", "taskName"}
-"""The attributes every `LogRecord` has; the others are the line's own fields (`extra`)."""
+_SKIPPED = frozenset(RESERVED_ATTRS) | {"message", "asctime", "taskName", "color_message"}
+"""The attributes every `LogRecord` has, and uvicorn's `color_message` (the message again,
+with terminal colour codes); the others are the line's own fields (`extra`)."""
 
 
 def json_formatter() -> logging.Formatter:
-    """`{"level", "logger", "message", "event", <fields>, "time"}`; `time` in RFC 3339, UTC."""
+    """`{"event", "level", "logger", "process", "message", <fields>, "time"}`: `process` is
+    the pid (which worker), `time` RFC 3339 in UTC."""
     return JsonFormatter(
         _FIELDS,
         rename_fields=_RENAMED,
