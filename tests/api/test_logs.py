@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -314,3 +316,43 @@ def test_every_worker_logs_as_the_command_line_says(tmp_path: Path, postgres_url
     )
     assert not any(line.startswith("{") for line in output.splitlines()), output
     assert " INFO uvicorn.error log Started parent process" in output, "the supervisor's own"
+
+
+def test_a_leak_fails_the_whole_session(tmp_path: Path) -> None:
+    """The plug-in itself, in a pytest session of its own: a test that passes, but whose
+    serve output held a token the session issued, ends the session with exit status 1."""
+    (tmp_path / "test_leaky.py").write_text(
+        "from pathlib import Path\n"
+        "from tests.support import serve\n"
+        "def test_passes(tmp_path: Path) -> None:\n"
+        "    serve.ISSUED_TOKENS.append('Zq3xZq3xZq3xZq3xZq3x-leaked')\n"
+        "    log = tmp_path / 'serve.log'\n"
+        "    log.write_text('GET /?token=Zq3xZq3xZq3xZq3xZq3x-leaked\\n')\n"
+        "    serve._keep(log)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "tests.support.token_leaks",
+            "-p",
+            "no:randomly",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            os.devnull,
+            str(tmp_path / "test_leaky.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**clean_env(), "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 passed" in done.stdout and "tokens issued by the tests were found" in done.stdout
+    assert "serve.log:1: token Zq3x..." in done.stdout, done.stdout

@@ -1,7 +1,8 @@
 """The session-wide check that no token reached a log: when the test session ends, the
 output of every `iri-gateway serve` it ran (`serve.kept_logs`) is searched for every token
 it issued (`serve.ISSUED_TOKENS`), whole or in part (its first or last 16 characters, in
-case a line cut it short); one found fails the session, naming the file and the line.
+case a line cut it short); one found fails the session, naming the file and the line (the
+copies are then left for a look; otherwise removed).
 
 A pytest plug-in (tests/conftest.py `pytest_plugins`): a hook, not a test, because it must
 see the logs of every test, whatever the order they ran in.
@@ -9,6 +10,7 @@ see the logs of every test, whatever the order they ran in.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,8 +35,11 @@ def leaks(logs: list[Path], tokens: list[str]) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    found = leaks(serve.kept_logs(), serve.ISSUED_TOKENS)
-    if not found:
+    kept = serve.kept_logs()
+    found = leaks(kept, serve.ISSUED_TOKENS)
+    if not found:  # the copies are kept only to show a leak
+        for folder in {log.parent for log in kept}:
+            shutil.rmtree(folder, ignore_errors=True)
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     message = "tokens issued by the tests were found in serve logs:\n  " + "\n  ".join(found)
