@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
     from iri_gateway.service.accounts.auth import TokenFile
+    from iri_gateway.service.operations.settings import Settings
 
 EXIT_USAGE = 2
 """The exit status of settings `serve` refuses before starting anything (as click's usage
@@ -111,6 +112,9 @@ def serve(
             "and projects: iri-gateway token USER --project PROJECT",
             markup=False,
         )
+        from iri_gateway.cli.token_audit import record_token_change
+
+        record_token_change(settings, operation="createToken", target="user admin; admin")
     resources = ", ".join(resource_ids)
     address = f"http://{host}:{port}"
     processes = "" if count == 1 else f"; {count} workers on {display_url(settings.store_url)}"
@@ -166,12 +170,16 @@ DataDirOption = Annotated[
 ]
 
 
-def _tokens_file(data_dir: Path | None) -> TokenFile:
-    from iri_gateway.service.accounts.auth import TokenFile
+def _settings(data_dir: Path | None) -> Settings:
     from iri_gateway.service.operations.settings import Settings
 
-    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
-    return TokenFile(settings.tokens_path)
+    return Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
+
+
+def _tokens_file(data_dir: Path | None) -> TokenFile:
+    from iri_gateway.service.accounts.auth import TokenFile
+
+    return TokenFile(_settings(data_dir).tokens_path)
 
 
 @token_app.command("create")
@@ -203,6 +211,11 @@ def token_create(
     except TokenFileError as error:
         fail(str(error))
     sys.stdout.write(token + "\n")
+    sys.stdout.flush()
+    from iri_gateway.cli.token_audit import record_token_change
+
+    role = "; admin" if admin else ""
+    record_token_change(_settings(data_dir), operation="createToken", target=f"user {user}{role}")
     if not project:
         consoles.err().print(
             f"note: the token grants no project, so {user!r} cannot submit "
@@ -281,5 +294,12 @@ def token_revoke(
         fail(str(error))
     if not removed:
         fail("no token matched; `iri-gateway token list` shows the ids")
+    from iri_gateway.cli.token_audit import record_token_change
+
     for entry in removed:
         sys.stdout.write(f"revoked {entry.id} ({entry.user})\n")
+        record_token_change(
+            _settings(data_dir),
+            operation="revokeToken",
+            target=f"user {entry.user}; token id {entry.id}",
+        )

@@ -36,6 +36,9 @@ async def get_settings_dep(request: Request) -> Settings:
 
 _CALLER = "iri_gateway.caller"
 """The scope key under which `check_caller` keeps the caller for the route's dependencies."""
+AUTHENTICATED = "iri_gateway.authenticated"
+"""The scope key of the caller as soon as the token is accepted (before the rate limit and the
+admin check): who the audit log names, also for a call refused after that point."""
 
 
 async def get_principal(
@@ -47,6 +50,7 @@ async def get_principal(
         return known  # checked by `check_caller` before the body was read
     authenticator: Authenticator = request.app.state.authenticator
     principal = authenticator.authenticate(credentials.credentials if credentials else None)
+    request.scope[AUTHENTICATED] = principal
     charge_request(request, principal)
     return principal
 
