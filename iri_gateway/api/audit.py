@@ -8,7 +8,8 @@ no route that changes or deletes a record (docs/operations.md, "Audit log").
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import math
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -61,11 +62,21 @@ class AuditPageView(BaseModel):
     records: list[AuditRecordView] = Field(description="The page's records, newest first")
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = 1e-6
+
+
+def shown_time(at: float) -> datetime:
+    """A record's time as shown: cut (not rounded) to the microsecond, so a record shown at T
+    is at or after T, and `since=T` finds it (`until=T` does not)."""
+    return EPOCH + timedelta(microseconds=math.floor(at * 1_000_000))
+
+
 def _view(record: AuditRecord) -> AuditRecordView:
     entry = record.entry
     return AuditRecordView(
         id=record.id,
-        time=datetime.fromtimestamp(record.at, UTC),
+        time=shown_time(record.at),
         user=entry.user,
         admin=entry.admin,
         operation=entry.operation,
@@ -134,7 +145,8 @@ def get_audit(
     if operation is not None:
         filters["operation"] = operation
     if since is not None:
-        filters["since"] = since.timestamp()
+        # half a microsecond early: the float of a shown time may be a hair past the record's
+        filters["since"] = since.timestamp() - MICROSECOND / 2
     if until is not None:
         filters["until"] = until.timestamp()
     audit: AuditLog = request.app.state.audit
