@@ -34,7 +34,7 @@ def _row(record: dict[str, Any]) -> tuple[str, ...]:
     if record.get("error"):
         outcome += f" {record['error']}"
     return (
-        str(record["time"]),
+        str(record["time"]).replace("T", " ")[:19] + "Z",  # to the second, as the console
         user,
         record["operation"],
         record.get("resource_id") or "-",
