@@ -11,6 +11,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.console.conftest import Console, requested_urls, screenshots, sign_in, wait_for
+from tests.console.test_keyboard_console import unnamed
 
 AUDIT_LINK = "nav a[href='/console/audit']"
 ROWS = "#audit tbody tr"
@@ -54,6 +55,7 @@ def test_an_admin_sees_the_records_and_filters_them(page: WebDriver, console: Co
     assert "refused 404 Not Found" in refused, refused
     assert "path /nowhere/<img src=x onerror=alert(1)>" in refused, refused
     assert page.find_elements(By.CSS_SELECTOR, "#audit img") == []
+    assert unnamed(page) == []  # every shown field, button and region has a name
     screenshots(page, "audit")
 
     page.find_element(By.ID, "filter-operation").send_keys("mkdir")
