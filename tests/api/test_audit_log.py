@@ -9,6 +9,8 @@ test_audit_store.py.
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,22 @@ async def test_each_kind_of_change_is_recorded_with_its_target_and_request_id(
         )
         assert answer.headers["X-Request-ID"] == request_id
         assert answer.status_code < 500, answer.text
+    uploaded = await client.post(
+        f"{V2}/filesystem/upload/local",
+        params={"path": f"{home}/up.bin"},
+        files={"file": ("up.bin", b"payload")},
+        headers=headers(alice, "upload-1"),
+    )
+    assert uploaded.status_code == 200, uploaded.text
+    copied = await client.post(
+        f"{V2}/filesystem/cp/local",
+        json={"path": f"{home}/up.bin", "target_path": f"{home}/copy.bin"},
+        headers=headers(alice, "cp-1"),
+    )
+    assert copied.status_code == 201, copied.text
+    task_id = copied.json()["task_id"]
+    deleted = await client.delete(f"{V2}/task/{task_id}", headers=headers(alice, "task-1"))
+    assert deleted.status_code == 200, deleted.text
     checked = await client.post(
         f"{V2}/facility/profile-check",
         json={"profile": "facility: {id: x}\n"},
@@ -112,13 +130,16 @@ async def test_each_kind_of_change_is_recorded_with_its_target_and_request_id(
         "rm-1": ("rm", f"path {home}/made"),
         "tpl-1": ("putJobTemplate", "template hello"),
         "tpl-2": ("deleteJobTemplate", "template hello"),
+        "upload-1": ("upload", f"path {home}/up.bin; task "),
+        "cp-1": ("cp", f"path {home}/up.bin; target_path {home}/copy.bin; task {task_id}"),
+        "task-1": ("deleteTask", f"task {task_id}"),
     }
     for request_id, (operation, target) in expected.items():
         record = by_request(found, request_id)
         assert record["operation"] == operation, record
         assert record["target"] is not None and record["target"].startswith(target), record
         assert record["user"] == "alice", record
-    for request_id in ("mkdir-1", "mv-1", "chmod-1", "rm-1"):
+    for request_id in ("mkdir-1", "mv-1", "chmod-1", "rm-1", "upload-1", "cp-1"):
         record = by_request(found, request_id)
         assert record["outcome"] == "succeeded", record
         assert "task " in record["target"], record  # the task the change was recorded as
@@ -218,3 +239,33 @@ async def test_filters_pages_and_bad_queries(app: FastAPI, client: httpx.AsyncCl
         names = [p["name"] for p in problem["invalid_params"]]
         assert f"query.{field}" in names, (query, problem)
         assert words in str(problem), (query, problem)
+
+
+async def test_a_record_that_cannot_be_written_is_logged_whole_and_the_call_still_answers(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    alice = app.state.tokens.issue("alice", ["proj1"])
+    home = granted(tmp_path, "alice")
+
+    def broken(entry: object) -> int:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(app.state.audit, "record", broken)
+    with caplog.at_level(logging.ERROR):
+        made = await client.post(
+            f"{V2}/filesystem/mkdir/local",
+            json={"path": f"{home}/kept"},
+            headers=headers(alice, "lost-1"),
+        )
+    assert made.status_code == 201, made.text
+    assert (home / "kept").is_dir()
+    lost = [r for r in caplog.records if r.getMessage().startswith("audit record lost: ")]
+    assert len(lost) == 1, caplog.text
+    logged = json.loads(lost[0].getMessage().removeprefix("audit record lost: "))
+    assert logged["request_id"] == "lost-1" and logged["operation"] == "mkdir"
+    assert logged["user"] == "alice" and logged["target"].startswith(f"path {home}/kept")
+    assert alice not in caplog.text
