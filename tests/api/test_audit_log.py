@@ -73,6 +73,8 @@ async def test_each_kind_of_change_is_recorded_with_its_target_and_request_id(
     calls: list[tuple[str, str, dict[str, Any] | None, str]] = [
         ("PUT", f"/compute/job/local/{job_id}", {"executable": "/bin/sleep"}, "update-1"),
         ("DELETE", f"/compute/cancel/local/{job_id}", None, "cancel-1"),
+        ("POST", f"/compute/restart/local/{job_id}", None, "restart-1"),
+        ("DELETE", f"/compute/cancel/local/{job_id}", None, "cancel-2"),
         ("POST", "/filesystem/mkdir/local", {"path": f"{home}/made"}, "mkdir-1"),
         (
             "POST",
@@ -124,6 +126,7 @@ async def test_each_kind_of_change_is_recorded_with_its_target_and_request_id(
     expected = {
         "update-1": ("updateJob", f"job {job_id}"),
         "cancel-1": ("cancelJob", f"job {job_id}"),
+        "restart-1": ("restartJob", f"job {job_id}"),
         "mkdir-1": ("mkdir", f"path {home}/made"),
         "mv-1": ("mv", f"path {home}/old.txt; target_path {home}/new.txt"),
         "chmod-1": ("chmod", f"path {home}/new.txt; mode 600"),
