@@ -109,7 +109,8 @@ class _Call:
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
-        self.json_body = Headers(scope=scope).get("content-type", "").startswith("application/json")
+        self.json_body: bool | None = None
+        """The request body is JSON (None: not looked at yet; only audited calls look)."""
         self.body = bytearray()
         self.body_complete = False
         self.answer = bytearray()
@@ -117,6 +118,9 @@ class _Call:
         self.trace: str | None = trace_id()
 
     def take_body(self, message: Message) -> None:
+        if self.json_body is None:
+            kind = Headers(scope=self.scope).get("content-type", "")
+            self.json_body = kind.startswith("application/json")
         if not self.json_body or message["type"] != "http.request":
             return
         if len(self.body) + len(message.get("body", b"")) > HELD_BYTES:
