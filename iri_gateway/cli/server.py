@@ -114,7 +114,7 @@ def serve(
         )
         from iri_gateway.cli.token_audit import record_token_change
 
-        record_token_change(settings, operation="createToken", target="user admin; admin")
+        record_token_change(settings, operation="createToken", targets=["user admin; admin"])
     resources = ", ".join(resource_ids)
     address = f"http://{host}:{port}"
     processes = "" if count == 1 else f"; {count} workers on {display_url(settings.store_url)}"
@@ -215,7 +215,9 @@ def token_create(
     from iri_gateway.cli.token_audit import record_token_change
 
     role = "; admin" if admin else ""
-    record_token_change(_settings(data_dir), operation="createToken", target=f"user {user}{role}")
+    record_token_change(
+        _settings(data_dir), operation="createToken", targets=[f"user {user}{role}"]
+    )
     if not project:
         consoles.err().print(
             f"note: the token grants no project, so {user!r} cannot submit "
@@ -298,8 +300,9 @@ def token_revoke(
 
     for entry in removed:
         sys.stdout.write(f"revoked {entry.id} ({entry.user})\n")
-        record_token_change(
-            _settings(data_dir),
-            operation="revokeToken",
-            target=f"user {entry.user}; token id {entry.id}",
-        )
+    sys.stdout.flush()
+    record_token_change(
+        _settings(data_dir),
+        operation="revokeToken",
+        targets=[f"user {entry.user}; token id {entry.id}" for entry in removed],
+    )

@@ -30,19 +30,29 @@ def operator() -> str:
         return f"uid {os.getuid()}"
 
 
-def record_token_change(settings: Settings, *, operation: str, target: str) -> None:
-    """Record a token change the operator made (see the module's docstring)."""
-    entry = AuditEntry(
-        user=operator(), admin=True, operation=operation, outcome="succeeded", target=target
-    )
+def record_token_change(settings: Settings, *, operation: str, targets: list[str]) -> None:
+    """Record a token change the operator made, one record per target (see the module's
+    docstring), through one opening of the store."""
+    login = operator()
     try:
         store = JobStore(settings.store_url, pool_size=1)
         try:
-            AuditLog(store).record(entry)
+            audit = AuditLog(store)
+            for target in targets:
+                audit.record(
+                    AuditEntry(
+                        user=login,
+                        admin=True,
+                        operation=operation,
+                        outcome="succeeded",
+                        target=target,
+                    )
+                )
         finally:
             store.close()
     except (GatewayError, SQLAlchemyError) as error:
         consoles.err().print(
-            f"warning: {operation} ({target}) is done but not in the audit log: {error}",
+            f"warning: {operation} ({', '.join(targets)}) is done but not (all) in the audit "
+            f"log: {error}",
             markup=False,
         )

@@ -108,3 +108,18 @@ def test_a_real_serve_records_changes_and_the_audit_command_reads_them(tmp_path:
         denied = cli("audit", *server, "--token", bob)
         assert denied.returncode == 1 and "not a facility admin" in denied.stderr
         assert "serve-launch" not in denied.stdout + denied.stderr
+
+
+def test_a_token_command_whose_store_is_away_says_so_and_keeps_the_change(
+    tmp_path: Path,
+) -> None:
+    away = {"IRI_GATEWAY_DATABASE_URL": "postgresql://gw:secret@127.0.0.1:1/jobs"}
+    made = cli("token", "carol", "--project", "p", "--data-dir", str(tmp_path), env=away)
+    assert made.returncode == 0, made.stderr
+    issued = made.stdout.strip()
+    assert "warning: createToken (user carol) is done but not (all) in the audit log" in (
+        made.stderr
+    )
+    assert "secret" not in made.stderr and issued not in made.stderr
+    listed = cli("token", "list", "--json", "--data-dir", str(tmp_path))
+    assert [e["user"] for e in json.loads(listed.stdout)] == ["carol"]
