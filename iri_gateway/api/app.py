@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__, console
+from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me
 from iri_gateway.api.account import routes as account
 from iri_gateway.api.compute import job_templates, overview
@@ -26,6 +27,7 @@ from iri_gateway.api.openapi.errors import document_errors
 from iri_gateway.api.openapi.parameters import refusing_unknown_query, without_null_parameters
 from iri_gateway.api.plumbing import deps, docs_pages, problems
 from iri_gateway.api.plumbing.access_log import AccessLog
+from iri_gateway.api.plumbing.audit import AuditTrail
 from iri_gateway.api.plumbing.body_limit import BodyLimit
 from iri_gateway.api.plumbing.caller_first import require_caller_first
 from iri_gateway.api.plumbing.head import HeadAsGet
@@ -40,6 +42,7 @@ from iri_gateway.service.accounts.auth import Authenticator, JwtVerifier, TokenF
 from iri_gateway.service.assembly import build_engine
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
+from iri_gateway.service.operations.audit import AuditLog, AuditSweeper
 from iri_gateway.service.operations.memory import Trimmer
 from iri_gateway.service.operations.settings import Settings
 
@@ -86,6 +89,12 @@ def create_app(
             thread.start()
         trimmer = Trimmer()
         trimmer.start()
+        sweeper = AuditSweeper(
+            app.state.audit,
+            retention_days=settings.audit_retention,
+            every=settings.audit_sweep_interval,
+        )
+        sweeper.start()
         app.state.started = True
         try:
             yield
@@ -96,6 +105,7 @@ def create_app(
                 thread.join(timeout=10)
             app.state.rate_limiter.stop()
             trimmer.stop()
+            sweeper.stop()
             engine.close()
 
     app = FastAPI(
@@ -114,12 +124,14 @@ def create_app(
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
     app.state.job_documents = job_documents()
+    app.state.audit = AuditLog(engine.store)
     problems.install(app)
     app.add_middleware(
         BodyLimit, limit=settings.max_request_bytes, exempt=(transfer_routes.UPLOAD_PREFIX,)
     )
     app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)  # on every answer the routes make
+    app.add_middleware(AuditTrail, audit=app.state.audit)  # inside: knows the request's id
     app.add_middleware(AccessLog)  # inside RequestIds: each line names its request
     app.add_middleware(RequestIds)  # outermost: every answer names its request
     app.state.started = False
@@ -142,6 +154,7 @@ def create_app(
             write_routes,
             resource_lists,
             storage,
+            audit,
         )
     ]
     routers += [compute.extensions, overview.router]

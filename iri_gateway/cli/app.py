@@ -2,8 +2,9 @@
 
 This module only assembles them: the facility admin's offline commands (`admin`: render,
 plan, capabilities, placement, profile, flavours, openapi), running the server (`server`:
-serve, token) and the scientist's commands against a server (`scientist`: submit, status,
-jobs, ..., template). The order they are added in is the order `--help` lists them.
+serve, token), the scientist's commands against a server (`scientist`: submit, status,
+jobs, ..., template) and the admin's audit log of a server (`audit_command`: audit). The
+order they are added in is the order `--help` lists them.
 
 Exit codes: 0 success; 2 the job cannot run (or is not a valid JobSpec), with one problem per
 line on stderr, each naming its field path; 1 any other error (broken profile, unknown
@@ -22,7 +23,7 @@ import sys
 import typer
 
 from iri_gateway import __version__
-from iri_gateway.cli import admin, server
+from iri_gateway.cli import admin, audit_command, server
 from iri_gateway.cli.scientist import client_commands
 from iri_gateway.cli.scientist.job_template_commands import template_app
 
@@ -50,6 +51,7 @@ app.add_typer(admin.profile_app, name="profile")
 app.add_typer(admin.flavours_app, name="flavours")
 app.add_typer(server.token_app, name="token")
 app.add_typer(template_app, name="template")
+app.command("audit")(audit_command.audit)
 
 
 def main() -> None:

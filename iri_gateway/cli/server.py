@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
     from iri_gateway.service.accounts.auth import TokenFile
+    from iri_gateway.service.operations.settings import Settings
 
 EXIT_USAGE = 2
 """The exit status of settings `serve` refuses before starting anything (as click's usage
@@ -131,6 +132,9 @@ def serve(
             "and projects: iri-gateway token USER --project PROJECT",
             markup=False,
         )
+        from iri_gateway.cli.token_audit import record_token_change
+
+        record_token_change(settings, operation="createToken", targets=["user admin; admin"])
     resources = ", ".join(resource_ids)
     address = f"http://{host}:{port}"
     processes = "" if count == 1 else f"; {count} workers on {display_url(settings.store_url)}"
@@ -191,12 +195,16 @@ DataDirOption = Annotated[
 ]
 
 
-def _tokens_file(data_dir: Path | None) -> TokenFile:
-    from iri_gateway.service.accounts.auth import TokenFile
+def _settings(data_dir: Path | None) -> Settings:
     from iri_gateway.service.operations.settings import Settings
 
-    settings = Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
-    return TokenFile(settings.tokens_path)
+    return Settings(**({"data_dir": data_dir} if data_dir else {}))  # type: ignore[arg-type]
+
+
+def _tokens_file(data_dir: Path | None) -> TokenFile:
+    from iri_gateway.service.accounts.auth import TokenFile
+
+    return TokenFile(_settings(data_dir).tokens_path)
 
 
 @token_app.command("create")
@@ -228,6 +236,13 @@ def token_create(
     except TokenFileError as error:
         fail(str(error))
     sys.stdout.write(token + "\n")
+    sys.stdout.flush()
+    from iri_gateway.cli.token_audit import record_token_change
+
+    role = "; admin" if admin else ""
+    record_token_change(
+        _settings(data_dir), operation="createToken", targets=[f"user {user}{role}"]
+    )
     if not project:
         consoles.err().print(
             f"note: the token grants no project, so {user!r} cannot submit "
@@ -306,5 +321,13 @@ def token_revoke(
         fail(str(error))
     if not removed:
         fail("no token matched; `iri-gateway token list` shows the ids")
+    from iri_gateway.cli.token_audit import record_token_change
+
     for entry in removed:
         sys.stdout.write(f"revoked {entry.id} ({entry.user})\n")
+    sys.stdout.flush()
+    record_token_change(
+        _settings(data_dir),
+        operation="revokeToken",
+        targets=[f"user {entry.user}; token id {entry.id}" for entry in removed],
+    )

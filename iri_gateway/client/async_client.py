@@ -215,6 +215,10 @@ class AsyncGatewayClient:
         """Delete one of your templates (a facility template is 409)."""
         await self._run(calls.template_delete(name))
 
+    async def audit(self, **filters: str | int | None) -> dict[str, Any]:
+        """A page of the audit log, newest first (`GET /audit`; facility admins)."""
+        return await self._run(calls.audit(filters))
+
     # ---- filesystem and tasks -----------------------------------------------------------------
 
     async def task_result(

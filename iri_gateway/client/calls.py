@@ -204,6 +204,13 @@ def template_delete(name: str) -> Call[None]:
     return Call("DELETE", f"/compute/templates/{name}", _nothing)
 
 
+def audit(filters: Mapping[str, str | int | None]) -> Call[dict[str, Any]]:
+    """A page of the audit log (facility admins): the filters given (`user`, `operation`,
+    `since`, `until`, `offset`, `limit`), as the server's JSON page."""
+    params = {name: str(value) for name, value in filters.items() if value is not None}
+    return Call("GET", "/audit", body_json, params=params)
+
+
 def capabilities(resource: str) -> Call[Capabilities]:
     return Call(
         "GET",

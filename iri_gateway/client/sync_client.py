@@ -225,6 +225,13 @@ class GatewayClient:
         """Delete one of your templates (a facility template is 409)."""
         self._run(calls.template_delete(name))
 
+    # ---- the audit log (extension, facility admins) ----------------------------------------
+
+    def audit(self, **filters: str | int | None) -> dict[str, Any]:
+        """A page of the audit log, newest first (`GET /audit`; filters `user`, `operation`,
+        `since`, `until` as ISO 8601 with a time zone, `offset`, `limit`)."""
+        return self._run(calls.audit(filters))
+
     # ---- filesystem and tasks -----------------------------------------------------------------
 
     def task_result(

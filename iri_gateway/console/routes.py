@@ -72,6 +72,7 @@ PAGES = (
     Page("try", "Try a job", "try.js"),
     Page("jobs", "Jobs", "jobs.js"),
     Page("profiles", "Profiles", "profiles.js", admin_only=True),
+    Page("audit", "Audit log", "audit.js", admin_only=True),
 )
 
 router = APIRouter(include_in_schema=False)

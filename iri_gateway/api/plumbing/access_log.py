@@ -5,8 +5,8 @@ It replaces uvicorn's access log (off, `cli.serving.stack`), which knows neither
 nor the operation and writes the raw path with its query string, where a client may have put
 a token. Here the path is the route's template (`/api/v2/compute/job/{resource_id}`), never
 the path or query the client sent; the user is the one `deps.get_principal` authenticated
-(kept in the request's scope state under `CALLER`, so the token is checked once, by the
-route); headers and bodies are never read. Values a client controls (the request id, the
+(kept in the request's scope under `deps.AUTHENTICATED`, so the token is checked once, by
+the route); headers and bodies are never read. Values a client controls (the request id, the
 resource id) are fields of the line, which the formatter writes as JSON strings.
 
 Inside `RequestIds`, so the request id is known; the trace id is read when the answer starts,
@@ -21,18 +21,12 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from iri_gateway.api.plumbing.deps import AUTHENTICATED
+from iri_gateway.service.accounts.auth import Principal
 from iri_gateway.service.operations.request_context import request_id, trace_id
 
 EVENT = "http.request"
 LOGGER = logging.getLogger("iri_gateway.access")
-
-CALLER = "iri_gateway_user"
-"""The key of the scope's `state` under which the caller's user name is kept once known."""
-
-
-def remember_caller(scope: Scope, user: str) -> None:
-    """Tell the access log who is calling (set by the dependency that authenticated them)."""
-    scope.setdefault("state", {})[CALLER] = user
 
 
 class AccessLog:
@@ -77,7 +71,7 @@ def _log(scope: Scope, answer: dict[str, Any], duration_ms: float) -> None:
         extra={
             "event": EVENT,
             "request_id": request_id(),
-            "user": scope.get("state", {}).get(CALLER),
+            "user": _user(scope),
             "operation": operation,
             "resource": (scope.get("path_params") or {}).get("resource_id"),
             "method": method,
@@ -88,3 +82,9 @@ def _log(scope: Scope, answer: dict[str, Any], duration_ms: float) -> None:
             "client": client[0] if client else None,
         },
     )
+
+
+def _user(scope: Scope) -> str | None:
+    """The authenticated caller's user name, or None before (or without) authentication."""
+    principal: Principal | None = scope.get(AUTHENTICATED)
+    return principal.user if principal is not None else None

@@ -13,7 +13,6 @@ from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from iri_gateway.api.plumbing.access_log import remember_caller
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.api.plumbing.rate_limit import charge_request
 from iri_gateway.service.accounts.auth import Authenticator, Principal
@@ -37,6 +36,10 @@ async def get_settings_dep(request: Request) -> Settings:
 
 _CALLER = "iri_gateway.caller"
 """The scope key under which `check_caller` keeps the caller for the route's dependencies."""
+AUTHENTICATED = "iri_gateway.authenticated"
+"""The scope key of the caller as soon as the token is accepted (before the rate limit and the
+admin check): who the access log and the audit log name, also for a call refused after that
+point (the token is checked once, here)."""
 
 
 async def get_principal(
@@ -48,7 +51,7 @@ async def get_principal(
         return known  # checked by `check_caller` before the body was read
     authenticator: Authenticator = request.app.state.authenticator
     principal = authenticator.authenticate(credentials.credentials if credentials else None)
-    remember_caller(request.scope, principal.user)  # for the access log, token unread there
+    request.scope[AUTHENTICATED] = principal  # for the access and audit logs
     charge_request(request, principal)
     return principal
 

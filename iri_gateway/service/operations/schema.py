@@ -1,5 +1,5 @@
 """The store's tables as SQLAlchemy models: jobs, the gateway processes sharing the store
-(replicas), the leases they hold, and the job templates users keep.
+(replicas), the leases they hold, the job templates users keep, and the audit log.
 
 The tables themselves are made and changed by the migrations only (`migrations/`); a test
 holds these models and the migrated schema to each other.
@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -144,3 +155,31 @@ class RateCountRow(Base):
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     slot: Mapped[int] = mapped_column(Integer, primary_key=True)
     count: Mapped[int] = mapped_column(Integer)
+
+
+class AuditRow(Base):
+    """A row of `audit`: one state-changing call (or a refused attempt at one), written once
+    and never changed; the database's triggers refuse updates and early deletes (migration
+    0009). `at` is the time it was recorded, seconds since the epoch."""
+
+    __tablename__ = "audit"
+    __table_args__ = (
+        Index("ix_audit_at", "at", "id"),
+        Index("ix_audit_user_at", "user", "at", "id"),
+        Index("ix_audit_operation_at", "operation", "at", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[float] = mapped_column(Float)
+    user: Mapped[str] = mapped_column(String(255))
+    admin: Mapped[bool] = mapped_column(Boolean)
+    operation: Mapped[str] = mapped_column(String(64))
+    resource_id: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    target: Mapped[str | None] = mapped_column(Text, nullable=True)
+    outcome: Mapped[str] = mapped_column(String(16))
+    status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    request_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    trace_id: Mapped[str | None] = mapped_column(String(32), nullable=True)

@@ -280,6 +280,20 @@ class Settings(BaseSettings):
     )
 
     # -- audit log (issue 27, item 4) --
+    audit_retention: int = Field(
+        default=365,
+        ge=1,
+        le=36_500,
+        description="Days an audit record is kept; the sweep deletes older ones (the "
+        "database refuses deleting any record younger than a day)",
+    )
+    audit_sweep_interval: float = Field(
+        default=3600.0,
+        ge=1,
+        le=86_400,
+        description="Seconds between two retention sweeps of the audit log (each replica "
+        "sweeps; one sweep at start)",
+    )
 
     # -- draining on SIGTERM (issue 27, item 6) --
 
