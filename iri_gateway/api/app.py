@@ -31,6 +31,7 @@ from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
 from iri_gateway.api.plumbing.request_ids import RequestIds
 from iri_gateway.api.plumbing.security_headers import SecurityHeaders
+from iri_gateway.api.plumbing.traces import install as install_traces
 from iri_gateway.api.status import health, resource_lists
 from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
@@ -96,6 +97,7 @@ def create_app(
             app.state.rate_limiter.stop()
             trimmer.stop()
             engine.close()
+            end_traces()
 
     app = FastAPI(
         title="iri-gateway",
@@ -119,7 +121,8 @@ def create_app(
     )
     app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)  # on every answer the routes make
-    app.add_middleware(RequestIds)  # outermost: every answer names its request
+    app.add_middleware(RequestIds)  # every answer names its request
+    end_traces = install_traces(app, settings)  # outermost: the whole request in its span
     app.state.started = False
     app.state.poller = None
     routers = [

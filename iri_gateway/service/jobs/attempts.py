@@ -19,6 +19,7 @@ from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.jobs.context import JobsContext, job_directory
 from iri_gateway.service.operations.backends import Backend
 from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.tracing import scheduler_span
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,8 @@ class Attempts:
             store.transition(record.id, JobState.FAILED, f"not submitted: {error}")
             raise
         try:
-            native_id = backend.batch.submit(record.script, tag=record.tag)
+            with scheduler_span("submit", record.resource_id, loaded.resource.scheduler.kind):
+                native_id = backend.batch.submit(record.script, tag=record.tag)
         except SchedulerUnavailableError as error:
             if error.reached:
                 return self._outcome_unknown(record, error), False
