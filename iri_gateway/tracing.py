@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Concatenate, ParamSpec, TypeVar
 
 from opentelemetry import context as otel_context
@@ -135,8 +135,9 @@ def traced_stream(
     [Callable[Concatenate[S, Sequence[str], P], AbstractContextManager[T]]],
     Callable[Concatenate[S, Sequence[str], P], AbstractContextManager[T]],
 ]:
-    """Decorator: a transport's `stream(argv, ...)` (a context manager) inside a command span
-    for as long as the stream is open."""
+    """Decorator: a transport's `stream(argv, ...)` (a context manager) with a command span
+    around its start (session opened, command sent). Only its start: a warm file agent's
+    stream outlives the request that opened it, serving later ones."""
 
     def decorate(
         stream: Callable[Concatenate[S, Sequence[str], P], AbstractContextManager[T]],
@@ -146,7 +147,9 @@ def traced_stream(
         def traced(
             self: S, argv: Sequence[str], /, *args: P.args, **kwargs: P.kwargs
         ) -> Iterator[T]:
-            with _command_span(transport, argv), stream(self, argv, *args, **kwargs) as opened:
+            with ExitStack() as stack:
+                with _command_span(transport, argv):
+                    opened = stack.enter_context(stream(self, argv, *args, **kwargs))
                 yield opened
 
         return traced
