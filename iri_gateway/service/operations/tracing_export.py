@@ -9,15 +9,18 @@ a fresh interpreter that builds its application, so its own provider and batch t
 What the SDK reads from the standard `OTEL_*` variables, and what it does not: the
 exporter's headers, time-out, compression and TLS files (`OTEL_EXPORTER_OTLP_TRACES_HEADERS`,
 `..._TIMEOUT`, `..._COMPRESSION`, `..._CERTIFICATE`, or their `OTEL_EXPORTER_OTLP_*` forms),
-the batching (`OTEL_BSP_*`) and extra resource attributes (`OTEL_RESOURCE_ATTRIBUTES`) are
-the SDK's; whether tracing is on, the endpoint, the service name and the sampler are the
-gateway's settings only (an `OTEL_EXPORTER_OTLP_ENDPOINT` alone turns nothing on).
+the batching (`OTEL_BSP_*`), extra resource attributes (`OTEL_RESOURCE_ATTRIBUTES`) and the
+SDK's kill switch (`OTEL_SDK_DISABLED=true`: no spans) are the SDK's; whether tracing is on,
+the endpoint, the service name and the sampler are the gateway's settings only (an
+`OTEL_EXPORTER_OTLP_ENDPOINT` alone turns nothing on).
 
 The SDK is imported by `tracer_provider` only, so a gateway with tracing off never loads it.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -59,7 +62,12 @@ def tracer_provider(settings: Settings) -> TracerProvider | None:
     if settings.otlp_traces_endpoint is None:
         return None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+    from opentelemetry.sdk.resources import (
+        SERVICE_INSTANCE_ID,
+        SERVICE_NAME,
+        SERVICE_VERSION,
+        Resource,
+    )
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
@@ -68,7 +76,12 @@ def tracer_provider(settings: Settings) -> TracerProvider | None:
 
     provider = TracerProvider(
         resource=Resource.create(
-            {SERVICE_NAME: settings.trace_service_name, SERVICE_VERSION: __version__}
+            {
+                SERVICE_NAME: settings.trace_service_name,
+                SERVICE_VERSION: __version__,
+                # Which process: each `serve --workers` worker exports its own spans.
+                SERVICE_INSTANCE_ID: f"{socket.gethostname()}:{os.getpid()}",
+            }
         ),
         sampler=ParentBased(TraceIdRatioBased(settings.trace_sample_ratio)),
         shutdown_on_exit=False,  # the application's lifespan shuts it down, flushing it
