@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import subprocess
 import sys
 import time
@@ -38,8 +39,9 @@ def traceparent(trace_id: str, span_id: str) -> str:
 class Traced:
     """A traced server, its receiver and alice's token."""
 
-    def __init__(self, url: str, receiver: Receiver, token: str) -> None:
+    def __init__(self, url: str, pid: int, receiver: Receiver, token: str) -> None:
         self.url = url
+        self.pid = pid
         self.receiver = receiver
         self.headers = {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1"}
         self.token = token
@@ -56,7 +58,7 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
             **QUICK_EXPORT,
         }
         with running_serve(data_dir, extra_env=env) as served:
-            yield Traced(served.url, receiver, token)
+            yield Traced(served.url, served.process.pid, receiver, token)
 
 
 def in_trace(spans: list[ReceivedSpan], trace_id: str) -> list[ReceivedSpan]:
@@ -83,6 +85,7 @@ def test_a_launch_is_one_trace_from_the_request_to_the_scheduler(traced: Traced)
     (server,) = [span for span in spans if span.name == "launchJob"]
     assert server.parent_span_id == caller_span  # the caller's trace, continued
     assert server.kind == SERVER and server.service == "gateway-under-test"
+    assert server.instance == f"{socket.gethostname()}:{traced.pid}"  # this process's spans
     assert server.attributes["http.route"] == "/api/v2/compute/job/{resource_id}"
     assert server.attributes["http.request.method"] == "POST"
     assert server.attributes["http.response.status_code"] == 200
@@ -95,7 +98,7 @@ def test_a_launch_is_one_trace_from_the_request_to_the_scheduler(traced: Traced)
     assert inserted[0].kind == CLIENT and inserted[0].attributes["db.system.name"] == "sqlite"
 
     # Sent by a submitter worker, after (or while) the request answered: still its trace.
-    (scheduler,) = [span for span in spans if span.name == "scheduler submit"]
+    scheduler = next(span for span in spans if span.name == "scheduler submit")
     assert scheduler.parent_span_id == server.span_id
     assert scheduler.attributes["iri.resource"] == "local"
     assert scheduler.attributes["iri.scheduler"] == "local"
@@ -120,6 +123,63 @@ def test_a_request_without_traceparent_starts_a_trace_of_its_own(traced: Traced)
     (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
     assert server.name == "getComputeCapabilities" and server.parent_span_id == ""
     assert server.attributes["http.route"] == "/api/v2/compute/capabilities/{resource_id}"
+
+
+def test_a_cancel_sent_by_the_submitter_continues_the_cancel_request(traced: Traced) -> None:
+    job = {"executable": "/bin/sleep", "arguments": ["60"]}
+    launched = httpx.post(
+        f"{traced.url}{V2}/compute/job/local", json=job, headers=traced.headers, timeout=30
+    )
+    assert launched.status_code == 200, launched.text
+    job_id = launched.json()["id"]
+    caller = secrets.token_hex(16)
+    canceled = httpx.delete(
+        f"{traced.url}{V2}/compute/cancel/local/{job_id}",
+        headers={**traced.headers, "traceparent": traceparent(caller, secrets.token_hex(8))},
+        timeout=30,
+    )
+    assert canceled.status_code in (200, 204), canceled.text
+
+    def sent(spans: list[ReceivedSpan]) -> bool:
+        names = {span.name for span in in_trace(spans, caller)}
+        return {"cancelJob", "scheduler cancel"} <= names
+
+    spans = in_trace(traced.receiver.wait_for(sent), caller)
+    (server,) = [span for span in spans if span.name == "cancelJob"]
+    (cancel,) = [span for span in spans if span.name == "scheduler cancel"]
+    assert cancel.parent_span_id == server.span_id
+    assert server.attributes["http.route"] == "/api/v2/compute/cancel/{resource_id}/{job_id}"
+
+
+def test_a_head_request_is_named_after_the_get_it_answers_as(traced: Traced) -> None:
+    answer = httpx.head(f"{traced.url}{CAPABILITIES}", headers=traced.headers, timeout=30)
+    assert answer.status_code == 200
+    request_id = answer.headers["X-Request-ID"]
+
+    def found(spans: list[ReceivedSpan]) -> bool:
+        return any(span.attributes.get("iri.request_id") == request_id for span in spans)
+
+    spans = traced.receiver.wait_for(found)
+    (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
+    assert server.name == "getComputeCapabilities"
+    assert server.attributes["http.request.method"] == "HEAD"
+
+
+def test_an_unknown_path_and_method_are_not_copied_into_the_span(traced: Traced) -> None:
+    secret = f"secret-{secrets.token_hex(4)}"
+    answer = httpx.request("PROPFIND", f"{traced.url}/nowhere/{secret}", timeout=30)
+    assert answer.status_code in (404, 405), answer.text
+    request_id = answer.headers["X-Request-ID"]
+
+    def found(spans: list[ReceivedSpan]) -> bool:
+        return any(span.attributes.get("iri.request_id") == request_id for span in spans)
+
+    spans = traced.receiver.wait_for(found)
+    (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
+    assert server.name == "_OTHER" and "http.route" not in server.attributes
+    assert server.attributes["http.request.method"] == "_OTHER"
+    with traced.receiver.lock:
+        assert secret.encode() not in b"".join(traced.receiver.posts)
 
 
 HOSTILE = [
@@ -266,10 +326,16 @@ async def test_trace_id_names_the_trace_of_the_request_being_served(tmp_path: Pa
 
         caller = secrets.token_hex(16)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        # The lifespan's end exports the spans while the receiver still listens.
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://test") as client,
+        ):
             headers = {"traceparent": traceparent(caller, secrets.token_hex(8))}
             assert (await client.get("/test-only/trace-id", headers=headers)).status_code == 200
             assert (await client.get("/test-only/trace-id")).status_code == 200
         assert seen[0] == caller
         assert seen[1] is not None and seen[1] != caller
+        spans = receiver.wait_for(lambda spans: len(spans) >= 2)
+        assert {span.trace_id for span in spans if span.kind == SERVER} == set(seen)
         assert trace_id() is None  # outside a request

@@ -34,6 +34,8 @@ class ReceivedSpan:
     kind: int
     attributes: dict[str, object]
     service: str
+    instance: str
+    """The exporting process (`service.instance.id`)."""
     status_code: int
 
 
@@ -66,6 +68,7 @@ class Receiver:
                         kind=span.kind,
                         attributes={a.key: _value(a.value) for a in span.attributes},
                         service=str(resource.get("service.name")),
+                        instance=str(resource.get("service.instance.id")),
                         status_code=span.status.code,
                     )
                     with self.lock:
