@@ -61,6 +61,18 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Traced]:
             yield Traced(served.url, served.process.pid, receiver, token)
 
 
+def server_span(receiver: Receiver, answer: httpx.Response) -> ReceivedSpan:
+    """The server span of the request ANSWER answers (found by its request id)."""
+    request_id = answer.headers["X-Request-ID"]
+
+    def found(spans: list[ReceivedSpan]) -> bool:
+        return any(span.attributes.get("iri.request_id") == request_id for span in spans)
+
+    spans = receiver.wait_for(found)
+    (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
+    return server
+
+
 def in_trace(spans: list[ReceivedSpan], trace_id: str) -> list[ReceivedSpan]:
     return [span for span in spans if span.trace_id == trace_id]
 
@@ -114,13 +126,7 @@ def test_a_launch_is_one_trace_from_the_request_to_the_scheduler(traced: Traced)
 def test_a_request_without_traceparent_starts_a_trace_of_its_own(traced: Traced) -> None:
     answer = httpx.get(f"{traced.url}{CAPABILITIES}", headers=traced.headers, timeout=30)
     assert answer.status_code == 200
-    request_id = answer.headers["X-Request-ID"]
-
-    def found(spans: list[ReceivedSpan]) -> bool:
-        return any(span.attributes.get("iri.request_id") == request_id for span in spans)
-
-    spans = traced.receiver.wait_for(found)
-    (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
+    server = server_span(traced.receiver, answer)
     assert server.name == "getComputeCapabilities" and server.parent_span_id == ""
     assert server.attributes["http.route"] == "/api/v2/compute/capabilities/{resource_id}"
 
@@ -154,13 +160,7 @@ def test_a_cancel_sent_by_the_submitter_continues_the_cancel_request(traced: Tra
 def test_a_head_request_is_named_after_the_get_it_answers_as(traced: Traced) -> None:
     answer = httpx.head(f"{traced.url}{CAPABILITIES}", headers=traced.headers, timeout=30)
     assert answer.status_code == 200
-    request_id = answer.headers["X-Request-ID"]
-
-    def found(spans: list[ReceivedSpan]) -> bool:
-        return any(span.attributes.get("iri.request_id") == request_id for span in spans)
-
-    spans = traced.receiver.wait_for(found)
-    (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
+    server = server_span(traced.receiver, answer)
     assert server.name == "getComputeCapabilities"
     assert server.attributes["http.request.method"] == "HEAD"
 
@@ -169,13 +169,7 @@ def test_an_unknown_path_and_method_are_not_copied_into_the_span(traced: Traced)
     secret = f"secret-{secrets.token_hex(4)}"
     answer = httpx.request("PROPFIND", f"{traced.url}/nowhere/{secret}", timeout=30)
     assert answer.status_code in (404, 405), answer.text
-    request_id = answer.headers["X-Request-ID"]
-
-    def found(spans: list[ReceivedSpan]) -> bool:
-        return any(span.attributes.get("iri.request_id") == request_id for span in spans)
-
-    spans = traced.receiver.wait_for(found)
-    (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
+    server = server_span(traced.receiver, answer)
     assert server.name == "_OTHER" and "http.route" not in server.attributes
     assert server.attributes["http.request.method"] == "_OTHER"
     with traced.receiver.lock:
@@ -205,13 +199,7 @@ def test_a_hostile_traceparent_never_breaks_a_request(traced: Traced, offered: s
         timeout=30,
     )
     assert answer.status_code == 200, answer.text
-    request_id = answer.headers["X-Request-ID"]
-
-    def found(spans: list[ReceivedSpan]) -> bool:
-        return any(span.attributes.get("iri.request_id") == request_id for span in spans)
-
-    spans = traced.receiver.wait_for(found)
-    (server,) = [span for span in spans if span.attributes.get("iri.request_id") == request_id]
+    server = server_span(traced.receiver, answer)
     assert server.parent_span_id == ""  # ignored: a trace of its own
     assert server.trace_id not in offered
 
