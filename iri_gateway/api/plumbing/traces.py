@@ -1,11 +1,12 @@
 """One server span per request, named after its operation id, continuing the caller's W3C
 trace (`traceparent`) when it sends a well-formed one.
 
-Why our own middleware rather than opentelemetry-instrumentation-asgi/-fastapi: those record
-the raw URL (`url.path`, `url.query`: a filesystem request's path is a user's file name),
-open extra spans for every send and receive of the body, and bind their tracer provider at
-instrumentation time in ways that lean on the process-wide globals; this one records only
-the route's template and operation id, and uses the tracer of the application it wraps.
+Why our own middleware rather than opentelemetry-instrumentation-asgi/-fastapi or FastAPI's
+own telemetry (`FastAPI(telemetry=...)`): they record the raw URL (`url.path`, `url.query`:
+a filesystem request's path is a user's file name), by default open more spans (each send
+and receive of the body, dependencies, serialization) and read the caller's trace with the
+process-wide propagator; this one records only the route's template and operation id, and
+uses the tracer of the application it wraps.
 
 It is the outermost middleware, so every other layer (the request id, the access log, the
 routes and what they call) runs inside the span and `request_context.trace_id()` names its
@@ -13,8 +14,9 @@ trace. The tracer goes into the request's context (`iri_gateway/tracing.py`), wh
 store, the submitter and the transports find it.
 
 A malformed, oversized or repeated `traceparent` is ignored (the request starts a new
-trace), never an error: W3C's parsing is the OpenTelemetry API's, given only the first value
-of each header and only when it is at most `HEADER_LIMIT` characters long.
+trace), never an error: W3C's parsing is the OpenTelemetry API's, given a `traceparent` only
+when the request has exactly one, and a `tracestate` (several headers are one list) only
+when it is at most `HEADER_LIMIT` characters long.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ _W3C = TraceContextTextMapPropagator()
 def _caller_context(scope: Scope) -> otel_context.Context:
     """The caller's trace as its headers carry it, on an empty context (none: empty)."""
     headers = Headers(scope=scope)
-    carrier = {
-        name: value
-        for name in ("traceparent", "tracestate")
-        if (value := headers.get(name)) is not None and len(value) <= HEADER_LIMIT
-    }
+    parents = headers.getlist("traceparent")
+    if len(parents) != 1 or len(parents[0]) > HEADER_LIMIT:
+        return otel_context.Context()
+    carrier = {"traceparent": parents[0]}
+    state = ",".join(headers.getlist("tracestate"))
+    if state and len(state) <= HEADER_LIMIT:
+        carrier["tracestate"] = state
     return _W3C.extract(carrier, context=otel_context.Context())
 
 
