@@ -43,6 +43,7 @@ def _begin(connection: Connection, _cursor: Any, statement: str, *_rest: Any) ->
     tracer = current_tracer()
     if tracer is None:
         return
+    _end(connection)  # a statement whose end was never seen (no event for it): ended now
     verb, table = summary(statement)
     attributes = {"db.system.name": connection.dialect.name, "db.operation.name": verb}
     if table is not None:
