@@ -34,6 +34,7 @@ from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
 from iri_gateway.api.plumbing.request_ids import RequestIds
 from iri_gateway.api.plumbing.security_headers import SecurityHeaders
+from iri_gateway.api.plumbing.traces import install as install_traces
 from iri_gateway.api.status import health, resource_lists
 from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
@@ -107,6 +108,7 @@ def create_app(
             trimmer.stop()
             sweeper.stop()
             engine.close()
+            end_traces()
 
     app = FastAPI(
         title="iri-gateway",
@@ -133,7 +135,8 @@ def create_app(
     app.add_middleware(SecurityHeaders)  # on every answer the routes make
     app.add_middleware(AuditTrail, audit=app.state.audit)  # inside: knows the request's id
     app.add_middleware(AccessLog)  # inside RequestIds: each line names its request
-    app.add_middleware(RequestIds)  # outermost: every answer names its request
+    app.add_middleware(RequestIds)  # every answer names its request
+    end_traces = install_traces(app, settings)  # outermost: the whole request in its span
     app.state.started = False
     app.state.poller = None
     routers = [

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import paramiko
 
+from iri_gateway.tracing import traced_run, traced_stream
 from iri_gateway.transport.base import (
     CommandResult,
     NotSentError,
@@ -240,6 +241,7 @@ class SshTransport:
 
     # ---- commands ----------------------------------------------------------------------------
 
+    @traced_run("ssh")
     def run(
         self,
         argv: Sequence[str],
@@ -314,6 +316,7 @@ class SshTransport:
         finally:
             channel.close()
 
+    @traced_stream("ssh")
     @contextmanager
     def stream(self, argv: Sequence[str], *, timeout: float = 120.0) -> Iterator[CommandStream]:
         """`argv` started on the login node, its input and output streamed (`CommandStream`)

@@ -21,6 +21,7 @@ from iri_gateway.service.operations import events
 from iri_gateway.service.operations.backends import Backend
 from iri_gateway.service.operations.events import event, job_fields
 from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.tracing import scheduler_span
 from iri_gateway.transport.base import NotSentError, TransportError
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,8 @@ class Attempts:
             _failed(record, error)
             raise
         try:
-            native_id = backend.batch.submit(record.script, tag=record.tag)
+            with scheduler_span("submit", record.resource_id, loaded.resource.scheduler.kind):
+                native_id = backend.batch.submit(record.script, tag=record.tag)
         except SchedulerUnavailableError as error:
             if error.reached:
                 return self._outcome_unknown(record, error), False

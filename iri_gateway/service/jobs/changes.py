@@ -24,6 +24,7 @@ from iri_gateway.service.jobs.errors import IdempotencyConflictError, JobNotChan
 from iri_gateway.service.jobs.idempotency import Submission, request_hash
 from iri_gateway.service.operations.backends import Backend
 from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.tracing import scheduler_span
 from iri_gateway.transport.base import TransportError
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,9 @@ class Changes:
                 return store.transition(
                     record.id, JobState.CANCELED, "canceled before it reached the scheduler"
                 )
-            backend.batch.cancel(native_id)
+            kind = self.context.registry.get(record.resource_id).resource.scheduler.kind
+            with scheduler_span("cancel", record.resource_id, kind):
+                backend.batch.cancel(native_id)
         except (SchedulerUnavailableError, TransportError) as error:
             store.transition(
                 record.id,

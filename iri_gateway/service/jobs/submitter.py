@@ -26,6 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+from iri_gateway.tracing import carried
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -77,7 +79,7 @@ class Submitter:
                     max_workers=self.concurrency, thread_name_prefix=f"submit-{lane}"
                 )
                 self._pools[lane] = pool
-        return pool.submit(work)
+        return pool.submit(carried(work))  # in the trace of the request that hands it over
 
     def later(self, delay: float, action: Callable[[], None]) -> bool:
         """Run `action` (quickly: it should hand work to `run`) after `delay` seconds.
@@ -87,7 +89,8 @@ class Submitter:
         with self._wake:
             if self._closed:
                 return False
-            heapq.heappush(self._due, (time.monotonic() + delay, next(self._order), action))
+            due = (time.monotonic() + delay, next(self._order), carried(action))
+            heapq.heappush(self._due, due)
             if self._timer is None:
                 self._timer = threading.Thread(target=self._tick, name="submit-timer", daemon=True)
                 self._timer.start()

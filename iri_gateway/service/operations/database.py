@@ -17,6 +17,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.service.operations.store_spans import trace_statements
 
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 
@@ -107,16 +108,19 @@ def open_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
                 max_overflow=pool_size,
             )
             event.listen(engine, "connect", _sqlite_pragmas)
+            trace_statements(engine)
             return engine
         # pre_ping: a connection the server closed (a restart, an idle time-out) is replaced
         # before use instead of failing the request that drew it from the pool.
-        return create_engine(
+        engine = create_engine(
             parsed,
             pool_pre_ping=True,
             pool_size=pool_size,
             max_overflow=pool_size,
             json_deserializer=json_loads,
         )
+        trace_statements(engine)
+        return engine
     except ArgumentError as error:
         raise DatabaseError(f"cannot use database {display_url(url)}: {error}") from None
     except (NoSuchModuleError, ImportError) as error:

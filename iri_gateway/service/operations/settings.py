@@ -278,6 +278,25 @@ class Settings(BaseSettings):
         description="`json`: one JSON object per line (for a log collector); `text`: "
         "`TIME LEVEL LOGGER EVENT MESSAGE key=value ...` for a person reading a terminal",
     )
+    otlp_traces_endpoint: str | None = Field(
+        default=None,
+        description="Where to send traces, OTLP over HTTP (protobuf), as the full URL of the "
+        "collector's traces path, e.g. `http://collector:4318/v1/traces`; unset: tracing is "
+        "off (no span is made and the OpenTelemetry SDK is not even imported)",
+    )
+    trace_service_name: str = Field(
+        default="iri-gateway",
+        min_length=1,
+        max_length=200,
+        description="The `service.name` the exported spans carry",
+    )
+    trace_sample_ratio: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Share of the traces this gateway starts that are recorded and exported "
+        "(0 to 1); a request carrying a W3C `traceparent` follows its caller's decision",
+    )
 
     # -- audit log (issue 27, item 4) --
     audit_retention: int = Field(
@@ -298,6 +317,13 @@ class Settings(BaseSettings):
     # -- draining on SIGTERM (issue 27, item 6) --
 
     # -- resource health probes (issue 27, item 7) --
+
+    @field_validator("otlp_traces_endpoint")
+    @classmethod
+    def _otlp_url(cls, url: str | None) -> str | None:
+        from iri_gateway.service.operations.tracing_export import checked_endpoint
+
+        return checked_endpoint(url) if url is not None else None
 
     @field_validator("database_url")
     @classmethod
