@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__, console
-from iri_gateway.api.account import limits, me
+from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
 from iri_gateway.api.compute import job_templates, overview
 from iri_gateway.api.compute import routes as compute
@@ -129,6 +129,7 @@ def create_app(
             status,
             account,
             me,
+            whoami,
             limits,
             compute,
             job_templates,
