@@ -83,6 +83,7 @@ def create_app(
             app.state.poller = poller
             thread = threading.Thread(target=poller.run, args=(stop,), name="poller", daemon=True)
             thread.start()
+            engine.resource_health.start()  # probes each resource in its own thread
         trimmer = Trimmer()
         trimmer.start()
         app.state.started = True
