@@ -5,6 +5,8 @@ tests/integration/test_resource_health.py)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,8 @@ import yaml
 
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.operations.backends import Backends
-from iri_gateway.service.resource_health.checks import fixed_part
+from iri_gateway.service.resource_health import monitor as monitor_module
+from iri_gateway.service.resource_health.checks import Check, fixed_part
 from iri_gateway.service.resource_health.monitor import ResourceHealth
 
 
@@ -70,3 +73,43 @@ def test_the_fixed_part_of_a_root() -> None:
     assert fixed_part("~/{user}/runs") == "~"
     assert fixed_part("/{user}") == "/"
     assert fixed_part("/tmp") == "/tmp"
+
+
+def test_a_hung_probe_is_cut_and_never_started_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe that never ends fails at the time-out; the next round waits for the same one
+    (no second thread) and says it hangs; once it ends, the next round starts it again."""
+    release = threading.Event()
+    started: list[float] = []
+
+    def hanging(timeout: float) -> str:
+        started.append(time.monotonic())
+        release.wait(30)
+        return "answered at last"
+
+    checks = [Check("scheduler", "scheduler", hanging), Check("login", "login", lambda t: "ok")]
+    monkeypatch.setattr(monitor_module, "checks_of", lambda loaded, backends: checks)
+    health = monitor(tmp_path, [])
+    health.timeout = 0.3
+    health.start()  # its own first round runs too: both wait for the one probe
+    try:
+        began = time.monotonic()
+        health.probe_round()
+        assert time.monotonic() - began < 2
+        first = health.snapshot()["local"]["scheduler"]
+        assert not first.ok
+        assert first.detail == "no answer within 0.3 s" or "hangs" in first.detail, first
+        assert health.condition("local") == "down"
+        health.probe_round()
+        assert "has not ended: it hangs" in health.snapshot()["local"]["scheduler"].detail
+        assert len(started) == 1
+        release.set()
+        deadline = time.monotonic() + 5
+        while health.condition("local") != "up":
+            assert time.monotonic() < deadline
+            health.probe_round()
+        assert health.snapshot()["local"]["scheduler"].detail == "answered at last"
+    finally:
+        release.set()
+        health.stop()

@@ -94,7 +94,7 @@ class ResourceHealth:
         """Stop the rounds; probes still running end on their own (daemon threads)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.timeout + 5)
+            self._thread.join(timeout=5)
             self._thread = None
 
     def _run(self) -> None:
@@ -133,7 +133,7 @@ class ResourceHealth:
         deadline = time.monotonic() + self.timeout
         outcomes: list[tuple[str, CheckResult, str]] = []
         for resource_id, attempt, earlier in attempts:
-            finished = attempt.done.wait(max(0.0, deadline - time.monotonic()))
+            finished = self._wait(attempt, deadline)
             result = attempt.result if finished else None
             if result is None:
                 age = self._clock() - attempt.started
@@ -152,6 +152,16 @@ class ResourceHealth:
                 judged = _judge(self._results.get(resource_id, {}), expected)
                 if self._since.get(resource_id, (None, 0.0))[0] != judged:
                     self._since[resource_id] = (judged, now)
+
+    def _wait(self, attempt: _Attempt, deadline: float) -> bool:
+        """Whether `attempt` ended by `deadline`; a stop ends the wait at once (a stopping
+        replica must not wait out a hung probe)."""
+        while not attempt.done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                return False
+            attempt.done.wait(min(left, 0.1))
+        return True
 
     def _attempt(self, resource_id: str, attempt: _Attempt) -> None:
         began = time.monotonic()
