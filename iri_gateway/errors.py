@@ -215,6 +215,13 @@ class StatusError(SchedulerError):
     action = "status query"
 
 
+class PingError(SchedulerError):
+    """The scheduler's health probe (`BatchSystem.ping`) found it not answering, in its words."""
+
+    code = "ping_failed"
+    action = "health probe"
+
+
 class SchedulerUnavailableError(SchedulerError):
     """The scheduler could not be reached or is too busy right now: a transient outage.
 

@@ -15,7 +15,7 @@ from fastapi import Depends, FastAPI
 
 from iri_gateway import __version__, console
 from iri_gateway.api import audit
-from iri_gateway.api.account import limits, me
+from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
 from iri_gateway.api.compute import job_templates, overview
 from iri_gateway.api.compute import routes as compute
@@ -88,6 +88,7 @@ def create_app(
             app.state.poller = poller
             thread = threading.Thread(target=poller.run, args=(stop,), name="poller", daemon=True)
             thread.start()
+            engine.resource_health.start()  # probes each resource in its own thread
         trimmer = Trimmer()
         trimmer.start()
         sweeper = AuditSweeper(
@@ -146,6 +147,7 @@ def create_app(
             status,
             account,
             me,
+            whoami,
             limits,
             compute,
             job_templates,

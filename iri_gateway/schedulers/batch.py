@@ -48,3 +48,9 @@ class BatchSystem(Protocol):
     def requeue(self, native_id: str) -> str:
         """Run the job again under the same native id, every member of a cluster job with it
         (a running job is stopped first); returns the command, in the scheduler's words."""
+
+    def ping(self, timeout: float) -> str:
+        """Ask the scheduler, as cheaply as it can be asked, whether it answers (the resource
+        health probe, `service.resource_health`); return its words. PingError (in its words)
+        when it says it is down, TransportError when the command cannot be run; `timeout`
+        bounds the command itself."""

@@ -18,6 +18,7 @@ from iri_gateway.service.operations.backends import Backends, gateway_files
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.settings import Settings
 from iri_gateway.service.operations.store import JobStore
+from iri_gateway.service.resource_health.monitor import ResourceHealth
 
 logger = logging.getLogger(__name__)
 
@@ -49,27 +50,28 @@ def build_engine(settings: Settings) -> Engine:
     except BaseException:
         store.close()
         raise
+    backends = Backends(
+        settings.data_dir,
+        gateway_files(
+            store_url=settings.store_url,
+            tokens=settings.tokens_path,
+            ssh_files=[
+                path
+                for loaded in registry
+                if loaded.resource.connection.ssh
+                for path in (
+                    loaded.resource.connection.ssh.known_hosts,
+                    loaded.resource.connection.ssh.key_file,
+                )
+                if path
+            ],
+        ),
+        settings.file_agent_limits(),
+    )
     return Engine(
         registry=registry,
         store=store,
-        backends=Backends(
-            settings.data_dir,
-            gateway_files(
-                store_url=settings.store_url,
-                tokens=settings.tokens_path,
-                ssh_files=[
-                    path
-                    for loaded in registry
-                    if loaded.resource.connection.ssh
-                    for path in (
-                        loaded.resource.connection.ssh.known_hosts,
-                        loaded.resource.connection.ssh.key_file,
-                    )
-                    if path
-                ],
-            ),
-            settings.file_agent_limits(),
-        ),
+        backends=backends,
         submitter=Submitter(
             concurrency=settings.submit_concurrency, longest_pause=settings.submit_retry_longest
         ),
@@ -79,4 +81,10 @@ def build_engine(settings: Settings) -> Engine:
         task_progress_interval=settings.task_progress_interval,
         task_running_per_user=settings.task_running_per_user,
         tasks_per_user=settings.tasks_per_user,
+        resource_health=ResourceHealth(
+            registry,
+            backends,
+            interval=settings.resource_health_interval,
+            timeout=settings.resource_health_timeout,
+        ),
     )

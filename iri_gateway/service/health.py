@@ -6,7 +6,9 @@ and this replica's heartbeat reaches it (else the other replicas take it for dea
 over its work, while it would still accept jobs). The poller, the submitter and the leases are
 reported, not judged: a resource whose scheduler is down does not make the gateway unable to
 accept, list or cancel jobs (they wait, see `submitter`), so it must not take the replica out
-of the load balancer; it is what to alert on (docs/operations.md).
+of the load balancer; it is what to alert on (docs/operations.md). The same holds for the
+resources' health probes (`resource_health`): a resource down is reported in
+`details.resource_health`, with each probe's words, and never makes the replica unready.
 """
 
 from __future__ import annotations
@@ -43,6 +45,34 @@ def database_problem(engine: Engine) -> str | None:
     return None
 
 
+def resource_health(engine: Engine) -> dict[str, Any]:
+    """Each resource's condition and its probes' latest results, as `/ready` shows them
+    (`probing` false: the gateway does not probe, see the setting `resource_health_interval`)."""
+    health = engine.resource_health
+    snapshot = health.snapshot()
+    return {
+        "probing": health.probing,
+        "interval_seconds": health.interval,
+        "timeout_seconds": health.timeout,
+        "resources": {
+            resource_id: {
+                "status": health.condition(resource_id),
+                "checks": {
+                    name: {
+                        "kind": result.kind,
+                        "ok": result.ok,
+                        "detail": result.detail,
+                        "checked_at": round(result.checked_at, 3),
+                        "seconds": round(result.seconds, 3),
+                    }
+                    for name, result in checks.items()
+                },
+            }
+            for resource_id, checks in snapshot.items()
+        },
+    }
+
+
 def readiness(
     engine: Engine, poller: Poller | None, *, started: bool, now: float | None = None
 ) -> Readiness:
@@ -75,4 +105,5 @@ def readiness(
             None if poller.last_cycle is None else round(max(0.0, now - poller.last_cycle), 3)
         )
         details["poll_errors"] = dict(poller.errors)
+    details["resource_health"] = resource_health(engine)
     return Readiness(ready=not problems, problems=problems, details=details)

@@ -12,7 +12,13 @@ unknown path) and the setting `api_docs` turns them on for a deployment that acc
 Turned on, each page carries a policy that allows exactly what it needs and nothing else:
 scripts from the CDN (and Swagger UI's own inline start-up script, by its hash: no
 'unsafe-inline' script), API calls only to this origin, no framing, no referrer.
-`/openapi.json` is served whatever the setting (clients need it).
+`/openapi.json` is served whatever the setting (clients need it), and so is the same document
+at `/api/v2/openapi.json`: the official IRI client toolkit (doe-iri/iri-facility-api-toolkit,
+`VersionProber`) asks `GET /api/v2/openapi.json` and takes an HTTP 200 for "this facility
+speaks v2", else tries `/api/v1/openapi.json` and falls back to v1; the IRI reference
+implementation serves its document there too. Its docs page is `/api/v2` (the reference's
+`docs_url`); `/api/v2/docs` is the same page. With the pages off, those two paths answer 404
+saying so and where the document is, rather than the 404 of a path nobody knows.
 """
 
 from __future__ import annotations
@@ -20,15 +26,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
+from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.api.plumbing.security_headers import HEADERS
 
 CDN = "https://cdn.jsdelivr.net"
 FAVICON = "/console/static/favicon.svg"
+VERSIONED_DOCUMENT = "/api/v2/openapi.json"
+"""Where the IRI toolkit looks for the v2 document (see the module's docstring)."""
+VERSIONED_PAGES = ("/api/v2", "/api/v2/docs")
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 
@@ -56,10 +67,10 @@ def _page(html: HTMLResponse, policy: str) -> HTMLResponse:
     return html
 
 
-def swagger_page(title: str) -> HTMLResponse:
-    """Swagger UI on `/openapi.json`, its policy allowing the CDN and its start-up script."""
+def swagger_page(title: str, document: str = "/openapi.json") -> HTMLResponse:
+    """Swagger UI on `document`, its policy allowing the CDN and its start-up script."""
     html = get_swagger_ui_html(
-        openapi_url="/openapi.json", title=f"{title} - Swagger UI", swagger_favicon_url=FAVICON
+        openapi_url=document, title=f"{title} - Swagger UI", swagger_favicon_url=FAVICON
     )
     text = bytes(html.body).decode()
     return _page(html, _policy(f"script-src {CDN} {_inline_hashes(text)}", f"style-src {CDN}"))
@@ -82,10 +93,36 @@ def redoc_page(title: str) -> HTMLResponse:
 
 
 def install(app: FastAPI, *, serve: bool) -> None:
-    """`/docs` and `/redoc` on `app` when `serve` (the setting `api_docs`); nothing otherwise
-    (the app is made with FastAPI's own docs pages off)."""
+    """The OpenAPI document at `/api/v2/openapi.json` always; `/docs`, `/redoc` and the
+    versioned page (`/api/v2`, `/api/v2/docs`) when `serve` (the setting `api_docs`); with
+    it off, the versioned page's paths answer 404 naming the setting (the app is made with
+    FastAPI's own docs pages off)."""
+
+    @app.get(VERSIONED_DOCUMENT, include_in_schema=False)
+    async def versioned_document() -> JSONResponse:
+        document: dict[str, Any] = app.openapi()
+        return JSONResponse(document)
+
     if not serve:
+
+        async def pages_off() -> None:
+            raise ApiProblem(
+                404,
+                "Not Found",
+                "the API docs pages are off on this gateway (setting `api_docs`, "
+                "IRI_GATEWAY_API_DOCS); the OpenAPI document is at "
+                f"{VERSIONED_DOCUMENT} (and /openapi.json)",
+            )
+
+        for path in VERSIONED_PAGES:
+            app.add_api_route(path, pages_off, methods=["GET"], include_in_schema=False)
         return
+
+    async def versioned_swagger() -> HTMLResponse:
+        return swagger_page(app.title, VERSIONED_DOCUMENT)
+
+    for path in VERSIONED_PAGES:
+        app.add_api_route(path, versioned_swagger, methods=["GET"], include_in_schema=False)
 
     @app.get("/docs", include_in_schema=False)
     async def swagger() -> HTMLResponse:

@@ -26,8 +26,9 @@ class ReadinessReport(BaseModel):
     problems: list[str] = Field(description="What keeps the replica from being ready")
     details: dict[str, Any] = Field(
         description="This replica (id, host, pid), its heartbeat's age, the resources it "
-        "polls, the age of its last poll cycle and the poll errors by resource, and the "
-        "submissions waiting to be tried again"
+        "polls, the age of its last poll cycle and the poll errors by resource, the "
+        "submissions waiting to be tried again, and each resource's health probes "
+        "(`resource_health`: status and each probe's ok, words, time and duration)"
     )
 
 

@@ -4,19 +4,22 @@ Each profile resource is one `Resource` of type `urn:doe-iri:resource:compute:sy
 the Compute System attribute profile (1.0.0) of the DOE-IRI URN registry: system capabilities
 and configured node, core, GPU and memory counts.
 
-Status is what the gateway's administrator declares. A resource listed in `settings.outages`
-is down, with one incident `outage-<resource id>` (type `planned`: a deliberate declaration;
+A resource listed in `settings.outages` (declared down by the gateway's administrator) is
+down, with one incident `outage-<resource id>` (type `planned`: a deliberate declaration;
 resolution `unresolved`; no end) holding one event `outage-<resource id>-declared`. Every
-other resource is up: the gateway does not probe the scheduler's own health yet; when it
-does, its findings will become events here. Outage ids naming no served resource are
-ignored. The gateway does not know when a declared outage began, so incidents and events are
-dated from when this application first served its catalog.
+other resource's `current_status` is what this replica's health probes found
+(`service.resource_health`: all probes ok: up; scheduler or login node failing: down; a file
+root failing: degraded; not probed yet: unknown), or up when the gateway does not probe
+(setting `resource_health_interval` 0). The probes' words are in `/ready`'s details, not in
+incidents. Outage ids naming no served resource are ignored. The gateway does not know when
+a declared outage began, so incidents and events are dated from when this application first
+served its catalog.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -99,6 +102,16 @@ def _endpoints(request: Request) -> list[Endpoint]:
     return served
 
 
+def _probed(request: Request, resource_id: str) -> tuple[Status, datetime | None]:
+    """The status the health probes found, and since when (up, None: not probed)."""
+    health = request.app.state.engine.resource_health
+    condition = health.condition(resource_id)
+    if condition is None:
+        return Status.up, None
+    since = health.since(resource_id)
+    return Status(condition), None if since is None else datetime.fromtimestamp(since, UTC)
+
+
 def resource_view(
     request: Request, settings: Settings, catalog: Catalog, loaded: LoadedResource
 ) -> Resource:
@@ -106,13 +119,18 @@ def resource_view(
     down = loaded.id in declared_down(settings, catalog)
     modified = catalog.modified[loaded.id]
     site = catalog.site_of(loaded.id)
+    status, since = _probed(request, loaded.id)
+    if down:
+        status, modified = Status.down, max(modified, catalog.started)
+    elif since is not None:
+        modified = max(modified, since)
     return Resource(
         id=loaded.id,
         name=loaded.resource.name,
         description=loaded.resource.description or None,
-        last_modified=max(modified, catalog.started) if down else modified,
+        last_modified=modified,
         group=site.id,
-        current_status=Status.down if down else Status.up,
+        current_status=status,
         resource_type=COMPUTE_SYSTEM,
         supported_endpoints=_endpoints(request),
         self_uri=link(request, "status", "resources", loaded.id),

@@ -127,6 +127,10 @@ class LocalBatch:
         except PermissionError as error:
             raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
 
+    def ping(self, timeout: float) -> str:
+        """Nothing to ask: jobs are processes of this machine, with no scheduler daemon."""
+        return "no scheduler to ask: jobs run as processes of the gateway's machine"
+
     def requeue(self, native_id: str) -> str:
         """The local scheduler's own restart: a running job's process group gets SIGTERM
         and is waited for (up to 30 s), the last run's pid, exit code and cancel mark are

@@ -9,7 +9,15 @@ from collections.abc import Collection
 from iri_gateway.errors import CancelError
 from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
-from iri_gateway.schedulers.pbs import never_runs, qalter, qdel, qrerun, qstat, qsub
+from iri_gateway.schedulers.pbs import (
+    never_runs,
+    qalter,
+    qdel,
+    qrerun,
+    qstat,
+    qstat_server,
+    qsub,
+)
 from iri_gateway.transport.base import Transport
 
 log = logging.getLogger(__name__)
@@ -23,6 +31,11 @@ class PbsBatch:
 
     def submit(self, script: str, *, tag: str) -> str:
         return qsub.parse(self.transport.run(qsub.argv(tag), stdin=script, timeout=120))
+
+    def ping(self, timeout: float) -> str:
+        return qstat_server.parse(
+            self.transport.run(qstat_server.argv(), timeout=timeout, idempotent=True)
+        )
 
     def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:
         """One qstat call for all jobs; `-x` includes the finished ones, so none is needed after."""

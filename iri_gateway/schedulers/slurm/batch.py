@@ -11,6 +11,7 @@ from iri_gateway.models.job import NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.slurm import (
     hetjob,
+    ping,
     requeue,
     sacct,
     sbatch,
@@ -64,6 +65,9 @@ class SlurmBatch:
 
     def update(self, native_id: str, changes: JobChanges) -> None:
         scontrol.parse(self.transport.run(scontrol.argv(native_id, changes)))
+
+    def ping(self, timeout: float) -> str:
+        return ping.parse(self.transport.run(ping.argv(), timeout=timeout, idempotent=True))
 
     def requeue(self, native_id: str) -> str:
         """`scontrol requeue`, then the requeue delay lifted once that is safe (see

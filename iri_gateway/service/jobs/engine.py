@@ -39,6 +39,7 @@ from iri_gateway.service.jobs.tracking import Tracking
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.store import JobStore
+from iri_gateway.service.resource_health.monitor import ResourceHealth
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
 from iri_gateway.service.tasks.runner import TaskRunner
 
@@ -72,6 +73,7 @@ class Engine:
         task_progress_interval: float = 0.5,
         task_running_per_user: int | None = None,
         tasks_per_user: int = TASKS_PER_USER,
+        resource_health: ResourceHealth | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -95,6 +97,11 @@ class Engine:
         )
         """The filesystem operations' tasks, and the pool running the long ones (see
         `task_runner`)."""
+        self.resource_health = resource_health or ResourceHealth(
+            registry, backends, interval=0, timeout=10
+        )
+        """Each resource's scheduler, login node and file roots, probed in the background
+        once started (`resource_health`; interval 0: not probed)."""
         self.context = JobsContext(
             registry=registry,
             store=store,
@@ -176,6 +183,7 @@ class Engine:
         """Stop the submitter and release connections, to login nodes and to the database;
         used again, the engine opens new ones. Submissions not sent yet stay recorded as
         `new`: the next start's reconcile (or another replica's) sends them."""
+        self.resource_health.stop()
         self.submitter.close()
         self.tasks.close()
         self.replica.stop()

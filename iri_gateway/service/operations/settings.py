@@ -317,6 +317,21 @@ class Settings(BaseSettings):
     # -- draining on SIGTERM (issue 27, item 6) --
 
     # -- resource health probes (issue 27, item 7) --
+    resource_health_interval: float = Field(
+        default=60.0,
+        ge=0,
+        le=86400,
+        description="Seconds between two rounds of each resource's health probes (its "
+        "scheduler, its login node, each file root), run by every replica in a background "
+        "thread; 0: no probes, and a resource's status is what the admin declares (`outages`)",
+    )
+    resource_health_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds one health probe may take; past it the probe is counted failed "
+        "(`no answer within N s`) and its resource's status says so",
+    )
 
     @field_validator("otlp_traces_endpoint")
     @classmethod
