@@ -15,6 +15,7 @@ from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.operations.backends import Backends, gateway_files
+from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.settings import Settings
 from iri_gateway.service.operations.store import JobStore
@@ -35,7 +36,7 @@ def load_profiles(settings: Settings) -> ProfileRegistry:
     return registry
 
 
-def build_engine(settings: Settings) -> Engine:
+def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engine:
     """Profiles, store and backends as the settings say; profile errors are fatal here.
 
     Resources run by the local scheduler offer only the runtimes installed on this machine;
@@ -69,9 +70,12 @@ def build_engine(settings: Settings) -> Engine:
                 ],
             ),
             settings.file_agent_limits(),
+            metrics,
         ),
         submitter=Submitter(
-            concurrency=settings.submit_concurrency, longest_pause=settings.submit_retry_longest
+            concurrency=settings.submit_concurrency,
+            longest_pause=settings.submit_retry_longest,
+            metrics=metrics,
         ),
         settle_time=settings.settle_time,
         replica=replica,
@@ -79,4 +83,5 @@ def build_engine(settings: Settings) -> Engine:
         task_progress_interval=settings.task_progress_interval,
         task_running_per_user=settings.task_running_per_user,
         tasks_per_user=settings.tasks_per_user,
+        metrics=metrics,
     )

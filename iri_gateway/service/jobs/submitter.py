@@ -26,6 +26,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+from iri_gateway.service.operations.metrics import Metrics
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -48,12 +50,14 @@ class Submitter:
         concurrency: int = DEFAULT_CONCURRENCY,
         first_pause: float = 1.0,
         longest_pause: float = 60.0,
+        metrics: Metrics | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"submit concurrency must be at least 1, not {concurrency}")
         self.concurrency = concurrency
         self.first_pause = first_pause
         self.longest_pause = longest_pause
+        self.metrics = metrics or Metrics()
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._lock = threading.Lock()
         self._timer: threading.Thread | None = None
@@ -77,7 +81,7 @@ class Submitter:
                     max_workers=self.concurrency, thread_name_prefix=f"submit-{lane}"
                 )
                 self._pools[lane] = pool
-        return pool.submit(work)
+        return self.metrics.queued(lane, pool.submit, work)
 
     def later(self, delay: float, action: Callable[[], None]) -> bool:
         """Run `action` (quickly: it should hand work to `run`) after `delay` seconds.
