@@ -20,8 +20,16 @@ from tests.support.serve import free_port
 
 
 def prometheus_program() -> str:
-    found = shutil.which("prometheus")
-    assert found, "no `prometheus` on PATH: `apt-get install prometheus` (scripts/test-all does)"
+    return _program("prometheus")
+
+
+def promtool_program() -> str:
+    return _program("promtool")
+
+
+def _program(name: str) -> str:
+    found = shutil.which(name)
+    assert found, f"no `{name}` on PATH: `apt-get install prometheus` (scripts/test-all does)"
     return found
 
 
