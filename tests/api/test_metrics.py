@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import secrets
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -23,6 +24,7 @@ from iri_gateway.api.app import create_app
 from iri_gateway.api.status.metrics import MetricsTokenError
 from iri_gateway.service.operations.metrics import Metrics, PrometheusMetrics
 from iri_gateway.service.operations.settings import Settings
+from tests.support.serve import CLI, clean_env
 
 pytestmark = pytest.mark.anyio
 
@@ -135,3 +137,24 @@ async def test_requests_are_labelled_by_operation_never_by_path(tmp_path: Path) 
     assert counted[("getLiveness", "GET", "200")] == 1  # a HEAD is served, and counted, as GET
     assert counted[("getLiveness", "other", "405")] == 1
     assert job_id not in text and token not in text
+
+
+def test_serve_refuses_to_start_on_an_unreadable_token_file_in_one_line(tmp_path: Path) -> None:
+    env = {
+        **clean_env(),
+        "IRI_GATEWAY_METRICS_ACCESS": "token",
+        "IRI_GATEWAY_METRICS_TOKEN_FILE": str(tmp_path / "missing"),
+    }
+    # checked once by `serve`, before any worker starts or any database is opened
+    unreachable = "postgresql://nobody@127.0.0.1:1/none"
+    for extra in ([], ["--workers", "2", "--database-url", unreachable]):
+        started = subprocess.run(
+            [*CLI, "serve", "--data-dir", str(tmp_path / "data"), "--port", "1", *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert started.returncode == 1, started.stderr
+        assert "metrics_token_file" in started.stderr and "cannot be read" in started.stderr
+        assert "Traceback" not in started.stderr

@@ -54,6 +54,12 @@ def read_token(path: Path) -> str:
     return token
 
 
+def check_metrics_access(settings: Settings) -> None:
+    """MetricsTokenError when `metrics_access` is `token` and its file cannot be used."""
+    if settings.metrics_access == "token" and settings.metrics_token_file is not None:
+        read_token(settings.metrics_token_file)
+
+
 def _scrape_token(path: Path) -> Any:
     """The dependency that lets through the holder of the token in `path` only."""
 
@@ -94,7 +100,7 @@ def router(settings: Settings) -> APIRouter | None:
         responses[403] = ADMIN_ONLY
     elif access == "token":
         assert settings.metrics_token_file is not None  # the settings' own rule
-        read_token(settings.metrics_token_file)  # unusable: the server does not start
+        check_metrics_access(settings)  # unusable: the server does not start
         dependencies = [Depends(_scrape_token(settings.metrics_token_file))]
         responses[401] = {"description": "No scrape token, or not the one of the server"}
         responses[503] = {"description": "The server's scrape token file cannot be read"}
