@@ -41,6 +41,8 @@ def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engin
 
     Resources run by the local scheduler offer only the runtimes installed on this machine;
     those whose profile says `nodes: {detect: true}` take their hardware facts from it.
+    `metrics` is where the backends, the submitter and the engine's parts count what they do
+    (the application's, `operations.metrics`); None: nothing is measured.
     """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     registry = load_profiles(settings)
