@@ -33,9 +33,11 @@ from iri_gateway.api.plumbing.caller_first import require_caller_first
 from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
 from iri_gateway.api.plumbing.request_ids import RequestIds
+from iri_gateway.api.plumbing.request_metrics import RequestMetrics
 from iri_gateway.api.plumbing.security_headers import SecurityHeaders
 from iri_gateway.api.plumbing.traces import install as install_traces
 from iri_gateway.api.status import health, resource_lists
+from iri_gateway.api.status import metrics as metrics_route
 from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
 from iri_gateway.api.tasks import routes as tasks
@@ -45,6 +47,7 @@ from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
 from iri_gateway.service.operations.audit import AuditLog, AuditSweeper
 from iri_gateway.service.operations.memory import Trimmer
+from iri_gateway.service.operations.metrics import Metrics, PrometheusMetrics
 from iri_gateway.service.operations.settings import Settings
 
 
@@ -67,7 +70,12 @@ def create_app(
     settings: Settings, *, engine: Engine | None = None, run_poller: bool = True
 ) -> FastAPI:
     """The gateway's HTTP application."""
-    engine = engine or build_engine(settings)
+    metrics = (
+        Metrics()
+        if settings.metrics_access == "off"
+        else PrometheusMetrics(task_users=settings.metrics_task_users)
+    )
+    engine = engine or build_engine(settings, metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -97,6 +105,7 @@ def create_app(
             every=settings.audit_sweep_interval,
         )
         sweeper.start()
+        metrics.start(engine, app.state.poller)
         app.state.started = True
         try:
             yield
@@ -108,6 +117,7 @@ def create_app(
             app.state.rate_limiter.stop()
             trimmer.stop()
             sweeper.stop()
+            metrics.stop()
             engine.close()
             end_traces()
 
@@ -128,10 +138,12 @@ def create_app(
     app.state.rate_limiter = rate_limiter(settings, engine)
     app.state.job_documents = job_documents()
     app.state.audit = AuditLog(engine.store)
+    app.state.metrics = metrics
     problems.install(app)
     app.add_middleware(
         BodyLimit, limit=settings.max_request_bytes, exempt=(transfer_routes.UPLOAD_PREFIX,)
     )
+    app.add_middleware(RequestMetrics, metrics=metrics)  # inside HeadAsGet: routes known
     app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)  # on every answer the routes make
     app.add_middleware(AuditTrail, audit=app.state.audit)  # inside: knows the request's id
@@ -163,6 +175,8 @@ def create_app(
         )
     ]
     routers += [compute.extensions, overview.router]
+    scraped = metrics_route.router(settings)  # None when `metrics_access` is off
+    routers += [scraped] if scraped is not None else []
     for router in routers:
         require_caller_first(router.routes)
         app.include_router(router)

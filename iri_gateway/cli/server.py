@@ -80,6 +80,7 @@ def serve(
     from pydantic import ValidationError
 
     from iri_gateway.api.app import create_app
+    from iri_gateway.api.status.metrics import MetricsTokenError, check_metrics_access
     from iri_gateway.cli import serving
     from iri_gateway.service.accounts.auth import TokenFile
     from iri_gateway.service.assembly import load_profiles
@@ -112,6 +113,7 @@ def serve(
     if refused is not None:
         fail(refused, EXIT_USAGE)
     try:
+        check_metrics_access(settings)  # once, before any worker: a scrape token file
         if count == 1:
             application = create_app(settings)
             resource_ids = application.state.engine.registry.ids()
@@ -120,7 +122,7 @@ def serve(
             serving.migrate(settings)
     except ProfileError as error:
         fail(f"invalid profile:\n{error}")
-    except DatabaseError as error:
+    except (DatabaseError, MetricsTokenError) as error:
         fail(str(error))
     created = not settings.tokens_path.exists()
     if created:

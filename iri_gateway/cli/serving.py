@@ -135,12 +135,21 @@ def serve_one(application: FastAPI, host: str, port: int) -> None:
 
 def serve_workers(settings: Settings, count: int, host: str, port: int) -> int:
     """COUNT workers on one socket until SIGTERM or SIGINT; the exit status: 0, or 1 when
-    a worker could not start (its error is in the output; the others are stopped)."""
+    a worker could not start (its error is in the output; the others are stopped). Their
+    metrics are added up through a directory of this command's (`metrics_processes`)."""
+    from iri_gateway.service.operations.metrics_processes import workers_directory
+
+    os.environ.update(worker_environment(settings, count))
+    with workers_directory():  # the workers' metrics files, before they import the client
+        return _supervise(count, host, port)
+
+
+def _supervise(count: int, host: str, port: int) -> int:
+    """uvicorn's supervisor over COUNT workers, with the settings in the environment."""
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
-    os.environ.update(worker_environment(settings, count))
     config = uvicorn.Config(
         f"{__name__}:application",
         factory=True,

@@ -15,6 +15,7 @@ from iri_gateway.profiles.local_runtimes import registry_for_this_machine
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.operations.backends import Backends, gateway_files
+from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.settings import Settings
 from iri_gateway.service.operations.store import JobStore
@@ -36,11 +37,13 @@ def load_profiles(settings: Settings) -> ProfileRegistry:
     return registry
 
 
-def build_engine(settings: Settings) -> Engine:
+def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engine:
     """Profiles, store and backends as the settings say; profile errors are fatal here.
 
     Resources run by the local scheduler offer only the runtimes installed on this machine;
     those whose profile says `nodes: {detect: true}` take their hardware facts from it.
+    `metrics` is where the backends, the submitter and the engine's parts count what they do
+    (the application's, `operations.metrics`); None: nothing is measured.
     """
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     registry = load_profiles(settings)
@@ -67,13 +70,16 @@ def build_engine(settings: Settings) -> Engine:
             ],
         ),
         settings.file_agent_limits(),
+        metrics,
     )
     return Engine(
         registry=registry,
         store=store,
         backends=backends,
         submitter=Submitter(
-            concurrency=settings.submit_concurrency, longest_pause=settings.submit_retry_longest
+            concurrency=settings.submit_concurrency,
+            longest_pause=settings.submit_retry_longest,
+            metrics=metrics,
         ),
         settle_time=settings.settle_time,
         replica=replica,
@@ -87,4 +93,5 @@ def build_engine(settings: Settings) -> Engine:
             interval=settings.resource_health_interval,
             timeout=settings.resource_health_timeout,
         ),
+        metrics=metrics,
     )

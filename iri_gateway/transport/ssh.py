@@ -234,6 +234,11 @@ class SshTransport:
             if connection.busy == 0:
                 connection.client.close()
 
+    def usage(self) -> tuple[int, int]:
+        """Open connections, and sessions in use on them (for the metrics)."""
+        with self._changed:
+            return len(self._pool), sum(connection.busy for connection in self._pool)
+
     def connections(self) -> list[paramiko.SSHClient]:
         """The open connections (for diagnostics and tests)."""
         with self._changed:

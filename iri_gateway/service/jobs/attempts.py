@@ -91,6 +91,7 @@ class Attempts:
                     context.store.release(job_id, context.replica.id)
             else:
                 resource_id = record.resource_id
+                context.metrics.retried(resource_id)
 
                 def again() -> None:
                     self.dispatch(job_id, resource_id, attempt=attempt + 1)

@@ -23,6 +23,7 @@ from iri_gateway.service.jobs.inflight import InFlight
 from iri_gateway.service.jobs.job_templates import TemplateBook
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.store import JobRecord, JobStore
 
@@ -51,6 +52,8 @@ class JobsContext:
     """Seconds the reconcile waits for a resubmission it handed to the submitter before
     going on (the submitter goes on in any case)."""
     in_flight: InFlight = field(default_factory=InFlight)
+    metrics: Metrics = field(default_factory=Metrics)
+    """Where launches and retries are counted (see `operations.metrics`)."""
 
     def current(self, job_id: str) -> JobRecord:
         """The job as the store has it now, whoever owns it; JobNotFoundError when gone."""

@@ -37,6 +37,7 @@ from iri_gateway.service.jobs.submission import Submissions
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.jobs.tracking import Tracking
 from iri_gateway.service.operations.backends import Backends
+from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.resource_health.monitor import ResourceHealth
@@ -74,11 +75,14 @@ class Engine:
         task_running_per_user: int | None = None,
         tasks_per_user: int = TASKS_PER_USER,
         resource_health: ResourceHealth | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
         self.backends = backends
         self.clock = clock
+        self.metrics = metrics or Metrics()
+        """Where the engine's parts and the poller count what they do (`operations.metrics`)."""
         self.replica = replica or Replica(store)
         """This process among the gateway replicas sharing the store (see `replicas`)."""
         self.submitter = submitter or Submitter()
@@ -111,6 +115,7 @@ class Engine:
             templates=self.templates,
             clock=clock,
             settle_time=settle_time,
+            metrics=self.metrics,
         )
         self._files = JobFiles(self.context)
         self._changes = Changes(self.context)

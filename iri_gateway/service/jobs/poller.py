@@ -139,8 +139,10 @@ class Poller:
         job until the server restarts.
         """
         while not stop.is_set():
+            began = time.monotonic()
             try:
                 self.cycle()
+                self.engine.metrics.poll_cycle(time.monotonic() - began)
                 self.errors.pop(CYCLE_ERROR, None)
                 self.last_cycle = self.clock()
             except Exception as error:

@@ -102,6 +102,7 @@ class Submissions:
         except BaseException:
             context.in_flight.release(job_id)
             raise
+        context.metrics.launched(resource_id)
         first = self.attempts.dispatch(record.id, record.resource_id, attempt=0)
         return Submission(context.awaited(first, record.id, wait), replayed=False)
 

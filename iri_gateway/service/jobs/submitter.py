@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
+from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.tracing import carried
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,14 @@ class Submitter:
         concurrency: int = DEFAULT_CONCURRENCY,
         first_pause: float = 1.0,
         longest_pause: float = 60.0,
+        metrics: Metrics | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"submit concurrency must be at least 1, not {concurrency}")
         self.concurrency = concurrency
         self.first_pause = first_pause
         self.longest_pause = longest_pause
+        self.metrics = metrics or Metrics()
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._lock = threading.Lock()
         self._timer: threading.Thread | None = None
@@ -79,7 +82,8 @@ class Submitter:
                     max_workers=self.concurrency, thread_name_prefix=f"submit-{lane}"
                 )
                 self._pools[lane] = pool
-        return pool.submit(carried(work))  # in the trace of the request that hands it over
+        # counted in the queue until it starts, in the trace of the request that hands it over
+        return self.metrics.queued(lane, pool.submit, carried(work))
 
     def later(self, delay: float, action: Callable[[], None]) -> bool:
         """Run `action` (quickly: it should hand work to `run`) after `delay` seconds.

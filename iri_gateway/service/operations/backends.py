@@ -19,6 +19,7 @@ from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.schedulers import SCHEDULERS
 from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.service.files.agents import AgentLimits, Agents
+from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.transport.base import Transport, TransportError
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.ssh import SshTransport
@@ -132,8 +133,10 @@ class Backends:
         data_dir: Path,
         gateway_files: tuple[str, ...] = (),
         agent_limits: AgentLimits | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.metrics = metrics or Metrics()
         self.gateway_files = gateway_files
         self.agent_limits = agent_limits or AgentLimits()
         self._cache: dict[tuple[str, str], Backend] = {}
@@ -188,8 +191,11 @@ class Backends:
             where = f"{loaded.id} (this machine)"
         work_root = connection.work_root or default_root
         scheduler = SCHEDULERS[resource.scheduler.kind]
-        batch = scheduler.batch_factory(
-            transport=transport, config=resource.scheduler, data_dir=self.data_dir
+        batch = self.metrics.measured(
+            loaded.id,
+            scheduler.batch_factory(
+                transport=transport, config=resource.scheduler, data_dir=self.data_dir
+            ),
         )
         # Agents are kept started only where starting and keeping a command is cheap.
         here = transport.offers.as_gateway
@@ -208,6 +214,18 @@ class Backends:
             where=where,
             agents=agents,
         )
+
+    def ssh_usage(self) -> dict[str, tuple[int, int]]:
+        """Per resource: open SSH connections and sessions in use, over its accounts."""
+        with self._lock:
+            backends = list(self._cache.items())
+        usage: dict[str, tuple[int, int]] = {}
+        for (resource_id, _), backend in backends:
+            if isinstance(backend.transport, SshTransport):
+                connections, sessions = backend.transport.usage()
+                before = usage.get(resource_id, (0, 0))
+                usage[resource_id] = (before[0] + connections, before[1] + sessions)
+        return usage
 
     def close(self) -> None:
         with self._lock:

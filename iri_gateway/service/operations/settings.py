@@ -265,6 +265,35 @@ class Settings(BaseSettings):
     )
 
     # -- metrics (issue 27, item 1) --
+    metrics_access: Literal["admin", "token", "open", "off"] = Field(
+        default="admin",
+        description="Who may read `GET /metrics` (Prometheus): `admin` (a facility admin's "
+        "bearer token), `token` (the bearer token in `metrics_token_file`, for a scraper "
+        "that should hold no admin token), `open` (anyone who reaches the port: only behind "
+        "a firewall), `off` (no `/metrics`, nothing measured)",
+    )
+    metrics_token_file: Path | None = Field(
+        default=None,
+        description="File holding the scrape token `metrics_access: token` requires (one "
+        "line; Prometheus sends it from `authorization: credentials_file:`); read at each "
+        "scrape, so it can be replaced without a restart",
+    )
+    metrics_task_users: int = Field(
+        default=10,
+        ge=0,
+        le=1000,
+        description="Users named in `iri_gateway_task_queue_depth` (those with the most "
+        'unfinished tasks); every other user is added up under `user=""`',
+    )
+
+    @model_validator(mode="after")
+    def _metrics_token_named(self) -> Settings:
+        if self.metrics_access == "token" and self.metrics_token_file is None:
+            raise ValueError(
+                "metrics_access 'token' needs metrics_token_file (the file holding the "
+                "scrape token); or choose metrics_access 'admin', 'open' or 'off'"
+            )
+        return self
 
     # -- traces and logs (issue 27, items 2 and 3) --
     log_level: Literal["debug", "info", "warning", "error"] = Field(
