@@ -56,4 +56,4 @@ def test_the_scrape_configuration_and_alert_rules_pass_promtool(tmp_path: Path) 
             [promtool_program(), *argv], capture_output=True, text=True, timeout=60
         )
         assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 7 rules found" in checked.stdout
+    assert "SUCCESS: 8 rules found" in checked.stdout

@@ -1,6 +1,7 @@
 """Per-resource health (issue 27, item 7) on a real `iri-gateway serve` of the test cluster and
 the real OpenPBS: each resource's scheduler, login node and file roots probed in the
-background with a time-out, the verdict in `getResources` and the probes' words in `/ready`.
+background with a time-out, the verdict in `getResources` and in `/metrics`, and the probes'
+words in `/ready`.
 
 One server, five resources, each in the state a test needs (no shared service is stopped):
 - `cluster-ssh` and `pbs-ssh`: Slurm and PBS through the real SSH login node: up;
@@ -28,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import ClusterInfo, PbsInfo
 from tests.integration.gateway_process import serve
@@ -108,6 +110,7 @@ def test_probes_show_in_status_and_ready(
         "IRI_GATEWAY_RESOURCE_HEALTH_INTERVAL": "2",
         "IRI_GATEWAY_RESOURCE_HEALTH_TIMEOUT": str(TIMEOUT),
         "IRI_GATEWAY_POLL_SLOW": "5",
+        "IRI_GATEWAY_METRICS_ACCESS": "open",
     }
     expected = {
         "cluster": "down",
@@ -178,3 +181,33 @@ def test_probes_show_in_status_and_ready(
             assert all(0 <= c["seconds"] < TIMEOUT for c in checks.values())
         assert "is UP" in resources["cluster-ssh"]["checks"]["scheduler"]["detail"]
         assert "Active" in resources["pbs-ssh"]["checks"]["scheduler"]["detail"]
+
+        # The same verdicts as metrics (an open /metrics for this test).
+        exposed = http.get("/metrics")
+        assert exposed.status_code == 200, exposed.text
+        samples = {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(exposed.text)
+            for sample in family.samples
+        }
+        for rid, status in expected.items():
+            for condition in ("up", "degraded", "down", "unknown"):
+                key = (
+                    "iri_gateway_resource_condition",
+                    (("condition", condition), ("resource", rid)),
+                )
+                assert samples[key] == (1 if condition == status else 0), (rid, condition)
+        root_check = (
+            "iri_gateway_resource_check_ok",
+            (
+                ("check", "file root /nonexistent-iri-health/{account}"),
+                ("kind", "file_root"),
+                ("resource", "missing-root"),
+            ),
+        )
+        assert samples[root_check] == 0
+        login_check = (
+            "iri_gateway_resource_check_ok",
+            (("check", "login"), ("kind", "login"), ("resource", "cluster-ssh")),
+        )
+        assert samples[login_check] == 1

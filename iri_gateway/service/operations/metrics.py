@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, get_args
 
 if TYPE_CHECKING:
     from iri_gateway.schedulers.batch import BatchSystem
@@ -189,6 +189,29 @@ class PrometheusMetrics(Metrics):
             multiprocess_mode="livesum",
             registry=r,
         )
+        self.health_ok = Gauge(
+            "iri_gateway_resource_check_ok",
+            "1 when a resource's health probe (scheduler, login node, a file root) last "
+            "answered, 0 when it failed or hung past its time-out (the worst worker's)",
+            ["resource", "check", "kind"],
+            multiprocess_mode="livemin",
+            registry=r,
+        )
+        self.health_seconds = Gauge(
+            "iri_gateway_resource_check_duration_seconds",
+            "Time the last health probe of a resource took (its time-out when it hung)",
+            ["resource", "check"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
+        self.health_condition = Gauge(
+            "iri_gateway_resource_condition",
+            "1 for a resource's condition from its health probes (up, degraded, down, "
+            "unknown), 0 for the others",
+            ["resource", "condition"],
+            multiprocess_mode="livemax",
+            registry=r,
+        )
         self._engine: Engine | None = None
         self._poller: Poller | None = None
         self._facts: StoreFacts | None = None
@@ -296,10 +319,26 @@ class PrometheusMetrics(Metrics):
             self.ssh_connections.labels(resource).set(connections)
             self.ssh_sessions.labels(resource).set(sessions)
         self.retries_waiting.set(engine.submitter.waiting())
+        self._sample_health(engine)
         poller = self._poller
         if poller is not None:
             last = poller.last_cycle
             self.poller_lag.set(0.0 if last is None else max(0.0, poller.clock() - last))
+
+    def _sample_health(self, engine: Engine) -> None:
+        """The resources' health probes (`service.resource_health`) as this process saw them
+        last; nothing while it does not probe."""
+        from iri_gateway.service.resource_health.monitor import Condition
+
+        health = engine.resource_health
+        for resource, checks in health.snapshot().items():
+            for name, result in checks.items():
+                self.health_ok.labels(resource, name, result.kind).set(1 if result.ok else 0)
+                self.health_seconds.labels(resource, name).set(result.seconds)
+            condition = health.condition(resource)
+            if condition is not None:
+                for each in get_args(Condition):
+                    self.health_condition.labels(resource, each).set(int(each == condition))
 
     def exposition(self) -> bytes:
         """Every series in the Prometheus text format: this process's (or, with several

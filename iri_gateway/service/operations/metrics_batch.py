@@ -3,8 +3,8 @@
 Why a wrapper: every scheduler command of every plug-in (Slurm, PBS, local) goes through a
 `BatchSystem`, so wrapping the one each backend is built with measures them all without a
 line in any plug-in. The command label is the `BatchSystem` method (`submit`, `statuses`,
-`cancel`, `find`, `update`, `requeue`, `ping`: the health probe), the error label the failure's exception type: both
-sets are fixed by the code, never by what a scheduler printed.
+`cancel`, `find`, `update`, `requeue`, and `ping`, the health probe), the error label the
+failure's exception type: both sets are fixed by the code, never by what a scheduler printed.
 """
 
 from __future__ import annotations
