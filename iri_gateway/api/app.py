@@ -27,6 +27,7 @@ from iri_gateway.api.openapi.parameters import refusing_unknown_query, without_n
 from iri_gateway.api.plumbing import deps, docs_pages, problems
 from iri_gateway.api.plumbing.body_limit import BodyLimit
 from iri_gateway.api.plumbing.caller_first import require_caller_first
+from iri_gateway.api.plumbing.draining import Drain
 from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
 from iri_gateway.api.plumbing.request_ids import RequestIds
@@ -86,16 +87,18 @@ def create_app(
         trimmer = Trimmer()
         trimmer.start()
         app.state.started = True
+        app.state.drain.watch()  # SIGTERM: `/ready` says draining, and the drain's deadline
         try:
             yield
         finally:
+            app.state.drain.unwatch()
             app.state.started = False
             stop.set()
             if thread is not None:
                 thread.join(timeout=10)
             app.state.rate_limiter.stop()
             trimmer.stop()
-            engine.close()
+            engine.close(deadline=app.state.drain.deadline())
 
     app = FastAPI(
         title="iri-gateway",
@@ -109,6 +112,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.drain = Drain(settings.drain_timeout)
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)

@@ -1,12 +1,14 @@
 """What a load balancer and an operator need to know about one replica: is it ready to take
 requests, and how is its background work doing.
 
-Ready means: start-up (migrations, the first reconcile) is over, the store's database answers,
-and this replica's heartbeat reaches it (else the other replicas take it for dead and take
-over its work, while it would still accept jobs). The poller, the submitter and the leases are
-reported, not judged: a resource whose scheduler is down does not make the gateway unable to
-accept, list or cancel jobs (they wait, see `submitter`), so it must not take the replica out
-of the load balancer; it is what to alert on (docs/operations.md).
+Ready means: not draining (a replica told to stop says so at once, so that a load balancer
+sends it nothing more), start-up (migrations, the first reconcile) is over, the store's
+database answers, and this replica's heartbeat reaches it (else the other replicas take it
+for dead and take over its work, while it would still accept jobs). The poller, the
+submitter and the leases are reported, not judged: a resource whose scheduler is down does
+not make the gateway unable to accept, list or cancel jobs (they wait, see `submitter`), so
+it must not take the replica out of the load balancer; it is what to alert on
+(docs/operations.md).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Readiness:
     ready: bool
     problems: list[str]
     details: dict[str, Any] = field(default_factory=dict)
+    draining: bool = False
 
 
 def database_problem(engine: Engine) -> str | None:
@@ -44,12 +47,22 @@ def database_problem(engine: Engine) -> str | None:
 
 
 def readiness(
-    engine: Engine, poller: Poller | None, *, started: bool, now: float | None = None
+    engine: Engine,
+    poller: Poller | None,
+    *,
+    started: bool,
+    draining: bool = False,
+    now: float | None = None,
 ) -> Readiness:
     """The replica's readiness (see the module's docstring)."""
     now = time.time() if now is None else now
     replica = engine.replica
     problems: list[str] = []
+    if draining:
+        problems.append(
+            "draining: this replica was told to stop (SIGTERM) and takes no new requests; "
+            "send them to another replica"
+        )
     if not started:
         problems.append("starting: migrations and the start-up reconcile are not done")
     database = database_problem(engine)
@@ -75,4 +88,4 @@ def readiness(
             None if poller.last_cycle is None else round(max(0.0, now - poller.last_cycle), 3)
         )
         details["poll_errors"] = dict(poller.errors)
-    return Readiness(ready=not problems, problems=problems, details=details)
+    return Readiness(ready=not problems, problems=problems, details=details, draining=draining)
