@@ -27,7 +27,7 @@ from iri_gateway.api.openapi.parameters import refusing_unknown_query, without_n
 from iri_gateway.api.plumbing import deps, docs_pages, problems
 from iri_gateway.api.plumbing.body_limit import BodyLimit
 from iri_gateway.api.plumbing.caller_first import require_caller_first
-from iri_gateway.api.plumbing.draining import Drain
+from iri_gateway.api.plumbing.draining import CutByDrain, Drain
 from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
 from iri_gateway.api.plumbing.request_ids import RequestIds
@@ -118,6 +118,7 @@ def create_app(
     app.state.rate_limiter = rate_limiter(settings, engine)
     app.state.job_documents = job_documents()
     problems.install(app)
+    app.add_middleware(CutByDrain, drain=app.state.drain)  # innermost: the headers wrap it
     app.add_middleware(
         BodyLimit, limit=settings.max_request_bytes, exempt=(transfer_routes.UPLOAD_PREFIX,)
     )

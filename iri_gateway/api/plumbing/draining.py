@@ -8,10 +8,17 @@ the drain began (the scheduler commands and tasks under way share its one budget
 it serves, the application puts its own handler in front of uvicorn's (`watch`): it notes
 the time, then hands the signal on unchanged. `Drain` is that note: `draining` for `/ready`,
 `deadline` for the engine's stop.
+
+A request still running at the drain's end is cancelled by uvicorn, which then answers a
+bare 500 "Internal Server Error" to a request it has not answered yet: `CutByDrain` answers
+it instead with a 503 problem and `Retry-After`, which every client (the SDK among them)
+sends again, to another replica or the restarted one; what the request had recorded (a job
+with its Idempotency-Key) is found again by the repeat.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
@@ -19,6 +26,11 @@ import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from iri_gateway.api.plumbing.problems import problem
 
 log = logging.getLogger("uvicorn.error")
 
@@ -84,3 +96,46 @@ class Drain:
             return previous(number, frame)
 
         return handle
+
+
+RETRY_AFTER = "1"
+"""Seconds a client cut by a drain waits before asking again: another replica or the
+restarted one is ready by then, or refuses the connection and is retried later."""
+
+
+class CutByDrain:
+    """A request cancelled by the drain's end, unanswered: answered 503, ask again."""
+
+    def __init__(self, app: ASGIApp, drain: Drain) -> None:
+        self.app = app
+        self.drain = drain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def noting(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting)
+        except asyncio.CancelledError:
+            if started or not self.drain.draining:
+                raise
+            detail = (
+                f"the gateway process stopped before it answered (its drain_timeout of "
+                f"{self.drain.timeout:g} s ran out): what this request recorded is kept; ask "
+                "again (a launch with the same Idempotency-Key gets the same job)"
+            )
+            answer = problem(
+                Request(scope),
+                503,
+                "Service Unavailable",
+                detail,
+                headers={"Retry-After": RETRY_AFTER},
+            )
+            await answer(scope, receive, send)
