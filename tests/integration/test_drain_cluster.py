@@ -7,10 +7,10 @@ and the launch request waits for it (`response_wait` longer than the staging).
 
 - Within `drain_timeout`: the launch under way is answered (the job `queued`, in Slurm once),
   then `serve` exits 0.
-- Past `drain_timeout`: the launch is cut (answered 503 with Retry-After), `serve` still exits 0 soon after the
-  timeout, and the job, recorded before the cut, is submitted once by the next `serve` on the
-  same store (its start-up reconcile, then the continuous one after the settle time); the
-  client's retry with the same Idempotency-Key gets that job.
+- Past `drain_timeout`: the launch is cut (answered 503 with Retry-After), `serve` still
+  exits 0 soon after the timeout, and the job, recorded before the cut, is submitted once by
+  the next `serve` on the same store (its start-up reconcile, then the continuous one after
+  the settle time); the client's retry with the same Idempotency-Key gets that job.
 
 Both on a fresh PostgreSQL database; the replica that drained says it stopped.
 """
