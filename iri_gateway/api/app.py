@@ -30,6 +30,7 @@ from iri_gateway.api.plumbing.access_log import AccessLog
 from iri_gateway.api.plumbing.audit import AuditTrail
 from iri_gateway.api.plumbing.body_limit import BodyLimit
 from iri_gateway.api.plumbing.caller_first import require_caller_first
+from iri_gateway.api.plumbing.draining import CutByDrain, Drain
 from iri_gateway.api.plumbing.head import HeadAsGet
 from iri_gateway.api.plumbing.rate_limit import rate_limiter
 from iri_gateway.api.plumbing.request_ids import RequestIds
@@ -107,9 +108,11 @@ def create_app(
         sweeper.start()
         metrics.start(engine, app.state.poller)
         app.state.started = True
+        app.state.drain.watch()  # SIGTERM: `/ready` says draining, and the drain's deadline
         try:
             yield
         finally:
+            app.state.drain.unwatch()
             app.state.started = False
             stop.set()
             if thread is not None:
@@ -118,7 +121,7 @@ def create_app(
             trimmer.stop()
             sweeper.stop()
             metrics.stop()
-            engine.close()
+            engine.close(deadline=app.state.drain.deadline())
             end_traces()
 
     app = FastAPI(
@@ -133,6 +136,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.drain = Drain(settings.drain_timeout)
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
@@ -140,6 +144,7 @@ def create_app(
     app.state.audit = AuditLog(engine.store)
     app.state.metrics = metrics
     problems.install(app)
+    app.add_middleware(CutByDrain, drain=app.state.drain)  # innermost: the headers wrap it
     app.add_middleware(
         BodyLimit, limit=settings.max_request_bytes, exempt=(transfer_routes.UPLOAD_PREFIX,)
     )

@@ -25,7 +25,8 @@ import json
 import logging
 import os
 import signal
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -33,9 +34,10 @@ if TYPE_CHECKING:
     from iri_gateway.service.operations.settings import Settings
 
 
-def stack() -> dict[str, Any]:
+def stack(drain_timeout: float) -> dict[str, Any]:
     """uvicorn's options for every serving process, one or many: httptools' parser (with the
-    Host rule, `http_protocol`) on uvloop."""
+    Host rule, `http_protocol`) on uvloop, and the drain's time for the requests under way
+    after SIGTERM (`api.plumbing.draining`)."""
     from iri_gateway.cli.http_protocol import HostCheckedProtocol
 
     return {
@@ -46,13 +48,17 @@ def stack() -> dict[str, Any]:
         # (`api.plumbing.access_log`) replaces uvicorn's.
         "log_config": None,
         "access_log": False,
+        "timeout_graceful_shutdown": drain_timeout,
     }
 
 
-HEALTH_CHECK_SECONDS = 30
+HEALTH_CHECK_SECONDS = 60
 """How long the supervisor waits for a worker to answer its health check (a ping answered
-by a thread of the worker) before it takes the worker for hung and replaces it; generous,
-as a loaded machine can keep a busy worker's thread waiting for the interpreter."""
+by a thread of the worker) before it takes the worker for hung and replaces it, and, in a
+rolling restart (SIGHUP), for a new worker to finish its start-up before it gives the
+restart up (keeping the old workers, with an error in the log); generous, as a loaded
+machine can keep a busy worker's thread waiting for the interpreter, and a new worker's
+start-up (imports, the start-up reconcile) waiting for the CPU its busy peers use."""
 
 MAX_WORKERS = 64
 """Most workers one `serve` starts: each is a whole replica with its own pool of PostgreSQL
@@ -125,12 +131,25 @@ def migrate(settings: Settings) -> None:
         engine.dispose()
 
 
-def serve_one(application: FastAPI, host: str, port: int) -> None:
-    """Serve APPLICATION in this process until SIGTERM or SIGINT."""
+def serve_one(application: FastAPI, host: str, port: int) -> NoReturn:
+    """Serve APPLICATION in this process until SIGTERM or SIGINT, drain, and exit 0.
+
+    uvicorn raises the stop signal again once it has drained, for the handler it found; the
+    one set here ignores it (the drain was the signal's work: `kill` and systemd see
+    status 0). The exit then skips the interpreter's wait for leftover threads: a scheduler
+    command still running past `drain_timeout` is cut there (its job is recorded, the
+    reconcile finds or resends it), as a worker's is by its re-raised SIGTERM."""
     import uvicorn
 
+    settings: Settings = application.state.settings
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: None)
     freeze_start_up()
-    uvicorn.run(application, host=host, port=port, **stack())
+    uvicorn.run(application, host=host, port=port, **stack(settings.drain_timeout))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def serve_workers(settings: Settings, count: int, host: str, port: int) -> int:
@@ -141,10 +160,10 @@ def serve_workers(settings: Settings, count: int, host: str, port: int) -> int:
 
     os.environ.update(worker_environment(settings, count))
     with workers_directory():  # the workers' metrics files, before they import the client
-        return _supervise(count, host, port)
+        return _supervise(count, host, port, drain_timeout=settings.drain_timeout)
 
 
-def _supervise(count: int, host: str, port: int) -> int:
+def _supervise(count: int, host: str, port: int, *, drain_timeout: float) -> int:
     """uvicorn's supervisor over COUNT workers, with the settings in the environment."""
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
@@ -157,7 +176,7 @@ def _supervise(count: int, host: str, port: int) -> int:
         port=port,
         workers=count,
         timeout_worker_healthcheck=HEALTH_CHECK_SECONDS,
-        **stack(),
+        **stack(drain_timeout),
     )
     # The supervisor's own lines (a worker died and was replaced, stopping) are the
     # operator's business; the workers keep the warning level.

@@ -1,14 +1,16 @@
 """What a load balancer and an operator need to know about one replica: is it ready to take
 requests, and how is its background work doing.
 
-Ready means: start-up (migrations, the first reconcile) is over, the store's database answers,
-and this replica's heartbeat reaches it (else the other replicas take it for dead and take
-over its work, while it would still accept jobs). The poller, the submitter and the leases are
-reported, not judged: a resource whose scheduler is down does not make the gateway unable to
-accept, list or cancel jobs (they wait, see `submitter`), so it must not take the replica out
-of the load balancer; it is what to alert on (docs/operations.md). The same holds for the
-resources' health probes (`resource_health`): a resource down is reported in
-`details.resource_health`, with each probe's words, and never makes the replica unready.
+Ready means: not draining (a replica told to stop says so at once, so that a load balancer
+sends it nothing more), start-up (migrations, the first reconcile) is over, the store's
+database answers, and this replica's heartbeat reaches it (else the other replicas take it
+for dead and take over its work, while it would still accept jobs). The poller, the
+submitter and the leases are reported, not judged: a resource whose scheduler is down does
+not make the gateway unable to accept, list or cancel jobs (they wait, see `submitter`), so
+it must not take the replica out of the load balancer; it is what to alert on
+(docs/operations.md). The same holds for the resources' health probes (`resource_health`): a
+resource down is reported in `details.resource_health`, with each probe's words, and never
+makes the replica unready.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Readiness:
     ready: bool
     problems: list[str]
     details: dict[str, Any] = field(default_factory=dict)
+    draining: bool = False
 
 
 def database_problem(engine: Engine) -> str | None:
@@ -74,12 +77,22 @@ def resource_health(engine: Engine) -> dict[str, Any]:
 
 
 def readiness(
-    engine: Engine, poller: Poller | None, *, started: bool, now: float | None = None
+    engine: Engine,
+    poller: Poller | None,
+    *,
+    started: bool,
+    draining: bool = False,
+    now: float | None = None,
 ) -> Readiness:
     """The replica's readiness (see the module's docstring)."""
     now = time.time() if now is None else now
     replica = engine.replica
     problems: list[str] = []
+    if draining:
+        problems.append(
+            "draining: this replica was told to stop (SIGTERM) and takes no new requests; "
+            "send them to another replica"
+        )
     if not started:
         problems.append("starting: migrations and the start-up reconcile are not done")
     database = database_problem(engine)
@@ -106,4 +119,4 @@ def readiness(
         )
         details["poll_errors"] = dict(poller.errors)
     details["resource_health"] = resource_health(engine)
-    return Readiness(ready=not problems, problems=problems, details=details)
+    return Readiness(ready=not problems, problems=problems, details=details, draining=draining)

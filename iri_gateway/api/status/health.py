@@ -22,7 +22,10 @@ class Liveness(BaseModel):
 
 
 class ReadinessReport(BaseModel):
-    status: str = Field(description="`ready`, or `not ready` (then the answer is 503)")
+    status: str = Field(
+        description="`ready`; `draining` when the replica was told to stop (SIGTERM) and "
+        "takes no new requests, or `not ready` (both answered with 503)"
+    )
     problems: list[str] = Field(description="What keeps the replica from being ready")
     details: dict[str, Any] = Field(
         description="This replica (id, host, pid), its heartbeat's age, the resources it "
@@ -47,16 +50,22 @@ async def get_liveness() -> Liveness:
     response_model=ReadinessReport,
     operation_id="getReadiness",
     summary="Readiness: this replica can take requests",
-    responses={503: {"model": ReadinessReport, "description": "Not ready: `problems` says why"}},
+    responses={
+        503: {
+            "model": ReadinessReport,
+            "description": "Not ready, or draining after SIGTERM: `problems` says why",
+        }
+    },
 )
 def get_readiness(request: Request, engine: EngineDep) -> JSONResponse:
     report = readiness(
         engine,
         getattr(request.app.state, "poller", None),
         started=getattr(request.app.state, "started", False),
+        draining=request.app.state.drain.draining,
     )
     body = ReadinessReport(
-        status="ready" if report.ready else "not ready",
+        status="ready" if report.ready else "draining" if report.draining else "not ready",
         problems=report.problems,
         details=report.details,
     )

@@ -184,13 +184,18 @@ class Engine:
             sync_interval=sync_interval,
         )
 
-    def close(self) -> None:
+    def close(self, *, deadline: float | None = None) -> None:
         """Stop the submitter and release connections, to login nodes and to the database;
         used again, the engine opens new ones. Submissions not sent yet stay recorded as
-        `new`: the next start's reconcile (or another replica's) sends them."""
+        `new`: the next start's reconcile (or another replica's) sends them.
+
+        A draining stop gives `deadline` (a `time.monotonic()` time): the scheduler commands
+        and the background tasks under way first get until then to finish; then this
+        replica gives up its leases and claims, and says it stopped, so the others take its
+        work over at once."""
         self.resource_health.stop()
-        self.submitter.close()
-        self.tasks.close()
+        self.submitter.close(deadline=deadline)
+        self.tasks.close(deadline=deadline)
         self.replica.stop()
         self.backends.close()
         self.store.close()

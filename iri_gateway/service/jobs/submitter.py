@@ -24,7 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures import wait as wait_for
+from typing import Any, TypeVar
 
 from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.tracing import carried
@@ -66,6 +67,9 @@ class Submitter:
         self._wake = threading.Condition(self._lock)
         self._order = itertools.count()
         self._closed = False
+        self._pending: set[Future[Any]] = set()
+        """The work handed to the pools and not done yet (queued or running): what a draining
+        stop waits for."""
 
     def pause(self, attempt: int) -> float:
         """The pause before retry number `attempt` (0-based), as this submitter is set."""
@@ -82,8 +86,20 @@ class Submitter:
                     max_workers=self.concurrency, thread_name_prefix=f"submit-{lane}"
                 )
                 self._pools[lane] = pool
-        # counted in the queue until it starts, in the trace of the request that hands it over
-        return self.metrics.queued(lane, pool.submit, carried(work))
+            # counted in the queue until it starts, in the trace of the request handing it over
+            future = self.metrics.queued(lane, pool.submit, carried(work))
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: Future[T]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def busy(self) -> int:
+        """Scheduler commands queued or running now."""
+        with self._lock:
+            return len(self._pending)
 
     def later(self, delay: float, action: Callable[[], None]) -> bool:
         """Run `action` (quickly: it should hand work to `run`) after `delay` seconds.
@@ -121,16 +137,33 @@ class Submitter:
             except Exception:  # one failed hand-over must not end every later retry
                 log.exception("a delayed submitter action failed")
 
-    def close(self) -> None:
-        """Stop: work not started and actions not yet due are dropped (the store still says
-        what was meant; the next start's reconcile sends it). Commands running now are not
-        waited for here, but the interpreter joins the workers when the process exits, so a
-        stopping server finishes them first (an image pull up to its time-out); `kill -9`
-        is safe, the reconcile finds such a job by its tag."""
+    def close(self, *, deadline: float | None = None) -> int:
+        """Stop; the number of commands cut (dropped, or still running when it returned).
+
+        With `deadline` (a `time.monotonic()` time: a draining stop), the commands queued or
+        running now are first given until then to finish (the launches waiting on them get
+        their answer, the jobs their native id); retries not yet due are dropped at once
+        (they wait for a scheduler that is down). Then, and without `deadline` at once,
+        work not started is dropped (the store still says what was meant: the next start's
+        reconcile, or another replica's, sends it). Commands still running are not waited
+        for here; a draining server exits without them (`serving`), and the reconcile
+        finds such a job by its tag or, after the settle time, sends it again."""
         with self._wake:
             self._closed = True
-            pools, self._pools = list(self._pools.values()), {}
             self._due.clear()
             self._wake.notify_all()
+            pending = list(self._pending)
+        if deadline is not None and pending:
+            wait_for(pending, timeout=max(0.0, deadline - time.monotonic()))
+        with self._wake:
+            pools, self._pools = list(self._pools.values()), {}
+            cut = len(self._pending)
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
+        if cut:
+            log.warning(
+                "%d scheduler commands cut by the stop (their jobs are recorded: the "
+                "reconcile of the next start or of another replica sends them)",
+                cut,
+            )
+        return cut

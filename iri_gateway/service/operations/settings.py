@@ -344,6 +344,17 @@ class Settings(BaseSettings):
     )
 
     # -- draining on SIGTERM (issue 27, item 6) --
+    drain_timeout: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="Seconds a serving process (or a worker) stopped by SIGTERM or SIGINT "
+        "takes to drain: from the signal `/ready` answers 503 `draining` and the listening "
+        "socket closes; requests under way, then scheduler commands and background tasks "
+        "under way, get until this time after the signal to finish; what is left then is "
+        "cut (the jobs are recorded: the start-up reconcile of the next replica sends "
+        'them) and the process exits 0 (docs/operations.md, "Graceful restarts")',
+    )
 
     # -- resource health probes (issue 27, item 7) --
     resource_health_interval: float = Field(

@@ -275,9 +275,19 @@ class TaskRunner:
             log.warning("%d tasks of gateway processes that are gone marked failed", failed)
         return failed
 
-    def close(self) -> None:
+    def close(self, *, deadline: float | None = None) -> None:
         """Stop the running tasks (they clean up; waited for a while) and mark every
-        unfinished one of this replica failed; used again, the runner has a new pool."""
+        unfinished one of this replica failed; used again, the runner has a new pool.
+
+        With `deadline` (a `time.monotonic()` time: a draining stop), the tasks queued or
+        running now are first given until then to finish: a task's work lives in this
+        process (no other replica can carry it on), so what does not end in time is
+        stopped, cleans up what it wrote, and is failed with "ask again"."""
+        if deadline is not None:
+            with self._lock:
+                waiting = [done for _stop, done in self._running.values()]
+            for done in waiting:
+                done.wait(timeout=max(0.0, deadline - time.monotonic()))
         with self._lock:
             self._stopping = True
             running = list(self._running.values())

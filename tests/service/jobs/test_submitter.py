@@ -339,3 +339,40 @@ def test_a_fault_of_the_first_attempt_answers_the_job_accepted_and_the_reconcile
     assert actions == [f"{record.id}: resubmitted (the scheduler never saw it)"]
     assert scheduler.calls == 2
     assert settled(engine, record.id, lambda r: r.native_id is not None).state != JobState.FAILED
+
+
+def test_a_draining_close_lets_commands_finish_until_the_deadline_then_cuts_the_rest() -> None:
+    """close(deadline=...): the commands queued and running get until the deadline; what is
+    still queued then never runs, what still runs is counted as cut."""
+    submitter = Submitter(concurrency=1)
+    release = threading.Event()
+    done: list[str] = []
+
+    def quick(name: str) -> Callable[[], None]:
+        return lambda: done.append(name)
+
+    def stuck() -> None:
+        release.wait(30)
+        done.append("stuck")
+
+    first = submitter.run("a", quick("first"))
+    queued = submitter.run("a", quick("queued"))
+    first.result(timeout=10)
+    queued.result(timeout=10)
+    assert submitter.busy() == 0
+    # one lane, one worker: a quick command waits behind nothing and finishes in the drain
+    finishing = submitter.run("b", quick("in the drain"))
+    blocking = submitter.run("c", stuck)
+    behind = submitter.run("c", quick("behind the stuck one"))
+    started = time.monotonic()
+    try:
+        cut = submitter.close(deadline=time.monotonic() + 0.5)
+        took = time.monotonic() - started
+        assert finishing.done() and "in the drain" in done
+        assert behind.cancelled(), "work not started at the deadline is dropped"
+        assert not blocking.done() and cut == 2, cut  # the stuck one, and the dropped one
+        assert 0.4 < took < 5, took
+    finally:
+        release.set()
+    blocking.result(timeout=10)
+    assert "behind the stuck one" not in done
