@@ -122,7 +122,11 @@ def test_a_non_admin_is_403_on_admin_operations_whatever_the_body(
         for m, p, o in operations
         if o["responses"].get("403", {}).get("description") == ADMIN_ONLY["description"]
     ]
-    assert [o["operationId"] for _, _, o in admin_only] == ["checkProfile", "getMetrics"]
+    assert [o["operationId"] for _, _, o in admin_only] == [
+        "checkProfile",
+        "getAudit",
+        "getMetrics",
+    ]
     for method, path, _ in [(m, p, o) for m, p, o in admin_only if "requestBody" in o]:
         for body in (b"{not json", b'{"profile": 42, "unknown": true}'):
             for query in (f"?{JUNK_QUERY}", ""):

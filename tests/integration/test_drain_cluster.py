@@ -31,7 +31,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, select
 
-from iri_gateway.service.operations.schema import ReplicaRow
+from iri_gateway.service.operations.schema import AuditRow, ReplicaRow
 from tests.integration.conftest import ClusterInfo
 from tests.integration.gateway_process import API
 from tests.integration.test_scheduler_outage import tagged
@@ -110,6 +110,21 @@ def staging_started(calls: Path, count: int = 1) -> None:
         time.sleep(0.1)
 
 
+def audited(postgres_url: str) -> list[tuple[str, int | None, str | None]]:
+    """The audit log's (operation, status, request id) records, oldest first."""
+    database = create_engine(postgres_url)
+    try:
+        with database.connect() as connection:
+            rows = connection.execute(
+                select(AuditRow.operation, AuditRow.status, AuditRow.request_id).order_by(
+                    AuditRow.id
+                )
+            ).all()
+    finally:
+        database.dispose()
+    return [(operation, status, request) for operation, status, request in rows]
+
+
 def stopped_replicas(postgres_url: str) -> list[tuple[int, float | None]]:
     database = create_engine(postgres_url)
     try:
@@ -161,10 +176,12 @@ def test_the_drain_timeout_cuts_a_slower_launch_and_the_next_serve_submits_it_on
         time.sleep(0.1)
     # cut: a 503 problem that says to ask again (uvicorn alone answers a bare 500)
     cut = outcome[0]
-    assert isinstance(cut, httpx.Response) and cut.status_code == 503, outcome
+    assert isinstance(cut, httpx.Response) and cut.status_code == 503, (outcome, served.output())
     assert cut.headers["Retry-After"] == "1" and cut.headers["X-Request-ID"], cut.headers
     assert "drain_timeout" in cut.json()["detail"] and "ask again" in cut.json()["detail"], cut.text
     assert "scheduler commands cut by the stop" in served.output(), served.output()
+    # the job was recorded, so the cut call is in the audit log, with the answer it got
+    assert audited(postgres_url) == [("launchJob", 503, cut.headers["X-Request-ID"])]
     assert [stopped is not None for _, stopped in stopped_replicas(postgres_url)] == [True]
 
     with serving(site, drain_timeout=30, log="next.log") as again:

@@ -42,6 +42,7 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iri_gateway.api.plumbing import deps
+from iri_gateway.api.plumbing.draining import CUT_BY_DRAIN
 from iri_gateway.api.plumbing.rate_limit import READ_METHODS, READ_OPERATIONS
 from iri_gateway.service.accounts.auth import Principal
 from iri_gateway.service.operations.audit import AuditEntry, AuditLog, outcome_of
@@ -217,6 +218,12 @@ class AuditTrail:
         if entry.operation == READ_AUDIT and entry.outcome == "succeeded":
             return
         try:
-            await anyio.to_thread.run_sync(self.audit.record, entry)
+            if call.scope.get(CUT_BY_DRAIN):
+                # The drain's end cut this call (`draining.CutByDrain` answers it 503) and the
+                # process is going: its worker threads are gone or going, and its loop
+                # serves nothing else, so the record is written here, before the answer.
+                self.audit.record(entry)
+            else:
+                await anyio.to_thread.run_sync(self.audit.record, entry)
         except Exception:
             log.exception("audit record lost: %s", json.dumps(asdict(entry), sort_keys=True))

@@ -103,6 +103,10 @@ RETRY_AFTER = "1"
 restarted one is ready by then, or refuses the connection and is retried later."""
 
 
+CUT_BY_DRAIN = "iri_gateway.cut_by_drain"
+"""The scope key set on a call the drain's end cut, before its 503 goes out."""
+
+
 class CutByDrain:
     """A request cancelled by the drain's end, unanswered: answered 503, ask again."""
 
@@ -126,6 +130,7 @@ class CutByDrain:
         except asyncio.CancelledError:
             if started or not self.drain.draining:
                 raise
+            scope[CUT_BY_DRAIN] = True  # the audit trail records it without a thread
             detail = (
                 f"the gateway process stopped before it answered (its drain_timeout of "
                 f"{self.drain.timeout:g} s ran out): what this request recorded is kept; ask "
