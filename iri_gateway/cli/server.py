@@ -136,7 +136,12 @@ def serve(
         )
         from iri_gateway.cli.token_audit import record_token_change
 
-        record_token_change(settings, operation="createToken", targets=["user admin; admin"])
+        record_token_change(
+            settings,
+            operation="createToken",
+            targets=["user admin; admin"],
+            make_store=True,
+        )
     resources = ", ".join(resource_ids)
     address = f"http://{host}:{port}"
     processes = "" if count == 1 else f"; {count} workers on {display_url(settings.store_url)}"

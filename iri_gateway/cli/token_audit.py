@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import getpass
 import os
+from pathlib import Path
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from iri_gateway.cli import consoles
@@ -30,10 +32,26 @@ def operator() -> str:
         return f"uid {os.getuid()}"
 
 
-def record_token_change(settings: Settings, *, operation: str, targets: list[str]) -> None:
+def record_token_change(
+    settings: Settings, *, operation: str, targets: list[str], make_store: bool = False
+) -> None:
     """Record a token change the operator made, one record per target (see the module's
-    docstring), through one opening of the store."""
+    docstring), through one opening of the store.
+
+    A SQLite store that does not exist yet is made only with MAKE_STORE (the first `serve`,
+    which is about to use it): a token command run without the server's settings (its
+    `IRI_GATEWAY_DATABASE_URL`) would otherwise leave a SQLite store in the data directory
+    that no server reads, and its record where nobody looks; it says so instead."""
     login = operator()
+    sqlite_file = _sqlite_file(settings.store_url)
+    if not make_store and sqlite_file is not None and not sqlite_file.exists():
+        consoles.err().print(
+            f"warning: {operation} ({', '.join(targets)}) is done but not in the audit log: "
+            f"there is no store at {sqlite_file} yet (no server has used this data directory; "
+            "for a server on PostgreSQL, run this with its IRI_GATEWAY_DATABASE_URL)",
+            markup=False,
+        )
+        return
     try:
         store = JobStore(settings.store_url, pool_size=1)
         try:
@@ -56,3 +74,13 @@ def record_token_change(settings: Settings, *, operation: str, targets: list[str
             f"log: {error}",
             markup=False,
         )
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite store URL, or None for another database (or in memory)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    if parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
