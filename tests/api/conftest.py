@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def app(tmp_path: Path) -> FastAPI:
-    """The embedded default: the built-in `local` profile, no poller."""
-    return create_app(Settings(data_dir=tmp_path), run_poller=False)
+def app(tmp_path: Path) -> Iterator[FastAPI]:
+    """The embedded default: the built-in `local` profile, no poller. Its engine is closed
+    after the test: FastAPI's included routers (module-level) keep every application alive,
+    and with it its store's open database files."""
+    built = create_app(Settings(data_dir=tmp_path), run_poller=False)
+    yield built
+    built.state.engine.close()
 
 
 @pytest.fixture
