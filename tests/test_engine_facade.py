@@ -110,7 +110,11 @@ def test_the_cli_app_only_assembles_the_audiences_commands() -> None:
     admin, server = "iri_gateway.cli.admin", "iri_gateway.cli.server"
     scientist = "iri_gateway.cli.scientist.client_commands"
     expected = {name: admin for name in ("render", "plan", "capabilities", "placement", "openapi")}
-    expected |= {"serve": server, "version": "iri_gateway.cli.app"}
+    expected |= {
+        "serve": server,
+        "version": "iri_gateway.cli.app",
+        "audit": "iri_gateway.cli.audit_command",
+    }
     assert {n: m for n, m in commands.items() if m != scientist} == expected
     assert {"submit", "status", "cancel", "wait", "output"} <= {
         n for n, m in commands.items() if m == scientist

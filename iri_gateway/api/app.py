@@ -46,7 +46,7 @@ from iri_gateway.service.accounts.auth import Authenticator, JwtVerifier, TokenF
 from iri_gateway.service.assembly import build_engine
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
-from iri_gateway.service.operations.audit import AuditLog, AuditSweeper
+from iri_gateway.service.operations.audit import AuditSweeper
 from iri_gateway.service.operations.memory import Trimmer
 from iri_gateway.service.operations.metrics import Metrics, PrometheusMetrics
 from iri_gateway.service.operations.settings import Settings
@@ -141,7 +141,7 @@ def create_app(
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
     app.state.job_documents = job_documents()
-    app.state.audit = AuditLog(engine.store)
+    app.state.audit = engine.audit
     app.state.metrics = metrics
     problems.install(app)
     app.add_middleware(CutByDrain, drain=app.state.drain)  # innermost: the headers wrap it

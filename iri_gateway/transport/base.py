@@ -162,5 +162,9 @@ class Transport(Protocol):
     def make_directory(self, path: str) -> None:
         """Create `path` and its parents (like `mkdir -p`); TransportError if impossible."""
 
+    def usage(self) -> tuple[int, int] | None:
+        """Its open connections and the sessions in use on them, for the metrics; None for
+        a transport that keeps no connections (it runs commands here)."""
+
     def close(self) -> None:
         """Release connections; the transport may be used again afterwards."""

@@ -102,6 +102,9 @@ class LocalTransport:
         except OSError as error:
             raise TransportError(f"cannot create {path}: {error.strerror}") from None
 
+    def usage(self) -> None:
+        """No connections: commands run on this machine."""
+
     def close(self) -> None:
         """Nothing to release."""
 

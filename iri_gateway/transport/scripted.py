@@ -149,6 +149,9 @@ class ScriptedTransport:
         if self.otherwise is not None:
             self.otherwise.make_directory(path)
 
+    def usage(self) -> None:
+        """No connections of its own (a test's stand-in, not counted in the metrics)."""
+
     def close(self) -> None:
         """Closes `otherwise`, if any."""
         if self.otherwise is not None:

@@ -36,6 +36,7 @@ from iri_gateway.service.jobs.resources import Resources
 from iri_gateway.service.jobs.submission import Submissions
 from iri_gateway.service.jobs.submitter import Submitter
 from iri_gateway.service.jobs.tracking import Tracking
+from iri_gateway.service.operations.audit import AuditLog
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.service.operations.replicas import Replica
@@ -85,6 +86,8 @@ class Engine:
         """Where the engine's parts and the poller count what they do (`operations.metrics`)."""
         self.replica = replica or Replica(store)
         """This process among the gateway replicas sharing the store (see `replicas`)."""
+        self.audit = AuditLog(store)
+        """The audit log of the changes made through the gateway (`operations.audit`)."""
         self.submitter = submitter or Submitter()
         """Runs the scheduler commands of submissions, cancels and updates off the caller's
         thread, a bounded number at a time per resource (see `submitter`)."""

@@ -221,10 +221,10 @@ class Backends:
             backends = list(self._cache.items())
         usage: dict[str, tuple[int, int]] = {}
         for (resource_id, _), backend in backends:
-            if isinstance(backend.transport, SshTransport):
-                connections, sessions = backend.transport.usage()
+            used = backend.transport.usage()
+            if used is not None:
                 before = usage.get(resource_id, (0, 0))
-                usage[resource_id] = (before[0] + connections, before[1] + sessions)
+                usage[resource_id] = (before[0] + used[0], before[1] + used[1])
         return usage
 
     def close(self) -> None:
