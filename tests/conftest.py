@@ -33,6 +33,27 @@ pytest_plugins = [
 (`token_leaks`). Plug-ins, not imports, so that no test module redefines an imported name."""
 
 
+@pytest.fixture(autouse=True)
+def close_the_engines_a_test_made(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every engine a test (or its function-scoped fixtures) made is closed after it, also
+    where the test never ran its app's lifespan: FastAPI (0.165) caches its endpoints'
+    callables in module-level caches, so an app and its engine may outlive the test, and with
+    them the store's open database files, the task pool and the login-node connections;
+    left open, a whole run's worth exhausts `select()`'s 1024 descriptors. Engines of wider
+    fixtures were made before this one started, and are theirs to close."""
+    made: list[Engine] = []
+    construct = Engine.__init__
+
+    def recording(self: Engine, *args: Any, **kwargs: Any) -> None:
+        construct(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Engine, "__init__", recording)
+    yield
+    for engine in made:
+        engine.close()
+
+
 @pytest.fixture(scope="session")
 def registry() -> ProfileRegistry:
     """The shipped profiles plus the test site."""

@@ -28,7 +28,7 @@ import hashlib
 import re
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
@@ -99,8 +99,8 @@ def install(app: FastAPI, *, serve: bool) -> None:
     FastAPI's own docs pages off)."""
 
     @app.get(VERSIONED_DOCUMENT, include_in_schema=False)
-    async def versioned_document() -> JSONResponse:
-        document: dict[str, Any] = app.openapi()
+    async def versioned_document(request: Request) -> JSONResponse:
+        document: dict[str, Any] = request.app.openapi()
         return JSONResponse(document)
 
     if not serve:
@@ -118,16 +118,16 @@ def install(app: FastAPI, *, serve: bool) -> None:
             app.add_api_route(path, pages_off, methods=["GET"], include_in_schema=False)
         return
 
-    async def versioned_swagger() -> HTMLResponse:
-        return swagger_page(app.title, VERSIONED_DOCUMENT)
+    async def versioned_swagger(request: Request) -> HTMLResponse:
+        return swagger_page(request.app.title, VERSIONED_DOCUMENT)
 
     for path in VERSIONED_PAGES:
         app.add_api_route(path, versioned_swagger, methods=["GET"], include_in_schema=False)
 
     @app.get("/docs", include_in_schema=False)
-    async def swagger() -> HTMLResponse:
-        return swagger_page(app.title)
+    async def swagger(request: Request) -> HTMLResponse:
+        return swagger_page(request.app.title)
 
     @app.get("/redoc", include_in_schema=False)
-    async def redoc() -> HTMLResponse:
-        return redoc_page(app.title)
+    async def redoc(request: Request) -> HTMLResponse:
+        return redoc_page(request.app.title)
