@@ -373,6 +373,12 @@ class Settings(BaseSettings):
         "(`no answer within N s`) and its resource's status says so",
     )
 
+    # -- the event stream and its log (issue 28, items 1 and 5) --
+
+    # -- webhooks (issue 28, item 2) --
+
+    # -- clients that wait (issue 28, item 4) --
+
     @field_validator("otlp_traces_endpoint")
     @classmethod
     def _otlp_url(cls, url: str | None) -> str | None:
