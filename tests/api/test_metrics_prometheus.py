@@ -18,31 +18,13 @@ import time
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
 from tests.cli.test_serve_workers import answering, wait_until, workers_if
-from tests.support.prometheus import running_prometheus, wait_for_value
+from tests.support.prometheus import running_prometheus, samples, value, wait_for_value
 from tests.support.serve import issue_token, running_serve
 
 V2 = "/api/v2"
-
-
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Every sample of an exposition, by name and labels."""
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(
-    found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return sum(
-        v for (n, have), v in found.items() if n == name and set(labels.items()) <= set(have)
-    )
 
 
 def test_a_real_prometheus_scrapes_a_real_serve(tmp_path: Path) -> None:

@@ -10,29 +10,16 @@ import time
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import running_cluster, write_cluster_profile
 from tests.integration.gateway_process import API, serve
+from tests.support.prometheus import Samples, samples, value
 
 RESOURCE = "cluster-ssh"
 
 
-def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def value(
-    found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return sum(
-        v for (n, have), v in found.items() if n == name and set(labels.items()) <= set(have)
-    )
+def scrape(url: str) -> Samples:
+    return samples(httpx.get(f"{url}/metrics", timeout=30).text)
 
 
 def test_a_slurm_job_over_ssh_is_measured(tmp_path: Path) -> None:

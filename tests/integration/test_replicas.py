@@ -553,3 +553,66 @@ def test_state_changed_by_the_other_replicas_poller_is_read_at_once(
             f"the running state, written by one, read through the other: {seen}"
         )
         assert status(poller, job_id, pair.headers())["state"] == "completed"
+
+
+# ---- issue 28, item 3: read your write, on any replica ----------------------------------
+
+
+def test_a_launch_answered_by_one_replica_is_read_at_once_through_the_other(
+    cluster_profile: Path, tmp_path: Path, replica_env: dict[str, str], name: str
+) -> None:
+    """getJob right after a 2xx launchJob never answers 404, whichever replica it reaches
+    (pyfirecrest #199: "job not found" right after submitting): the launch answers only
+    after its record is committed, and no replica reads jobs from a cache another one could
+    have made stale. 16 clients at once, each launching through one replica and reading the
+    job back through the other the moment the answer arrives: by id (getJob), in the
+    caller's list (getJobs), and with the launch's Idempotency-Key replayed there."""
+    with replicas(cluster_profile, tmp_path, replica_env, name) as pair:
+        failures: list[str] = []
+        launched: list[str] = []
+
+        def client(index: int) -> None:
+            writer, reader = (pair.a, pair.b) if index % 2 else (pair.b, pair.a)
+            with httpx.Client(timeout=60) as http:
+                for round_ in range(3):
+                    key = f"{name}-{index}-{round_}"
+                    answer = http.post(
+                        f"{writer.url}{API}/compute/job/cluster",
+                        json=short_job(name),
+                        headers=pair.headers(**{"Idempotency-Key": key}),
+                    )
+                    if not answer.is_success:
+                        failures.append(f"launch {key}: {answer.status_code} {answer.text}")
+                        continue
+                    job_id = answer.json()["id"]
+                    launched.append(job_id)
+                    got = http.get(
+                        f"{reader.url}{API}/compute/status/cluster/{job_id}",
+                        headers=pair.headers(),
+                    )
+                    if got.status_code != 200 or got.json()["id"] != job_id:
+                        failures.append(f"getJob {job_id}: {got.status_code} {got.text}")
+                    listed = http.post(
+                        f"{reader.url}{API}/compute/status/cluster",
+                        params={"historical": "true", "limit": 1000},
+                        json={"name": name},
+                        headers=pair.headers(),
+                    )
+                    if job_id not in {job["id"] for job in listed.json()}:
+                        failures.append(f"getJobs on the other replica misses {job_id}")
+                    replay = http.post(
+                        f"{reader.url}{API}/compute/job/cluster",
+                        json=short_job(name),
+                        headers=pair.headers(**{"Idempotency-Key": key}),
+                    )
+                    if replay.json().get("id") != job_id:
+                        failures.append(f"replay of {key}: {replay.status_code} {replay.text}")
+
+        threads = [threading.Thread(target=client, args=(index,)) for index in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == [], failures
+        assert len(launched) == 48
+        assert set(stored(pair.database, name)) == set(launched), "one job per key, no more"

@@ -1,7 +1,8 @@
 """A real Prometheus server (Debian's `prometheus` package), started by a test and stopped
 after it: its own configuration and storage in a temporary folder, on a free port of
 127.0.0.1, scraping the targets the test names every second. Debian's own service is never
-used. Missing program: the test fails saying how to install it (scripts/test-all does)."""
+used. Missing program: the test fails saying how to install it (scripts/test-all does).
+Also the reading of an exposition (`samples`, `value`) the metrics tests share."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.serve import free_port
 
@@ -109,3 +111,23 @@ def wait_for_value(url: str, promql: str, timeout: float = 60) -> float:
         assert len(result) == 0, f"{promql}: more than one series: {result}"
         assert time.monotonic() < deadline, f"{promql}: no series in {timeout} s"
         time.sleep(0.5)
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+"""An exposition's samples by name and labels."""
+
+
+def samples(text: str) -> Samples:
+    """Every sample of an exposition (the Prometheus text format), by name and labels."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    """The sum of the samples named `name` whose labels include `labels`."""
+    return sum(
+        v for (n, have), v in found.items() if n == name and set(labels.items()) <= set(have)
+    )
