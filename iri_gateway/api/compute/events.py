@@ -17,6 +17,7 @@ elsewhere, with their last id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections import OrderedDict
@@ -266,10 +267,8 @@ async def _stream(
     woken = asyncio.Event()
 
     def wake() -> None:  # from the hub's thread
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed: the stream is over
             loop.call_soon_threadsafe(woken.set)
-        except RuntimeError:  # the loop closed: the stream is over
-            pass
 
     unlisten = hub.listen(wake)
     try:
