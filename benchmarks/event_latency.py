@@ -52,6 +52,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.api.transfer_helpers import memory_kib  # noqa: E402
 from tests.support.serve import issue_token, running_serve  # noqa: E402
 
 API = "/api/v2"
@@ -64,14 +65,6 @@ STATES = ("active", "completed")
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
-def rss_kib(pid: int) -> int:
-    """The process's resident memory (VmRSS), KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise SystemExit(f"no VmRSS for process {pid}")
 
 
 @dataclass
@@ -292,14 +285,14 @@ class Fan:
 
 
 async def subscribers_part(target: Target, count: int) -> list[str]:
-    before = rss_kib(target.pid)
+    before = memory_kib(target.pid)["VmRSS"]
     fan = Fan(target, count)
     tasks = [asyncio.create_task(fan.one()) for _ in range(count)]
     started = time.monotonic()
     await asyncio.wait_for(fan.all_open.wait(), timeout=120)
     took = time.monotonic() - started
     await asyncio.sleep(1.0)  # the serve settles (buffers allocated, threads idle)
-    during = rss_kib(target.pid)
+    during = memory_kib(target.pid)["VmRSS"]
     async with httpx.AsyncClient(timeout=60) as client:
         answer = await client.post(
             f"{target.url}{API}/compute/job/{target.resource}",
@@ -310,7 +303,7 @@ async def subscribers_part(target: Target, count: int) -> list[str]:
             raise SystemExit(f"launchJob: {answer.status_code} {answer.text}")
     await asyncio.wait_for(asyncio.gather(*tasks), timeout=300)
     await asyncio.sleep(1.0)
-    after = rss_kib(target.pid)
+    after = memory_kib(target.pid)["VmRSS"]
     delays = fan.delays
     return [
         f"{count} subscribers (one user) on one replica: opened in {took:.1f} s",

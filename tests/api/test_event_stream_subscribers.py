@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.transfer_helpers import memory_kib
 from tests.support.serve import RunningServe, issue_token, running_serve
 
 API = "/api/v2"
@@ -36,14 +37,6 @@ themselves are held once per process (the hub's window), not per stream, so the 
 not grow with traffic; 128 KiB leaves three times the measured room for the allocator's
 rounding and another Python build, while a stream that copied the window (4,096 events,
 several KiB each) or kept a thread would be far past it."""
-
-
-def rss_kib(pid: int) -> int:
-    """The process's resident memory (VmRSS), KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for process {pid}")
 
 
 @dataclass
@@ -125,7 +118,7 @@ def test_a_thousand_streams_get_their_users_events_in_bounded_memory(
         await asyncio.gather(*warm, return_exceptions=True)
         await _until(lambda: _can_open(served.url, tokens["alice"]), 30)
         streams.opened, streams.received = 0, []
-        before = rss_kib(pid)
+        before = memory_kib(pid)["VmRSS"]
 
         all_open = asyncio.Event()
         tasks = [
@@ -136,7 +129,7 @@ def test_a_thousand_streams_get_their_users_events_in_bounded_memory(
         await asyncio.wait_for(all_open.wait(), 120)
         assert streams.refused == [], streams.refused[:3]
         await asyncio.sleep(0.5)  # the serve's last writes settle
-        during = rss_kib(pid)
+        during = memory_kib(pid)["VmRSS"]
 
         async with httpx.AsyncClient(timeout=60) as client:
             one_more = await client.get(
