@@ -13,7 +13,7 @@ from typing import Any
 from iri_gateway.api.compute.models import job_document
 from iri_gateway.api.tasks.models import task_view
 from iri_gateway.service.events.log import JOB, MEMBER, TASK, StoredEvent
-from iri_gateway.service.jobs.engine import Engine
+from iri_gateway.service.jobs.engine import Engine, JobNotFoundError
 
 
 def event_data(engine: Engine, event: StoredEvent) -> dict[str, Any]:
@@ -32,12 +32,15 @@ def event_data(engine: Engine, event: StoredEvent) -> dict[str, Any]:
             data["member"] = event.member
         else:
             data["message"] = event.message
-        record = engine.store.get(event.job_id)
-        if record is not None and record.owner == event.owner:
+        try:  # the job of the event's owner only, as getJob reads it
+            record = engine.get(owner=event.owner, job_id=event.job_id)
+        except JobNotFoundError:  # gone since (the store's retention)
+            pass
+        else:
             data["job"] = job_document(record, include_spec=False)
     elif event.kind == TASK and event.task_id is not None:
         data["task_id"] = event.task_id
-        task = engine.tasks.store.get(event.owner, event.task_id)
+        task = engine.tasks.get(event.owner, event.task_id)
         if task is not None:
             data["task"] = task_view(task).model_dump(mode="json", exclude_none=True)
     return data
