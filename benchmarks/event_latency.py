@@ -21,8 +21,9 @@ scheduler-to-gateway part (the gateway's poller) is the same for both clients.
 
 Part 2, subscribers (`--subscribers N`): N streams of one user opened on the replica (raw
 asyncio HTTP/1.1 connections, light on the client side), the serve's RSS (VmRSS from /proc)
-before and after, per stream; then one job launched, and p50/p99/max of "arrival - event
-time" of its `completed` event over the N streams (the fan-out).
+before and after, per stream, and its CPU over 5 s of quiet; then one job launched, and
+p50/p99/max of "arrival - event time" of its `completed` event over the N streams (the
+fan-out).
 
 Runs on the built-in `local` resource by default (SQLite, no scheduler needed); `--cluster`
 uses the test cluster's Slurm (`scripts/cluster start` first; never started or stopped
@@ -51,6 +52,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import proc_times  # noqa: E402
 
 from tests.api.transfer_helpers import memory_kib  # noqa: E402
 from tests.support.serve import issue_token, running_serve  # noqa: E402
@@ -58,6 +62,8 @@ from tests.support.serve import issue_token, running_serve  # noqa: E402
 API = "/api/v2"
 SDK_POLL, SDK_GROWTH, SDK_MAX_POLL = 0.2, 1.5, 5.0
 """The SDK's `wait()` defaults: first interval, growth, longest interval."""
+IDLE = 5.0
+"""Seconds the serve's CPU is measured with every stream open and nothing happening."""
 STATES = ("active", "completed")
 """The states whose moment the job itself stamps (its start, its end)."""
 
@@ -293,6 +299,9 @@ async def subscribers_part(target: Target, count: int) -> list[str]:
     took = time.monotonic() - started
     await asyncio.sleep(1.0)  # the serve settles (buffers allocated, threads idle)
     during = memory_kib(target.pid)["VmRSS"]
+    idle_before = sum(proc_times(target.pid) or (0.0, 0.0))
+    await asyncio.sleep(IDLE)
+    idle_cpu = sum(proc_times(target.pid) or (0.0, 0.0)) - idle_before
     async with httpx.AsyncClient(timeout=60) as client:
         answer = await client.post(
             f"{target.url}{API}/compute/job/{target.resource}",
@@ -310,6 +319,9 @@ async def subscribers_part(target: Target, count: int) -> list[str]:
         f"  serve RSS: {before / 1024:.1f} MiB before, {during / 1024:.1f} MiB with the "
         f"streams open (+{(during - before) / count:.1f} KiB per stream), "
         f"{after / 1024:.1f} MiB after they ended",
+        f"  serve CPU while the {count} streams are quiet: {idle_cpu / IDLE * 100:.1f} % of a "
+        f"core ({IDLE:.0f} s measured; each stream looks at its process's draining every "
+        "second and sends its keep-alive)",
         f"  one `completed` event to all {len(delays)}: event time -> client p50 "
         f"{percentile(delays, 0.5):.1f} ms, p99 {percentile(delays, 0.99):.1f} ms, "
         f"max {max(delays):.1f} ms",
@@ -336,7 +348,6 @@ def main() -> None:
         args: tuple[str, ...] = ()
         resource = "local"
         if options.cluster:
-            sys.path.insert(0, str(ROOT / "benchmarks"))
             from bench_launch import cluster_profile
 
             args = ("--profiles", str(cluster_profile(folder)))
