@@ -137,14 +137,14 @@ _RESOURCE_ACTIONS = (
 there is refused with 403 (`NoAccountError`)."""
 
 _SENT_BY: dict[int, tuple[str, ...]] = {
-    400: ("launchJob", "updateJob", "ls", "head", "view", "tail", "stat"),
+    400: ("launchJob", "updateJob", "ls", "head", "view", "tail", "stat", "getJobEvents"),
     403: _RESOURCE_ACTIONS,
-    404: ("ls", "head", "view", "tail", "stat"),
+    404: ("ls", "head", "view", "tail", "stat", "getJobEvents"),
     409: ("updateJob", "cancelJob", "restartJob", "putJobTemplate", "deleteJobTemplate"),
     413: ("checkProfile",),
-    429: ("checkProfile",),
+    429: ("checkProfile", "getJobEvents"),
     502: ("launchJob", "updateJob", "cancelJob", "restartJob"),
-    503: ("launchJob", "updateJob", "cancelJob", "restartJob"),
+    503: ("launchJob", "updateJob", "cancelJob", "restartJob", "getJobEvents"),
 }
 """What route bodies send beyond what their dependencies and parameters say."""
 
