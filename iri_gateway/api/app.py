@@ -17,7 +17,7 @@ from iri_gateway import __version__, console
 from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
-from iri_gateway.api.compute import job_templates, overview
+from iri_gateway.api.compute import job_templates, overview, webhooks
 from iri_gateway.api.compute import routes as compute
 from iri_gateway.api.compute.models import job_documents
 from iri_gateway.api.facility import profile_check
@@ -168,6 +168,7 @@ def create_app(
             limits,
             compute,
             job_templates,
+            webhooks,
             read_routes,
             tasks,
             health,

@@ -44,6 +44,8 @@ from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.resource_health.monitor import ResourceHealth
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
 from iri_gateway.service.tasks.runner import TaskRunner
+from iri_gateway.service.webhooks.destinations import DestinationPolicy
+from iri_gateway.service.webhooks.service import Webhooks, WebhookSettings
 
 __all__ = [
     "Engine",
@@ -77,6 +79,8 @@ class Engine:
         tasks_per_user: int = TASKS_PER_USER,
         resource_health: ResourceHealth | None = None,
         metrics: Metrics | None = None,
+        webhooks: WebhookSettings | None = None,
+        webhook_policy: DestinationPolicy | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -109,6 +113,16 @@ class Engine:
         )
         """Each resource's scheduler, login node and file roots, probed in the background
         once started (`resource_health`; interval 0: not probed)."""
+        self.webhooks = Webhooks(
+            store,
+            self.replica,
+            policy=webhook_policy or DestinationPolicy(),
+            settings=webhooks or WebhookSettings(),
+            resources=registry.ids,
+            clock=clock,
+        )
+        """Subscriptions, notify secrets and the outbox of deliveries (`webhooks`); its thread
+        is started by the application (`Webhooks.start`)."""
         self.context = JobsContext(
             registry=registry,
             store=store,
@@ -197,6 +211,7 @@ class Engine:
         replica gives up its leases and claims, and says it stopped, so the others take its
         work over at once."""
         self.resource_health.stop()
+        self.webhooks.stop()
         self.submitter.close(deadline=deadline)
         self.tasks.close(deadline=deadline)
         self.replica.stop()
