@@ -94,8 +94,8 @@ def not_public(address: Address) -> str | None:
         ("loopback", address.is_loopback),
         ("link-local", address.is_link_local),
         ("multicast", address.is_multicast),
-        ("unique-local" if address.version == 6 else "private", address.is_private),
         ("reserved", address.is_reserved),
+        ("unique-local" if address.version == 6 else "private", address.is_private),
         ("site-local", address.version == 6 and address.is_site_local),
     )
     for name, hit in checks:
