@@ -164,7 +164,10 @@ class DestinationPolicy:
 
     def judge(self, address: Address, host: str, field: str) -> None:
         """Refuse `address` (of `host`) unless public or in an allowed network."""
-        if any(address in network for network in self.allowed):
+        forms: list[Address] = [address]
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            forms.append(address.ipv4_mapped)  # ::ffff:10.0.0.1 is 10.0.0.1
+        if any(form in network for form in forms for network in self.allowed):
             return
         why = not_public(address)
         if why is not None:
