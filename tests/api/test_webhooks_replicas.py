@@ -5,20 +5,15 @@ the receiver answers. Each event reaches the receiver at least once; by delivery
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import threading
-import time
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from iri_gateway.service.webhooks import signing
-from tests.support.serve import free_port, issue_token, running_serve
+from tests.support.serve import issue_token, running_serve
+from tests.support.webhook_receiver import Receiver, until
 
 ENV = {
     "IRI_GATEWAY_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.0/8"]',
@@ -35,39 +30,12 @@ ENV = {
 }
 
 
-def until(check: Callable[[], bool], timeout: float = 90, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
 def test_kill_9_of_the_replica_holding_deliveries_loses_none(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    answering = threading.Event()  # until set, the receiver holds every POST unanswered
-    got: list[tuple[dict[str, str], bytes]] = []
-    held: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            if not answering.is_set():
-                held.append(self.headers["X-IRI-Delivery-ID"])
-                answering.wait(30)  # the sender gives up after its 1 s time-out
-                return
-            got.append((dict(self.headers), body))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
+    receiver = Receiver().start()
+    receiver.hold()  # POSTs read and never answered: the attempts stay in flight
+    port = receiver.port
     data = tmp_path / "data"
     token = issue_token(data, "alice", "proj1")
     headers = {"Authorization": f"Bearer {token}"}
@@ -110,33 +78,27 @@ def test_kill_9_of_the_replica_holding_deliveries_loses_none(
                 return found
 
             until(
-                lambda: len(listed(first.url)) >= 4 and len(held) >= 2,
+                lambda: len(listed(first.url)) >= 4 and len(receiver.held) >= 2,
                 what="the queued events' deliveries pending, being sent by the first",
             )
             with running_serve(data, extra_env=env, log=tmp_path / "second.log") as second:
                 assert all(d["status"] == "pending" for d in listed(second.url))
                 os.kill(first.process.pid, signal.SIGKILL)
                 first.process.wait(timeout=10)
-                answering.set()
+                receiver.answer()
                 until(
                     lambda: (
                         len(listed(second.url)) == 8
                         and all(d["status"] == "delivered" for d in listed(second.url))
                     ),
+                    timeout=90,
                     what="every delivery (queued and completed of each job) delivered by the "
                     "survivor",
                 )
                 delivered = listed(second.url)
     finally:
-        answering.set()
-        server.shutdown()
-        server.server_close()
-    by_id: dict[str, dict[str, Any]] = {}
-    for headers_got, body in got:
-        assert signing.verify(
-            subscription["secret"], headers_got["X-IRI-Signature"], body, now=time.time()
-        )
-        by_id.setdefault(headers_got["X-IRI-Delivery-ID"], json.loads(body))
+        receiver.stop()
+    by_id = receiver.verified({"/": subscription["secret"]})
     assert set(by_id) == {d["id"] for d in delivered}
     assert sorted((e["job_id"], e["state"]) for e in by_id.values()) == sorted(
         (job_id, state) for job_id in jobs for state in ("queued", "completed")

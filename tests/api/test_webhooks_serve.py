@@ -6,19 +6,15 @@ running server. The test allows 127.0.0.0/8 (and http to 127.0.0.1) through the 
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from iri_gateway.service.webhooks import signing
-from tests.support.serve import free_port, issue_token, running_serve
+from tests.support.serve import issue_token, running_serve
+from tests.support.webhook_receiver import Receiver, until
 
 WEBHOOK_ENV = {
     "IRI_GATEWAY_WEBHOOK_ALLOWED_NETWORKS": '["127.0.0.0/8"]',
@@ -31,60 +27,9 @@ WEBHOOK_ENV = {
 }
 
 
-class Receiver:
-    """A real HTTP server on `port` of 127.0.0.1 keeping every POST, started when asked."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.got: list[tuple[str, dict[str, str], bytes]] = []
-        self._server: ThreadingHTTPServer | None = None
-
-    def start(self) -> None:
-        got = self.got
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                got.append((self.path, dict(self.headers), body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def verified(self, secrets: dict[str, str]) -> dict[str, dict[str, Any]]:
-        """Delivery id -> event, every signature checked with the secret of its path."""
-        events: dict[str, dict[str, Any]] = {}
-        for path, headers, body in self.got:
-            assert signing.verify(
-                secrets[path], headers["X-IRI-Signature"], body, now=time.time()
-            ), (path, headers)
-            event = json.loads(body)
-            assert headers["X-IRI-Event-ID"] == str(event["id"])
-            events.setdefault(headers["X-IRI-Delivery-ID"], event)
-        return events
-
-
-def until(check: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
 @pytest.fixture
 def receivers() -> Iterator[tuple[Receiver, Receiver]]:
-    alices, bobs = Receiver(free_port()), Receiver(free_port())
+    alices, bobs = Receiver(), Receiver()
     yield alices, bobs
     alices.stop()
     bobs.stop()

@@ -10,12 +10,10 @@ real job's state change to a real receiver through `serve`, in tests/api/test_we
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +22,11 @@ import pytest
 from iri_gateway.models.webhooks import SubscriptionRequest
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.store import JobStore
-from iri_gateway.service.webhooks import signing
 from iri_gateway.service.webhooks.destinations import DestinationPolicy
 from iri_gateway.service.webhooks.dispatch import Dispatcher
 from iri_gateway.service.webhooks.service import Webhooks, WebhookSettings
 from tests.conftest import stored_plan
-from tests.support.serve import free_port
+from tests.support.webhook_receiver import Receiver, until
 
 
 @dataclass(frozen=True)
@@ -67,28 +64,6 @@ class ListedEvents:
 
 def render(event: Any) -> dict[str, Any]:
     return {"id": event.id, "type": event.kind, "job_id": event.job_id, "state": event.state}
-
-
-def until(check: Callable[[], bool], timeout: float = 20, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
-class Receiver(BaseHTTPRequestHandler):
-    got: list[tuple[dict[str, str], bytes]]
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).got.append((dict(self.headers), body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
@@ -182,12 +157,13 @@ def test_events_become_their_deliveries_once_with_two_dispatchers_racing(store: 
 
 
 def test_a_receiver_down_at_first_gets_each_event_once_signed(store: JobStore) -> None:
-    port = free_port()
+    receiver = Receiver()
     replica = Replica(store)
     hooks = webhooks(store, replica)
     events = ListedEvents()
     subscription, secret = hooks.subscriptions.create(
-        "alice", SubscriptionRequest(url=f"http://127.0.0.1:{port}/hook", events=["completed"])
+        "alice",
+        SubscriptionRequest(url=f"http://127.0.0.1:{receiver.port}/hook", events=["completed"]),
     )
     jobs = [job(store, "alice") for _ in range(5)]
     for job_id in jobs:
@@ -196,35 +172,26 @@ def test_a_receiver_down_at_first_gets_each_event_once_signed(store: JobStore) -
     try:
         until(
             lambda: (
-                all(
+                len(hooks.outbox.of_subscription(subscription.id)) == 5
+                and all(
                     d.attempts >= 2 and d.last_error and "ConnectError" in d.last_error
                     for d in hooks.outbox.of_subscription(subscription.id)
                 )
-                and len(hooks.outbox.of_subscription(subscription.id)) == 5
             ),
             what="every delivery failed twice while the receiver is down",
         )
-        handler = type("Late", (Receiver,), {"got": []})
-        server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            until(
-                lambda: all(
-                    d.status == "delivered" for d in hooks.outbox.of_subscription(subscription.id)
-                ),
-                what="delivered once the receiver is up",
-            )
-        finally:
-            server.shutdown()
-            server.server_close()
+        receiver.start()
+        until(
+            lambda: all(
+                d.status == "delivered" for d in hooks.outbox.of_subscription(subscription.id)
+            ),
+            what="delivered once the receiver is up",
+        )
     finally:
         hooks.stop()
         replica.stop()
-    seen: dict[str, dict[str, Any]] = {}
-    for headers, body in handler.got:
-        assert signing.verify(secret, headers["X-IRI-Signature"], body, now=time.time())
-        assert headers["X-IRI-Timestamp"] == headers["X-IRI-Signature"].split(",")[0][2:]
-        seen[headers["X-IRI-Delivery-ID"]] = json.loads(body)
+        receiver.stop()
+    seen = receiver.verified({"/hook": secret})
     assert sorted(event["job_id"] for event in seen.values()) == sorted(jobs)
     assert {event["state"] for event in seen.values()} == {"completed"}
     shown = hooks.outbox.of_subscription(subscription.id)
@@ -232,10 +199,8 @@ def test_a_receiver_down_at_first_gets_each_event_once_signed(store: JobStore) -
 
 
 def test_a_dead_replicas_claims_are_taken_over_after_the_claim_time(store: JobStore) -> None:
-    handler = type("Receiver", (Receiver,), {"got": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
+    receiver = Receiver().start()
+    port = receiver.port
     first, second = Replica(store), Replica(store)
     dying = webhooks(store, first, claim_time=1.0)
     events = ListedEvents()
@@ -266,7 +231,6 @@ def test_a_dead_replicas_claims_are_taken_over_after_the_claim_time(store: JobSt
         )
     finally:
         survivor.stop()
-        server.shutdown()
-        server.server_close()
+        receiver.stop()
         second.stop()
-    assert len({headers["X-IRI-Delivery-ID"] for headers, _ in handler.got}) == 3
+    assert len({headers["X-IRI-Delivery-ID"] for _, headers, _ in receiver.got}) == 3
