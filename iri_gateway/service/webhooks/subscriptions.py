@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
 from iri_gateway.errors import GatewayError
@@ -174,13 +175,18 @@ class SubscriptionStore:
         """A new notify secret for `owner`'s jobs (replacing any earlier one: deliveries
         not yet sent are signed with the new one); it and its time, shown this once."""
         secret, now = secrets.token_urlsafe(SECRET_BYTES), self._clock()
-        with self._writing() as session:
-            row = session.get(WebhookSecretRow, owner)
-            if row is None:
-                session.add(WebhookSecretRow(owner=owner, secret=secret, created_at=now))
-            else:
-                row.secret, row.created_at = secret, now
-        return secret, now
+        for _attempt in range(2):  # two first ones at once: the loser's insert becomes an update
+            try:
+                with self._writing() as session:
+                    row = session.get(WebhookSecretRow, owner)
+                    if row is None:
+                        session.add(WebhookSecretRow(owner=owner, secret=secret, created_at=now))
+                    else:
+                        row.secret, row.created_at = secret, now
+                return secret, now
+            except IntegrityError:
+                continue
+        raise SubscriptionLimitError(f"the notify secret of {owner!r} is being made; try again")
 
     def notify_secret_made(self, owner: str) -> float | None:
         """When `owner`'s notify secret was made (None: never)."""
