@@ -107,7 +107,7 @@ class Notify(BaseModel):
     """Extension (JobSpec `notify`): a callback the gateway POSTs the job's events to,
     signed with the user's notify secret (`POST /api/v2/compute/notify-secret`)."""
 
-    model_config = ConfigDict(strict=True, frozen=True)
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     url: WebhookUrl = Field(
         description="Where to POST the events: https (http only for hosts the operator "
@@ -129,7 +129,7 @@ class Notify(BaseModel):
 class SubscriptionRequest(BaseModel):
     """A standing subscription as a user asks for it (`POST /api/v2/compute/subscriptions`)."""
 
-    model_config = ConfigDict(strict=True, frozen=True)
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     url: WebhookUrl = Field(
         description="Where to POST the events (see `Notify.url` for what is accepted)"
