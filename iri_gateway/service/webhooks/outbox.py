@@ -73,6 +73,10 @@ def _delivery(row: WebhookDeliveryRow) -> Delivery:
     )
 
 
+class _Moved(Exception):
+    """The cursor is not where this dispatcher read it: another one committed first."""
+
+
 class Outbox:
     """The deliveries table and the outbox's cursor."""
 
@@ -109,11 +113,10 @@ class Outbox:
                     .execution_options(synchronize_session=False)
                 )
                 if not getattr(moved, "rowcount", 0):
-                    session.rollback()
-                    return False
+                    raise _Moved  # rolls the transaction back
                 if rows:
                     session.execute(insert(WebhookDeliveryRow), list(rows))
-        except IntegrityError:  # made already by a dispatcher that committed first
+        except (_Moved, IntegrityError):  # another dispatcher committed this batch first
             return False
         return True
 

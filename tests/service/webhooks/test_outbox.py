@@ -234,3 +234,37 @@ def test_a_dead_replicas_claims_are_taken_over_after_the_claim_time(store: JobSt
         receiver.stop()
         second.stop()
     assert len({headers["X-IRI-Delivery-ID"] for _, headers, _ in receiver.got}) == 3
+
+
+def test_a_batch_whose_cursor_moved_is_not_written(store: JobStore) -> None:
+    hooks = webhooks(store, Replica(store))
+    assert hooks.outbox.cursor() == 0
+    row: dict[str, object] = {
+        "id": "d-1",
+        "owner": "alice",
+        "target": "notify",
+        "subscription_id": None,
+        "job_id": None,
+        "resource_id": "local",
+        "event_id": 1,
+        "event_state": "queued",
+        "url": "http://127.0.0.1:9/",
+        "body": "{}",
+        "status": "pending",
+        "attempts": 0,
+        "created_at": 1.0,
+        "next_attempt_at": 1.0,
+        "claimed_by": None,
+        "claimed_until": None,
+        "last_status": None,
+        "last_error": None,
+        "finished_at": None,
+    }
+    assert hooks.outbox.fan_out(0, 1, [row])
+    assert not hooks.outbox.fan_out(0, 1, [{**row, "id": "d-2"}])  # read at 0, now at 1
+    assert hooks.outbox.cursor() == 1
+    assert not hooks.outbox.fan_out(1, 2, [{**row, "id": "d-3"}])  # (event, target) twice
+    assert hooks.outbox.cursor() == 1  # nothing of that transaction stayed
+    with store.engine.connect() as connection:
+        ids = connection.exec_driver_sql("SELECT id FROM webhook_deliveries").scalars().all()
+    assert ids == ["d-1"]
