@@ -58,6 +58,13 @@ class EventSource(Protocol):
         self, event_id: int, *, owner: str | None = None, limit: int = 500
     ) -> Sequence[Event]: ...
 
+    def latest(self) -> int: ...
+
+
+WaitBeyond = Callable[[int, float], None]
+"""Block until an event newer than the id given may exist, or the seconds given passed
+(`EventLog.waiter.wait_beyond`)."""
+
 
 Render = Callable[[Any], dict[str, Any] | None]
 """An event -> the JSON document the stream sends as its `data` (None: nothing to send,

@@ -21,7 +21,7 @@ from iri_gateway.models.webhooks import Notify, SubscriptionRequest
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.webhooks.destinations import DestinationPolicy
-from iri_gateway.service.webhooks.dispatch import Dispatcher, EventSource, Render
+from iri_gateway.service.webhooks.dispatch import Dispatcher, EventSource, Render, WaitBeyond
 from iri_gateway.service.webhooks.outbox import Delivery, Outbox
 from iri_gateway.service.webhooks.sender import Retries, Sender
 from iri_gateway.service.webhooks.subscriptions import Subscription, SubscriptionStore
@@ -32,6 +32,8 @@ LEASE = "webhook-outbox"
 """The lease of the one replica that turns events into deliveries."""
 SWEEP_EVERY = 3600.0
 """Seconds between two sweeps of finished deliveries."""
+WAKE_LOOK = 5.0
+"""Seconds the waking thread waits for an event at a time (then asks the log again)."""
 
 
 class NotifySecretMissingError(GatewayError):
@@ -103,6 +105,7 @@ class Webhooks:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._waker: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._busy: dict[str, int] = {}
@@ -152,8 +155,12 @@ class Webhooks:
 
     # ---- the thread ----------------------------------------------------------------------
 
-    def start(self, *, events: EventSource, render: Render) -> None:
-        """Dispatch (under the lease) and send from a thread of this process until `stop`."""
+    def start(
+        self, *, events: EventSource, render: Render, wait_beyond: WaitBeyond | None = None
+    ) -> None:
+        """Dispatch (under the lease) and send from a thread of this process until `stop`;
+        with `wait_beyond`, a second thread wakes it as soon as a new event is committed
+        (in this process, or announced by another replica), instead of at its next look."""
         if self._thread is not None:
             return
         self._dispatcher = Dispatcher(
@@ -170,6 +177,11 @@ class Webhooks:
         )
         self._thread = threading.Thread(target=self._run, name="webhooks", daemon=True)
         self._thread.start()
+        if wait_beyond is not None:
+            self._waker = threading.Thread(
+                target=self._watch, args=(events, wait_beyond), name="webhooks-wake", daemon=True
+            )
+            self._waker.start()
 
     def wake(self) -> None:
         """Look for new events and due deliveries now (e.g. after an event was committed)."""
@@ -183,10 +195,25 @@ class Webhooks:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        if self._waker is not None:
+            self._waker.join(timeout=WAKE_LOOK + 1)
+            self._waker = None
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         self.policy.close()
+
+    def _watch(self, events: EventSource, wait_beyond: WaitBeyond) -> None:
+        """Wake the webhooks thread whenever an event newer than the last seen may exist."""
+        while not self._stop.is_set():
+            try:
+                seen = events.latest()
+                wait_beyond(seen, WAKE_LOOK)
+            except Exception:  # a database fault: the webhooks thread still looks on its own
+                log.exception("webhooks: waiting for events failed")
+                self._stop.wait(WAKE_LOOK)
+                continue
+            self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -61,6 +61,10 @@ class ListedEvents:
         with self._lock:
             return [e for e in self.events if e.id > event_id][:limit]
 
+    def latest(self) -> int:
+        with self._lock:
+            return len(self.events)
+
 
 def render(event: Any) -> dict[str, Any]:
     return {"id": event.id, "type": event.kind, "job_id": event.job_id, "state": event.state}
