@@ -272,3 +272,30 @@ def test_a_batch_whose_cursor_moved_is_not_written(store: JobStore) -> None:
     with store.engine.connect() as connection:
         ids = connection.exec_driver_sql("SELECT id FROM webhook_deliveries").scalars().all()
     assert ids == ["d-1"]
+
+
+def test_one_users_backlog_leaves_room_for_the_others(store: JobStore) -> None:
+    """Alice's 10 due deliveries (a receiver that hangs, say) take at most `per_owner` of
+    the senders; Bob's one is claimed in the same round."""
+    replica = Replica(store)
+    hooks = webhooks(store, replica)
+    events = ListedEvents()
+    for owner, count in (("alice", 10), ("bob", 1)):
+        hooks.subscriptions.create(
+            owner, SubscriptionRequest(url=f"http://127.0.0.1:9/{owner}", events=["queued"])
+        )
+        for _ in range(count):
+            events.add(owner, job(store, owner), "queued")
+    Dispatcher(
+        events=events,
+        render=render,
+        outbox=hooks.outbox,
+        subscriptions=hooks.subscriptions,
+        store=store,
+        clock=time.time,
+    ).run_once()
+    claimed = hooks.outbox.claim(replica.id, limit=4, hold=5, per_owner=2, busy={})
+    assert sorted(d.owner for d in claimed) == ["alice", "alice", "bob"]
+    more = hooks.outbox.claim(replica.id, limit=4, hold=5, per_owner=2, busy={"alice": 2})
+    assert more == []  # alice's two are busy; the claimed ones are held
+    replica.stop()
