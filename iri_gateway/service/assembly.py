@@ -96,6 +96,8 @@ def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engin
             timeout=settings.resource_health_timeout,
         ),
         metrics=metrics,
+        event_window=settings.events_window,
+        event_retention=settings.event_retention * 3600,
         webhooks=webhook_settings(settings),
         webhook_policy=DestinationPolicy(
             allowed_networks=settings.webhook_allowed_networks,

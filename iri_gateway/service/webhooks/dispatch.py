@@ -58,12 +58,15 @@ class EventSource(Protocol):
         self, event_id: int, *, owner: str | None = None, limit: int = 500
     ) -> Sequence[Event]: ...
 
-    def latest(self) -> int: ...
 
+class Wakeups(Protocol):
+    """The wake-ups of committed events (`service.events.signal.EventSignal`): counted, in
+    this process and (PostgreSQL) announced by other replicas."""
 
-WaitBeyond = Callable[[int, float], None]
-"""Block until an event newer than the id given may exist, or the seconds given passed
-(`EventLog.waiter.wait_beyond`)."""
+    @property
+    def count(self) -> int: ...
+
+    def wait_beyond(self, seen: int, timeout: float) -> int: ...
 
 
 Render = Callable[[Any], dict[str, Any] | None]

@@ -21,7 +21,7 @@ from iri_gateway.models.webhooks import Notify, SubscriptionRequest
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.webhooks.destinations import DestinationPolicy
-from iri_gateway.service.webhooks.dispatch import Dispatcher, EventSource, Render, WaitBeyond
+from iri_gateway.service.webhooks.dispatch import Dispatcher, EventSource, Render, Wakeups
 from iri_gateway.service.webhooks.outbox import Delivery, Outbox
 from iri_gateway.service.webhooks.sender import Retries, Sender
 from iri_gateway.service.webhooks.subscriptions import Subscription, SubscriptionStore
@@ -82,9 +82,13 @@ class Webhooks:
         policy: DestinationPolicy,
         settings: WebhookSettings,
         resources: Callable[[], Sequence[str]],
+        events: EventSource,
+        wakeups: Wakeups | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self._events = events
+        self._wakeups = wakeups
         self.policy = policy
         self.subscriptions = SubscriptionStore(store, per_user=settings.per_user, clock=clock)
         self.outbox = Outbox(store, clock=clock)
@@ -155,14 +159,14 @@ class Webhooks:
 
     # ---- the thread ----------------------------------------------------------------------
 
-    def start(
-        self, *, events: EventSource, render: Render, wait_beyond: WaitBeyond | None = None
-    ) -> None:
-        """Dispatch (under the lease) and send from a thread of this process until `stop`;
-        with `wait_beyond`, a second thread wakes it as soon as a new event is committed
-        (in this process, or announced by another replica), instead of at its next look."""
+    def start(self, *, render: Render) -> None:
+        """Dispatch (under the lease) and send from a thread of this process until `stop`,
+        each event's body made by `render` (the stream's `data`); with the log's wake-ups, a
+        second thread wakes it as soon as a new event is committed (in this process, or
+        announced by another replica), instead of at its next look."""
         if self._thread is not None:
             return
+        events, wakeups = self._events, self._wakeups
         self._dispatcher = Dispatcher(
             events=events,
             render=render,
@@ -177,9 +181,9 @@ class Webhooks:
         )
         self._thread = threading.Thread(target=self._run, name="webhooks", daemon=True)
         self._thread.start()
-        if wait_beyond is not None:
+        if wakeups is not None:
             self._waker = threading.Thread(
-                target=self._watch, args=(events, wait_beyond), name="webhooks-wake", daemon=True
+                target=self._watch, args=(wakeups,), name="webhooks-wake", daemon=True
             )
             self._waker.start()
 
@@ -203,17 +207,14 @@ class Webhooks:
             self._pool = None
         self.policy.close()
 
-    def _watch(self, events: EventSource, wait_beyond: WaitBeyond) -> None:
-        """Wake the webhooks thread whenever an event newer than the last seen may exist."""
+    def _watch(self, wakeups: Wakeups) -> None:
+        """Wake the webhooks thread at every wake-up of the event log."""
+        seen = wakeups.count
         while not self._stop.is_set():
-            try:
-                seen = events.latest()
-                wait_beyond(seen, WAKE_LOOK)
-            except Exception:  # a database fault: the webhooks thread still looks on its own
-                log.exception("webhooks: waiting for events failed")
-                self._stop.wait(WAKE_LOOK)
-                continue
-            self._wake.set()
+            now = wakeups.wait_beyond(seen, WAKE_LOOK)
+            if now != seen:
+                seen = now
+                self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():

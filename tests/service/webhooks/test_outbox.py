@@ -61,10 +61,6 @@ class ListedEvents:
         with self._lock:
             return [e for e in self.events if e.id > event_id][:limit]
 
-    def latest(self) -> int:
-        with self._lock:
-            return len(self.events)
-
 
 def render(event: Any) -> dict[str, Any]:
     return {"id": event.id, "type": event.kind, "job_id": event.job_id, "state": event.state}
@@ -91,7 +87,9 @@ def job(store: JobStore, owner: str, notify: dict[str, Any] | None = None) -> st
     ).id
 
 
-def webhooks(store: JobStore, replica: Replica, **changes: float) -> Webhooks:
+def webhooks(
+    store: JobStore, replica: Replica, events: ListedEvents | None = None, **changes: float
+) -> Webhooks:
     settings = WebhookSettings(
         **{
             "retry_first": 0.2,
@@ -103,7 +101,14 @@ def webhooks(store: JobStore, replica: Replica, **changes: float) -> Webhooks:
         }  # type: ignore[arg-type]
     )
     policy = DestinationPolicy(allowed_networks=["127.0.0.0/8"], http_hosts=["127.0.0.1"])
-    return Webhooks(store, replica, policy=policy, settings=settings, resources=lambda: ["local"])
+    return Webhooks(
+        store,
+        replica,
+        policy=policy,
+        settings=settings,
+        resources=lambda: ["local"],
+        events=events or ListedEvents(),
+    )
 
 
 def test_events_become_their_deliveries_once_with_two_dispatchers_racing(store: JobStore) -> None:
@@ -163,8 +168,8 @@ def test_events_become_their_deliveries_once_with_two_dispatchers_racing(store: 
 def test_a_receiver_down_at_first_gets_each_event_once_signed(store: JobStore) -> None:
     receiver = Receiver()
     replica = Replica(store)
-    hooks = webhooks(store, replica)
     events = ListedEvents()
+    hooks = webhooks(store, replica, events)
     subscription, secret = hooks.subscriptions.create(
         "alice",
         SubscriptionRequest(url=f"http://127.0.0.1:{receiver.port}/hook", events=["completed"]),
@@ -172,7 +177,7 @@ def test_a_receiver_down_at_first_gets_each_event_once_signed(store: JobStore) -
     jobs = [job(store, "alice") for _ in range(5)]
     for job_id in jobs:
         events.add("alice", job_id, "completed")
-    hooks.start(events=events, render=render)
+    hooks.start(render=render)
     try:
         until(
             lambda: (
@@ -223,9 +228,9 @@ def test_a_dead_replicas_claims_are_taken_over_after_the_claim_time(store: JobSt
     ).run_once()
     claimed = dying.outbox.claim(first.id, limit=10, hold=1.0, per_owner=10, busy={})
     assert len(claimed) == 3  # and then `first` dies without sending
-    survivor = webhooks(store, second, claim_time=1.0)
+    survivor = webhooks(store, second, events, claim_time=1.0)
     assert survivor.outbox.claim(second.id, limit=10, hold=1.0, per_owner=10, busy={}) == []
-    survivor.start(events=events, render=render)
+    survivor.start(render=render)
     try:
         until(
             lambda: all(
