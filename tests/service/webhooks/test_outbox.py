@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,13 @@ def webhooks(
     )
 
 
+def all_delivered(hooks: Webhooks, subscription_id: str) -> Callable[[], bool]:
+    """Whether every delivery of the subscription is delivered, asked anew each call."""
+    return lambda: all(
+        d.status == "delivered" for d in hooks.outbox.of_subscription(subscription_id)
+    )
+
+
 def test_events_become_their_deliveries_once_with_two_dispatchers_racing(store: JobStore) -> None:
     replica = Replica(store)
     hooks = webhooks(store, replica)
@@ -190,12 +197,7 @@ def test_a_receiver_down_at_first_gets_each_event_once_signed(store: JobStore) -
             what="every delivery failed twice while the receiver is down",
         )
         receiver.start()
-        until(
-            lambda: all(
-                d.status == "delivered" for d in hooks.outbox.of_subscription(subscription.id)
-            ),
-            what="delivered once the receiver is up",
-        )
+        until(all_delivered(hooks, subscription.id), what="delivered once the receiver is up")
     finally:
         hooks.stop()
         replica.stop()
@@ -232,12 +234,7 @@ def test_a_dead_replicas_claims_are_taken_over_after_the_claim_time(store: JobSt
     assert survivor.outbox.claim(second.id, limit=10, hold=1.0, per_owner=10, busy={}) == []
     survivor.start(render=render)
     try:
-        until(
-            lambda: all(
-                d.status == "delivered" for d in survivor.outbox.of_subscription(subscription.id)
-            ),
-            what="the survivor delivered them",
-        )
+        until(all_delivered(survivor, subscription.id), what="the survivor delivered them")
     finally:
         survivor.stop()
         receiver.stop()
