@@ -6,6 +6,7 @@ keeps job states current; requests read states from the store, never from the sc
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,8 +19,9 @@ from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
 from iri_gateway.api.compute import events as job_events
-from iri_gateway.api.compute import job_templates, overview
+from iri_gateway.api.compute import job_templates, overview, webhooks
 from iri_gateway.api.compute import routes as compute
+from iri_gateway.api.compute.event_data import event_data
 from iri_gateway.api.compute.events import Rendered, StreamSlots
 from iri_gateway.api.compute.models import job_documents
 from iri_gateway.api.facility import profile_check
@@ -110,6 +112,8 @@ def create_app(
         sweeper.start()
         metrics.start(engine, app.state.poller)
         engine.event_hub.start()  # the streams' one reader of the event log
+        if run_poller:  # the outbox: dispatch under its lease, send (every replica)
+            engine.webhooks.start(render=functools.partial(event_data, engine))
         app.state.started = True
         app.state.drain.watch()  # SIGTERM: `/ready` says draining, and the drain's deadline
         try:
@@ -175,6 +179,7 @@ def create_app(
             limits,
             compute,
             job_templates,
+            webhooks,
             read_routes,
             tasks,
             health,

@@ -5,7 +5,8 @@ objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes
 `VolumeMount`) allow them here too, and `JobSpec` itself forbids them, as the spec does.
 Validation is strict, like the JSON Schema: "2" is not a node count.
 Our extensions live inside `container` (where the official schema allows extra fields), plus
-the top-level `roles` and `template`; all are optional; see docs/design.md, Contract 1.
+the top-level `roles`, `template`, `cluster_lifecycle` and `notify`; all are optional; see
+docs/design.md, Contract 1.
 Every string, list and mapping has a size limit, and every string must be valid Unicode
 (`iri_gateway.models.limits`): a document over a limit is refused with the field named.
 """
@@ -59,6 +60,7 @@ from iri_gateway.models.limits import (
 )
 from iri_gateway.models.platforms import PlatformError, parse_platform, platform_pattern
 from iri_gateway.models.runtime_names import RuntimeName
+from iri_gateway.models.webhooks import Notify
 
 NonEmptyStr = NonEmptyText
 """A non-empty string of at most MAX_TEXT_LENGTH characters, valid Unicode."""
@@ -630,6 +632,12 @@ class JobSpec(_Unicode):
         "or any member fails, the others are stopped; 'first_failure_ends_all': every member "
         "runs to its own end unless one fails; 'all_must_end': every member runs to its own "
         "end, failures included",
+    )
+    notify: Notify | None = Field(
+        default=None,
+        description="Extension: a webhook the gateway POSTs this job's state changes to "
+        "(`url`, `events`: the states, default the final ones), signed with your notify "
+        "secret (POST /api/v2/compute/notify-secret); see docs/rest-api.md, Webhooks",
     )
 
     @model_validator(mode="before")

@@ -20,6 +20,8 @@ from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.settings import Settings
 from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.resource_health.monitor import ResourceHealth
+from iri_gateway.service.webhooks.destinations import DestinationPolicy
+from iri_gateway.service.webhooks.service import WebhookSettings
 
 logger = logging.getLogger(__name__)
 
@@ -96,4 +98,25 @@ def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engin
         metrics=metrics,
         event_window=settings.events_window,
         event_retention=settings.event_retention * 3600,
+        webhooks=webhook_settings(settings),
+        webhook_policy=DestinationPolicy(
+            allowed_networks=settings.webhook_allowed_networks,
+            http_hosts=settings.webhook_http_hosts,
+            resolve_timeout=settings.webhook_timeout,
+        ),
+    )
+
+
+def webhook_settings(settings: Settings) -> WebhookSettings:
+    """The `webhook_*` settings, as the webhooks service takes them."""
+    return WebhookSettings(
+        per_user=settings.webhook_subscriptions_per_user,
+        timeout=settings.webhook_timeout,
+        retry_first=settings.webhook_retry_first,
+        retry_longest=settings.webhook_retry_longest,
+        max_age=settings.webhook_max_age,
+        workers=settings.webhook_workers,
+        claim_time=settings.webhook_claim_time,
+        retention=settings.webhook_retention,
+        poll_interval=settings.webhook_poll_interval,
     )

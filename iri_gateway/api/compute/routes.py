@@ -123,6 +123,7 @@ def launch_job(
     """
     effective = _with_account(spec, project, principal)
     check_launch_quota(engine, settings, principal, resource_id, idempotency_key)
+    engine.webhooks.check_notify(principal.user, spec.notify)
     submission = engine.submit(
         owner=principal.user,
         resource_id=resource_id,

@@ -139,8 +139,15 @@ there is refused with 403 (`NoAccountError`)."""
 _SENT_BY: dict[int, tuple[str, ...]] = {
     400: ("launchJob", "updateJob", "ls", "head", "view", "tail", "stat", "getJobEvents"),
     403: _RESOURCE_ACTIONS,
-    404: ("ls", "head", "view", "tail", "stat", "getJobEvents"),
-    409: ("updateJob", "cancelJob", "restartJob", "putJobTemplate", "deleteJobTemplate"),
+    404: ("ls", "head", "view", "tail", "stat", "getJobEvents", "createSubscription"),
+    409: (
+        "updateJob",
+        "cancelJob",
+        "restartJob",
+        "putJobTemplate",
+        "deleteJobTemplate",
+        "createSubscription",
+    ),
     413: ("checkProfile",),
     429: ("checkProfile", "getJobEvents"),
     502: ("launchJob", "updateJob", "cancelJob", "restartJob"),

@@ -53,6 +53,15 @@ from iri_gateway.service.jobs.job_templates import (
 )
 from iri_gateway.service.operations.backends import NoAccountError
 from iri_gateway.service.operations.database import DatabaseError, transient
+from iri_gateway.service.webhooks.destinations import (
+    DestinationRefusedError,
+    DestinationUnresolvedError,
+)
+from iri_gateway.service.webhooks.service import NotifySecretMissingError
+from iri_gateway.service.webhooks.subscriptions import (
+    SubscriptionLimitError,
+    SubscriptionNotFoundError,
+)
 from iri_gateway.transport.base import TransportError
 
 PROBLEM = "application/problem+json"
@@ -67,6 +76,11 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (TemplateNotFoundError, 404, "Not Found"),
     (TemplateReadOnlyError, 409, "Conflict"),
     (TemplateLimitError, 409, "Conflict"),
+    (SubscriptionNotFoundError, 404, "Not Found"),
+    (SubscriptionLimitError, 409, "Conflict"),
+    (DestinationRefusedError, 400, "Bad Request"),
+    (NotifySecretMissingError, 400, "Bad Request"),
+    (DestinationUnresolvedError, 503, "Service Unavailable"),
     (NoAccountError, 403, "Forbidden"),
     (IdempotencyConflictError, 422, "Unprocessable Entity"),
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
@@ -314,7 +328,13 @@ def install(app: FastAPI) -> None:
         for kind, status, title in _STATUS:
             if isinstance(error, kind):
                 headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-                if isinstance(error, SchedulerUnavailableError | TransportError | DatabaseError):
+                if isinstance(
+                    error,
+                    SchedulerUnavailableError
+                    | TransportError
+                    | DatabaseError
+                    | DestinationUnresolvedError,
+                ):
                     # Transient: the scheduler or the login node is unavailable for now; the
                     # client may send the same request again after the pause (RFC 9110).
                     headers = {"Retry-After": str(error.retry_after)}

@@ -47,6 +47,8 @@ from iri_gateway.service.operations.store import JobStore
 from iri_gateway.service.resource_health.monitor import ResourceHealth
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
 from iri_gateway.service.tasks.runner import TaskRunner
+from iri_gateway.service.webhooks.destinations import DestinationPolicy
+from iri_gateway.service.webhooks.service import Webhooks, WebhookSettings
 
 __all__ = [
     "Engine",
@@ -82,6 +84,8 @@ class Engine:
         metrics: Metrics | None = None,
         event_window: int = 4096,
         event_retention: float = 72 * 3600.0,
+        webhooks: WebhookSettings | None = None,
+        webhook_policy: DestinationPolicy | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -129,6 +133,18 @@ class Engine:
         )
         """Each resource's scheduler, login node and file roots, probed in the background
         once started (`resource_health`; interval 0: not probed)."""
+        self.webhooks = Webhooks(
+            store,
+            self.replica,
+            policy=webhook_policy or DestinationPolicy(),
+            settings=webhooks or WebhookSettings(),
+            resources=registry.ids,
+            events=self.events,
+            wakeups=store.event_signal,
+            clock=clock,
+        )
+        """Subscriptions, notify secrets and the outbox of deliveries (`webhooks`); its thread
+        is started by the application (`Webhooks.start`)."""
         self.context = JobsContext(
             registry=registry,
             store=store,
@@ -217,6 +233,7 @@ class Engine:
         replica gives up its leases and claims, and says it stopped, so the others take its
         work over at once."""
         self.resource_health.stop()
+        self.webhooks.stop()
         self.event_hub.stop()
         self.submitter.close(deadline=deadline)
         self.tasks.close(deadline=deadline)

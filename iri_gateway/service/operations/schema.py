@@ -210,3 +210,75 @@ class EventRow(Base):
     state: Mapped[str] = mapped_column(String(16))
     previous: Mapped[str | None] = mapped_column(String(16), nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class WebhookSubscriptionRow(Base):
+    """A row of `webhook_subscriptions`: one user's standing webhook (migration 0011): where
+    to POST which job states, and the secret its deliveries are signed with."""
+
+    __tablename__ = "webhook_subscriptions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255), index=True)
+    url: Mapped[str] = mapped_column(Text)
+    events: Mapped[list[str]] = mapped_column(JSON)
+    resource_id: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    secret: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class WebhookSecretRow(Base):
+    """A row of `webhook_secrets`: the secret a user's jobs' `notify` deliveries are signed
+    with (one per user, replaced when the user asks for a new one)."""
+
+    __tablename__ = "webhook_secrets"
+
+    owner: Mapped[str] = mapped_column(String(255), primary_key=True)
+    secret: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class WebhookDeliveryRow(Base):
+    """A row of `webhook_deliveries`, the outbox: one event to send to one target (a
+    subscription, or a job's `notify`), until delivered or given up. (event_id, target) is
+    unique: an event becomes each of its deliveries once. `claimed_by` sends it now, until
+    `claimed_until`; after that another replica may."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        UniqueConstraint("event_id", "target", name="uq_delivery_event_target"),
+        Index("ix_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_deliveries_subscription", "subscription_id", "created_at"),
+        Index("ix_deliveries_job", "owner", "job_id", "created_at"),
+        Index("ix_deliveries_finished", "finished_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(255))
+    target: Mapped[str] = mapped_column(String(64))
+    subscription_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    job_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    resource_id: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    event_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
+    event_state: Mapped[str] = mapped_column(String(16))
+    url: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Float)
+    next_attempt_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    claimed_by: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    claimed_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class WebhookCursorRow(Base):
+    """A row of `webhook_cursor`: the last event the outbox has turned into deliveries,
+    advanced in the transaction that inserts them."""
+
+    __tablename__ = "webhook_cursor"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    event_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))

@@ -411,6 +411,107 @@ class Settings(BaseSettings):
     )
 
     # -- webhooks (issue 28, item 2) --
+    webhook_allowed_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR, e.g. `10.20.0.0/16`, `fd00::/8`) webhooks may be "
+        "delivered to although they are loopback, private, link-local, unique-local or "
+        "otherwise not public; empty: only public addresses (docs/operations.md, Webhooks)",
+    )
+    webhook_http_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts (names or addresses, as written in the URL) whose webhook URLs may "
+        "be plain `http://`; every other URL must be `https://`",
+    )
+    webhook_subscriptions_per_user: int = Field(
+        default=20,
+        ge=1,
+        le=10_000,
+        description="Standing webhook subscriptions one user may keep; one more is refused "
+        "with 409 naming the limit",
+    )
+    webhook_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=120,
+        description="Seconds one delivery attempt may take for each step (resolve, connect, "
+        "send, first byte of the answer) and in all for reading the answer",
+    )
+    webhook_retry_first: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="Seconds before the first retry of a failed delivery; each further retry "
+        "waits twice as long (with random jitter: between half and all of it), up to "
+        "`webhook_retry_longest`",
+    )
+    webhook_retry_longest: float = Field(
+        default=3600.0,
+        gt=0,
+        le=86_400,
+        description="Longest pause, in seconds, between two attempts of one delivery",
+    )
+    webhook_max_age: float = Field(
+        default=86_400.0,
+        gt=0,
+        le=30 * 86_400,
+        description="Seconds after its event a delivery is still tried; past it, it is "
+        "given up (`failed`, with the last error)",
+    )
+    webhook_workers: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Deliveries each gateway process sends at once (one user's deliveries "
+        "take at most half of them, at least one)",
+    )
+    webhook_claim_time: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="Seconds a replica holds a delivery it claimed; a delivery whose replica "
+        "died is tried again by another once this has passed (it must exceed the longest "
+        "attempt: about 4 x webhook_timeout)",
+    )
+    webhook_retention: float = Field(
+        default=7 * 86_400.0,
+        ge=3600,
+        le=365 * 86_400,
+        description="Seconds a finished delivery (delivered or given up) stays visible to "
+        "its user before the sweep deletes it",
+    )
+    webhook_poll_interval: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds between two looks for due deliveries and new events when "
+        "nothing woke the webhook threads (new events and deliveries made in this process "
+        "wake them at once)",
+    )
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, networks: list[str]) -> list[str]:
+        import ipaddress
+
+        for network in networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError as error:
+                raise ValueError(
+                    f"webhook_allowed_networks: {network!r} is not a network ({error}); "
+                    "write it as CIDR, e.g. 10.0.0.0/8 or fd00::/8"
+                ) from None
+        return networks
+
+    @model_validator(mode="after")
+    def _claim_outlasts_attempt(self) -> Settings:
+        if self.webhook_claim_time <= 4 * self.webhook_timeout:
+            raise ValueError(
+                f"webhook_claim_time ({self.webhook_claim_time:g} s) must exceed 4 x "
+                f"webhook_timeout ({4 * self.webhook_timeout:g} s): a delivery still being "
+                "sent would be taken over by another replica and sent twice"
+            )
+        return self
 
     # -- clients that wait (issue 28, item 4) --
 
