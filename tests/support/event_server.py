@@ -5,7 +5,8 @@ It keeps jobs and an event log; `GET /api/v2/compute/events` replays the events 
 `Last-Event-ID` (or `last_event_id`), then streams new ones as `change` records them, with
 `retry: <ms>` first and a `: keep-alive` comment every `heartbeat` seconds, exactly as
 docs/rest-api.md describes the gateway's stream. `GET /api/v2/compute/status/R/J` answers
-the job. A test can make the stream answer 404 (a plain IRI server), cut every connection
+the job, `POST /api/v2/compute/status/R` the unfinished jobs (getJobs). A test can
+make the stream answer 404 (a plain IRI server), cut every connection
 (`drop`), or send raw bytes of its choosing (`hostile`). Every request is counted.
 """
 
@@ -40,6 +41,10 @@ class EventServerState:
     def count(self, path_prefix: str) -> int:
         with self.lock:
             return sum(1 for path, _ in self.requests if path.startswith(path_prefix))
+
+    def exactly(self, path: str) -> int:
+        with self.lock:
+            return sum(1 for seen, _ in self.requests if seen == path)
 
     def job_json(self, job_id: str) -> dict[str, Any]:
         job = self.jobs[job_id]
@@ -106,6 +111,19 @@ def _handler(state: EventServerState) -> type[BaseHTTPRequestHandler]:
                 "application/problem+json",
                 b'{"status": 404, "title": "Not Found", "detail": "Not Found"}',
             )
+
+        def do_POST(self) -> None:
+            """getJobs: the unfinished jobs."""
+            url = urlsplit(self.path)
+            with state.lock:
+                state.requests.append((url.path, dict(self.headers.items())))
+                listed = [
+                    state.job_json(job_id)
+                    for job_id, job in state.jobs.items()
+                    if job["state"] not in FINAL
+                ]
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._answer(200, "application/json", json.dumps(listed).encode())
 
         def _answer(self, status: int, kind: str, body: bytes) -> None:
             self.send_response(status)
