@@ -10,8 +10,8 @@ are handed out too: the caller re-reads its jobs.
 
 `wait_for_job` is `GatewayClient.wait` on the stream: the stream is open (its first bytes
 read, so its start is fixed) before the job is read once, so a change made at any moment is
-either in that read or on the stream. The rules (what to resume from, when to reconnect,
-what an event is) are `client.events`'; only sending and sleeping are awaited here.
+either in that read or on the stream. What does not send or sleep is `events.StreamCursor`,
+shared with the sync reader; only sending and sleeping are awaited here.
 """
 
 from __future__ import annotations
@@ -23,22 +23,16 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from iri_gateway.client.calls import RETRY_STATUSES, retry_pause
-from iri_gateway.client.errors import ConnectionFailed
+from iri_gateway.client.calls import RETRY_STATUSES
 from iri_gateway.client.events import (
-    EVENTS_PATH,
     IDLE_LIMIT,
     RECONNECT_LIMIT,
     JobEvent,
-    StreamBroken,
+    StreamCursor,
     check_opened,
     job_event_update,
-    parse_event,
-    reconnect_pause,
-    stream_headers,
 )
 from iri_gateway.client.models import JobInfo, WaitTimeout
-from iri_gateway.client.sse import SSEDecoder, StreamTooLarge
 
 if TYPE_CHECKING:
     from iri_gateway.client.async_client import AsyncGatewayClient
@@ -63,21 +57,12 @@ class AsyncEventStream:
         reconnect_limit: int = RECONNECT_LIMIT,
     ) -> None:
         self._http = http
-        self._params = params
-        self.last_event_id = last_event_id
-        """The id of the newest event handed out (or resumed from): where a reconnection
-        resumes."""
         self._sleep = sleep
-        self._clock = clock
-        self._idle_limit = idle_limit
-        self._reconnect_limit = reconnect_limit
-        self._retry_ms: int | None = None
+        self.cursor = StreamCursor(params, last_event_id, clock, idle_limit, reconnect_limit)
+        """Where the stream stands: `cursor.last_event_id` is where a reconnection resumes,
+        `cursor.connections` how many times it was opened."""
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[str] | None = None
-        self._ready: list[JobEvent] = []
-        self._deadline: float | None = None
-        self.connections = 0
-        """How many times the stream was opened (1 plus the reconnections)."""
 
     async def __aenter__(self) -> AsyncEventStream:
         return self
@@ -102,105 +87,71 @@ class AsyncEventStream:
         server has no stream, the gateway's error when it refuses, ConnectionFailed after
         `reconnect_limit` failed attempts. Iterating the stream then hands out the events
         until `deadline`."""
-        self._deadline = deadline
+        self.cursor.deadline = deadline
         await self._connect(deadline, failures=0)
 
     def __aiter__(self) -> AsyncIterator[JobEvent]:
-        return self.events(self._deadline)
+        return self.events(self.cursor.deadline)
 
     async def events(self, deadline: float | None = None) -> AsyncIterator[JobEvent]:
         """The events, live, until `deadline` (a `clock` time) passes; forever without one."""
-        failures = 0
+        cursor = self.cursor
         while True:
-            if self._chunks is None and not await self._connect(deadline, failures):
+            if self._chunks is None and not await self._connect(deadline, 0):
                 return
-            while self._ready:
-                event = self._ready.pop(0)
-                if self._new(event):
+            while cursor.ready:
+                event = cursor.ready.pop(0)
+                if cursor.new(event):
                     yield event
             assert self._chunks is not None
             try:
                 async for chunk in self._chunks:
-                    failures = 0
                     for event in await self._feed(chunk):
-                        if self._new(event):
+                        if cursor.new(event):
                             yield event
-                    if self._passed(deadline):
+                    if cursor.passed(deadline):
                         return
                 log.debug("the event stream ended; reconnecting")
             except httpx.TransportError as error:
                 log.debug("the event stream dropped (%s); reconnecting", type(error).__name__)
             await self.aclose()
-            if self._passed(deadline):
+            if cursor.passed(deadline):
                 return
-            await self._pause(reconnect_pause(self._retry_ms, 0), deadline)
+            await self._pause(cursor.dropped_pause(0), deadline)
 
     # ---- inside -------------------------------------------------------------------------------
 
-    def _new(self, event: JobEvent) -> bool:
-        if event.type != "gap":
-            if self.last_event_id is not None and event.id <= self.last_event_id:
-                return False
-            self.last_event_id = event.id
-        return True
-
     async def _feed(self, chunk: str) -> list[JobEvent]:
-        decoder = self._decoder
         try:
-            raw = decoder.feed(chunk)
-        except StreamTooLarge as error:
+            return self.cursor.feed(chunk)
+        except Exception:
             await self.aclose()
-            raise StreamBroken(0, "Event stream too large", str(error)) from None
-        if decoder.retry is not None:
-            self._retry_ms = decoder.retry
-        return [event for sse in raw if (event := parse_event(sse)) is not None]
-
-    def _passed(self, deadline: float | None) -> bool:
-        return deadline is not None and self._clock() >= deadline
+            raise
 
     async def _pause(self, seconds: float, deadline: float | None) -> None:
-        if deadline is not None:
-            seconds = min(seconds, max(0.0, deadline - self._clock()))
+        seconds = self.cursor.bounded(seconds, deadline)
         if seconds > 0:
             await self._sleep(seconds)
 
     async def _connect(self, deadline: float | None, failures: int) -> bool:
         """Open the stream (with retries); False when the deadline passed first."""
-        while True:
-            if self._passed(deadline):
-                return False
-            read = self._idle_limit
-            if deadline is not None:
-                read = max(0.05, min(read, deadline - self._clock()))
-            timeout = httpx.Timeout(self._http.timeout.connect, read=read)
-            request = self._http.build_request(
-                "GET",
-                EVENTS_PATH,
-                params=self._params,
-                headers=stream_headers(self.last_event_id),
-                timeout=timeout,
-            )
-            pause: float | None = None
+        cursor = self.cursor
+        while not cursor.passed(deadline):
             try:
+                request = cursor.request(self._http, deadline)
                 response = await self._http.send(request, stream=True)
-                if response.status_code in RETRY_STATUSES:
-                    pause = retry_pause(response, failures)
-                    await response.aclose()
-                else:
+                if response.status_code not in RETRY_STATUSES:
                     await self._opened(response)
                     return True
+                pause = cursor.refused_pause(response, failures)
+                await response.aclose()
             except httpx.TransportError as error:
                 await self.aclose()
                 log.debug("no event stream connection (%s)", type(error).__name__)
-                pause = reconnect_pause(self._retry_ms, failures)
-            failures += 1
-            if failures >= self._reconnect_limit:
-                raise ConnectionFailed(
-                    0,
-                    "No answer from the gateway",
-                    f"{EVENTS_PATH}: {failures} connection attempts in a row failed",
-                )
+                pause = cursor.dropped_pause(failures)
+            failures = cursor.failed(failures)
             await self._pause(pause, deadline)
+        return False
 
     async def _opened(self, response: httpx.Response) -> None:
         if response.status_code >= 400:
@@ -218,15 +169,14 @@ class AsyncEventStream:
         except Exception:
             await response.aclose()
             raise
-        self.connections += 1
+        self.cursor.started()
         self._response = response
-        self._decoder = SSEDecoder(last_event_id=str(self.last_event_id or ""))
         self._chunks = response.aiter_text()
         first = await anext(self._chunks, None)
         if first is None:
             await self.aclose()
             raise httpx.RemoteProtocolError("the event stream ended before its first bytes")
-        self._ready.extend(await self._feed(first))
+        self.cursor.ready.extend(await self._feed(first))
 
 
 async def wait_for_job(

@@ -22,22 +22,16 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from iri_gateway.client.calls import RETRY_STATUSES, retry_pause
-from iri_gateway.client.errors import ConnectionFailed
+from iri_gateway.client.calls import RETRY_STATUSES
 from iri_gateway.client.events import (
-    EVENTS_PATH,
     IDLE_LIMIT,
     RECONNECT_LIMIT,
     JobEvent,
-    StreamBroken,
+    StreamCursor,
     check_opened,
     job_event_update,
-    parse_event,
-    reconnect_pause,
-    stream_headers,
 )
 from iri_gateway.client.models import JobInfo, WaitTimeout
-from iri_gateway.client.sse import SSEDecoder, StreamTooLarge
 
 if TYPE_CHECKING:
     from iri_gateway.client.sync_client import GatewayClient
@@ -62,21 +56,12 @@ class EventStream:
         reconnect_limit: int = RECONNECT_LIMIT,
     ) -> None:
         self._http = http
-        self._params = params
-        self.last_event_id = last_event_id
-        """The id of the newest event handed out (or resumed from): where a reconnection
-        resumes."""
         self._sleep = sleep
-        self._clock = clock
-        self._idle_limit = idle_limit
-        self._reconnect_limit = reconnect_limit
-        self._retry_ms: int | None = None
+        self.cursor = StreamCursor(params, last_event_id, clock, idle_limit, reconnect_limit)
+        """Where the stream stands: `cursor.last_event_id` is where a reconnection resumes,
+        `cursor.connections` how many times it was opened."""
         self._response: httpx.Response | None = None
         self._chunks: Iterator[str] | None = None
-        self._ready: list[JobEvent] = []
-        self._deadline: float | None = None
-        self.connections = 0
-        """How many times the stream was opened (1 plus the reconnections)."""
 
     def __enter__(self) -> EventStream:
         return self
@@ -101,102 +86,70 @@ class EventStream:
         server has no stream, the gateway's error when it refuses, ConnectionFailed after
         `reconnect_limit` failed attempts. Iterating the stream then hands out the events
         until `deadline`."""
-        self._deadline = deadline
+        self.cursor.deadline = deadline
         self._connect(deadline, failures=0)
 
     def __iter__(self) -> Iterator[JobEvent]:
-        return self.events(self._deadline)
+        return self.events(self.cursor.deadline)
 
     def events(self, deadline: float | None = None) -> Iterator[JobEvent]:
         """The events, live, until `deadline` (a `clock` time) passes; forever without one."""
-        failures = 0
+        cursor = self.cursor
         while True:
-            if self._chunks is None and not self._connect(deadline, failures):
+            if self._chunks is None and not self._connect(deadline, 0):
                 return
-            while self._ready:
-                yield from self._take(self._ready.pop(0))
+            while cursor.ready:
+                event = cursor.ready.pop(0)
+                if cursor.new(event):
+                    yield event
             assert self._chunks is not None
             try:
                 for chunk in self._chunks:
-                    failures = 0
                     for event in self._feed(chunk):
-                        yield from self._take(event)
-                    if self._passed(deadline):
+                        if cursor.new(event):
+                            yield event
+                    if cursor.passed(deadline):
                         return
                 log.debug("the event stream ended; reconnecting")
             except httpx.TransportError as error:
                 log.debug("the event stream dropped (%s); reconnecting", type(error).__name__)
             self.close()
-            if self._passed(deadline):
+            if cursor.passed(deadline):
                 return
-            self._pause(reconnect_pause(self._retry_ms, 0), deadline)
+            self._pause(cursor.dropped_pause(0), deadline)
 
     # ---- inside -------------------------------------------------------------------------------
 
-    def _take(self, event: JobEvent) -> Iterator[JobEvent]:
-        if event.type != "gap":
-            if self.last_event_id is not None and event.id <= self.last_event_id:
-                return
-            self.last_event_id = event.id
-        yield event
-
     def _feed(self, chunk: str) -> list[JobEvent]:
-        decoder = self._decoder
         try:
-            raw = decoder.feed(chunk)
-        except StreamTooLarge as error:
+            return self.cursor.feed(chunk)
+        except Exception:
             self.close()
-            raise StreamBroken(0, "Event stream too large", str(error)) from None
-        if decoder.retry is not None:
-            self._retry_ms = decoder.retry
-        return [event for sse in raw if (event := parse_event(sse)) is not None]
-
-    def _passed(self, deadline: float | None) -> bool:
-        return deadline is not None and self._clock() >= deadline
+            raise
 
     def _pause(self, seconds: float, deadline: float | None) -> None:
-        if deadline is not None:
-            seconds = min(seconds, max(0.0, deadline - self._clock()))
+        seconds = self.cursor.bounded(seconds, deadline)
         if seconds > 0:
             self._sleep(seconds)
 
     def _connect(self, deadline: float | None, failures: int) -> bool:
         """Open the stream (with retries); False when the deadline passed first."""
-        while True:
-            if self._passed(deadline):
-                return False
-            read = self._idle_limit
-            if deadline is not None:
-                read = max(0.05, min(read, deadline - self._clock()))
-            timeout = httpx.Timeout(self._http.timeout.connect, read=read)
-            request = self._http.build_request(
-                "GET",
-                EVENTS_PATH,
-                params=self._params,
-                headers=stream_headers(self.last_event_id),
-                timeout=timeout,
-            )
-            pause: float | None = None
+        cursor = self.cursor
+        while not cursor.passed(deadline):
             try:
-                response = self._http.send(request, stream=True)
-                if response.status_code in RETRY_STATUSES:
-                    pause = retry_pause(response, failures)
-                    response.close()
-                else:
+                response = self._http.send(cursor.request(self._http, deadline), stream=True)
+                if response.status_code not in RETRY_STATUSES:
                     self._opened(response)
                     return True
+                pause = cursor.refused_pause(response, failures)
+                response.close()
             except httpx.TransportError as error:
                 self.close()
                 log.debug("no event stream connection (%s)", type(error).__name__)
-                pause = reconnect_pause(self._retry_ms, failures)
-            failures += 1
-            if failures >= self._reconnect_limit:
-                raise ConnectionFailed(
-                    0,
-                    "No answer from the gateway",
-                    f"{EVENTS_PATH}: {failures} connection attempts in a row failed",
-                )
+                pause = cursor.dropped_pause(failures)
+            failures = cursor.failed(failures)
             self._pause(pause, deadline)
+        return False
 
     def _opened(self, response: httpx.Response) -> None:
         if response.status_code >= 400:
@@ -214,15 +167,14 @@ class EventStream:
         except Exception:
             response.close()
             raise
-        self.connections += 1
+        self.cursor.started()
         self._response = response
-        self._decoder = SSEDecoder(last_event_id=str(self.last_event_id or ""))
         self._chunks = response.iter_text()
         first = next(self._chunks, None)
         if first is None:
             self.close()
             raise httpx.RemoteProtocolError("the event stream ended before its first bytes")
-        self._ready.extend(self._feed(first))
+        self.cursor.ready.extend(self._feed(first))
 
 
 def wait_for_job(

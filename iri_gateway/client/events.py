@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from iri_gateway.client.errors import GatewayClientError
+from iri_gateway.client.calls import retry_pause
+from iri_gateway.client.errors import ConnectionFailed, GatewayClientError
 from iri_gateway.client.models import API, JobInfo
-from iri_gateway.client.sse import ServerSentEvent
+from iri_gateway.client.sse import ServerSentEvent, SSEDecoder, StreamTooLarge
 
 log = logging.getLogger("iri_gateway.client.events")
 
@@ -195,3 +196,94 @@ def job_event_update(event: JobEvent, job_id: str) -> JobInfo | None:
     if event.type == "job" and event.job_id == job_id and event.job is not None:
         return event.job
     return None
+
+
+class StreamCursor:
+    """What a stream reader knows and decides without sending or sleeping, shared by the
+    sync and the async reader: where to resume (the newest event id handed out), the
+    server's `retry`, the parser of the current connection, the events read with the first
+    bytes, and the clock, timeouts and bounds."""
+
+    def __init__(
+        self,
+        params: httpx.QueryParams,
+        last_event_id: int | None,
+        clock: Callable[[], float],
+        idle_limit: float,
+        reconnect_limit: int,
+    ) -> None:
+        self.params = params
+        self.last_event_id = last_event_id
+        self.clock = clock
+        self.idle_limit = idle_limit
+        self.reconnect_limit = reconnect_limit
+        self.retry_ms: int | None = None
+        self.decoder = SSEDecoder()
+        self.ready: list[JobEvent] = []
+        self.deadline: float | None = None
+        self.connections = 0
+
+    def passed(self, deadline: float | None) -> bool:
+        return deadline is not None and self.clock() >= deadline
+
+    def bounded(self, seconds: float, deadline: float | None) -> float:
+        """A pause cut short so as not to outlast `deadline`."""
+        if deadline is not None:
+            seconds = min(seconds, max(0.0, deadline - self.clock()))
+        return seconds
+
+    def request(
+        self, http: httpx.Client | httpx.AsyncClient, deadline: float | None
+    ) -> httpx.Request:
+        """The next connection's request: resuming after the newest event handed out; a
+        read timeout of `idle_limit`, or less so as not to outlast `deadline`."""
+        read = self.idle_limit
+        if deadline is not None:
+            read = max(0.05, min(read, deadline - self.clock()))
+        return http.build_request(
+            "GET",
+            EVENTS_PATH,
+            params=self.params,
+            headers=stream_headers(self.last_event_id),
+            timeout=httpx.Timeout(http.timeout.connect, read=read),
+        )
+
+    def refused_pause(self, response: httpx.Response, failures: int) -> float:
+        return retry_pause(response, failures)
+
+    def dropped_pause(self, failures: int) -> float:
+        return reconnect_pause(self.retry_ms, failures)
+
+    def failed(self, failures: int) -> int:
+        """One more failed attempt in a row; ConnectionFailed once there are too many."""
+        failures += 1
+        if failures >= self.reconnect_limit:
+            raise ConnectionFailed(
+                0,
+                "No answer from the gateway",
+                f"{EVENTS_PATH}: {failures} connection attempts in a row failed",
+            )
+        return failures
+
+    def started(self) -> None:
+        """A connection is open: a fresh parser, resuming from the newest id."""
+        self.connections += 1
+        self.decoder = SSEDecoder(last_event_id=str(self.last_event_id or ""))
+
+    def feed(self, chunk: str) -> list[JobEvent]:
+        """The events `chunk` completes; StreamBroken when it breaks the format's bounds."""
+        try:
+            raw = self.decoder.feed(chunk)
+        except StreamTooLarge as error:
+            raise StreamBroken(0, "Event stream too large", str(error)) from None
+        if self.decoder.retry is not None:
+            self.retry_ms = self.decoder.retry
+        return [event for sse in raw if (event := parse_event(sse)) is not None]
+
+    def new(self, event: JobEvent) -> bool:
+        """Whether to hand `event` out: not one already handed out (ids only grow)."""
+        if event.type != "gap":
+            if self.last_event_id is not None and event.id <= self.last_event_id:
+                return False
+            self.last_event_id = event.id
+        return True

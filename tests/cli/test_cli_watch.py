@@ -8,21 +8,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 
-from tests.support.event_server import EventServerState, event_server
+from tests.support.event_server import EventServerState, event_server, until
 from tests.support.serve import clean_env
 
 EVENTS = "/api/v2/compute/events"
 STATUS = "/api/v2/compute/status/"
-
-
-def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def start(url: str, *args: str) -> subprocess.Popen[str]:

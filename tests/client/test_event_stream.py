@@ -22,17 +22,10 @@ from iri_gateway.client import (
     WaitTimeout,
 )
 from iri_gateway.models.job import JobState
-from tests.support.event_server import EventServerState, event_server
+from tests.support.event_server import EventServerState, event_server, until
 
 STATUS = "/api/v2/compute/status/"
 EVENTS = "/api/v2/compute/events"
-
-
-def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def later(action: Callable[[], None]) -> threading.Thread:

@@ -6,26 +6,17 @@ server without the stream; against a real HTTP server speaking the stream's form
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from psij import Job, JobExecutor, JobStatus
 
 from iri_gateway.psij_executor import IriExecutorConfig, IriJobExecutor
-from tests.support.event_server import event_server
+from tests.support.event_server import event_server, until
 
 EVENTS = "/api/v2/compute/events"
 JOBS = "/api/v2/compute/status/local"
 WAIT = timedelta(seconds=30)
-
-
-def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def attached(

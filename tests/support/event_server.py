@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +23,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 FINAL = {"completed", "failed", "canceled"}
+
+
+def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait for `condition`, checking every 10 ms; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
 
 
 @dataclass
