@@ -8,6 +8,8 @@ docs/rest-api.md describes the gateway's stream. `GET /api/v2/compute/status/R/J
 the job, `POST /api/v2/compute/status/R` the unfinished jobs (getJobs). A test can
 make the stream answer 404 (a plain IRI server), cut every connection
 (`drop`), or send raw bytes of its choosing (`hostile`). Every request is counted.
+`/follow` is a page following the stream with the console's own `static/events.js`, for a
+browser test.
 """
 
 from __future__ import annotations
@@ -19,10 +21,24 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 FINAL = {"completed", "failed", "canceled"}
+CONSOLE_STATIC = Path(__file__).resolve().parents[2] / "iri_gateway" / "console" / "static"
+FOLLOW_PAGE = b"""<!doctype html><meta charset="utf-8"><title>events</title>
+<script type="module">
+sessionStorage.setItem("iri-gateway.token", "browser-token");
+const { followEvents } = await import("/static/events.js");
+window.got = []; window.ups = 0; window.downs = [];
+window.stopEvents = followEvents({
+  onEvent: (type, data) => window.got.push([type, data.id, data.state]),
+  onUp: () => { window.ups += 1; },
+  onDown: (final) => window.downs.push(final),
+});
+</script>"""
+"""A page that follows the stream with the console's own events.js and keeps what it saw."""
 
 
 def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
@@ -107,6 +123,13 @@ def _handler(state: EventServerState) -> type[BaseHTTPRequestHandler]:
                 state.requests.append((url.path, dict(self.headers.items())))
             if url.path == "/api/v2/compute/events" and state.has_stream:
                 self._stream(parse_qs(url.query))
+                return
+            if url.path == "/follow":
+                self._answer(200, "text/html", FOLLOW_PAGE)
+                return
+            if url.path in ("/static/events.js", "/static/api.js"):
+                script = (CONSOLE_STATIC / url.path.rsplit("/", 1)[1]).read_bytes()
+                self._answer(200, "text/javascript", script)
                 return
             parts = url.path.split("/")
             if url.path.startswith("/api/v2/compute/status/") and parts[-1] in state.jobs:
