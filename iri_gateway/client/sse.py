@@ -63,10 +63,12 @@ class SSEDecoder:
 
     def feed(self, text: str) -> list[ServerSentEvent]:
         """The events completed by `text` (the next piece of the body), in order."""
+        if not text:
+            return []
         if self._skip_lf and text.startswith("\n"):
             text = text[1:]
         self._skip_lf = False
-        if not self._started and text:
+        if not self._started:
             self._started = True
             text = text.removeprefix("\ufeff")
         events: list[ServerSentEvent] = []

@@ -54,6 +54,7 @@ def test_cr_then_lf_across_pieces_is_one_line_end() -> None:
     # A blank line between the CR and the LF would dispatch "a" early and lose nothing, but a
     # CR LF split must not count twice: "data: a\r" + "\n" + "data: b\n\n" is one event.
     assert decode(["data: a\r", "\ndata: b\n\n"]) == [ServerSentEvent("message", "a\nb", "")]
+    assert decode(["data: a\r", "", "\ndata: b\n\n"]) == [ServerSentEvent("message", "a\nb", "")]
 
 
 def test_ids_holding_nul_are_ignored_and_ids_persist() -> None:

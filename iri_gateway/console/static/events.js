@@ -77,6 +77,7 @@ export function followEvents({ onEvent, onUp, onDown }) {
       const { value, done } = await reader.read();
       if (done) return;
       let text = decoder.decode(value, { stream: true });
+      if (!text) continue;
       if (skipLf && text.startsWith("\n")) text = text.slice(1);
       skipLf = text.endsWith("\r");
       const parts = (pending + text).split(/\r\n|\r|\n/);
