@@ -17,8 +17,10 @@ from iri_gateway import __version__, console
 from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
+from iri_gateway.api.compute import events as job_events
 from iri_gateway.api.compute import job_templates, overview
 from iri_gateway.api.compute import routes as compute
+from iri_gateway.api.compute.events import Rendered, StreamSlots
 from iri_gateway.api.compute.models import job_documents
 from iri_gateway.api.facility import profile_check
 from iri_gateway.api.facility import routes as facility
@@ -107,6 +109,7 @@ def create_app(
         )
         sweeper.start()
         metrics.start(engine, app.state.poller)
+        engine.event_hub.start()  # the streams' one reader of the event log
         app.state.started = True
         app.state.drain.watch()  # SIGTERM: `/ready` says draining, and the drain's deadline
         try:
@@ -141,6 +144,10 @@ def create_app(
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
     app.state.job_documents = job_documents()
+    app.state.event_streams = StreamSlots(
+        per_user=settings.events_streams_per_user, total=settings.events_streams
+    )
+    app.state.rendered_events = Rendered()
     app.state.audit = engine.audit
     app.state.metrics = metrics
     problems.install(app)
@@ -179,7 +186,7 @@ def create_app(
             audit,
         )
     ]
-    routers += [compute.extensions, overview.router]
+    routers += [compute.extensions, overview.router, job_events.router]
     scraped = metrics_route.router(settings)  # None when `metrics_access` is off
     routers += [scraped] if scraped is not None else []
     for router in routers:

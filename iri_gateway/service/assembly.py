@@ -94,4 +94,6 @@ def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engin
             timeout=settings.resource_health_timeout,
         ),
         metrics=metrics,
+        event_window=settings.events_window,
+        event_retention=settings.event_retention * 3600,
     )

@@ -18,6 +18,9 @@ from collections.abc import Callable
 from iri_gateway.planning.job_templates import facility_templates
 from iri_gateway.profiles.loading import ProfileRegistry
 from iri_gateway.service.accounts.rate_limits import RateLimiter
+from iri_gateway.service.events.hub import EventHub
+from iri_gateway.service.events.log import EventLog
+from iri_gateway.service.events.signal import PostgresListener
 from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
@@ -77,6 +80,8 @@ class Engine:
         tasks_per_user: int = TASKS_PER_USER,
         resource_health: ResourceHealth | None = None,
         metrics: Metrics | None = None,
+        event_window: int = 4096,
+        event_retention: float = 72 * 3600.0,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -88,6 +93,21 @@ class Engine:
         """This process among the gateway replicas sharing the store (see `replicas`)."""
         self.audit = AuditLog(store)
         """The audit log of the changes made through the gateway (`operations.audit`)."""
+        self.events = EventLog(store.engine, store.writing)
+        """The log of state changes of jobs, members and tasks (`service/events`)."""
+        self.event_hub = EventHub(
+            self.events,
+            store.event_signal,
+            window=event_window,
+            retention=event_retention,
+            listener=(
+                PostgresListener(store.engine.url, store.event_signal)
+                if store.engine.dialect.name == "postgresql"
+                else None
+            ),
+        )
+        """The newest events, read once for all of this process's streams (started by the
+        first stream or the app's start)."""
         self.submitter = submitter or Submitter()
         """Runs the scheduler commands of submissions, cancels and updates off the caller's
         thread, a bounded number at a time per resource (see `submitter`)."""
@@ -197,6 +217,7 @@ class Engine:
         replica gives up its leases and claims, and says it stopped, so the others take its
         work over at once."""
         self.resource_health.stop()
+        self.event_hub.stop()
         self.submitter.close(deadline=deadline)
         self.tasks.close(deadline=deadline)
         self.replica.stop()

@@ -1,5 +1,5 @@
 """The store's tables as SQLAlchemy models: jobs, the gateway processes sharing the store
-(replicas), the leases they hold, the job templates users keep, and the audit log.
+(replicas), the leases they hold, the job templates users keep, the audit log, and the event log.
 
 The tables themselves are made and changed by the migrations only (`migrations/`); a test
 holds these models and the migrated schema to each other.
@@ -183,3 +183,30 @@ class AuditRow(Base):
     error: Mapped[str | None] = mapped_column(String(255), nullable=True)
     request_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     trace_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+
+
+class EventRow(Base):
+    """A row of `events`: one state change of a job, a cluster job's member or a file task,
+    written in the transaction that made the change (`service/events/log.py`); ids only
+    grow (AUTOINCREMENT on SQLite), so an id names one place in the log for ever."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        Index("ix_events_owner_id", "owner", "id"),
+        Index("ix_events_at", "at"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[float] = mapped_column(Float)
+    owner: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))
+    resource_id: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    job_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    member: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    task_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    state: Mapped[str] = mapped_column(String(16))
+    previous: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)

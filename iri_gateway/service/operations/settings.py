@@ -374,6 +374,41 @@ class Settings(BaseSettings):
     )
 
     # -- the event stream and its log (issue 28, items 1 and 5) --
+    event_retention: float = Field(
+        default=72.0,
+        gt=0,
+        le=8760,
+        description="Hours an event (a state change of a job, a cluster job's member or a "
+        "file task) is kept in the event log; a stream resuming from an older "
+        "`Last-Event-ID` is told it missed some (`event: gap`)",
+    )
+    events_heartbeat: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="Seconds between two `: keep-alive` comments on a quiet event stream "
+        "(proxies close idle connections)",
+    )
+    events_window: int = Field(
+        default=4096,
+        ge=16,
+        le=1_000_000,
+        description="Newest events each process keeps in memory for its streams; a stream "
+        "further behind reads the event log itself",
+    )
+    events_streams_per_user: int = Field(
+        default=16,
+        ge=1,
+        le=10_000,
+        description="Event streams one user may hold open on one process at once (429 past it)",
+    )
+    events_streams: int = Field(
+        default=2000,
+        ge=1,
+        le=100_000,
+        description="Event streams one process serves at once, all users together (503 "
+        "past it, with Retry-After)",
+    )
 
     # -- webhooks (issue 28, item 2) --
 

@@ -29,6 +29,8 @@ from iri_gateway.errors import GatewayError
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
+from iri_gateway.service.events.log import JOB, MEMBER, WRITTEN, NewEvent, write_events
+from iri_gateway.service.events.signal import EventSignal
 from iri_gateway.service.operations import events
 from iri_gateway.service.operations.database import (
     DEFAULT_POOL_SIZE,
@@ -397,6 +399,8 @@ class JobStore:
             cache_records = CACHE_RECORDS if sqlite else 0
         self._write_lock = threading.Lock() if sqlite else None
         self._cache = _RecentRecords(cache_records)
+        self.event_signal = EventSignal()
+        """Woken after every commit of this process that wrote events (`service/events`)."""
 
     def close(self) -> None:
         """Close the pooled database connections; the store opens new ones when used again."""
@@ -423,9 +427,11 @@ class JobStore:
         if self._write_lock is None:
             with self._session() as session:
                 yield session
-            return
-        with self._write_lock, self._session() as session:
-            yield session
+        else:
+            with self._write_lock, self._session() as session:
+                yield session
+        if session.info.get(WRITTEN):  # committed: the readers of the event log look again
+            self.event_signal.wake()
 
     def create(
         self,
@@ -479,6 +485,7 @@ class JobStore:
                 # A Core insert: the ORM's unit of work (a JobRow to track and flush) cost
                 # more than the insert itself, on the launch's path.
                 session.execute(insert(_JOBS).values(columns))
+                write_events(session, [_created_event(columns)], now)
         except IntegrityError:
             earlier = (
                 self.by_idempotency_key(owner, idempotency_key)
@@ -770,6 +777,7 @@ class JobStore:
                 )
             }
             changed: list[tuple[JobRow, str | None]] = []
+            logged: list[NewEvent] = []
             for change in changes:
                 row = rows.get(change.job_id)
                 if (
@@ -785,6 +793,7 @@ class JobStore:
                     )
                     continue
                 if row is not None:
+                    members_before = list(row.members or [])
                     previous = _change(
                         row,
                         change.state,
@@ -793,6 +802,8 @@ class JobStore:
                         {"exit_code": change.exit_code, "members": change.members},
                     )
                     changed.append((row, previous))
+                    logged.extend(_job_events(row, previous, members_before))
+            write_events(session, logged, now)
         for row, previous in changed:
             _state_changed(self._remember(_record(row)), previous)
 
@@ -802,7 +813,9 @@ class JobStore:
             row = session.get(JobRow, job_id)
             if row is None:
                 raise KeyError(job_id)
+            members_before = list(row.members or [])
             previous = _change(row, state, message, now, fields)
+            write_events(session, _job_events(row, previous, members_before), now)
             record = _record(row)
         return _state_changed(self._remember(record), previous)
 
@@ -826,7 +839,9 @@ class JobStore:
             if row is None:
                 raise KeyError(job_id)
             row.idempotency_key = None
-            previous = _change(row, JobState.FAILED, message, self._clock(), {})
+            now = self._clock()
+            previous = _change(row, JobState.FAILED, message, now, {})
+            write_events(session, _job_events(row, previous, []), now)
             record = _record(row)
         return _state_changed(self._remember(record), previous)
 
@@ -872,6 +887,56 @@ def _change(
         row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
     row.state, row.message, row.updated_at = state.value, message, now
     return previous
+
+
+def _created_event(columns: dict[str, Any]) -> NewEvent:
+    """The event of a job recorded (state `new`)."""
+    return NewEvent(
+        owner=columns["owner"],
+        kind=JOB,
+        state=columns["state"],
+        message=columns["message"],
+        resource_id=columns["resource_id"],
+        job_id=columns["id"],
+    )
+
+
+def _job_events(
+    row: JobRow, previous: str | None, members_before: list[dict[str, Any]]
+) -> list[NewEvent]:
+    """The events of a change `_change` made to ROW: the job's own when its state moved
+    from PREVIOUS, and one per member of a cluster job whose state differs from
+    MEMBERS_BEFORE (a member not known before counts as moved from none)."""
+    events: list[NewEvent] = []
+    if previous is not None:
+        events.append(
+            NewEvent(
+                owner=row.owner,
+                kind=JOB,
+                state=row.state,
+                previous=previous,
+                message=row.message,
+                resource_id=row.resource_id,
+                job_id=row.id,
+            )
+        )
+    before = {member.get("name"): member.get("state") for member in members_before}
+    for member in row.members or []:
+        name, state = member.get("name"), member.get("state")
+        if isinstance(name, str) and isinstance(state, str) and before.get(name) != state:
+            was = before.get(name)
+            events.append(
+                NewEvent(
+                    owner=row.owner,
+                    kind=MEMBER,
+                    state=state,
+                    previous=was if isinstance(was, str) else None,
+                    resource_id=row.resource_id,
+                    job_id=row.id,
+                    member=name[:255],
+                )
+            )
+    return events
 
 
 def _state_changed(record: JobRecord, previous: str | None) -> JobRecord:

@@ -27,6 +27,7 @@ from sqlalchemy import Delete, bindparam, delete, func, insert, or_, select, tex
 from sqlalchemy.orm import sessionmaker
 
 from iri_gateway.service.accounts.quotas import QuotaError
+from iri_gateway.service.events.log import TASK, NewEvent, write_events
 from iri_gateway.service.operations.schema import TaskRow
 from iri_gateway.service.operations.store import JobStore
 
@@ -81,6 +82,11 @@ _UNFINISHED_COUNT = (
     .select_from(TaskRow)
     .where(TaskRow.owner == bindparam("owner"), TaskRow.status.in_(UNFINISHED))
 )
+
+
+def _task_event(owner: str, task_id: str, status: str, previous: str | None) -> NewEvent:
+    """The event of a task's status change (the event log, `service/events`)."""
+    return NewEvent(owner=owner, kind=TASK, state=status, previous=previous, task_id=task_id)
 
 
 def _trim_statement(per_user: int) -> Delete:
@@ -178,6 +184,8 @@ class TaskStore:
                     )
             connection.execute(insert(TaskRow).values(**asdict(record)))
             connection.execute(self._trim, {"owner": owner, "cutoff": now - self.ttl})
+            if status in UNFINISHED:  # a task done at once (a read) is answered, not streamed
+                write_events(session, [_task_event(owner, record.id, status, None)], now)
         return record
 
     def get(self, owner: str, task_id: str) -> TaskRecord | None:
@@ -225,12 +233,23 @@ class TaskStore:
         """Set `task_id`'s status and result if it is in one of `only_from` now (True: it
         was; False: it had moved on, was dropped or canceled)."""
         with self._writing() as session:
-            changed = session.execute(
-                update(TaskRow)
+            found = session.execute(
+                select(TaskRow.owner, TaskRow.status)
                 .where(TaskRow.id == task_id, TaskRow.status.in_(list(only_from)))
-                .values(status=to, result=result, updated_at=self._clock())
+                .with_for_update()
+            ).first()
+            if found is None:
+                return False
+            now = self._clock()
+            session.execute(
+                update(TaskRow)
+                .where(TaskRow.id == task_id)
+                .values(status=to, result=result, updated_at=now)
             )
-            return bool(getattr(changed, "rowcount", 0))
+            owner, previous = found
+            if previous != to:
+                write_events(session, [_task_event(owner, task_id, to, previous)], now)
+            return True
 
     def finish_canceled(self, task_id: str, result: dict[str, Any]) -> None:
         """The result of a canceled task once its work has stopped."""
@@ -296,12 +315,23 @@ class TaskStore:
     def fail_all_of(self, replica_id: str, reason: str) -> None:
         """Mark failed this replica's unfinished tasks (it is stopping)."""
         with self._writing() as session:
+            now = self._clock()
+            failing = session.execute(
+                select(TaskRow.id, TaskRow.owner, TaskRow.status)
+                .where(TaskRow.replica_id == replica_id, TaskRow.status.in_(list(UNFINISHED)))
+                .with_for_update()
+            ).all()
+            write_events(
+                session,
+                [_task_event(owner, task_id, FAILED, was) for task_id, owner, was in failing],
+                now,
+            )
             session.execute(
                 update(TaskRow)
-                .where(TaskRow.replica_id == replica_id, TaskRow.status.in_(list(UNFINISHED)))
+                .where(TaskRow.id.in_([task_id for task_id, _owner, _was in failing]))
                 .values(
                     status=FAILED,
-                    updated_at=self._clock(),
+                    updated_at=now,
                     result={
                         "error": {"status": 503, "title": "Service Unavailable", "detail": reason}
                     },

@@ -1,0 +1,43 @@
+"""An event of the log as clients receive it: the `data` of a stream's event, and the body
+of a webhook delivery (one rendering for both, so they never disagree).
+
+The job (or task) is shown as getJob (getTask) shows it now, beside the change the event
+records: an event read late (a stream resuming) still says which state it was about,
+while `job` says where the job is since.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iri_gateway.api.compute.models import job_document
+from iri_gateway.api.tasks.models import task_view
+from iri_gateway.service.events.log import JOB, MEMBER, TASK, StoredEvent
+from iri_gateway.service.jobs.engine import Engine
+
+
+def event_data(engine: Engine, event: StoredEvent) -> dict[str, Any]:
+    """The event as JSON (reads the job or task: call it off the event loop)."""
+    data: dict[str, Any] = {
+        "id": event.id,
+        "type": event.kind,
+        "time": event.at,
+        "state": event.state,
+        "previous": event.previous,
+    }
+    if event.kind in (JOB, MEMBER) and event.job_id is not None:
+        data["job_id"] = event.job_id
+        data["resource_id"] = event.resource_id
+        if event.kind == MEMBER:
+            data["member"] = event.member
+        else:
+            data["message"] = event.message
+        record = engine.store.get(event.job_id)
+        if record is not None and record.owner == event.owner:
+            data["job"] = job_document(record, include_spec=False)
+    elif event.kind == TASK and event.task_id is not None:
+        data["task_id"] = event.task_id
+        task = engine.tasks.store.get(event.owner, event.task_id)
+        if task is not None:
+            data["task"] = task_view(task).model_dump(mode="json", exclude_none=True)
+    return data
