@@ -97,8 +97,12 @@ class AsyncEventStream:
         """The events, live, until `deadline` (a `clock` time) passes; forever without one."""
         cursor = self.cursor
         while True:
-            if self._chunks is None and not await self._connect(deadline, 0):
-                return
+            if self._chunks is None:
+                blind = cursor.connections > 0 and cursor.resume_from is None
+                if not await self._connect(deadline, 0):
+                    return
+                if blind:
+                    yield cursor.lost_position()
             while cursor.ready:
                 event = cursor.ready.pop(0)
                 if cursor.new(event):

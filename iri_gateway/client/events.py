@@ -222,6 +222,9 @@ class StreamCursor:
         self.ready: list[JobEvent] = []
         self.deadline: float | None = None
         self.connections = 0
+        self.announced: int | None = None
+        """The newest id the server named without an event (an `id:` line alone, e.g. the
+        live start of a stream): a reconnection resumes from there too."""
 
     def passed(self, deadline: float | None) -> bool:
         return deadline is not None and self.clock() >= deadline
@@ -244,8 +247,25 @@ class StreamCursor:
             "GET",
             EVENTS_PATH,
             params=self.params,
-            headers=stream_headers(self.last_event_id),
+            headers=stream_headers(self.resume_from),
             timeout=httpx.Timeout(http.timeout.connect, read=read),
+        )
+
+    @property
+    def resume_from(self) -> int | None:
+        """Where a reconnection resumes: after the newest event handed out or announced."""
+        known = [n for n in (self.last_event_id, self.announced) if n is not None]
+        return max(known) if known else None
+
+    def lost_position(self) -> JobEvent:
+        """A `gap` for a stream that reconnected with no event id to resume from (it had
+        seen none): changes made while it was away may be missed, so say so."""
+        return JobEvent(
+            id=0,
+            type="gap",
+            message="the event stream reconnected with no event id to resume from: "
+            "changes made while it was away may be missing; read your jobs again",
+            data={"type": "gap"},
         )
 
     def refused_pause(self, response: httpx.Response, failures: int) -> float:
@@ -268,7 +288,8 @@ class StreamCursor:
     def started(self) -> None:
         """A connection is open: a fresh parser, resuming from the newest id."""
         self.connections += 1
-        self.decoder = SSEDecoder(last_event_id=str(self.last_event_id or ""))
+        resume = self.resume_from
+        self.decoder = SSEDecoder(last_event_id="" if resume is None else str(resume))
 
     def feed(self, chunk: str) -> list[JobEvent]:
         """The events `chunk` completes; StreamBroken when it breaks the format's bounds."""
@@ -278,6 +299,9 @@ class StreamCursor:
             raise StreamBroken(0, "Event stream too large", str(error)) from None
         if self.decoder.retry is not None:
             self.retry_ms = self.decoder.retry
+        named = event_id(self.decoder.last_event_id)
+        if named is not None and (self.announced or 0) < named:
+            self.announced = named
         return [event for sse in raw if (event := parse_event(sse)) is not None]
 
     def new(self, event: JobEvent) -> bool:

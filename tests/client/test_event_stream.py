@@ -131,6 +131,28 @@ def test_watch_reconnects_with_last_event_id_and_misses_nothing() -> None:
         assert got[3].job is not None and got[3].job.state == JobState.COMPLETED
 
 
+@pytest.mark.parametrize("announce", [False, True])
+def test_a_stream_that_saw_no_event_reconnects_without_losing_a_change(announce: bool) -> None:
+    with event_server() as (url, state):
+        state.announce = announce
+        state.add_job("q")
+        state.change("q", "queued")  # before the watch: the stream starts after it
+        with GatewayClient(url, "t") as client, client.watch(timeout=30) as stream:
+            events = iter(stream)
+            state.drop()
+            state.change("q", "active")  # while the watcher is away
+            got = [next(events)]
+        resumed = [h.get("Last-Event-ID") for p, h in state.requests if p == EVENTS]
+    if announce:
+        # The server named its start (id 1): the reconnection resumes there, nothing lost.
+        assert resumed == [None, "1"]
+        assert (got[0].type, got[0].id, got[0].state) == ("job", 2, "active")
+    else:
+        # No position to resume from: the watcher says changes may be missing.
+        assert resumed == [None, None]
+        assert got[0].type == "gap" and "read your jobs again" in (got[0].message or "")
+
+
 def test_watch_filters_reach_the_server() -> None:
     with event_server() as (url, state):
         state.add_job("x")

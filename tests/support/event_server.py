@@ -58,6 +58,8 @@ class EventServerState:
     retry_ms: int = 50
     heartbeat: float = 0.2
     hostile: bytes | None = None
+    announce: bool = False
+    """Name the stream's live start with an `id:` line beside `retry:`."""
     generation: int = 0
     """Raised by `drop`: every open stream ends at its next look."""
     lock: threading.Condition = field(default_factory=threading.Condition)
@@ -180,7 +182,8 @@ def _handler(state: EventServerState) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 after = int(resume) if resume.isdigit() else len(state.events)
                 generation = state.generation
-            self._send(f"retry: {state.retry_ms}\n\n")
+            start = f"id: {after}\n" if state.announce else ""
+            self._send(f"retry: {state.retry_ms}\n{start}\n")
             last_beat = time.monotonic()
             while True:
                 with state.lock:
