@@ -9,6 +9,9 @@ import subprocess
 import sys
 import threading
 
+import httpx
+
+from tests.conftest import Server
 from tests.support.event_server import EventServerState, event_server, until
 from tests.support.serve import clean_env
 
@@ -101,3 +104,66 @@ def test_job_ids_without_a_resource_are_refused() -> None:
     done = start("http://127.0.0.1:9", "j1")
     _, err = done.communicate(timeout=60)
     assert done.returncode == 2 and "JOB ids need --resource" in err
+
+
+def test_watch_on_a_real_serve(server: Server) -> None:
+    headers = {"Authorization": f"Bearer {server.token}", "X-IRI-Facility-Project": "proj1"}
+
+    def launch(command: str) -> str:
+        answer = httpx.post(
+            f"{server.url}/api/v2/compute/job/local",
+            json={"executable": "/bin/sh", "arguments": ["-c", command]},
+            headers=headers,
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        job_id: str = answer.json()["id"]
+        return job_id
+
+    good, bad = launch("sleep 2"), launch("sleep 2; exit 3")
+    env = {**clean_env(), "IRI_GATEWAY_TOKEN": server.token, "COLUMNS": "200"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "jobs",
+            "watch",
+            good,
+            bad,
+            "-r",
+            "local",
+            "--server",
+            server.url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr
+    finals = {
+        line.split()[1]: line.split()[2]
+        for line in done.stdout.splitlines()
+        if line.split()[2:3] in (["completed"], ["failed"])
+    }
+    assert finals == {good: "completed", bad: "failed"}
+    only_good = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iri_gateway",
+            "jobs",
+            "watch",
+            good,
+            "-r",
+            "local",
+            "--server",
+            server.url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert only_good.returncode == 0 and f"{good}  completed  (already)" in only_good.stdout
