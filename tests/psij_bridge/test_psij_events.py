@@ -9,9 +9,10 @@ import threading
 from datetime import timedelta
 
 import pytest
-from psij import Job, JobExecutor, JobStatus
+from psij import Job, JobExecutor, JobSpec, JobState, JobStatus
 
 from iri_gateway.psij_executor import IriExecutorConfig, IriJobExecutor
+from tests.conftest import Server
 from tests.support.event_server import event_server, until
 
 EVENTS = "/api/v2/compute/events"
@@ -75,3 +76,22 @@ def test_a_server_without_the_stream_is_polled(caplog: pytest.LogCaptureFixture)
         assert executor.streaming is False
         assert any("polling instead" in r.getMessage() for r in caplog.records)
         assert state.count(EVENTS) == 1
+
+
+def test_on_a_real_serve_the_stream_reports_what_polling_every_minute_could_not(
+    server: Server,
+) -> None:
+    config = IriExecutorConfig(
+        resource="local", token=server.token, project="proj1", poll_interval=60.0
+    )
+    executor = JobExecutor.get_instance("iri", url=server.url, config=config)
+    assert isinstance(executor, IriJobExecutor)
+    jobs = [Job(JobSpec("/bin/sh", ["-c", f"sleep 1; exit {code}"])) for code in (0, 4)]
+    for job in jobs:
+        executor.submit(job)
+    ended = [job.wait(timeout=WAIT) for job in jobs]
+    assert [status.state if status else None for status in ended] == [
+        JobState.COMPLETED,
+        JobState.FAILED,
+    ]
+    assert executor.streaming is True
