@@ -10,106 +10,24 @@
 
 from __future__ import annotations
 
-import json
-import queue
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support.event_stream import Reader, event_stream
 from tests.support.serve import issue_token, running_serve
 
 API = "/api/v2"
 FINAL = {"completed", "failed", "canceled"}
 
 
-@dataclass
-class Frame:
-    """One SSE event or comment as it came."""
-
-    event: str | None
-    id: int | None
-    data: dict[str, Any] | None
-    comment: str | None = None
-
-
-class Reader:
-    """A stream read in a thread of its own; its frames go to a queue."""
-
-    def __init__(self, url: str, headers: dict[str, str], params: dict[str, Any]) -> None:
-        self.frames: queue.Queue[Frame] = queue.Queue()
-        self.status: int | None = None
-        self.opened = threading.Event()
-        self._client = httpx.Client(timeout=httpx.Timeout(30, read=60))
-        self._thread = threading.Thread(target=self._read, args=(url, headers, params), daemon=True)
-        self._thread.start()
-        assert self.opened.wait(30), "the stream did not answer"
-
-    def _read(self, url: str, headers: dict[str, str], params: dict[str, Any]) -> None:
-        try:
-            with self._client.stream("GET", url, headers=headers, params=params) as answer:
-                self.status = answer.status_code
-                self.opened.set()
-                if answer.status_code != 200:
-                    answer.read()
-                    self.body = answer.text
-                    return
-                fields: dict[str, str] = {}
-                for line in answer.iter_lines():
-                    if line.startswith(":"):
-                        self.frames.put(Frame(None, None, None, comment=line[1:].strip()))
-                    elif line == "":
-                        if "data" in fields:
-                            self.frames.put(
-                                Frame(
-                                    fields.get("event"),
-                                    int(fields["id"]) if "id" in fields else None,
-                                    json.loads(fields["data"]),
-                                )
-                            )
-                        fields = {}
-                    else:
-                        name, _, value = line.partition(":")
-                        fields[name] = value.removeprefix(" ")
-        except httpx.HTTPError:
-            pass
-        finally:
-            self.opened.set()
-
-    def events(self, until: Any, timeout: float = 30) -> list[Frame]:
-        """The events (not comments) until `until(events)` holds; fails after `timeout`."""
-        got: list[Frame] = []
-        end = time.monotonic() + timeout
-        while not until(got):
-            left = end - time.monotonic()
-            assert left > 0, f"not within {timeout} s; got {[(f.event, f.data) for f in got]}"
-            try:
-                frame = self.frames.get(timeout=left)
-            except queue.Empty:
-                continue
-            if frame.comment is None:
-                got.append(frame)
-        return got
-
-    def close(self) -> None:
-        self._client.close()
-        self._thread.join(timeout=10)
-
-
-@contextmanager
-def reading(served: Served, token: str, **params: Any) -> Iterator[Reader]:
-    headers = {"Authorization": f"Bearer {token}"}
-    headers.update(params.pop("headers", {}))
-    reader = Reader(f"{served.url}{API}/compute/events", headers, params)
-    try:
-        yield reader
-    finally:
-        reader.close()
+def reading(served: Served, token: str, **params: Any) -> AbstractContextManager[Reader]:
+    return event_stream(served.url, token, **params)
 
 
 @dataclass
@@ -176,6 +94,8 @@ def test_a_jobs_changes_arrive_in_order_and_a_reconnect_gets_exactly_the_rest(
         assert frame.data["job"]["id"] == job_id, "the job as getJob shows it"
     previous = [f.data["previous"] for f in seen if f.data]
     assert previous == [None, *states[:-1]], "each change names the state it left"
+    lags = [f.arrived - f.data["time"] for f in seen if f.data]
+    assert max(lags) < 2.0, f"seconds from the change's commit to the client: {lags}"
 
     # Resumed after the first event, by header and by parameter: exactly the rest.
     for how in ({"headers": {"Last-Event-ID": str(ids[0])}}, {"last_event_id": ids[0]}):

@@ -42,6 +42,8 @@ from sqlalchemy.engine import Engine as SqlEngine
 from iri_gateway.service.operations.schema import JobRow
 from tests.integration.conftest import ClusterInfo
 from tests.integration.gateway_process import API, Gateway, serve
+from tests.support.event_stream import Frame, event_stream
+from tests.support.serve import issue_token
 
 pytestmark = pytest.mark.integration
 
@@ -616,3 +618,61 @@ def test_a_launch_answered_by_one_replica_is_read_at_once_through_the_other(
         assert failures == [], failures
         assert len(launched) == 48
         assert set(stored(pair.database, name)) == set(launched), "one job per key, no more"
+
+
+# ---- issue 28, items 1 and 5: events on every replica, none lost to a kill -9 -------------
+
+
+def test_a_stream_on_one_replica_gets_every_event_of_the_others_jobs_and_a_kill_9_loses_none(
+    cluster_profile: Path, tmp_path: Path, replica_env: dict[str, str], name: str
+) -> None:
+    """Alice streams from A while her jobs are launched through B; B is killed with
+    SIGKILL while they run, and A's poller takes them over. A's stream shows each job from
+    `new` to `completed`, every change once and in order, each within 2 s (p99) of the
+    change's commit (whichever replica made it: B's arrive by NOTIFY); resuming on A from
+    the first event gives exactly the same events again; bob's stream on A stays silent."""
+    with replicas(cluster_profile, tmp_path, replica_env, name) as pair:
+        wait_until(lambda: shared(pair), 3 * LEASE_CHECK, "each resource polled once")
+        bob = issue_token(tmp_path / "a", "bob", "proj1", env=replica_env)
+        with (
+            event_stream(pair.a.url, pair.a.token, resource="cluster") as alices,
+            event_stream(pair.a.url, bob) as bobs,
+        ):
+            jobs = []
+            for _ in range(6):
+                answer = httpx.post(
+                    f"{pair.b.url}{API}/compute/job/cluster",
+                    json=short_job(name, "4", executable="/bin/sleep"),
+                    headers=pair.headers(),
+                    timeout=60,
+                )
+                assert answer.is_success, answer.text
+                jobs.append(answer.json()["id"])
+            alices.events(lambda got: any(f.data and f.data["state"] == "active" for f in got), 60)
+            os.kill(pair.b.pid, signal.SIGKILL)
+
+            def all_ended(got: list[Frame]) -> bool:
+                ended = {f.data["job_id"] for f in got if f.data and f.data["state"] in TERMINAL}
+                return ended >= set(jobs)
+
+            seen = alices.events(all_ended, 120)
+            silent = list(bobs.frames.queue)
+        assert all(f.comment == "keep-alive" for f in silent), "bob sees none of alice's"
+        ours = [f for f in seen if f.data and f.data["job_id"] in jobs]
+        for job_id in jobs:
+            states = [f.data["state"] for f in ours if f.data and f.data["job_id"] == job_id]
+            assert states[0] == "new" and states[-1] == "completed", (job_id, states)
+            assert len(states) == len(set(states)), f"no change twice: {states}"
+        ids = [f.id for f in ours]
+        assert ids == sorted(set(ids)), "in log order, each once"
+        lags = sorted(f.arrived - f.data["time"] for f in ours if f.data)
+        p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+        assert p99 < 2.0, f"p99 {p99:.2f} s from commit to client: {lags}"
+
+        first = ours[0].id
+        assert first is not None
+        with event_stream(
+            pair.a.url, pair.a.token, resource="cluster", last_event_id=first - 1
+        ) as again:
+            replayed = again.events(lambda got: len(got) >= len(ours), 30)
+        assert [f.id for f in replayed if f.data and f.data["job_id"] in jobs] == ids

@@ -105,7 +105,14 @@ class Rendered:
         self._entries: OrderedDict[int, str] = OrderedDict()
         self._lock = threading.Lock()
 
+    def cached(self, event_id: int) -> str | None:
+        """The rendering if made already (quick: on the event loop, where a thousand streams
+        sending one event would otherwise each hop to a thread for it)."""
+        with self._lock:
+            return self._entries.get(event_id)
+
     def get(self, engine: Engine, event: StoredEvent) -> str:
+        """The rendering, made now if it was not (reads the store: off the event loop)."""
         with self._lock:
             found = self._entries.get(event.id)
         if found is not None:
@@ -234,7 +241,10 @@ async def job_events(
     except BaseException:
         slots.give_back(principal.user)
         raise
-    stream = _stream(request, engine, filters, start, oldest, settings.events_heartbeat)
+    # Where the stream starts is fixed here, before the 200 goes out: a client that reads its
+    # job once it has the stream's first bytes (the SDK's `wait`) misses no change between.
+    cursor = hub.cursor if start is None else start
+    stream = _stream(request, engine, filters, cursor, start, oldest, settings.events_heartbeat)
     return StreamingResponse(
         _released(stream, slots, principal.user),
         media_type="text/event-stream",
@@ -256,10 +266,12 @@ async def _stream(
     request: Request,
     engine: Engine,
     filters: Filters,
+    cursor: int,
     start: int | None,
     oldest: int | None,
     heartbeat: float,
 ) -> AsyncIterator[str]:
+    """The stream's text from `cursor` on (`start`: the resume point asked for, if any)."""
     hub = engine.event_hub
     rendered: Rendered = request.app.state.rendered_events
     drain = request.app.state.drain
@@ -273,7 +285,6 @@ async def _stream(
     unlisten = hub.listen(wake)
     try:
         yield f"retry: {RETRY_MS}\n\n"
-        cursor = hub.cursor if start is None else start
         if start is not None and oldest is not None and oldest > start + 1:
             gap = {
                 "type": "gap",
@@ -288,7 +299,9 @@ async def _stream(
             woken.clear()
             batch, cursor = await _next(engine, filters, cursor)
             for event in batch:
-                data = await run_in_threadpool(rendered.get, engine, event)
+                data = rendered.cached(event.id)
+                if data is None:  # the first stream of the process to send it renders it
+                    data = await run_in_threadpool(rendered.get, engine, event)
                 yield _frame(event, data)
             if batch:
                 quiet = 0.0

@@ -135,7 +135,13 @@ class EventLog:
         return int(found) if found is not None else None
 
     def sweep(self, older_than: float) -> int:
-        """Delete the events recorded before `older_than` (unix time); how many."""
+        """Delete the events recorded before `older_than` (unix time), the newest one
+        apart; how many. The newest stays so that the log always says where it is: a
+        stream resuming from an id the sweep removed is told of its gap (`oldest` is past
+        it) even when nothing happened since."""
+        newest = select(func.max(EventRow.id)).scalar_subquery()
         with self._writing() as session:
-            result = session.execute(delete(EventRow).where(EventRow.at < older_than))
+            result = session.execute(
+                delete(EventRow).where(EventRow.at < older_than, EventRow.id < newest)
+            )
         return int(getattr(result, "rowcount", 0) or 0)
