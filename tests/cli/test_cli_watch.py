@@ -19,13 +19,13 @@ EVENTS = "/api/v2/compute/events"
 STATUS = "/api/v2/compute/status/"
 
 
-def start(url: str, *args: str) -> subprocess.Popen[str]:
+def start(url: str, *args: str, token: str = "t") -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "iri_gateway", "jobs", "watch", *args, "--server", url],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**clean_env(), "IRI_GATEWAY_TOKEN": "t", "COLUMNS": "200"},
+        env={**clean_env(), "IRI_GATEWAY_TOKEN": token, "COLUMNS": "200"},
     )
 
 
@@ -121,49 +121,15 @@ def test_watch_on_a_real_serve(server: Server) -> None:
         return job_id
 
     good, bad = launch("sleep 2"), launch("sleep 2; exit 3")
-    env = {**clean_env(), "IRI_GATEWAY_TOKEN": server.token, "COLUMNS": "200"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "jobs",
-            "watch",
-            good,
-            bad,
-            "-r",
-            "local",
-            "--server",
-            server.url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert done.returncode == 1, done.stderr
+    done = start(server.url, good, bad, "-r", "local", token=server.token)
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == 1, err
     finals = {
         line.split()[1]: line.split()[2]
-        for line in done.stdout.splitlines()
+        for line in out.splitlines()
         if line.split()[2:3] in (["completed"], ["failed"])
     }
     assert finals == {good: "completed", bad: "failed"}
-    only_good = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iri_gateway",
-            "jobs",
-            "watch",
-            good,
-            "-r",
-            "local",
-            "--server",
-            server.url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert only_good.returncode == 0 and f"{good}  completed  (already)" in only_good.stdout
+    only_good = start(server.url, good, "-r", "local", token=server.token)
+    out, _ = only_good.communicate(timeout=120)
+    assert only_good.returncode == 0 and f"{good}  completed  (already)" in out
