@@ -26,6 +26,7 @@ from iri_gateway import __version__
 from iri_gateway.cli import admin, audit_command, server
 from iri_gateway.cli.scientist import client_commands
 from iri_gateway.cli.scientist.job_template_commands import template_app
+from iri_gateway.cli.scientist.job_watch_commands import jobs_app
 
 app = typer.Typer(
     help="HPC job-spec gateway: portable container JobSpecs -> Slurm/PBS batch scripts.",
@@ -47,6 +48,7 @@ app.command()(server.serve)
 app.command("openapi")(admin.openapi_command)
 app.command()(version)
 client_commands.register(app)
+app.add_typer(jobs_app, name="jobs")
 app.add_typer(admin.profile_app, name="profile")
 app.add_typer(admin.flavours_app, name="flavours")
 app.add_typer(server.token_app, name="token")

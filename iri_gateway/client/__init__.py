@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         TooManyRequests,
         Unauthorized,
     )
+    from iri_gateway.client.events import JobEvent, StreamBroken, StreamUnavailable
     from iri_gateway.client.models import (
         DEFAULT_URL,
         READ_LIMIT,
@@ -94,6 +95,7 @@ _HOMES = {
         "models",
     ),
     "GatewayClient": "sync_client",
+    **dict.fromkeys(("JobEvent", "StreamBroken", "StreamUnavailable"), "events"),
 }
 """Each public name and the module of this package that defines it."""
 
@@ -110,11 +112,14 @@ __all__ = [
     "GatewayClient",
     "GatewayClientError",
     "InvalidRequest",
+    "JobEvent",
     "JobInfo",
     "NotFound",
     "ServerError",
     "SpecLike",
     "Stream",
+    "StreamBroken",
+    "StreamUnavailable",
     "TooManyRequests",
     "Unauthorized",
     "WaitTimeout",

@@ -7,8 +7,9 @@ client; only sending and sleeping differ. Import it from `iri_gateway.client`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ import httpx
 from rich.console import Console
 
 from iri_gateway.client import calls
+from iri_gateway.client.async_event_stream import AsyncEventStream, wait_for_job
 from iri_gateway.client.calls import (
     RETRY_STATUSES,
     Call,
@@ -26,6 +28,7 @@ from iri_gateway.client.calls import (
     retry_pause,
 )
 from iri_gateway.client.errors import ConnectionFailed, GatewayClientError
+from iri_gateway.client.events import StreamUnavailable, stream_params
 from iri_gateway.client.models import (
     API,
     READ_LIMIT,
@@ -42,6 +45,7 @@ from iri_gateway.models.plan import Plan
 from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
+log = logging.getLogger("iri_gateway.client")
 
 
 class AsyncGatewayClient:
@@ -65,6 +69,8 @@ class AsyncGatewayClient:
         )
         self._sleep = sleep
         self._clock = clock
+        self.has_stream: bool | None = None
+        """Whether the server has the job event stream: None until a wait or watch asked."""
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -148,25 +154,93 @@ class AsyncGatewayClient:
         max_poll: float = 5.0,
         on_update: Callable[[JobInfo], None] | None = None,
         progress: bool | Console = False,
+        use_events: bool = True,
     ) -> JobInfo:
-        """Poll until the job is final; WaitTimeout (with the last status) after `timeout`."""
+        """Wait until the job is final, on the event stream or, without one (or with
+        `use_events=False`), by polling; WaitTimeout (with the last status) after `timeout`
+        (see GatewayClient.wait)."""
         deadline = None if timeout is None else self._clock() + timeout
-        interval = poll
-        with status_line(job_id, progress) as show:
-            while True:
-                job = await self.status(resource, job_id)
-                show(job)
+        with status_line(job_id, progress) as line:
+
+            def show(job: JobInfo) -> None:
+                line(job)
                 if on_update is not None:
                     on_update(job)
-                if job.final:
-                    return job
-                if deadline is not None:
-                    left = deadline - self._clock()
-                    if left <= 0:
-                        raise WaitTimeout(job, timeout or 0.0)
-                    interval = min(interval, left)
-                await self._sleep(interval)
-                interval = calls.next_interval(interval, poll, max_poll)
+
+            if use_events and self.has_stream is not False:
+                stream = self._stream(resource, [job_id], ())
+                try:
+                    await stream.open(deadline)
+                except StreamUnavailable as missing:
+                    self._no_stream(missing)
+                else:
+                    async with stream:
+                        self.has_stream = True
+                        return await wait_for_job(
+                            self, stream, resource, job_id, deadline, timeout, show
+                        )
+            return await self._poll(resource, job_id, deadline, timeout, poll, max_poll, show)
+
+    async def _poll(
+        self,
+        resource: str,
+        job_id: str,
+        deadline: float | None,
+        timeout: float | None,
+        poll: float,
+        max_poll: float,
+        show: Callable[[JobInfo], None],
+    ) -> JobInfo:
+        interval = poll
+        while True:
+            job = await self.status(resource, job_id)
+            show(job)
+            if job.final:
+                return job
+            if deadline is not None:
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise WaitTimeout(job, timeout or 0.0)
+                interval = min(interval, left)
+            await self._sleep(interval)
+            interval = calls.next_interval(interval, poll, max_poll)
+
+    def _no_stream(self, missing: StreamUnavailable) -> None:
+        if self.has_stream is None:
+            log.debug("%s has no job event stream (%s); waiting by polling", self.server, missing)
+        self.has_stream = False
+
+    def _stream(
+        self,
+        resource: str | None,
+        job_ids: Iterable[str],
+        states: Iterable[str],
+        last_event_id: int | None = None,
+    ) -> AsyncEventStream:
+        return AsyncEventStream(
+            self._http,
+            stream_params(resource, job_ids, states),
+            last_event_id=last_event_id,
+            sleep=self._sleep,
+            clock=self._clock,
+        )
+
+    async def watch(
+        self,
+        resource: str | None = None,
+        job_ids: Iterable[str] = (),
+        states: Iterable[str] = (),
+        *,
+        last_event_id: int | None = None,
+        timeout: float | None = None,
+    ) -> AsyncEventStream:
+        """The caller's job events, live, from the event stream, open when this returns (see
+        GatewayClient.watch): `async with await gateway.watch(...) as events:` then
+        `async for event in events`."""
+        deadline = None if timeout is None else self._clock() + timeout
+        stream = self._stream(resource, job_ids, states, last_event_id)
+        await stream.open(deadline)
+        return stream
 
     async def output(
         self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None

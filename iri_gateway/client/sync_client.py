@@ -6,8 +6,9 @@ client (`client.async_client`); this module only sends them with httpx.Client an
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,6 +26,8 @@ from iri_gateway.client.calls import (
     retry_pause,
 )
 from iri_gateway.client.errors import ConnectionFailed, GatewayClientError
+from iri_gateway.client.event_stream import EventStream, wait_for_job
+from iri_gateway.client.events import StreamUnavailable, stream_params
 from iri_gateway.client.models import (
     API,
     READ_LIMIT,
@@ -42,6 +45,7 @@ from iri_gateway.profiles.capabilities import Capabilities
 
 T = TypeVar("T")
 DEFAULT_RETRIES = 3
+log = logging.getLogger("iri_gateway.client")
 
 
 class GatewayClient:
@@ -65,6 +69,8 @@ class GatewayClient:
         )
         self._sleep = sleep
         self._clock = clock
+        self.has_stream: bool | None = None
+        """Whether the server has the job event stream: None until a wait or watch asked."""
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -153,30 +159,107 @@ class GatewayClient:
         max_poll: float = 5.0,
         on_update: Callable[[JobInfo], None] | None = None,
         progress: bool | Console = False,
+        use_events: bool = True,
     ) -> JobInfo:
-        """Poll until the job is final (intervals grow from `poll` to `max_poll` seconds).
+        """Wait until the job is final and return it.
 
-        `on_update` sees every status read; `progress` draws a live status line on stderr
-        (or on the Console given). Raises WaitTimeout, with the last status, when `timeout`
-        seconds run out.
+        Listens to the gateway's job event stream (one request, then one read of the job),
+        or, on a server without the stream (a plain IRI server) or with `use_events=False`,
+        polls (intervals grow from `poll` to `max_poll` seconds). `on_update` sees every
+        status read or received; `progress` draws a live status line on stderr (or on the
+        Console given). Raises WaitTimeout, with the last status, when `timeout` seconds run
+        out.
         """
         deadline = None if timeout is None else self._clock() + timeout
-        interval = poll
-        with status_line(job_id, progress) as show:
-            while True:
-                job = self.status(resource, job_id)
-                show(job)
+        with status_line(job_id, progress) as line:
+
+            def show(job: JobInfo) -> None:
+                line(job)
                 if on_update is not None:
                     on_update(job)
-                if job.final:
-                    return job
-                if deadline is not None:
-                    left = deadline - self._clock()
-                    if left <= 0:
-                        raise WaitTimeout(job, timeout or 0.0)
-                    interval = min(interval, left)
-                self._sleep(interval)
-                interval = calls.next_interval(interval, poll, max_poll)
+
+            if use_events and self.has_stream is not False:
+                stream = self._stream(resource, [job_id], ())
+                try:
+                    stream.open(deadline)
+                except StreamUnavailable as missing:
+                    self._no_stream(missing)
+                else:
+                    with stream:
+                        self.has_stream = True
+                        return wait_for_job(self, stream, resource, job_id, deadline, timeout, show)
+            return self._poll(resource, job_id, deadline, timeout, poll, max_poll, show)
+
+    def _poll(
+        self,
+        resource: str,
+        job_id: str,
+        deadline: float | None,
+        timeout: float | None,
+        poll: float,
+        max_poll: float,
+        show: Callable[[JobInfo], None],
+    ) -> JobInfo:
+        interval = poll
+        while True:
+            job = self.status(resource, job_id)
+            show(job)
+            if job.final:
+                return job
+            if deadline is not None:
+                left = deadline - self._clock()
+                if left <= 0:
+                    raise WaitTimeout(job, timeout or 0.0)
+                interval = min(interval, left)
+            self._sleep(interval)
+            interval = calls.next_interval(interval, poll, max_poll)
+
+    def _no_stream(self, missing: StreamUnavailable) -> None:
+        if self.has_stream is None:
+            log.debug("%s has no job event stream (%s); waiting by polling", self.server, missing)
+        self.has_stream = False
+
+    def _stream(
+        self,
+        resource: str | None,
+        job_ids: Iterable[str],
+        states: Iterable[str],
+        last_event_id: int | None = None,
+    ) -> EventStream:
+        return EventStream(
+            self._http,
+            stream_params(resource, job_ids, states),
+            last_event_id=last_event_id,
+            sleep=self._sleep,
+            clock=self._clock,
+        )
+
+    def watch(
+        self,
+        resource: str | None = None,
+        job_ids: Iterable[str] = (),
+        states: Iterable[str] = (),
+        *,
+        last_event_id: int | None = None,
+        timeout: float | None = None,
+    ) -> EventStream:
+        """The caller's job events, live, from the gateway's event stream: each change of
+        state of a job (`type` job), a member of a cluster job (member) or a task (task), with
+        the job as getJob shows it; `gap` when the server no longer keeps events the stream
+        missed (re-read the jobs then). Filters: a resource, job ids (at most 100), states.
+        Reconnects with Last-Event-ID after a dropped connection, so nothing is missed; from
+        `last_event_id` when given, else from the moment `watch` returns: the stream is open
+        then. Iterating ends after `timeout` seconds, if given. Raises StreamUnavailable on a
+        server without the stream.
+
+            with gateway.watch("local", [job.id]) as events:
+                for event in events:
+                    print(event.job_id, event.state)
+        """
+        deadline = None if timeout is None else self._clock() + timeout
+        stream = self._stream(resource, job_ids, states, last_event_id)
+        stream.open(deadline)
+        return stream
 
     def output(
         self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None

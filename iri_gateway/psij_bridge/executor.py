@@ -8,9 +8,14 @@
 
 A job is converted by `psij_convert.to_iri` and submitted with the PSI/J job id (a uuid4) as
 its Idempotency-Key, so a retried submission of the same job finds the first one instead of
-running it twice. One daemon thread per executor follows the jobs it tracks: each cycle one
-getJobs call (the caller's unfinished jobs) and a getJob call only for a tracked job missing
-from that list (it has just ended). The thread ends when nothing is tracked.
+running it twice. One daemon thread per executor follows the jobs it tracks, while any are
+tracked: it listens to one job event stream of the gateway (the caller's jobs on the
+resource, however many), reads the jobs once after subscribing (a change made before is not
+missed) and again after a `gap`, and reports each tracked job's changes as they come; an
+event for a job not yet tracked (its submission's answer still on its way) is kept, bounded,
+for the job's `_follow`. A gateway without the stream (a plain IRI server), or a stream
+that fails for good, is polled instead, as before: each cycle one getJobs call (the caller's
+unfinished jobs) and a getJob call only for a tracked job missing from that list.
 """
 
 from __future__ import annotations
@@ -31,11 +36,19 @@ from psij import (
     SubmitException,
 )
 
-from iri_gateway.client import GatewayClient, GatewayClientError, JobInfo
+from iri_gateway.client import (
+    GatewayClient,
+    GatewayClientError,
+    JobInfo,
+    StreamUnavailable,
+)
 from iri_gateway.models.job import JobState as IriState
 from iri_gateway.psij_bridge.convert import to_iri
 
 logger = logging.getLogger(__name__)
+EARLY_LIMIT = 1000
+"""The most jobs whose events the follower keeps before they are tracked (a bound: the
+stream carries all of the caller's jobs on the resource, not only this executor's)."""
 
 STATES = {
     # `new` at the gateway: accepted, on its way to the scheduler (or being checked after a
@@ -99,9 +112,12 @@ class IriJobExecutor(JobExecutor):
         self._client = GatewayClient(url, config.token)
         super().__init__(url=self._client.server, config=config)
         self._settings = config
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a status callback may submit: same thread, again
         self._tracked: dict[str, Job] = {}
+        self._early: dict[str, JobInfo] = {}
         self._poller: threading.Thread | None = None
+        self.streaming: bool | None = None
+        """Whether the follower listens to the event stream (None: not asked yet)."""
 
     # ---- the PSI/J operations -------------------------------------------------------------
 
@@ -163,6 +179,11 @@ class IriJobExecutor(JobExecutor):
         if info.final:
             return
         with self._lock:
+            early = self._early.pop(info.id, None)
+            if early is not None:
+                self._report(job, early)
+                if early.final:
+                    return
             self._tracked[info.id] = job
             if self._poller is None:
                 self._poller = threading.Thread(
@@ -187,8 +208,19 @@ class IriJobExecutor(JobExecutor):
         )
 
     def _poll(self) -> None:
-        """The poller thread: runs while jobs are tracked, with its own connection."""
+        """The follower thread: runs while jobs are tracked, with its own connection; on the
+        event stream, else (or once the stream fails for good) by polling."""
         with GatewayClient(self.url, self._settings.token) as client:
+            if self.streaming is not False:
+                try:
+                    if self._listen(client):
+                        return
+                except StreamUnavailable as missing:
+                    if self.streaming is None:
+                        logger.debug("iri executor: %s; polling instead", missing)
+                    self.streaming = False
+                except Exception:  # a follower that dies would leave job.wait() hanging
+                    logger.exception("iri executor: the event stream of %s failed", self.url)
             while True:
                 with self._lock:
                     if not self._tracked:
@@ -200,6 +232,50 @@ class IriJobExecutor(JobExecutor):
                 except Exception:  # a poller that dies would leave job.wait() hanging forever
                     logger.exception("iri executor: polling %s failed", self.url)
                 time.sleep(self._settings.poll_interval)
+
+    def _listen(self, client: GatewayClient) -> bool:
+        """Follow the tracked jobs on one event stream; True once nothing is tracked."""
+        resource = self._settings.resource
+        with client.watch(resource) as stream:
+            self.streaming = True
+            self._reconcile(client)
+            if self._done():
+                return True
+            for event in stream:
+                if event.type == "gap":
+                    self._reconcile(client)
+                elif event.type == "job" and event.job_id is not None:
+                    info = event.job or client.status(resource, event.job_id)
+                    self._deliver(info)
+                if self._done():
+                    return True
+        return False
+
+    def _reconcile(self, client: GatewayClient) -> None:
+        with self._lock:
+            tracked = dict(self._tracked)
+        self._poll_once(client, tracked)
+
+    def _done(self) -> bool:
+        """Whether nothing is tracked; the follower then ends (a later `_follow` starts one)."""
+        with self._lock:
+            if self._tracked:
+                return False
+            self._poller = None
+            return True
+
+    def _deliver(self, info: JobInfo) -> None:
+        """Report an event's job to its PSI/J job, or keep it for a job not yet tracked."""
+        with self._lock:
+            job = self._tracked.get(info.id)
+            if job is None:
+                self._early[info.id] = info
+                while len(self._early) > EARLY_LIMIT:
+                    self._early.pop(next(iter(self._early)))
+                return
+            self._report(job, info)
+            if info.final:
+                self._tracked.pop(info.id, None)
 
     def _poll_once(self, client: GatewayClient, tracked: dict[str, Job]) -> None:
         resource = self._settings.resource

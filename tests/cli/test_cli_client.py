@@ -369,7 +369,7 @@ def test_wait_backs_off_from_0_2_to_5_seconds() -> None:
         GatewayClient(BASE, "t", sleep=sleep, clock=lambda: now[0]) as client,
     ):
         mock.get("/api/v2/compute/status/local/j1").mock(side_effect=answers)
-        job = client.wait("local", "j1")
+        job = client.wait("local", "j1", use_events=False)
     assert job.state == JobState.COMPLETED
     assert sleeps[0] == pytest.approx(0.2)
     assert sleeps == sorted(sleeps)
@@ -385,7 +385,7 @@ def test_wait_backs_off_from_0_2_to_5_seconds() -> None:
             return_value=httpx.Response(200, json=_job("queued"))
         )
         with pytest.raises(WaitTimeout) as caught:
-            client.wait("local", "j1", timeout=3)
+            client.wait("local", "j1", timeout=3, use_events=False)
     assert caught.value.job.state == JobState.QUEUED
     assert sum(sleeps) == pytest.approx(3.0)
 

@@ -180,7 +180,7 @@ def test_wait_grows_its_interval_and_times_out_cleanly(
 ) -> None:
     respx.get(f"{API}/compute/status/local/j1").respond(200, json=job("active"))
     with pytest.raises(WaitTimeout) as caught:
-        client.wait("local", "j1", timeout=3, poll=0.2, max_poll=1.0)
+        client.wait("local", "j1", timeout=3, poll=0.2, max_poll=1.0, use_events=False)
     assert caught.value.job.state == JobState.ACTIVE, "the last status seen comes with it"
     assert clock.sleeps[:4] == pytest.approx([0.2, 0.3, 0.45, 0.675])
     assert max(clock.sleeps) <= 1.0 and sum(clock.sleeps) == pytest.approx(3.0)
@@ -197,7 +197,9 @@ def test_wait_with_progress_draws_the_states(client: GatewayClient) -> None:
     screen = io.StringIO()
     console = Console(file=screen, force_terminal=True, width=100)
     seen: list[JobState] = []
-    done = client.wait("local", "j1", progress=console, on_update=lambda j: seen.append(j.state))
+    done = client.wait(
+        "local", "j1", progress=console, on_update=lambda j: seen.append(j.state), use_events=False
+    )
     assert done.state == JobState.COMPLETED and done.exit_code == 0
     assert seen == [JobState.QUEUED, JobState.ACTIVE, JobState.COMPLETED]
     drawn = screen.getvalue()
@@ -281,7 +283,7 @@ def test_the_async_client_does_the_same(aclient: AsyncGatewayClient, clock: Fake
         async with aclient:
             submitted = await aclient.submit("local", SPEC, project="p1")
             assert submitted.id == "j1"
-            done = await aclient.wait("local", "j1", timeout=10)
+            done = await aclient.wait("local", "j1", timeout=10, use_events=False)
             assert done.state == JobState.FAILED and done.exit_code == 3
             with pytest.raises(InvalidRequest) as caught:
                 await aclient.placement(SPEC)

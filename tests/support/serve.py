@@ -166,6 +166,7 @@ def running_serve(
     ready: Callable[[str], bool] = answers,
     stop_timeout: float = 15,
     workers: int | None = 1,
+    port: int | None = None,
 ) -> Iterator[RunningServe]:
     """`iri-gateway serve --host 127.0.0.1 --port FREE --data-dir DATA_DIR [ARGS]` until the
     block ends.
@@ -174,11 +175,12 @@ def running_serve(
     `IRI_GATEWAY_WORKERS=WORKERS` under both (None: serve's own default, one per core on
     PostgreSQL). One by default: a test's server is one process (the pid it kills with
     `kill -9`, one replica) unless the test asks for workers.
+    The port is PORT (a restart on the same address), else a free one.
     The output goes to LOG (default: `<data_dir>-serve.log` beside DATA_DIR). The block starts
     once `ready(url)` holds, within TIMEOUT seconds; the server is stopped however it ends.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     log = log or data_dir.parent / f"{data_dir.name}-serve.log"
     argv = [
         *CLI,

@@ -1,7 +1,7 @@
 """Client commands of `iri-gateway` against a running server (docs/design.md Contract 3).
 
-`submit`, `status`, `jobs`, `cancel`, `restart`, `wait`, `output`, `remote-plan` and
-`remote-placement` talk to
+`submit`, `status`, `jobs` (with `jobs watch`, in `job_watch_commands`), `cancel`, `restart`,
+`wait`, `output`, `remote-plan` and `remote-placement` talk to
 the server named by `--server` (default `$IRI_GATEWAY_URL`, else http://127.0.0.1:8000) with
 the token of `--token` (default `$IRI_GATEWAY_TOKEN`), through `iri_gateway.client`.
 The SDK (and httpx with it) and rich are imported when a command runs, not when the command
@@ -9,7 +9,8 @@ line is built: `iri-gateway --help` and the local commands do not need them.
 
 Exit codes: 0 success; 2 the gateway refused the job or request as invalid (400 or 422, one
 problem per line on stderr); 1 any other error. `wait` (and `submit --wait`): 0 when the job
-completed, 1 when it failed or was canceled, 2 when the time ran out.
+completed, 1 when it failed or was canceled, 2 when the time ran out; they wait on the
+gateway's job event stream (polling a server without one, see `GatewayClient.wait`).
 """
 
 from __future__ import annotations
@@ -341,7 +342,6 @@ def placement(
 COMMANDS: list[tuple[str, Callable[..., None]]] = [
     ("submit", submit),
     ("status", status),
-    ("jobs", jobs),
     ("cancel", cancel),
     ("restart", restart),
     ("wait", wait),

@@ -1,13 +1,17 @@
 // Jobs: the caller's jobs on every resource, newest first, one page at a time (GET
 // /compute/jobs with offset, limit and the filters; the API filters, pages and counts, and
-// shows only the caller's jobs); the shown page is refreshed every few seconds. A cluster job
+// shows only the caller's jobs). The shown page is read again when the job event stream
+// (events.js) says one of the caller's jobs changed; while the stream is down, or on a server
+// without it, the page is refreshed every few seconds instead. A cluster job
 // unfolds into its members (meta_data.members), primary first; cancel is DELETE
 // /compute/cancel/{resource}/{id}. `?job=ID` opens that job's details.
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
+import { followEvents } from "./events.js";
 import { expired, requireSignIn } from "./shell.js";
 
 const REFRESH_MS = 2000;
+const EVENT_BATCH_MS = 100; // events arriving together cost one read of the page
 const FINAL = new Set(["completed", "failed", "canceled"]);
 const TAIL_LINES = 20;
 const PAGE = 50;
@@ -20,6 +24,8 @@ let offset = 0;
 let generation = 0;
 let seek = null; // the job of a `?job=ID` link, until the first page has been read
 let shownKey = "";
+let live = false; // the event stream is open: no periodic refresh
+let pendingRead = null;
 
 /** Members in the order a person reads them: roles as the JobSpec lists them, then index. */
 function members(job) {
@@ -246,9 +252,37 @@ async function show(start) {
   }
 }
 
+/** A change came on the stream: read the shown page once, soon (changes come in bursts). */
+function changed() {
+  if (pendingRead) return;
+  pendingRead = setTimeout(async () => {
+    pendingRead = null;
+    try {
+      await refresh();
+    } catch (error) {
+      if (!expired(error)) say("error", `The gateway refused the request: ${error.message}`);
+    }
+  }, EVENT_BATCH_MS);
+}
+
+function goLive() {
+  followEvents({
+    onEvent: () => changed(),
+    onUp: () => {
+      live = true;
+      document.body.dataset.live = "true";
+      changed(); // what changed while the stream was down
+    },
+    onDown: () => {
+      live = false;
+      document.body.dataset.live = "false";
+    },
+  });
+}
+
 async function tick() {
   try {
-    await refresh();
+    if (!live) await refresh();
   } catch (error) {
     if (expired(error)) return;
     say("error", error instanceof ApiError
@@ -269,4 +303,5 @@ if (requireSignIn()) {
     () => show(Math.max(0, offset - PAGE)));
   document.getElementById("page-next").addEventListener("click", () => show(offset + PAGE));
   await tick();
+  goLive();
 }
