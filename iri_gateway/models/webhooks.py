@@ -27,12 +27,17 @@ STATE_NAMES = [state.value for state in JobState]
 
 
 def _url_text(url: str) -> str:
-    """The URL's form, before any policy: http or https, a host, no credentials, no
-    fragment, no spaces or control characters."""
+    """The URL's form, before any policy: ASCII (the schema's `uri` format), http or
+    https, a host, no credentials, no fragment, no spaces or control characters."""
     from urllib.parse import urlsplit
 
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F or ch == "\\" for ch in url):
         raise ValueError("spaces, control characters and backslashes are not allowed in a URL")
+    if not url.isascii():
+        raise ValueError(
+            "a URL is ASCII (RFC 3986): write an international host name in its xn-- form "
+            "and other characters percent-encoded"
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http"):
         raise ValueError(f"scheme {parts.scheme or '(none)'!r}: a webhook URL is https://")
@@ -73,7 +78,10 @@ def _known_states(states: list[str]) -> list[str]:
             f"not a job state: {', '.join(repr(s) for s in unknown)}; the job states are "
             f"{', '.join(STATE_NAMES)}"
         )
-    return list(dict.fromkeys(states))
+    twice = sorted({state for state in states if states.count(state) > 1})
+    if twice:
+        raise ValueError(f"each state once: {', '.join(repr(s) for s in twice)} given twice")
+    return states
 
 
 EventStates = Annotated[
@@ -85,7 +93,7 @@ EventStates = Annotated[
     ),
     AfterValidator(_known_states),
 ]
-"""A non-empty set of IRI job states (as a list, kept in the order given, once each)."""
+"""A non-empty set of IRI job states (as a list, in the order given, each once)."""
 
 
 def refuse_unknown(data: Any, model: type[BaseModel]) -> Any:

@@ -68,6 +68,9 @@ CROSS_FIELD_RULES: dict[str, str] = {
     r"role '[^']*': port '[^']*' \d+ with \d+ members reaches \d+ .*": "a role's port plus "
     "its member count past 65535 (member k listens on port + k - 1): one field's bound "
     "depending on another's value",
+    r"port '[^']*' of role '[^']*' takes \d+-\d+ and port '[^']*' of role '[^']*' takes "
+    r"\d+-\d+ .*no two ports may overlap": "two roles' port ranges (base to base + count - 1) "
+    "overlapping: ranges made of several fields of several items compared with each other",
 }
 """Refusals by the gateway's request validation of bodies our schema allows, each because the
 rule relates two fields, which JSON Schema cannot express (the reason with each)."""
