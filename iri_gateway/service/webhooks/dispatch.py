@@ -68,6 +68,8 @@ class Wakeups(Protocol):
 
     def wait_beyond(self, seen: int, timeout: float) -> int: ...
 
+    def wake(self) -> None: ...
+
 
 Render = Callable[[Any], dict[str, Any] | None]
 """An event -> the JSON document the stream sends as its `data` (None: nothing to send,

@@ -196,6 +196,8 @@ class Webhooks:
         timeout); deliveries claimed and not sent are taken over once their claim runs out."""
         self._stop.set()
         self._wake.set()
+        if self._wakeups is not None:  # the waking thread returns now, not after WAKE_LOOK
+            self._wakeups.wake()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
