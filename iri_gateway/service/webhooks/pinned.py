@@ -67,7 +67,6 @@ class PinnedTransport(httpx.BaseTransport):
         )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.SyncByteStream)
         answer = self._pool.handle_request(
             httpcore.Request(
                 method=request.method,
@@ -78,7 +77,7 @@ class PinnedTransport(httpx.BaseTransport):
                     target=request.url.raw_path,
                 ),
                 headers=request.headers.raw,
-                content=request.stream,
+                content=request.read(),  # a delivery's body: bytes already in memory
                 extensions=request.extensions,
             )
         )
