@@ -91,10 +91,6 @@ class StreamSlots:
             else:
                 self._open.pop(user, None)
 
-    @property
-    def open(self) -> int:
-        return sum(self._open.values())
-
 
 class Rendered:
     """Rendered events by id, bounded (least recently made first out), shared by the

@@ -113,10 +113,6 @@ class EventHub:
 
         return unlisten
 
-    @property
-    def listeners(self) -> int:
-        return len(self._listeners)
-
     def since(self, event_id: int) -> tuple[list[StoredEvent], int] | None:
         """The events after `event_id` in the window, and the id up to which they are all
         there (the caller's next `event_id`); None when `event_id` is older than the
