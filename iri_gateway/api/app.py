@@ -19,7 +19,7 @@ from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
 from iri_gateway.api.compute import events as job_events
-from iri_gateway.api.compute import job_templates, overview, webhooks
+from iri_gateway.api.compute import job_templates, overview, ports, webhooks
 from iri_gateway.api.compute import routes as compute
 from iri_gateway.api.compute.event_data import event_data
 from iri_gateway.api.compute.events import Rendered, StreamSlots
@@ -41,6 +41,8 @@ from iri_gateway.api.plumbing.request_ids import RequestIds
 from iri_gateway.api.plumbing.request_metrics import RequestMetrics
 from iri_gateway.api.plumbing.security_headers import SecurityHeaders
 from iri_gateway.api.plumbing.traces import install as install_traces
+from iri_gateway.api.proxy.app import ProxyApp
+from iri_gateway.api.proxy.dispatch import ProxyByHost
 from iri_gateway.api.status import health, resource_lists
 from iri_gateway.api.status import metrics as metrics_route
 from iri_gateway.api.status import routes as status
@@ -147,7 +149,7 @@ def create_app(
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
-    app.state.job_documents = job_documents()
+    app.state.job_documents = job_documents(settings.proxy_url)
     app.state.event_streams = StreamSlots(
         per_user=settings.events_streams_per_user, total=settings.events_streams
     )
@@ -165,7 +167,12 @@ def create_app(
     app.add_middleware(AuditTrail, audit=app.state.audit)  # inside: knows the request's id
     app.add_middleware(AccessLog)  # inside RequestIds: each line names its request
     app.add_middleware(RequestIds)  # every answer names its request
-    end_traces = install_traces(app, settings)  # outermost: the whole request in its span
+    end_traces = install_traces(app, settings)  # the whole request in its span
+    if settings.proxy_url is not None:  # outermost: the proxy's origin never meets the API
+        proxy = ProxyApp(
+            engine, app.state.authenticator, secure=settings.proxy_url.startswith("https:")
+        )
+        app.add_middleware(ProxyByHost, proxy=proxy, proxy_url=settings.proxy_url)
     app.state.started = False
     app.state.poller = None
     routers = [
@@ -180,6 +187,7 @@ def create_app(
             compute,
             job_templates,
             webhooks,
+            ports,
             read_routes,
             tasks,
             health,

@@ -42,6 +42,8 @@ def stack(drain_timeout: float) -> dict[str, Any]:
 
     return {
         "http": HostCheckedProtocol,
+        # WebSockets (the port proxy's, its tunnels) by wsproto, named like the HTTP parser.
+        "ws": "wsproto",
         "loop": "uvloop",
         "log_level": "warning",
         # The gateway's handler writes uvicorn's lines (`log_setup`), and its access log

@@ -1,4 +1,4 @@
-"""Service ports of a cluster job's members (docs/jobspec.md, Service ports).
+"""Service ports of a cluster job's members, and of a plain job (docs/jobspec.md, Service ports).
 
 A role declares named base ports (`{"http": 8080}`); member k of the role (1-based) listens
 on base + k - 1. Why this rule and not "an offset by the member's place on its node": the
@@ -15,6 +15,15 @@ from collections.abc import Iterable
 
 PORT_VARIABLE_PREFIX = "IRI_CLUSTER_PORT_"
 ENDPOINTS_VARIABLE = "IRI_CLUSTER_ENDPOINTS"
+JOB_PORT_VARIABLE_PREFIX = "IRI_PORT_"
+PLAIN_MEMBER = "main"
+"""The one member of a job without roles, as the port proxy names it (`/<job>/main/<port>/`):
+cluster members' names always end in a digit, so no member of a cluster job is named so."""
+
+
+def job_port_variables(ports: dict[str, int]) -> dict[str, str]:
+    """`IRI_PORT_LAB=8888`, one per named port of a job without roles."""
+    return {f"{JOB_PORT_VARIABLE_PREFIX}{name.upper()}": str(port) for name, port in ports.items()}
 
 
 def member_ports(ports: dict[str, int], index: int) -> dict[str, int]:

@@ -45,3 +45,16 @@ class NativeStatus:
         if self.exit_code is not None and self.state is not None and self.state.final:
             text += f", exit code {self.exit_code}"
         return text
+
+
+@dataclass(frozen=True)
+class JobNodes:
+    """Where a running job is, as its scheduler says (never as the job itself says: a job
+    could write any address, and the port proxy connects where this points).
+
+    `batch_host` runs the job's script (and a job's program listening on its ports);
+    `addresses` maps each node of the job to the address the gateway connects to (an IP
+    address or a host name resolved where the connection is made)."""
+
+    batch_host: str
+    addresses: dict[str, str]

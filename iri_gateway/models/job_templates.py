@@ -24,6 +24,7 @@ from iri_gateway.models.jobspec import (
     ROLE_NAME,
     MemberCount,
     ResourceSpec,
+    ServicePorts,
     VolumeMount,
 )
 from iri_gateway.models.limits import (
@@ -77,6 +78,11 @@ class TaskTemplate(_Strict):
     )
     resources: ResourceSpec | None = Field(
         default=None, description="Resources; each field the job sets wins"
+    )
+    ports: ServicePorts = Field(
+        default_factory=dict,
+        description="Service ports (name -> port) of a job without roles built on it; a "
+        "job's port of the same name wins",
     )
     bootstrap: Bootstrap | None = Field(
         default=None,

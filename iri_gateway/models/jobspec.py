@@ -5,8 +5,8 @@ objects that allow extra properties (`Container`, `ResourceSpec`, `JobAttributes
 `VolumeMount`) allow them here too, and `JobSpec` itself forbids them, as the spec does.
 Validation is strict, like the JSON Schema: "2" is not a node count.
 Our extensions live inside `container` (where the official schema allows extra fields), plus
-the top-level `roles`, `template`, `cluster_lifecycle` and `notify`; all are optional; see
-docs/design.md, Contract 1.
+the top-level `roles`, `template`, `cluster_lifecycle`, `ports` and `notify`; all are
+optional; see docs/design.md, Contract 1.
 Every string, list and mapping has a size limit, and every string must be valid Unicode
 (`iri_gateway.models.limits`): a document over a limit is refused with the field named.
 """
@@ -437,6 +437,11 @@ def _port_name(name: str) -> str:
 
 PortName = Annotated[str, BeforeValidator(unicode_text), AfterValidator(_port_name)]
 PortNumber = Annotated[int, Field(ge=1, le=MAX_PORT), BeforeValidator(whole_number)]
+ServicePorts = Annotated[
+    dict[PortName, PortNumber],
+    Field(max_length=MAX_ROLE_PORTS, json_schema_extra={"propertyNames": {"pattern": PORT_NAME}}),
+]
+"""Named service ports, name -> port: a role's, a job's without roles, a task template's."""
 
 ClusterLifecycle = Literal["primary_ends_all", "all_must_end", "first_failure_ends_all"]
 """When a cluster job ends (docs/jobspec.md, One life cycle)."""
@@ -516,13 +521,7 @@ class Role(_Unicode):
         "processes_per_node = members per node (default 1); memory per node. Fields left out "
         "are the job's.",
     )
-    ports: Annotated[
-        dict[PortName, PortNumber],
-        Field(
-            max_length=MAX_ROLE_PORTS,
-            json_schema_extra={"propertyNames": {"pattern": PORT_NAME}},
-        ),
-    ] = Field(
+    ports: ServicePorts = Field(
         default_factory=dict,
         description="Named service ports, name -> base port: member k of the role listens on "
         "base + k - 1, given to it as IRI_CLUSTER_PORT_<NAME>; every member sees all of them "
@@ -633,6 +632,13 @@ class JobSpec(_Unicode):
         "runs to its own end unless one fails; 'all_must_end': every member runs to its own "
         "end, failures included",
     )
+    ports: ServicePorts | None = Field(
+        default=None,
+        description="Extension, jobs without roles: named service ports, name -> port, that "
+        "the job's program listens on (on the first node), given to it as IRI_PORT_<NAME>; "
+        "the gateway's port proxy reaches them for you (getJob's meta_data `ports`, "
+        "docs/rest-api.md, Service ports). A cluster job declares its ports per role.",
+    )
     notify: Notify | None = Field(
         default=None,
         description="Extension: a webhook the gateway POSTs this job's state changes to "
@@ -651,6 +657,15 @@ class JobSpec(_Unicode):
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"role names must be unique; given twice: {', '.join(twice)}")
+        return self
+
+    @model_validator(mode="after")
+    def _ports_of_plain_jobs(self) -> JobSpec:
+        if self.ports and self.roles:
+            raise ValueError(
+                "ports: a job with roles declares its service ports per role (roles[].ports, "
+                "member k of a role listens on base + k - 1); move them into its roles"
+            )
         return self
 
     @field_validator("roles")

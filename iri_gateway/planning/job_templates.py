@@ -13,7 +13,8 @@ A field the job sets wins over the template's; a field neither sets is the image
   executable with them;
 - `environment`: the template's variables, then the job's (a job's variable of the same name
   wins); `volume_mounts`: the template's, then the job's (a job's mount of the same target
-  wins);
+  wins); `ports` (a task template used by a job without roles): the template's, then the
+  job's (a job's port of the same name wins);
 - in a cluster template each role's values are its task template's; the job's top-level
   fields win over them and the job's role entry (`roles: [{name, count, ...}]`) over both;
 - `bootstrap`: the member runs `/bin/sh -c BOOTSTRAP` with its program as the shell's
@@ -186,6 +187,8 @@ def _apply_task(document: dict[str, Any], task: TaskTemplate, spec: JobSpec, *, 
     )
     if task.environment:
         document["environment"] = {**task.environment, **spec.environment}
+    if task.ports and not spec.roles:
+        document["ports"] = {**task.ports, **(spec.ports or {})}
     resources = _resources([_set_fields(task.resources), _set_fields(spec.resources)])
     if resources:
         document["resources"] = resources

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
-from iri_gateway.models.job import NativeStatus
+from iri_gateway.models.job import JobNodes, NativeStatus
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class BatchSystem(Protocol):
     def requeue(self, native_id: str) -> str:
         """Run the job again under the same native id, every member of a cluster job with it
         (a running job is stopped first); returns the command, in the scheduler's words."""
+
+    def nodes(self, native_id: str) -> JobNodes | None:
+        """Where the running job is: its batch host and each node's address, as the scheduler
+        says (the port proxy connects there); None while no part of it runs."""
 
     def ping(self, timeout: float) -> str:
         """Ask the scheduler, as cheaply as it can be asked, whether it answers (the resource

@@ -19,6 +19,7 @@ from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.settings import Settings
 from iri_gateway.service.operations.store import JobStore
+from iri_gateway.service.proxy.service import ProxySettings
 from iri_gateway.service.resource_health.monitor import ResourceHealth
 from iri_gateway.service.webhooks.destinations import DestinationPolicy
 from iri_gateway.service.webhooks.service import WebhookSettings
@@ -99,11 +100,24 @@ def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engin
         event_window=settings.events_window,
         event_retention=settings.event_retention * 3600,
         webhooks=webhook_settings(settings),
+        proxy=proxy_settings(settings),
         webhook_policy=DestinationPolicy(
             allowed_networks=settings.webhook_allowed_networks,
             http_hosts=settings.webhook_http_hosts,
             resolve_timeout=settings.webhook_timeout,
         ),
+    )
+
+
+def proxy_settings(settings: Settings) -> ProxySettings:
+    """The `proxy_*` settings, as the port proxy takes them."""
+    return ProxySettings(
+        url=settings.proxy_url,
+        link_ttl=settings.proxy_link_ttl,
+        session_ttl=settings.proxy_session_ttl,
+        connections_per_user=settings.proxy_connections_per_user,
+        bytes_per_second=settings.proxy_bytes_per_second,
+        connect_timeout=settings.proxy_connect_timeout,
     )
 
 

@@ -12,6 +12,7 @@ every transport gives the same text for the same bytes.
 from __future__ import annotations
 
 import shlex
+import socket
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -83,16 +84,32 @@ class Offers:
     """`stream` works: a command's input and output as byte streams while it runs (the file
     agents' progress and cancel, warm agents, uploads and downloads need it). Without it,
     `stream` raises NotSentError and those features answer that error."""
+    tunnels: bool = False
+    """`tunnel` works: a TCP connection opened from where commands run (this machine, or the
+    login node) to a host and port there (the port proxy reaches a job's ports with it)."""
     as_gateway: bool = False
     """Commands run on this machine as the gateway's own account: the account's home and
     relative paths are this process's, and a command is cheap to start and keep running
     (the file agents keep a few started: `AgentLimits.warm`)."""
 
 
+class TunnelsNotOfferedError(NotSentError):
+    """A tunnel was asked of a transport that offers none (`Offers.tunnels`)."""
+
+    code = "transport_no_tunnels"
+
+
 class StreamsNotOfferedError(NotSentError):
     """A stream was asked of a transport that does not offer them (`Offers.streams`)."""
 
     code = "transport_no_streams"
+
+
+class TunnelRefusedError(NotSentError):
+    """The host and port a tunnel was asked for refused it, could not be reached, or may not
+    be reached from there (the login node's sshd forbids forwarding): its words kept."""
+
+    code = "transport_tunnel_refused"
 
 
 def streaming(transport: Transport, what: str) -> Transport:
@@ -158,6 +175,13 @@ class Transport(Protocol):
         command is ended (it sees the end of its input first; one still running is then
         killed). Never sent twice: a stream is not retried once it started. Only where
         `offers.streams` (ask with `streaming`)."""
+
+    def tunnel(self, host: str, port: int, *, timeout: float) -> socket.socket:
+        """A connected stream socket carrying a TCP connection opened from where commands run
+        to `host`:`port` (the caller owns it and closes it; closing it closes the connection).
+        TunnelRefusedError when the target refuses or cannot be reached, NotSentError when the
+        transport cannot open one at all (`offers.tunnels` False); `timeout` bounds opening it.
+        """
 
     def make_directory(self, path: str) -> None:
         """Create `path` and its parents (like `mkdir -p`); TransportError if impossible."""

@@ -6,6 +6,7 @@ import contextlib
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from iri_gateway.transport.base import (
     Offers,
     OutcomeUnknownError,
     TransportError,
+    TunnelRefusedError,
     decode_output,
 )
 
@@ -35,8 +37,20 @@ class LocalTransport:
     def __init__(self, as_user: str | None = None, env: dict[str, str] | None = None) -> None:
         self._prefix = ["runuser", "-u", as_user, "--"] if as_user else []
         self._env = env
-        self.offers = Offers(streams=True, as_gateway=as_user is None)
-        """Streams always; the gateway's own account unless it runs as `as_user`."""
+        self.offers = Offers(streams=True, tunnels=True, as_gateway=as_user is None)
+        """Streams and tunnels always; the gateway's own account unless it runs as `as_user`."""
+
+    def tunnel(self, host: str, port: int, *, timeout: float) -> socket.socket:
+        """A TCP connection from this machine (as the gateway's own process: a connection
+        needs no account)."""
+        try:
+            connection = socket.create_connection((host, port), timeout=timeout)
+        except OSError as error:
+            raise TunnelRefusedError(
+                f"cannot connect to {host}:{port} from this machine: {error.strerror or error}"
+            ) from None
+        connection.settimeout(None)
+        return connection
 
     def run(
         self,

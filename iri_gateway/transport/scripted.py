@@ -20,12 +20,19 @@ a transport failure.
 from __future__ import annotations
 
 import shlex
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from iri_gateway.transport.base import CommandResult, Offers, Stream, Transport
+from iri_gateway.transport.base import (
+    CommandResult,
+    Offers,
+    Stream,
+    Transport,
+    TunnelsNotOfferedError,
+)
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,12 @@ class ScriptedTransport:
         if self.otherwise is None:
             raise UnscriptedCommandError(f"no streams without `otherwise`: `{shlex.join(argv)}`")
         return self.otherwise.stream(argv, timeout=timeout)
+
+    def tunnel(self, host: str, port: int, *, timeout: float) -> socket.socket:
+        """`otherwise`'s tunnel; a script has none of its own."""
+        if self.otherwise is None:
+            raise TunnelsNotOfferedError(f"a script opens no tunnels (to {host}:{port})")
+        return self.otherwise.tunnel(host, port, timeout=timeout)
 
     def make_directory(self, path: str) -> None:
         """Recorded in `directories`; made by `otherwise` when there is one."""

@@ -29,6 +29,7 @@ command's failure never closes a connection under the commands still running on 
 from __future__ import annotations
 
 import shlex
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -44,9 +45,11 @@ from iri_gateway.transport.base import (
     Offers,
     OutcomeUnknownError,
     TransportError,
+    TunnelRefusedError,
     decode_output,
 )
 from iri_gateway.transport.ssh_rekey import RekeySafeTransport
+from iri_gateway.transport.ssh_tunnel import bridged
 
 REFUSAL_PAUSE = 0.5
 """Seconds a connection that refused a session is not offered another one: sshd frees a
@@ -89,8 +92,9 @@ class SshTransport:
     """Commands on `user@host:port`; thread-safe, a pool of connections shared by all calls."""
 
     name = "ssh"
-    offers = Offers(streams=True, as_gateway=False)
-    """Streams (a channel each); never the gateway's own account nor this machine."""
+    offers = Offers(streams=True, tunnels=True, as_gateway=False)
+    """Streams and tunnels (a channel each); never the gateway's own account nor this
+    machine."""
     python = "python3"
     """The login node's interpreter the file agent runs with."""
 
@@ -366,6 +370,39 @@ class SshTransport:
         finally:
             channel.close()
             self._release(connection)
+
+    def tunnel(self, host: str, port: int, *, timeout: float) -> socket.socket:
+        """A `direct-tcpip` channel from the login node to `host`:`port` (what `ssh -L` opens),
+        as a socket (`ssh_tunnel`). The channel is opened on a pooled connection, which is
+        leased only while it opens: a tunnel may stay open for hours (a notebook's
+        WebSocket), and sshd's MaxSessions counts session channels, not forwarded ones, so
+        it takes no command's session."""
+        deadline = time.monotonic() + max(timeout, self._connect_timeout)
+        try:
+            connection = self._lease(deadline)
+        except (paramiko.SSHException, EOFError, OSError) as error:
+            raise NotSentError(
+                f"cannot reach {self.username}@{self.host}:{self.port} to connect to "
+                f"{host}:{port}: {_describe(error)}"
+            ) from None
+        try:
+            transport = connection.client.get_transport()
+            if transport is None or not transport.is_active():
+                raise NotSentError(f"the connection to {self.host} closed; try again")
+            channel = transport.open_channel(
+                "direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout
+            )
+        except paramiko.ChannelException as error:
+            raise TunnelRefusedError(
+                f"{self.host} could not connect to {host}:{port}: {error.text or error}"
+            ) from None
+        except (paramiko.SSHException, EOFError, OSError) as error:
+            raise NotSentError(
+                f"cannot open a channel to {host}:{port} through {self.host}: {_describe(error)}"
+            ) from None
+        finally:
+            self._release(connection)
+        return bridged(channel, f"{host}:{port}")
 
     def _open(self, connection: _Connection) -> paramiko.Channel:
         """A new session on `connection`; _Refused or _Lost (not sent) otherwise."""

@@ -58,8 +58,11 @@ def profile_allowing(profile: Path, attributes: list[str], folder: Path) -> Path
 
 
 @contextmanager
-def serve(profile: Path, data: Path, *, env: Mapping[str, str] | None = None) -> Iterator[Gateway]:
-    """`iri-gateway serve --profiles PROFILE` with its data in `data`; stopped afterwards."""
+def serve(
+    profile: Path, data: Path, *, env: Mapping[str, str] | None = None, port: int | None = None
+) -> Iterator[Gateway]:
+    """`iri-gateway serve --profiles PROFILE` with its data in `data` (on `port`, else a free
+    one); stopped afterwards."""
     data.mkdir(parents=True, exist_ok=True)
     token = issue_token(data, "alice", "proj1", env)
     with running_serve(
@@ -68,5 +71,6 @@ def serve(profile: Path, data: Path, *, env: Mapping[str, str] | None = None) ->
         extra_env=env,
         log=data / "server.log",
         stop_timeout=30,
+        port=port,
     ) as served:
         yield Gateway(served.url, token, served.log, served.process.pid)

@@ -571,13 +571,14 @@ def pbs_refuses(key: str, value: str) -> bool:
     quotes, '\\', '#' (no quoting), anything outside ASCII (refused or mangled), a job name
     of more than letters, digits and '_+.-', ':' in a path (host:path), ',' in a `-l` value
     (another resource) and '&' there (qsub: "illegal -l value ... illegal character"), '@' in a
-    queue (queue@server). `directory` and `stdin_path` are
-    no directives (the script's quoted `cd` and `<`)."""
+    queue (queue@server), and a lone '--' anywhere (the end of qsub's options). `directory`
+    and `stdin_path` are no directives (the script's quoted `cd` and `<`)."""
     if key in ("directory", "stdin_path"):
         return False
     return bool(
         PBS_UNSAFE.search(value)
         or not value.isascii()
+        or value == "--"
         or (key == "name" and PBS_JOB_NAME.fullmatch(value) is None)
         or (key.endswith("_path") and ":" in value)
         or (key.startswith("attributes.custom_attributes.") and ("," in value or "&" in value))

@@ -37,7 +37,9 @@ def event_data(engine: Engine, event: StoredEvent) -> dict[str, Any]:
         except JobNotFoundError:  # gone since (the store's retention)
             pass
         else:
-            data["job"] = job_document(record, include_spec=False)
+            data["job"] = job_document(
+                record, include_spec=False, ports_origin=engine.proxy.settings.url
+            )
     elif event.kind == TASK and event.task_id is not None:
         data["task_id"] = event.task_id
         task = engine.tasks.get(event.owner, event.task_id)

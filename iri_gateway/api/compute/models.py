@@ -15,6 +15,8 @@ from iri_gateway.api.compute.documents import JobDocuments
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.service.proxy.service import prefix as proxy_prefix
+from iri_gateway.service.proxy.targets import declared as declared_ports
 
 
 class JobStatus(BaseModel):
@@ -42,8 +44,23 @@ class Job(BaseModel):
     attributes: dict[str, Any] | None = Field(default=None, description="Type-specific data")
 
 
-def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
-    """The official Job for a stored record."""
+def port_entries(record: JobRecord, origin: str | None) -> list[dict[str, Any]]:
+    """A job's declared ports as meta_data `ports` lists them: member, name, number and,
+    when the gateway has a port proxy (`origin`, its `proxy_url`), the port's URL there."""
+    entries: list[dict[str, Any]] = []
+    for port in declared_ports(record):
+        entry: dict[str, Any] = {"member": port.member, "name": port.name, "port": port.port}
+        if origin is not None:
+            entry["url"] = f"{origin}{proxy_prefix(record.id, port.member, port.name)}/"
+        entries.append(entry)
+    return entries
+
+
+def job_view(
+    record: JobRecord, *, include_spec: bool = True, ports_origin: str | None = None
+) -> Job:
+    """The official Job for a stored record; `ports_origin` is the port proxy's origin."""
+    ports = port_entries(record, ports_origin)
     plan, paths = record.plan_model, record.paths
     status = JobStatus(
         state=record.state,
@@ -60,6 +77,8 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
             "stderr_path": paths.stderr_path,
             # A cluster job's members, once its script has listed them.
             **({"members": record.members} if record.members else {}),
+            # A job's service ports, and where the port proxy serves them.
+            **({"ports": ports} if ports else {}),
         },
     )
     spec = record.spec_model if include_spec else None
@@ -78,7 +97,9 @@ def job_view(record: JobRecord, *, include_spec: bool = True) -> Job:
     )
 
 
-def job_document(record: JobRecord, *, include_spec: bool = True) -> dict[str, Any]:
+def job_document(
+    record: JobRecord, *, include_spec: bool = True, ports_origin: str | None = None
+) -> dict[str, Any]:
     """`job_view(record).model_dump(mode="json", exclude_none=True)`, built straight from the
     stored JSON: no model validated or dumped but the spec's, when it is shown (a test holds
     the two to each other over many kinds of job).
@@ -104,6 +125,9 @@ def job_document(record: JobRecord, *, include_spec: bool = True) -> dict[str, A
     }
     if record.members:
         meta_data["members"] = record.members
+    ports = port_entries(record, ports_origin)
+    if ports:
+        meta_data["ports"] = ports
     status["meta_data"] = meta_data
     document: dict[str, Any] = {"id": record.id, "status": status}
     if include_spec:
@@ -134,10 +158,14 @@ def json_bytes(document: Any) -> bytes:
         return pydantic_core.to_json(document)
 
 
-def job_documents() -> JobDocuments:
+def job_documents(ports_origin: str | None = None) -> JobDocuments:
     """A process's cache of encoded status documents (`documents`), encoding as
     `job_document` without the spec."""
-    return JobDocuments(lambda record: json_bytes(job_document(record, include_spec=False)))
+    return JobDocuments(
+        lambda record: json_bytes(
+            job_document(record, include_spec=False, ports_origin=ports_origin)
+        )
+    )
 
 
 def job_answer(
@@ -146,6 +174,7 @@ def job_answer(
     include_spec: bool = True,
     response: Response | None = None,
     documents: JobDocuments | None = None,
+    ports_origin: str | None = None,
 ) -> Response:
     """The Job (or list of Jobs) answered as bytes, encoded once: FastAPI's `response_model`
     would validate and encode the models again. The headers set on `response` are kept.
@@ -157,9 +186,13 @@ def job_answer(
         else:
             body = b"[" + b",".join(documents.encoded(r) for r in records) + b"]"
     elif isinstance(records, JobRecord):
-        body = json_bytes(job_document(records, include_spec=include_spec))
+        body = json_bytes(
+            job_document(records, include_spec=include_spec, ports_origin=ports_origin)
+        )
     else:
-        body = json_bytes([job_document(r, include_spec=include_spec) for r in records])
+        body = json_bytes(
+            [job_document(r, include_spec=include_spec, ports_origin=ports_origin) for r in records]
+        )
     answer = Response(content=body, media_type="application/json")
     for name, value in response.headers.items() if response else ():
         if name not in ("content-length", "content-type"):

@@ -116,5 +116,8 @@ def list_my_jobs(
         total=page.total,
         offset=offset,
         limit=limit,
-        jobs=[job_view(r, include_spec=bool(include_spec)) for r in page.records],
+        jobs=[
+            job_view(r, include_spec=bool(include_spec), ports_origin=engine.proxy.settings.url)
+            for r in page.records
+        ],
     )

@@ -133,7 +133,7 @@ def launch_job(
     )
     if idempotency_key is not None:
         response.headers["Idempotency-Key-Reply"] = "hit" if submission.replayed else "miss"
-    return job_answer(submission.record, response=response)
+    return job_answer(submission.record, response=response, ports_origin=engine.proxy.settings.url)
 
 
 @router.put(
@@ -179,7 +179,7 @@ def update_job(
     )
     if idempotency_key is not None:
         response.headers["Idempotency-Key-Reply"] = "hit" if update.replayed else "miss"
-    return job_answer(update.record, response=response)
+    return job_answer(update.record, response=response, ports_origin=engine.proxy.settings.url)
 
 
 @router.get(
@@ -207,7 +207,12 @@ async def get_job(
     record = engine.known(owner=principal.user, job_id=job_id)
     if record is None or record.resource_id != resource_id:
         record = await run_in_threadpool(_owned, engine, principal, resource_id, job_id)
-    return job_answer(record, include_spec=bool(include_spec), documents=documents)
+    return job_answer(
+        record,
+        include_spec=bool(include_spec),
+        documents=documents,
+        ports_origin=engine.proxy.settings.url,
+    )
 
 
 @router.post(
@@ -242,7 +247,12 @@ def get_jobs(
         offset=offset,
         limit=limit,
     )
-    return job_answer(records, include_spec=bool(include_spec), documents=documents)
+    return job_answer(
+        records,
+        include_spec=bool(include_spec),
+        documents=documents,
+        ports_origin=engine.proxy.settings.url,
+    )
 
 
 @router.delete(
@@ -308,7 +318,7 @@ def restart_job(
     sent to the scheduler"."""
     _owned(engine, principal, resource_id, job_id)
     record = engine.restart(owner=principal.user, job_id=job_id, wait=settings.response_wait)
-    return job_answer(record)
+    return job_answer(record, ports_origin=engine.proxy.settings.url)
 
 
 @extensions.get(

@@ -102,6 +102,7 @@ _DESCRIPTIONS: dict[int, str] = {
     "account on the resource, or a role the caller lacks); `detail` says how it is granted",
     404: "Not Found: nothing of that name the caller may see",
     409: "Conflict: the object's state does not allow this now",
+    410: "Gone: it was there, and has ended for good",
     413: "Content Too Large: the body passes the server's `max_request_bytes`",
     422: "Unprocessable Entity: parameters or body refused, or a query parameter the "
     "operation does not define (`x-iri-gateway-unknown-query-parameters: refused`); "
@@ -116,6 +117,7 @@ _DESCRIPTIONS: dict[int, str] = {
     "suggestion). GET /account/limits shows the limits and their use",
     500: "Internal Server Error: a fault of the gateway, not of the request (its log has "
     "the details)",
+    501: "Not Implemented: this gateway is not set up for it (`detail` names the setting)",
     502: "Bad Gateway: the scheduler failed on the command (its own words in `detail`)",
     503: "Service Unavailable: the database, the scheduler or the login node cannot be "
     "reached now; try again after `Retry-After` seconds",
@@ -147,9 +149,12 @@ _SENT_BY: dict[int, tuple[str, ...]] = {
         "putJobTemplate",
         "deleteJobTemplate",
         "createSubscription",
+        "openJobPort",
     ),
+    410: ("openJobPort",),
     413: ("checkProfile",),
     429: ("checkProfile", "getJobEvents"),
+    501: ("openJobPort",),
     502: ("launchJob", "updateJob", "cancelJob", "restartJob"),
     503: ("launchJob", "updateJob", "cancelJob", "restartJob", "getJobEvents"),
 }

@@ -53,6 +53,15 @@ from iri_gateway.service.jobs.job_templates import (
 )
 from iri_gateway.service.operations.backends import NoAccountError
 from iri_gateway.service.operations.database import DatabaseError, transient
+from iri_gateway.service.proxy.errors import (
+    PortClosedError,
+    PortNotFoundError,
+    PortNotOpenError,
+    PortUnreachableError,
+    ProxyLimitError,
+    ProxyOffError,
+)
+from iri_gateway.service.proxy.passes import PassRefusedError
 from iri_gateway.service.webhooks.destinations import (
     DestinationRefusedError,
     DestinationUnresolvedError,
@@ -77,6 +86,13 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (TemplateReadOnlyError, 409, "Conflict"),
     (TemplateLimitError, 409, "Conflict"),
     (SubscriptionNotFoundError, 404, "Not Found"),
+    (PortNotFoundError, 404, "Not Found"),
+    (PortNotOpenError, 409, "Conflict"),
+    (PortClosedError, 410, "Gone"),
+    (ProxyOffError, 501, "Not Implemented"),
+    (ProxyLimitError, 429, "Too Many Requests"),
+    (PortUnreachableError, 502, "Bad Gateway"),
+    (PassRefusedError, 401, "Unauthorized"),
     (SubscriptionLimitError, 409, "Conflict"),
     (DestinationRefusedError, 400, "Bad Request"),
     (NotifySecretMissingError, 400, "Bad Request"),
@@ -320,26 +336,33 @@ def _params(error: GatewayError) -> list[dict[str, str]]:
     return []
 
 
+def status_of(error: GatewayError) -> tuple[int, str, dict[str, str] | None]:
+    """The status, title and headers of a gateway error's answer (500 for one this table
+    does not know: a fault of the gateway)."""
+    for kind, status, title in _STATUS:
+        if isinstance(error, kind):
+            headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+            if isinstance(
+                error,
+                SchedulerUnavailableError
+                | TransportError
+                | DatabaseError
+                | DestinationUnresolvedError,
+            ):
+                # Transient: the scheduler or the login node is unavailable for now; the
+                # client may send the same request again after the pause (RFC 9110).
+                headers = {"Retry-After": str(error.retry_after)}
+            return status, title, headers
+    return 500, "Internal Server Error", None
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers on `app`."""
 
     @app.exception_handler(GatewayError)
     async def gateway_error(request: Request, error: GatewayError) -> JSONResponse:
-        for kind, status, title in _STATUS:
-            if isinstance(error, kind):
-                headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-                if isinstance(
-                    error,
-                    SchedulerUnavailableError
-                    | TransportError
-                    | DatabaseError
-                    | DestinationUnresolvedError,
-                ):
-                    # Transient: the scheduler or the login node is unavailable for now; the
-                    # client may send the same request again after the pause (RFC 9110).
-                    headers = {"Retry-After": str(error.retry_after)}
-                return problem(request, status, title, str(error), _params(error), headers)
-        return problem(request, 500, "Internal Server Error", str(error))
+        status, title, headers = status_of(error)
+        return problem(request, status, title, str(error), _params(error), headers)
 
     @app.exception_handler(RateLimitError)
     async def rate_limited(request: Request, error: RateLimitError) -> JSONResponse:

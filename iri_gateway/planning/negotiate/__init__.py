@@ -10,6 +10,7 @@ from collections.abc import Collection
 from functools import partial
 
 from iri_gateway.errors import JobRejectedError, Problem
+from iri_gateway.models import cluster_ports
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Decision
@@ -195,7 +196,7 @@ def _negotiate_one(spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool =
         devices=choice.devices,
         use_mpi=use_mpi,
         mounts=choice.mounts,
-        environment=dict(spec.environment),
+        environment={**spec.environment, **cluster_ports.job_port_variables(spec.ports or {})},
         workdir=workdir if choice.config is not None else None,
         network=network,
         extra_options=choice.extra_options,

@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Collection
 from pathlib import Path
 
 from iri_gateway.errors import CancelError, RestartError, SubmitError, UpdateError
-from iri_gateway.models.job import JobState, NativeStatus
+from iri_gateway.models.job import JobNodes, JobState, NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 
 JOB_ID_VARIABLE = "IRI_LOCAL_JOB_ID"
@@ -28,6 +29,9 @@ _WRAPPER = (
     "bash script.sh > stdout 2> stderr < /dev/null; "
     'echo "$?" > exit_code.tmp && mv exit_code.tmp exit_code'
 )
+
+
+LOOPBACK = "127.0.0.1"
 
 
 class LocalBatch:
@@ -126,6 +130,14 @@ class LocalBatch:
             return
         except PermissionError as error:
             raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
+
+    def nodes(self, native_id: str) -> JobNodes | None:
+        """A running local job is a process of this machine, reached on loopback (its cluster
+        members name this machine as `$HOSTNAME`, its host name)."""
+        status = self.statuses([native_id]).get(native_id)
+        if status is None or status.state is not JobState.ACTIVE:
+            return None
+        return JobNodes("localhost", {"localhost": LOOPBACK, socket.gethostname(): LOOPBACK})
 
     def ping(self, timeout: float) -> str:
         """Nothing to ask: jobs are processes of this machine, with no scheduler daemon."""

@@ -7,9 +7,10 @@ import logging
 from collections.abc import Collection
 
 from iri_gateway.errors import CancelError
-from iri_gateway.models.job import NativeStatus
+from iri_gateway.models.job import JobNodes, NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.pbs import (
+    exec_host,
     never_runs,
     qalter,
     qdel,
@@ -60,6 +61,10 @@ class PbsBatch:
                 log.warning("job %s can never run, and qdel refused: %s", native_id, error)
                 return status
         return never_runs.as_failed(status)
+
+    def nodes(self, native_id: str) -> JobNodes | None:
+        jobs = qstat.parse(self.transport.run(qstat.argv([native_id]), idempotent=True))
+        return exec_host.nodes(jobs, native_id)
 
     def cancel(self, native_id: str) -> None:
         qdel.parse(self.transport.run(qdel.argv(native_id)))

@@ -16,7 +16,9 @@ qsub reads back exactly the user's value is refused here, naming what qsub would
   (`illegal -l value ... illegal character`, its `pbs_quote_parse`; found by the hostile-string
   property test on the real qsub);
 - '@' in a queue or reservation: qsub sends `queue@server` to another server;
-- ':' in an output path: PBS reads `host:path`.
+- ':' in an output path: PBS reads `host:path`;
+- a value that is exactly `--`: qsub's option parser takes it for the end of its options
+  (`#PBS -N --` is a "directive error"; found by the hostile-string property test).
 `directory` and `stdin_path` are no directives under PBS (the script enters the one with a
 quoted `cd` and reads the other with a quoted `<`), except the directory as the head of a
 relative output path (`output_path`).
@@ -48,6 +50,9 @@ SERVER_REASON = (
     "qsub reads 'queue@server' and would send the job to another server; '@' is not allowed"
 )
 HOST_REASON = "PBS reads 'host:path' here; ':' is not allowed"
+DASHES_REASON = (
+    "qsub reads a lone '--' as the end of its options ('directive error'); give another value"
+)
 # Entered by the script with shell quoting, never written into a `#PBS` line.
 _NOT_DIRECTIVES = ("directory", "stdin_path")
 _JOB_NAME = re.compile(r"[A-Za-z0-9_+.-]{1,230}")
@@ -66,6 +71,8 @@ class PbsDirectiveRules(DirectiveRules):
             return UNSAFE_REASON
         if not value.isascii():
             return ASCII_REASON
+        if value == "--":
+            return DASHES_REASON
         if path == "name" and _JOB_NAME.fullmatch(value) is None:
             return NAME_REASON
         if path.startswith("attributes.custom_attributes."):

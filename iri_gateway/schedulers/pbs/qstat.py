@@ -62,6 +62,7 @@ class PbsJob:
     started: datetime | None = None  # stime
     modified: datetime | None = None  # mtime
     ended: datetime | None = None  # obittime, where the server reports it
+    exec_host: str | None = None  # `host/0*2+host2/0`: the running job's hosts, first runs it
 
     @property
     def deleted(self) -> bool:
@@ -163,6 +164,7 @@ def _job(job_id: str, attributes: Any) -> PbsJob:
         started=_time(attributes.get("stime")),
         modified=_time(attributes.get("mtime")),
         ended=_time(attributes.get("obittime")),
+        exec_host=_text(attributes.get("exec_host")),
     )
 
 

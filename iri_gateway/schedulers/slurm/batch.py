@@ -7,10 +7,11 @@ import time
 from collections.abc import Collection
 
 from iri_gateway.errors import StatusError
-from iri_gateway.models.job import NativeStatus
+from iri_gateway.models.job import JobNodes, NativeStatus
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.slurm import (
     hetjob,
+    nodes,
     ping,
     requeue,
     sacct,
@@ -65,6 +66,14 @@ class SlurmBatch:
 
     def update(self, native_id: str, changes: JobChanges) -> None:
         scontrol.parse(self.transport.run(scontrol.argv(native_id, changes)))
+
+    def nodes(self, native_id: str) -> JobNodes | None:
+        job = nodes.parse_job(self.transport.run(nodes.job_argv(native_id), idempotent=True))
+        if job is None:
+            return None
+        batch_host, node_lists = job
+        command = nodes.nodes_argv(node_lists)
+        return nodes.parse_nodes(self.transport.run(command, idempotent=True), batch_host)
 
     def ping(self, timeout: float) -> str:
         return ping.parse(self.transport.run(ping.argv(), timeout=timeout, idempotent=True))

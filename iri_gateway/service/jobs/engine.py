@@ -44,6 +44,7 @@ from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.service.operations.replicas import Replica
 from iri_gateway.service.operations.store import JobStore
+from iri_gateway.service.proxy.service import PortProxy, ProxySettings
 from iri_gateway.service.resource_health.monitor import ResourceHealth
 from iri_gateway.service.tasks.records import TASKS_PER_USER, TaskStore
 from iri_gateway.service.tasks.runner import TaskRunner
@@ -86,6 +87,7 @@ class Engine:
         event_retention: float = 72 * 3600.0,
         webhooks: WebhookSettings | None = None,
         webhook_policy: DestinationPolicy | None = None,
+        proxy: ProxySettings | None = None,
     ) -> None:
         self.registry = registry
         self.store = store
@@ -145,6 +147,8 @@ class Engine:
         )
         """Subscriptions, notify secrets and the outbox of deliveries (`webhooks`); its thread
         is started by the application (`Webhooks.start`)."""
+        self.proxy = PortProxy(store, registry, backends, proxy or ProxySettings(), clock=clock)
+        """The port proxy's rules: links, sessions, where a job's ports are (`service/proxy`)."""
         self.context = JobsContext(
             registry=registry,
             store=store,
@@ -159,7 +163,12 @@ class Engine:
         self._files = JobFiles(self.context)
         self._changes = Changes(self.context)
         attempts = Attempts(self.context, send_cancel=self._changes.send_cancel)
-        self._submissions = Submissions(self.context, attempts, roots=self._files.roots)
+        self._submissions = Submissions(
+            self.context,
+            attempts,
+            roots=self._files.roots,
+            proxy_environment=self.proxy.environment,
+        )
         self._recovery = Recovery(self.context, attempts, self._changes)
         self._tracking = Tracking(self.context)
         self._reading = Reading(self.context, self._files)

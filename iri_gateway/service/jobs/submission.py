@@ -36,13 +36,26 @@ Roots = Callable[[str, LoadedResource, Backend], tuple[str, ...]]
 """The roots a resource's profile grants a user (`files.JobFiles.roots`)."""
 
 
+ProxyEnvironment = Callable[[str, JobSpec], dict[str, str]]
+"""What a job with service ports is told of the port proxy, by its id and spec
+(`service.proxy.service.PortProxy.environment`)."""
+
+
 class Submissions:
     """Submissions of jobs to every resource (sent by `attempts`), and the launch quota."""
 
-    def __init__(self, context: JobsContext, attempts: Attempts, *, roots: Roots) -> None:
+    def __init__(
+        self,
+        context: JobsContext,
+        attempts: Attempts,
+        *,
+        roots: Roots,
+        proxy_environment: ProxyEnvironment,
+    ) -> None:
         self.context = context
         self.attempts = attempts
         self._roots = roots
+        self.proxy_environment = proxy_environment
 
     def submit(
         self,
@@ -212,6 +225,9 @@ class Submissions:
             )
             if problems:
                 raise JobRejectedError(loaded.id, problems)
+        told = self.proxy_environment(job_id, spec)
+        if told:
+            changes["environment"] = {**spec.environment, **told}
         if spec.stdout_path is None:
             changes["stdout_path"] = (
                 "stdout.txt" if spec.directory is None else (f"iri-{job_id}.out")

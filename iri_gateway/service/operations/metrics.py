@@ -122,8 +122,8 @@ class PrometheusMetrics(Metrics):
         )
         self.command_seconds = Histogram(
             "iri_gateway_scheduler_command_duration_seconds",
-            "Time of one scheduler command (submit, statuses, cancel, find, update, requeue), "
-            "by resource",
+            "Time of one scheduler command (submit, statuses, cancel, find, update, requeue, "
+            "ping, nodes), by resource",
             ["resource", "command"],
             buckets=_COMMAND_SECONDS,
             registry=r,

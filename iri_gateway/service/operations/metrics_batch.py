@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, TypeVar
 
-from iri_gateway.models.job import NativeStatus
+from iri_gateway.models.job import JobNodes, NativeStatus
 from iri_gateway.schedulers.batch import BatchSystem, JobChanges
 
 if TYPE_CHECKING:
@@ -59,6 +59,9 @@ class MeasuredBatch:
 
     def requeue(self, native_id: str) -> str:
         return self._timed("requeue", lambda: self.batch.requeue(native_id))
+
+    def nodes(self, native_id: str) -> JobNodes | None:
+        return self._timed("nodes", lambda: self.batch.nodes(native_id))
 
     def ping(self, timeout: float) -> str:
         return self._timed("ping", lambda: self.batch.ping(timeout))

@@ -282,3 +282,24 @@ class WebhookCursorRow(Base):
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     event_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
+
+
+class GatewayKeyRow(Base):
+    """A row of `gateway_keys`: a secret of the gateway itself, shared by every replica
+    through the store (made once, by whichever replica needs it first)."""
+
+    __tablename__ = "gateway_keys"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    secret: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ProxyTicketRow(Base):
+    """A row of `proxy_tickets`: a port proxy link's ticket that was opened, kept until it
+    would have expired, so that it opens only once (on whichever replica)."""
+
+    __tablename__ = "proxy_tickets"
+
+    nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[float] = mapped_column(Float, index=True)

@@ -488,6 +488,67 @@ class Settings(BaseSettings):
         "wake them at once)",
     )
 
+    # -- the port proxy (issue 29) --
+    proxy_url: str | None = Field(
+        default=None,
+        description="The port proxy's own origin, e.g. https://jobs.example.org: requests "
+        "whose Host is this URL's host (and port) are served by the proxy, never by the API "
+        "or the console, so a job's service runs on an origin apart from the console's. "
+        "Unset: the proxy is off (links are refused with 501)",
+    )
+    proxy_link_ttl: float = Field(
+        default=60.0,
+        ge=5,
+        le=3600,
+        description="Seconds a port's link (its one-time ticket) may wait to be opened",
+    )
+    proxy_session_ttl: float = Field(
+        default=12 * 3600.0,
+        ge=60,
+        le=7 * 86_400,
+        description="Seconds a browser's session with one port lasts (its cookie); the job's "
+        "end closes it before",
+    )
+    proxy_connections_per_user: int = Field(
+        default=64,
+        ge=1,
+        le=10_000,
+        description="Proxied connections (HTTP requests in flight, WebSockets, tunnels) one "
+        "user may hold open on one process (429 past it)",
+    )
+    proxy_bytes_per_second: int = Field(
+        default=64 * 2**20,
+        ge=1024,
+        description="Bytes per second one user's proxied connections may pass on one process, "
+        "together (a faster transfer waits)",
+    )
+    proxy_connect_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=120,
+        description="Seconds to connect to a job's port (and to wait for its answer's head)",
+    )
+
+    @field_validator("proxy_url")
+    @classmethod
+    def _proxy_origin(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"proxy_url {url!r} is not an http or https URL with a host, e.g. "
+                "https://jobs.example.org"
+            )
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            raise ValueError(
+                f"proxy_url {url!r} must be an origin only (scheme, host, port): the proxy "
+                "serves each job's ports at /<job>/<member>/<port>/ of its own origin"
+            )
+        return f"{parts.scheme}://{parts.netloc.lower()}"
+
     @field_validator("webhook_allowed_networks")
     @classmethod
     def _networks(cls, networks: list[str]) -> list[str]:
