@@ -35,11 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from tests.support.websocket_client import WebSocketSession  # noqa: E402
-
 from benchmarks._common import machine_busy, proc_times  # noqa: E402
 from tests.conftest import UNHURRIED, token_works  # noqa: E402
 from tests.support.serve import free_port, issue_token, running_serve  # noqa: E402
+from tests.support.websocket_client import WebSocketSession  # noqa: E402
 
 ECHO = ROOT / "tests" / "support" / "service_echo.py"
 

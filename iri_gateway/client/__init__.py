@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         ConnectionFailed,
         Forbidden,
         GatewayClientError,
+        Gone,
         InvalidRequest,
         NotFound,
         ServerError,
@@ -57,10 +58,13 @@ if TYPE_CHECKING:
         URL_ENV,
         FileContent,
         JobInfo,
+        JobPort,
+        PortLink,
         Stream,
         WaitTimeout,
         output_path,
     )
+    from iri_gateway.client.port_forward import PortForward
     from iri_gateway.client.sync_client import GatewayClient
 
 _HOMES = {
@@ -74,6 +78,7 @@ _HOMES = {
             "GatewayClientError",
             "InvalidRequest",
             "NotFound",
+            "Gone",
             "ServerError",
             "TooManyRequests",
             "Unauthorized",
@@ -88,6 +93,8 @@ _HOMES = {
             "URL_ENV",
             "FileContent",
             "JobInfo",
+            "JobPort",
+            "PortLink",
             "Stream",
             "WaitTimeout",
             "output_path",
@@ -95,6 +102,7 @@ _HOMES = {
         "models",
     ),
     "GatewayClient": "sync_client",
+    "PortForward": "port_forward",
     **dict.fromkeys(("JobEvent", "StreamBroken", "StreamUnavailable"), "events"),
 }
 """Each public name and the module of this package that defines it."""
@@ -111,10 +119,14 @@ __all__ = [
     "Forbidden",
     "GatewayClient",
     "GatewayClientError",
+    "Gone",
     "InvalidRequest",
     "JobEvent",
     "JobInfo",
+    "JobPort",
     "NotFound",
+    "PortForward",
+    "PortLink",
     "ServerError",
     "SpecLike",
     "Stream",

@@ -34,10 +34,13 @@ from iri_gateway.client.models import (
     READ_LIMIT,
     FileContent,
     JobInfo,
+    JobPort,
+    PortLink,
     Stream,
     WaitTimeout,
     output_path,
 )
+from iri_gateway.client.port_forward import PortForward
 from iri_gateway.client.progress import status_line
 from iri_gateway.models.job_templates import StoredTemplate
 from iri_gateway.models.placement import Placement
@@ -143,6 +146,43 @@ class AsyncGatewayClient:
     async def restart(self, resource: str, job_id: str) -> JobInfo:
         """Run the job again as the same job (restartJob, an extension)."""
         return await self._run(calls.restart(resource, job_id))
+
+    # ---- service ports ----------------------------------------------------------------------
+
+    async def job_ports(self, resource: str, job_id: str) -> list[JobPort]:
+        """The service ports the job declared, each with its URL through the gateway's port
+        proxy (listJobPorts, an extension)."""
+        return await self._run(calls.job_ports(resource, job_id))
+
+    async def open_port(
+        self, resource: str, job_id: str, port: str, member: str = "main"
+    ) -> PortLink:
+        """A link that opens the port in a browser, once, within a minute or so (openJobPort);
+        `Conflict` while the job does not run yet, `Gone` once it ended."""
+        return await self._run(calls.open_port(resource, job_id, member, port))
+
+    async def forward_port(
+        self,
+        resource: str,
+        job_id: str,
+        port: str,
+        member: str = "main",
+        *,
+        local_port: int = 0,
+        host: str = "127.0.0.1",
+        on_error: Callable[[GatewayClientError], None] | None = None,
+    ) -> PortForward:
+        """As GatewayClient.forward_port: the forward runs in threads of its own, so it does
+        not hold up the event loop; `close()` it when done."""
+        ports = await self.job_ports(resource, job_id)
+        tunnel = calls.tunnel_of(ports, job_id, member, port)
+        return PortForward(
+            tunnel,
+            calls.bearer_token(self._http.headers),
+            host=host,
+            local_port=local_port,
+            on_error=on_error,
+        )
 
     async def wait(
         self,

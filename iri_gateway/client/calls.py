@@ -22,8 +22,16 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from iri_gateway.client.errors import GatewayClientError
-from iri_gateway.client.models import DEFAULT_URL, TOKEN_ENV, URL_ENV, FileContent, JobInfo
+from iri_gateway.client.errors import GatewayClientError, error_class
+from iri_gateway.client.models import (
+    DEFAULT_URL,
+    TOKEN_ENV,
+    URL_ENV,
+    FileContent,
+    JobInfo,
+    JobPort,
+    PortLink,
+)
 from iri_gateway.models.job_templates import StoredTemplate, Template
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.placement import Placement
@@ -146,6 +154,52 @@ def cancel(resource: str, job_id: str) -> Call[None]:
 
 def restart(resource: str, job_id: str) -> Call[JobInfo]:
     return Call("POST", f"/compute/restart/{resource}/{job_id}", _job)
+
+
+def job_ports(resource: str, job_id: str) -> Call[list[JobPort]]:
+    return Call(
+        "GET",
+        f"/compute/ports/{resource}/{job_id}",
+        lambda r: [JobPort.from_json(entry) for entry in body_json(r)],
+    )
+
+
+def open_port(resource: str, job_id: str, member: str, port: str) -> Call[PortLink]:
+    """A link is made anew on each call (a repeat only makes another), so this is safe to
+    send again."""
+
+    def parse(response: httpx.Response) -> PortLink:
+        document = body_json(response)
+        return PortLink(str(document["url"]), float(document["expires_at"]))
+
+    return Call("POST", f"/compute/ports/{resource}/{job_id}/{member}/{port}", parse)
+
+
+def tunnel_of(ports: list[JobPort], job_id: str, member: str, port: str) -> str:
+    """The tunnel URL of one of a job's ports, as listJobPorts gave them; NotFound for a
+    port the job did not declare, GatewayClientError when the gateway has no port proxy."""
+    for entry in ports:
+        if (entry.member, entry.name) == (member, port):
+            if entry.tunnel is None:
+                raise GatewayClientError(
+                    501,
+                    "Not Implemented",
+                    "this gateway has no port proxy (its operator sets proxy_url)",
+                )
+            return entry.tunnel
+    declared = ", ".join(f"{e.member}/{e.name}" for e in ports) or "none"
+    raise error_class(404)(
+        404,
+        "Not Found",
+        f"job {job_id} declares no port {port!r} on member {member!r} (it declares: {declared})",
+    )
+
+
+def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The bearer token a client sends, for the connections it makes beside httpx."""
+    value = headers.get("authorization") or headers.get("Authorization") or ""
+    scheme, _, token = value.partition(" ")
+    return token if scheme.lower() == "bearer" and token else None
 
 
 def plan(resource: str, spec: SpecLike) -> Call[Plan]:

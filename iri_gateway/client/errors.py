@@ -88,6 +88,10 @@ class Conflict(GatewayClientError):
     """409: e.g. the same Idempotency-Key is being used for another request right now."""
 
 
+class Gone(GatewayClientError):
+    """410: it existed and has ended, e.g. the ports of a job that finished."""
+
+
 class TooManyRequests(GatewayClientError):
     """429: the caller's request rate is used up for now (the detail names the limit and
     when to try again); the client retried after `Retry-After` before giving up."""
@@ -103,6 +107,7 @@ _BY_STATUS: dict[int, type[GatewayClientError]] = {
     403: Forbidden,
     404: NotFound,
     409: Conflict,
+    410: Gone,
     422: InvalidRequest,
     429: TooManyRequests,
 }

@@ -76,6 +76,37 @@ class FileContent:
         )
 
 
+@dataclass(frozen=True)
+class JobPort:
+    """One service port a job declared (listJobPorts): `url` and `tunnel` are where the
+    gateway's port proxy serves it (None: the gateway has no port proxy)."""
+
+    member: str
+    name: str
+    port: int
+    url: str | None = None
+    tunnel: str | None = None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> JobPort:
+        return cls(
+            member=str(document["member"]),
+            name=str(document["name"]),
+            port=int(document["port"]),
+            url=document.get("url"),
+            tunnel=document.get("tunnel"),
+        )
+
+
+@dataclass(frozen=True)
+class PortLink:
+    """A link that opens a port in a browser (openJobPort), valid until `expires_at`
+    (seconds since the epoch) and once."""
+
+    url: str
+    expires_at: float
+
+
 class WaitTimeout(TimeoutError):
     """The job was not final when the time ran out; `job` is what was seen last."""
 

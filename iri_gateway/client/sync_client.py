@@ -33,10 +33,13 @@ from iri_gateway.client.models import (
     READ_LIMIT,
     FileContent,
     JobInfo,
+    JobPort,
+    PortLink,
     Stream,
     WaitTimeout,
     output_path,
 )
+from iri_gateway.client.port_forward import PortForward
 from iri_gateway.client.progress import status_line
 from iri_gateway.models.job_templates import StoredTemplate
 from iri_gateway.models.placement import Placement
@@ -148,6 +151,43 @@ class GatewayClient:
         (restartJob, an extension); the job is back in `queued`, its history keeps the
         earlier run. `wait` sees the new run end."""
         return self._run(calls.restart(resource, job_id))
+
+    # ---- service ports ----------------------------------------------------------------------
+
+    def job_ports(self, resource: str, job_id: str) -> list[JobPort]:
+        """The service ports the job declared, each with its URL through the gateway's port
+        proxy (listJobPorts, an extension)."""
+        return self._run(calls.job_ports(resource, job_id))
+
+    def open_port(self, resource: str, job_id: str, port: str, member: str = "main") -> PortLink:
+        """A link that opens the port in a browser, once, within a minute or so (openJobPort);
+        `Conflict` while the job does not run yet, `Gone` once it ended."""
+        return self._run(calls.open_port(resource, job_id, member, port))
+
+    def forward_port(
+        self,
+        resource: str,
+        job_id: str,
+        port: str,
+        member: str = "main",
+        *,
+        local_port: int = 0,
+        host: str = "127.0.0.1",
+        on_error: Callable[[GatewayClientError], None] | None = None,
+    ) -> PortForward:
+        """Forward `host:local_port` (0: a free port, see `.address`) to the job's port
+        through the gateway, for services that do not speak HTTP; use it as a context
+        manager, or `start()` and `close()` it. Each local connection gets a tunnel of its
+        own; one the gateway refuses (the job not running yet, or ended) is closed and its
+        error handed to `on_error`."""
+        tunnel = calls.tunnel_of(self.job_ports(resource, job_id), job_id, member, port)
+        return PortForward(
+            tunnel,
+            calls.bearer_token(self._http.headers),
+            host=host,
+            local_port=local_port,
+            on_error=on_error,
+        )
 
     def wait(
         self,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,41 +23,25 @@ import httpx
 import pytest
 
 from tests.conftest import UNHURRIED, token_works
+from tests.support.port_proxy import ProxyGateway as Gateway
+from tests.support.port_proxy import auth, proxy_gateway
 from tests.support.serve import free_port, issue_token, running_serve
 from tests.support.websocket_client import WebSocketClosed, WebSocketRefused, WebSocketSession
 
 SERVICE = Path(__file__).parent.parent / "support" / "service_echo.py"
 
 
-@dataclass(frozen=True)
-class Gateway:
-    api: str
-    proxy: str
-    alice: str
-    bob: str
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    data_dir = tmp_path_factory.mktemp("proxy-gateway")
-    alice = issue_token(data_dir, "alice", "proj1")
-    bob = issue_token(data_dir, "bob", "proj1")
-    port = free_port()
-    proxy = f"http://localhost:{port}"
-    env = {**UNHURRIED, "IRI_GATEWAY_PROXY_URL": proxy, "IRI_GATEWAY_POLL_FAST": "0.2"}
-    with running_serve(data_dir, port=port, extra_env=env, ready=token_works(alice)) as served:
-        yield Gateway(served.url, proxy, alice, bob)
-
-
-def _auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "X-IRI-Facility-Project": "proj1"}
+    with proxy_gateway(tmp_path_factory.mktemp("proxy-gateway")) as served:
+        yield served
 
 
 def launch(gateway: Gateway, spec: dict[str, Any], token: str | None = None) -> str:
     answer = httpx.post(
         f"{gateway.api}/api/v2/compute/job/local",
         json=spec,
-        headers=_auth(token or gateway.alice),
+        headers=auth(token or gateway.alice),
         timeout=30,
     )
     assert answer.status_code == 200, answer.text
@@ -69,7 +52,7 @@ def launch(gateway: Gateway, spec: dict[str, Any], token: str | None = None) -> 
 def job(gateway: Gateway, job_id: str) -> dict[str, Any]:
     answer = httpx.get(
         f"{gateway.api}/api/v2/compute/status/local/{job_id}",
-        headers=_auth(gateway.alice),
+        headers=auth(gateway.alice),
         timeout=10,
     )
     assert answer.status_code == 200, answer.text
@@ -92,15 +75,13 @@ def link(
 ) -> httpx.Response:
     return httpx.post(
         f"{gateway.api}/api/v2/compute/ports/local/{job_id}/{member}/{port}",
-        headers=_auth(token),
+        headers=auth(token),
         timeout=10,
     )
 
 
 def cancel(gateway: Gateway, job_id: str) -> None:
-    httpx.delete(
-        f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=_auth(gateway.alice)
-    )
+    httpx.delete(f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=auth(gateway.alice))
 
 
 def sleeper(seconds: int, ports: dict[str, int]) -> dict[str, Any]:
@@ -126,13 +107,13 @@ def test_a_job_lists_its_ports_with_their_proxy_addresses(gateway: Gateway) -> N
             },
         ]
         listed = httpx.get(
-            f"{gateway.api}/api/v2/compute/ports/local/{job_id}", headers=_auth(gateway.alice)
+            f"{gateway.api}/api/v2/compute/ports/local/{job_id}", headers=auth(gateway.alice)
         )
         assert listed.status_code == 200
         assert [entry["url"] for entry in listed.json()] == [p["url"] for p in ports]
     finally:
         httpx.delete(
-            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=_auth(gateway.alice)
+            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=auth(gateway.alice)
         )
 
 
@@ -147,12 +128,12 @@ def test_another_user_gets_the_answer_of_no_job(gateway: Gateway) -> None:
         assert undeclared.status_code == 404
         assert link(gateway, job_id, "http", gateway.alice, member="worker1").status_code == 404
         listed = httpx.get(
-            f"{gateway.api}/api/v2/compute/ports/local/{job_id}", headers=_auth(gateway.bob)
+            f"{gateway.api}/api/v2/compute/ports/local/{job_id}", headers=auth(gateway.bob)
         )
         assert listed.status_code == 404
     finally:
         httpx.delete(
-            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=_auth(gateway.alice)
+            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=auth(gateway.alice)
         )
 
 
@@ -176,7 +157,7 @@ def test_the_proxy_origin_serves_no_api_and_no_console(gateway: Gateway) -> None
     """The proxy's origin answers its own refusals, never the API's or the console's pages
     (a service's scripts there must not reach a signed-in console's answers)."""
     for path in ("/", "/api/v2/facility", "/console/", "/api/v2/compute/status/local"):
-        answer = httpx.get(f"{gateway.proxy}{path}", headers=_auth(gateway.alice), timeout=10)
+        answer = httpx.get(f"{gateway.proxy}{path}", headers=auth(gateway.alice), timeout=10)
         assert answer.status_code == 404, (path, answer.text)
         assert answer.headers["content-type"] == "application/problem+json"
         assert "/<job>/<member>/<port>/" in answer.json()["detail"]
@@ -189,12 +170,12 @@ def test_the_console_origin_never_serves_a_job_port(gateway: Gateway) -> None:
     try:
         wait_state(gateway, job_id, {"active"})
         on_console = httpx.get(
-            f"{gateway.api}/{job_id}/main/http/", headers=_auth(gateway.alice), timeout=10
+            f"{gateway.api}/{job_id}/main/http/", headers=auth(gateway.alice), timeout=10
         )
         assert on_console.status_code == 404
         assert "iri-proxy" not in on_console.headers.get("set-cookie", "")
         opened = httpx.get(
-            f"{gateway.api}/_iri/open?ticket=x.y", headers=_auth(gateway.alice), timeout=10
+            f"{gateway.api}/_iri/open?ticket=x.y", headers=auth(gateway.alice), timeout=10
         )
         assert opened.status_code == 404
     finally:
@@ -218,7 +199,7 @@ def test_a_proxied_request_needs_a_session_or_a_token(gateway: Gateway) -> None:
         assert bad.status_code == 401
     finally:
         httpx.delete(
-            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=_auth(gateway.alice)
+            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=auth(gateway.alice)
         )
 
 
@@ -246,7 +227,7 @@ def test_a_ticket_becomes_a_cookie_for_its_port_only(gateway: Gateway) -> None:
         assert "set-cookie" not in again.headers
     finally:
         httpx.delete(
-            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=_auth(gateway.alice)
+            f"{gateway.api}/api/v2/compute/cancel/local/{job_id}", headers=auth(gateway.alice)
         )
 
 
@@ -259,22 +240,22 @@ def test_without_a_proxy_origin_links_are_refused_with_the_setting_named(
         answer = httpx.post(
             f"{served.url}/api/v2/compute/job/local",
             json=sleeper(30, {"http": 18086}),
-            headers=_auth(alice),
+            headers=auth(alice),
             timeout=30,
         )
         job_id = answer.json()["id"]
         document = httpx.get(
-            f"{served.url}/api/v2/compute/status/local/{job_id}", headers=_auth(alice)
+            f"{served.url}/api/v2/compute/status/local/{job_id}", headers=auth(alice)
         ).json()
         assert document["status"]["meta_data"]["ports"] == [
             {"member": "main", "name": "http", "port": 18086}
         ]
         refused = httpx.post(
-            f"{served.url}/api/v2/compute/ports/local/{job_id}/main/http", headers=_auth(alice)
+            f"{served.url}/api/v2/compute/ports/local/{job_id}/main/http", headers=auth(alice)
         )
         assert refused.status_code == 501
         assert "proxy_url" in refused.json()["detail"]
-        httpx.delete(f"{served.url}/api/v2/compute/cancel/local/{job_id}", headers=_auth(alice))
+        httpx.delete(f"{served.url}/api/v2/compute/cancel/local/{job_id}", headers=auth(alice))
 
 
 # ---- through the proxy, to a real service ---------------------------------------------------
@@ -294,7 +275,7 @@ def serving(gateway: Gateway, job_id: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     url = f"{gateway.proxy}/{job_id}/main/http/ping"
     while True:
-        answer = httpx.get(url, headers=_auth(gateway.alice), timeout=10)
+        answer = httpx.get(url, headers=auth(gateway.alice), timeout=10)
         if answer.status_code == 200:
             return
         assert time.monotonic() < deadline, answer.text
@@ -317,7 +298,7 @@ def test_the_service_sees_the_jobs_token_never_the_users(gateway: Gateway) -> No
             assert headers["authorization"].startswith("token ")
             with_token = browser.get(
                 f"{gateway.proxy}/{job_id}/main/http/x",
-                headers={**_auth(gateway.alice), "Cookie": "theirs=kept"},
+                headers={**auth(gateway.alice), "Cookie": "theirs=kept"},
             ).json()
         headers = {name.lower(): value for name, value in with_token["headers"].items()}
         assert gateway.alice not in str(with_token)
@@ -337,7 +318,7 @@ def test_a_websocket_is_echoed_and_cut_when_the_job_ends(gateway: Gateway) -> No
     try:
         serving(gateway, job_id)
         url = f"{gateway.proxy}/{job_id}/main/http/ws".replace("http://", "ws://")
-        with WebSocketSession(url, headers=_auth(gateway.alice)) as session:
+        with WebSocketSession(url, headers=auth(gateway.alice)) as session:
             session.send("hello")
             assert session.receive() == "hello"
             session.send(b"\x00\xff")
@@ -357,7 +338,7 @@ def test_another_users_websocket_is_refused_before_its_handshake(gateway: Gatewa
         url = f"{gateway.proxy}/{job_id}/main/http/ws".replace("http://", "ws://")
         with (
             pytest.raises(WebSocketRefused) as refused,
-            WebSocketSession(url, headers=_auth(gateway.bob)),
+            WebSocketSession(url, headers=auth(gateway.bob)),
         ):
             pass
         assert refused.value.status == 404
@@ -384,18 +365,18 @@ def test_one_user_cannot_hold_more_connections_than_allowed(tmp_path: Path) -> N
         try:
             serving(gateway, job_id)
             url = f"{gateway.proxy}/{job_id}/main/http/ws".replace("http://", "ws://")
-            with WebSocketSession(url, headers=_auth(alice)) as session:
+            with WebSocketSession(url, headers=auth(alice)) as session:
                 session.send("held")
                 assert session.receive() == "held"
                 refused = httpx.get(
-                    f"{gateway.proxy}/{job_id}/main/http/ping", headers=_auth(alice), timeout=10
+                    f"{gateway.proxy}/{job_id}/main/http/ping", headers=auth(alice), timeout=10
                 )
                 assert refused.status_code == 429, refused.text
                 assert "as many as this gateway allows one user (1)" in refused.json()["detail"]
             deadline = time.monotonic() + 10
             while True:  # the slot comes back once the proxy has seen the close
                 again = httpx.get(
-                    f"{gateway.proxy}/{job_id}/main/http/ping", headers=_auth(alice), timeout=10
+                    f"{gateway.proxy}/{job_id}/main/http/ping", headers=auth(alice), timeout=10
                 )
                 if again.status_code == 200 or time.monotonic() > deadline:
                     break

@@ -1,8 +1,8 @@
 """The port proxy on the test Slurm (issue 29): a job's HTTP server and WebSocket echo
-reached through the gateway, directly (`cluster`: the gateway reaches the nodes) and through
-the SSH login node (`cluster-ssh`: an SSH `direct-tcpip` channel per connection), as a
-plain process and in Podman; a cluster job's two members' ports; who may reach them and
-when.
+reached through the gateway (and through a raw TCP tunnel, `jobs forward`), directly
+(`cluster`: the gateway reaches the nodes) and through the SSH login node (`cluster-ssh`:
+an SSH `direct-tcpip` channel per connection), as a plain process and in Podman (BusyBox's
+`httpd`); a cluster job's two members' ports; who may reach them and when.
 
 The service is tests/support/service_echo.py (standard library only): it echoes each HTTP
 request as JSON (method, path, query, headers, body) and each WebSocket message, under the
@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from iri_gateway.client import GatewayClient
 from tests.integration.gateway_process import API, Gateway, serve
 from tests.support.serve import free_port, issue_token
 from tests.support.websocket_client import websocket_echo
@@ -63,26 +64,17 @@ def proxy_of(gateway: Gateway) -> str:
     return gateway.url.replace("127.0.0.1", "localhost")
 
 
-def service(script: str, *, port: int, image: str | None = None) -> dict[str, Any]:
+def service(script: str, *, port: int) -> dict[str, Any]:
     """A job serving the echo on its declared port `http`, under its proxy path."""
     command = f'exec python3 {script} --port "$IRI_PORT_HTTP" --prefix "$IRI_PROXY_PATH_HTTP"'
-    spec: dict[str, Any] = {
+    return {
         "name": "port-proxy-echo",
-        "executable": "/bin/bash" if image is None else "/bin/sh",
+        "executable": "/bin/bash",
         "arguments": ["-c", command],
         "ports": {"http": port},
         "resources": {"exclusive_node_use": False, "memory": 200 * 1024 * 1024},
         "attributes": {"duration": 300},
     }
-    if image is not None:
-        spec["container"] = {
-            "image": image,
-            "network": "host",
-            "volume_mounts": [
-                {"source": str(Path(script).parent), "target": str(Path(script).parent)}
-            ],
-        }
-    return spec
 
 
 def launch(gateway: Gateway, resource: str, spec: dict[str, Any]) -> str:
@@ -184,15 +176,46 @@ def test_a_plain_process_is_reached_over_http_and_websocket(
         seen = check_service(gateway, job_id, resource=resource)
         token = seen["headers"].get("Authorization") or seen["headers"]["authorization"]
         assert token.removeprefix("token ") != gateway.token
+        # A raw TCP tunnel (`jobs forward`) reaches the same port the same way.
+        with (
+            GatewayClient(gateway.url, gateway.token) as client,
+            client.forward_port(resource, job_id, "http") as forward,
+        ):
+            host, port = forward.address
+            base = f"http://{host}:{port}/{job_id}/main/http"
+            assert httpx.get(f"{base}/ping", timeout=30).text == "pong"
+            big = httpx.get(f"{base}/big?bytes=2000000", timeout=60).content
+            assert big == b"x" * 2_000_000
     finally:
         cancel(gateway, resource, job_id)
 
 
-def test_a_podman_container_is_reached(gateway: Gateway, echo_script: str) -> None:
-    image = os.environ["IRI_TEST_IMAGE_PYTHON"]
-    job_id = launch(gateway, "cluster", service(echo_script, port=free_port(), image=image))
+def test_a_podman_container_is_reached(gateway: Gateway) -> None:
+    """BusyBox's `httpd` in the test image (Podman, host network) serves a page it writes
+    under its proxy path: the gateway reaches a port inside a container as it reaches a
+    process's."""
+    page = "served from the container"
+    command = (
+        'mkdir -p "/tmp/www$IRI_PROXY_PATH_HTTP"'
+        f' && echo "{page} $IRI_PROXY_BASE" > "/tmp/www$IRI_PROXY_PATH_HTTP/index.html"'
+        ' && exec httpd -f -p "$IRI_PORT_HTTP" -h /tmp/www'
+    )
+    spec: dict[str, Any] = {
+        "name": "port-proxy-httpd",
+        "executable": "/bin/sh",
+        "arguments": ["-c", command],
+        "ports": {"http": free_port()},
+        "resources": {"exclusive_node_use": False, "memory": 200 * 1024 * 1024},
+        "attributes": {"duration": 300},
+        "container": {"image": os.environ["IRI_TEST_IMAGE"], "network": "host"},
+    }
+    job_id = launch(gateway, "cluster", spec)
     try:
-        check_service(gateway, job_id)
+        answer = proxied(gateway, job_id, "main", "http", "index.html")
+        assert answer.status_code == 200, (
+            f"{answer.text}\njob: {status(gateway, 'cluster', job_id)}\n{gateway.tracebacks()}"
+        )
+        assert answer.text.strip() == f"{page} /{job_id}/"
     finally:
         cancel(gateway, "cluster", job_id)
 

@@ -15,7 +15,7 @@ from iri_gateway.api.compute.documents import JobDocuments
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.service.operations.store import JobRecord
-from iri_gateway.service.proxy.service import prefix as proxy_prefix
+from iri_gateway.service.proxy.service import port_url
 from iri_gateway.service.proxy.targets import declared as declared_ports
 
 
@@ -51,7 +51,7 @@ def port_entries(record: JobRecord, origin: str | None) -> list[dict[str, Any]]:
     for port in declared_ports(record):
         entry: dict[str, Any] = {"member": port.member, "name": port.name, "port": port.port}
         if origin is not None:
-            entry["url"] = f"{origin}{proxy_prefix(record.id, port.member, port.name)}/"
+            entry["url"] = port_url(origin, record.id, port.member, port.name)
         entries.append(entry)
     return entries
 

@@ -44,6 +44,11 @@ class PortView(BaseModel):
         description="Where the port proxy serves it (null: this gateway has no port proxy); "
         "a browser opens it through a link (openJobPort), a script with its bearer token"
     )
+    tunnel: str | None = Field(
+        description="The WebSocket URL of a raw TCP tunnel to the port (null: no port "
+        "proxy): each binary message carries the connection's bytes; the bearer token "
+        "authenticates it (`iri-gateway jobs forward`)"
+    )
 
 
 class PortLink(BaseModel):
@@ -58,7 +63,13 @@ class PortLink(BaseModel):
 
 def _owned_ports(engine: Engine, owner: str, resource_id: str, job_id: str) -> list[PortView]:
     return [
-        PortView(member=entry.member, name=entry.name, port=entry.port, url=entry.url)
+        PortView(
+            member=entry.member,
+            name=entry.name,
+            port=entry.port,
+            url=entry.url,
+            tunnel=entry.tunnel,
+        )
         for entry in engine.proxy.ports(owner, resource_id, job_id)
     ]
 

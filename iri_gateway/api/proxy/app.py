@@ -1,13 +1,16 @@
-"""The port proxy's origin: a job's ports at `/<job>/<member>/<port>/`, and `/_iri/open`.
+"""The port proxy's origin: a job's ports at `/<job>/<member>/<port>/`, `/_iri/open`, and
+raw TCP tunnels at `/_iri/tunnel/<job>/<member>/<port>`.
 
 Every request is authenticated, for one port: by the session cookie a link set
 (`iri-proxy-session`, scoped to the port's path), or by the caller's own bearer token (a
 script, the CLI). Then the port must be the caller's and open (`service.proxy.targets`),
 a connection is made where the job's resource is reached (`PortProxy.connect`), and the
 request or WebSocket is forwarded (`forward_http`, `forward_websocket`) with the caller's
-credentials taken out and the job's service token put in. A connection stays open while its
-member runs: a shared watch looks at the store every few seconds and cuts it (WebSocket
-code 1001) when the job or the member ends.
+credentials taken out and the job's service token put in. A tunnel (`forward_tcp`, for
+`iri-gateway jobs forward`) is a WebSocket whose binary messages are the bytes of one TCP
+connection to the port; it takes the bearer token only (a browser has no business there).
+A connection stays open while its member runs: a shared watch looks at the store every few
+seconds and cuts it (WebSocket code 1001) when the job or the member ends.
 
 The proxy answers its own refusals as problem+json, never a page of the console, and sets
 no header of the API's browser protection on what a service sends (its pages are its own).
@@ -30,6 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from iri_gateway.api.plumbing.problems import PROBLEM, status_of
 from iri_gateway.api.proxy.forward_http import forward_http
+from iri_gateway.api.proxy.forward_tcp import forward_tcp
 from iri_gateway.api.proxy.forward_ws import forward_websocket
 from iri_gateway.api.proxy.rules import ForwardRules
 from iri_gateway.errors import GatewayError
@@ -43,11 +47,16 @@ log = logging.getLogger(__name__)
 SESSION_COOKIE = "iri-proxy-session"
 OPEN_PATH = "/_iri/open"
 PORT_PATH = re.compile(
-    r"^/(?P<job>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"^(?P<tunnel>/_iri/tunnel)?"
+    r"/(?P<job>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
     r"/(?P<member>[a-z][a-z0-9-]{0,63})/(?P<port>[a-z][a-z0-9_]{0,19})(?P<rest>/.*)?$"
 )
 WATCH_INTERVAL = 2.0
 """Seconds between two looks at the store for the ends of the jobs whose ports are open."""
+TUNNEL_ONLY = (
+    "a tunnel is a WebSocket whose binary messages carry one TCP connection "
+    "(`iri-gateway jobs forward`); this path takes nothing else"
+)
 NOT_SIGNED_IN = (
     "open this port through the gateway: the console's Open link, `iri-gateway jobs open`, "
     "or POST /api/v2/compute/ports/{resource}/{job}/{member}/{port}; a script may send its "
@@ -63,13 +72,17 @@ class PortRequest:
     member: str
     port: str
     rest: str | None
+    tunnel: bool = False
+    """A raw TCP tunnel (`/_iri/tunnel/...`), not the port's own HTTP or WebSocket."""
 
 
 def port_request(path: str) -> PortRequest | None:
     found = PORT_PATH.match(path)
-    if found is None:
+    if found is None or (found["tunnel"] and found["rest"] not in (None, "/")):
         return None
-    return PortRequest(found["job"], found["member"], found["port"], found["rest"])
+    return PortRequest(
+        found["job"], found["member"], found["port"], found["rest"], bool(found["tunnel"])
+    )
 
 
 def _header(scope: Scope, name: bytes) -> list[str]:
@@ -188,7 +201,13 @@ class ProxyApp:
                 send,
                 404,
                 "Not Found",
-                "the port proxy serves a job's ports at /<job>/<member>/<port>/ only",
+                "the port proxy serves a job's ports at /<job>/<member>/<port>/, and tunnels "
+                "to them at /_iri/tunnel/<job>/<member>/<port>",
+            )
+            return
+        if asked.tunnel and not websocket:
+            await self._refuse(
+                scope, send, 426, "Upgrade Required", TUNNEL_ONLY, [(b"upgrade", b"websocket")]
             )
             return
         if asked.rest is None and not websocket:
@@ -206,14 +225,15 @@ class ProxyApp:
             await self._refuse_error(scope, send, error)
             return
         try:
-            await self._forward(scope, receive, send, target, websocket=websocket)
+            await self._forward(scope, receive, send, target, asked)
         finally:
             self.proxy.limits.give_back(owner)
 
     async def _caller(self, scope: Scope, asked: PortRequest) -> str:
-        """The user the request speaks for: its session for this port, or its token."""
+        """The user the request speaks for: its session for this port, or its token (a
+        tunnel: its token only)."""
         refusal: PassRefusedError | None = None
-        for value in session_cookies(scope):
+        for value in [] if asked.tunnel else session_cookies(scope):
             try:
                 return self.proxy.check_session(value, asked.job_id, asked.member, asked.port)
             except PassRefusedError as error:
@@ -227,7 +247,7 @@ class ProxyApp:
         raise AuthenticationError(f"no session for this port: {NOT_SIGNED_IN}")
 
     async def _forward(
-        self, scope: Scope, receive: Receive, send: Send, target: Target, *, websocket: bool
+        self, scope: Scope, receive: Receive, send: Send, target: Target, asked: PortRequest
     ) -> None:
         try:
             upstream = await run_in_threadpool(self.proxy.connect, target)
@@ -251,7 +271,10 @@ class ProxyApp:
                     ended=ended,
                     head_timeout=self.proxy.settings.connect_timeout,
                 )
-                if websocket:
+                if asked.tunnel:
+                    subprotocols = list(scope.get("subprotocols", []))
+                    await forward_tcp(subprotocols, receive, send, upstream, rules)
+                elif scope["type"] == "websocket":
                     await forward_websocket(scope, receive, send, upstream, rules)
                 else:
                     await forward_http(scope, receive, send, upstream, rules)

@@ -38,6 +38,7 @@ KEY_NAME = "port-proxy"
 SERVICE_TOKEN_VARIABLE = "IRI_SERVICE_TOKEN"
 PROXY_BASE_VARIABLE = "IRI_PROXY_BASE"
 PROXY_PATH_VARIABLE_PREFIX = "IRI_PROXY_PATH_"
+TUNNEL_PATH = "/_iri/tunnel"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class PortEntry:
     name: str
     port: int
     url: str | None
+    tunnel: str | None
+    """The WebSocket URL of a raw TCP tunnel to the port (`iri-gateway jobs forward`)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,18 @@ class Target:
 def prefix(job_id: str, member: str, name: str) -> str:
     """The path under which the proxy serves a port (no trailing slash)."""
     return f"/{job_id}/{member}/{name}"
+
+
+def port_url(origin: str, job_id: str, member: str, name: str) -> str:
+    """Where the proxy at `origin` serves a port."""
+    return f"{origin.rstrip('/')}{prefix(job_id, member, name)}/"
+
+
+def tunnel_url(origin: str, job_id: str, member: str, name: str) -> str:
+    """The WebSocket URL of a raw TCP tunnel to a port on the proxy's `origin`."""
+    scheme, _, rest = origin.partition("://")
+    websocket = {"https": "wss", "http": "ws"}.get(scheme.lower(), scheme)
+    return f"{websocket}://{rest.rstrip('/')}{TUNNEL_PATH}{prefix(job_id, member, name)}"
 
 
 class PortProxy:
@@ -153,7 +168,8 @@ class PortProxy:
                 port.member,
                 port.name,
                 port.port,
-                f"{origin}{prefix(record.id, port.member, port.name)}/" if origin else None,
+                port_url(origin, record.id, port.member, port.name) if origin else None,
+                tunnel_url(origin, record.id, port.member, port.name) if origin else None,
             )
             for port in targets.declared(record)
         ]
