@@ -329,7 +329,8 @@ def check_cluster_through_pbs(cluster: HostileClusterJob, engine: Engine, combo:
         for role in [doc, *doc["roles"]]:
             if "executable" in role:
                 install_recorder(Path(role["executable"]), root / "recorder.jsonl")
-        Path(doc["directory"]).mkdir(parents=True, exist_ok=True)
+        if "directory" in doc:  # not when refused (and so left out): the gateway makes one
+            Path(doc["directory"]).mkdir(parents=True, exist_ok=True)
         if "stdin_path" in doc:
             Path(doc["stdin_path"]).write_text(STDIN_TEXT)
         record = engine.submit(owner="root", resource_id="pbs", spec=parse_jobspec(doc)).record
@@ -351,7 +352,10 @@ def check_cluster_through_pbs(cluster: HostileClusterJob, engine: Engine, combo:
             assert got["argv"] == member.arguments, mine
             for name, value in member.environment.items():
                 assert got["env"].get(name) == value, f"environment {name!r} of {mine}"
-            assert got["cwd"] == doc["directory"], mine
+            if "directory" in doc:
+                assert got["cwd"] == doc["directory"], mine
+            else:  # the job's own folder, named by its id, under the resource's job root
+                assert Path(got["cwd"]).name == record.id, mine
             stdin = STDIN_TEXT if number == 0 and "stdin_path" in doc else ""
             assert got["stdin"] == stdin, mine
         states = {m["name"]: (m["state"], m["exit_code"]) for m in record.members}
