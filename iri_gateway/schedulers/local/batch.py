@@ -125,9 +125,7 @@ class LocalBatch:
         if not _alive_in(pid, folder):
             return
         try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
+            _signal_session(pid, signal.SIGTERM)
         except PermissionError as error:
             raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
 
@@ -155,8 +153,7 @@ class LocalBatch:
         if pid_file.exists() and not (folder / "exit_code").exists():
             pid = int(pid_file.read_text().strip())
             if _alive_in(pid, folder):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGTERM)
+                _signal_session(pid, signal.SIGTERM)
                 deadline = time.monotonic() + 30
                 while _alive_in(pid, folder):
                     if time.monotonic() > deadline:
@@ -179,6 +176,33 @@ class LocalBatch:
             "",
             "local jobs start at once; there is no queued job to change",
         )
+
+
+def _session_of(pid: int) -> int | None:
+    """The session id of process `pid` (/proc/PID/stat, field 6), None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or parentheses.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return int(fields[3]) if len(fields) > 3 else None
+
+
+def _signal_session(leader: int, signum: int) -> None:
+    """Send `signum` to every process of the job's session: its process group, and the
+    groups its programs made of their own (`timeout`, a shell's job control), which
+    `killpg` alone would leave running after a cancel. The job started the session
+    (`setsid`), so its pid is the session id; a process of ours that is not the job's has
+    another."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(leader, signum)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == leader:
+            continue
+        if _session_of(int(entry.name)) == leader:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signum)
 
 
 def _alive_in(pid: int, folder: Path) -> bool:

@@ -92,6 +92,38 @@ def test_cancel_stops_the_process(engine: Engine, tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_cancel_stops_what_left_the_jobs_process_group(engine: Engine, tmp_path: Path) -> None:
+    """`timeout` puts its program in a process group of its own: a cancel reaches it too
+    (every process of the job's session), not only the job's own group."""
+    pid_file = tmp_path / "sleeper.pid"
+    record = engine.submit(
+        owner="alice",
+        resource_id="local",
+        spec=shell_job(f"timeout 300 sh -c 'echo $$ > {pid_file}; exec sleep 300'"),  # type: ignore[arg-type]
+    ).record
+    wait_for(engine, record.id, lambda r: r.state == JobState.ACTIVE)
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "the job's sleeper did not start"
+        time.sleep(0.05)
+    sleeper = int(pid_file.read_text())
+    assert os.getpgid(sleeper) != os.getsid(sleeper), "timeout made no group of its own"
+    engine.cancel(owner="alice", job_id=record.id)
+    assert wait_for(engine, record.id, lambda r: r.state.final).state == JobState.CANCELED
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{sleeper}").exists() and "Z" not in _state_of(sleeper):
+        assert time.monotonic() < deadline, f"process {sleeper} outlived the cancel"
+        time.sleep(0.05)
+
+
+def _state_of(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rfind(")") + 2 :].split()[0]
+
+
 def test_other_users_jobs_are_not_found(engine: Engine) -> None:
     record = engine.submit(owner="alice", resource_id="local", spec=shell_job("true")).record  # type: ignore[arg-type]
     with pytest.raises(JobNotFoundError):
