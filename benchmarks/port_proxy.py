@@ -11,7 +11,9 @@ does; a browser's cookie costs the same check):
 - throughput: `--concurrency` clients for `--seconds`, requests per second each way, and the
   serve's CPU milliseconds per proxied request (the process tree, /proc);
 - bulk: one GET of `--bytes` bytes, MB/s each way;
-- WebSocket: `--messages` round trips of a 100-byte message, p50 / p99 each way.
+- WebSocket: `--messages` round trips of a 100-byte message, p50 / p99 each way;
+- tunnel (`jobs forward`, the SDK's `forward_port`): the small GETs and the bulk GET again
+  over a local port forwarded through the proxy's raw TCP tunnel, against direct.
 
     .venv/bin/python benchmarks/port_proxy.py --requests 500 --concurrency 8 --seconds 10
 
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks._common import machine_busy, proc_times  # noqa: E402
+from iri_gateway.client import GatewayClient  # noqa: E402
 from tests.conftest import UNHURRIED, token_works  # noqa: E402
 from tests.support.serve import free_port, issue_token, running_serve  # noqa: E402
 from tests.support.websocket_client import WebSocketSession  # noqa: E402
@@ -55,7 +58,7 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def timed(call: Callable[[], None], count: int) -> list[float]:
+def timed(call: Callable[[], object], count: int) -> list[float]:
     times: list[float] = []
     for _ in range(count):
         began = time.perf_counter()
@@ -215,6 +218,38 @@ def main() -> None:
                 f"+{statistics.median(ws_proxy) - statistics.median(ws_direct):.2f} ms (p50)",
             )
         )
+        with GatewayClient(served.url, token) as client:
+            forward = client.forward_port("local", job_id, "http").start()
+        try:
+            host, local = forward.address
+            tunneled = f"http://{host}:{local}{path}"
+            with httpx.Client(timeout=30) as plain:
+                lat_direct = timed(
+                    lambda: plain.get(f"{direct}ping").raise_for_status(), options.requests
+                )
+            with httpx.Client(timeout=30) as through:
+                lat_tunnel = timed(
+                    lambda: through.get(f"{tunneled}ping").raise_for_status(), options.requests
+                )
+            rows.append(
+                (
+                    "tunnel: small GET, p50 / p99 ms",
+                    f"{percentile(lat_direct, 0.5):.2f} / {percentile(lat_direct, 0.99):.2f}",
+                    f"{percentile(lat_tunnel, 0.5):.2f} / {percentile(lat_tunnel, 0.99):.2f}",
+                    f"+{percentile(lat_tunnel, 0.5) - percentile(lat_direct, 0.5):.2f} ms (p50)",
+                )
+            )
+            mb_tunnel = bulk(f"{tunneled}{big}", {})
+            rows.append(
+                (
+                    f"tunnel: one GET of {options.bytes / 1e6:.0f} MB, MB/s",
+                    f"{mb_direct:.0f}",
+                    f"{mb_tunnel:.0f}",
+                    f"x{mb_tunnel / mb_direct:.2f}",
+                )
+            )
+        finally:
+            forward.close()
         busy, _ = machine_busy()
         httpx.delete(f"{served.url}/api/v2/compute/cancel/local/{job_id}", headers=auth)
 

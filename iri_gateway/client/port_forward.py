@@ -62,6 +62,14 @@ def _refusal(status: int, body: bytes) -> GatewayClientError:
     return kind(status, "Refused", body.decode("utf-8", "replace").strip()[:500])
 
 
+def _nodelay(sock: socket.socket) -> None:
+    """Bytes go on as they come: with Nagle's algorithm a small write on a kept-alive
+    stream waits for the peer's delayed ACK (40 ms on Linux), which a relay in the middle
+    turns into 40 ms per request."""
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class Tunnel:
     """One WebSocket tunnel to a port: open it, then `relay` a local connection over it."""
 
@@ -81,6 +89,7 @@ class Tunnel:
             raw = socket.create_connection((parts.hostname, port), timeout=timeout)
         except OSError as error:
             raise ConnectionFailed(0, "No answer from the port proxy", f"{url}: {error}") from None
+        _nodelay(raw)
         if parts.scheme == "wss":
             context = ssl_context or ssl.create_default_context()
             raw = context.wrap_socket(raw, server_hostname=parts.hostname)
@@ -132,6 +141,7 @@ class Tunnel:
 
     def relay(self, local: socket.socket) -> None:
         """Carry `local`'s bytes both ways until either end closes; then close both."""
+        _nodelay(local)
         upstream = threading.Thread(target=self._upstream, args=(local,), daemon=True)
         upstream.start()
         try:
