@@ -4,7 +4,10 @@
 // (events.js) says one of the caller's jobs changed; while the stream is down, or on a server
 // without it, the page is refreshed every few seconds instead. A cluster job
 // unfolds into its members (meta_data.members), primary first; cancel is DELETE
-// /compute/cancel/{resource}/{id}. `?job=ID` opens that job's details.
+// /compute/cancel/{resource}/{id}. `?job=ID` opens that job's details. A running job's
+// service ports (meta_data.ports) each get an Open button (a job's in its row, a member's in
+// the member's row): it asks the API for a one-time link (openJobPort) and opens it in a new
+// tab, on the port proxy's own origin; the console's token never goes there.
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
 import { followEvents } from "./events.js";
@@ -18,6 +21,7 @@ const PAGE = 50;
 const unfolded = new Set();
 const detailed = new Set();
 const outputs = new Map();
+const portNotes = new Map(); // "job:member:port" -> why the last Open was refused
 let jobs = [];
 let total = 0;
 let offset = 0;
@@ -47,6 +51,26 @@ function when(time) {
     : `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
 
+/** The Open buttons of one member's ports (`main`: a job without roles), enabled while it
+ * runs, each followed by what the gateway said when it last refused. */
+function portButtons(job, member, running) {
+  const resource = job.status.meta_data.resource_id;
+  const ports = (job.status.meta_data.ports || []).filter((p) => p.member === member);
+  return ports.flatMap((p) => {
+    const key = `${job.id}:${member}:${p.name}`;
+    const where = member === "main" ? "" : ` of ${member}`;
+    const button = el("button", { type: "button", class: "open-port", "data-key": `open:${key}`,
+      "data-port": p.name, disabled: !running || !p.url,
+      title: !p.url ? "This gateway has no port proxy (its operator sets proxy_url)"
+        : running ? `Open port ${p.name} (${p.port})${where} in a new tab`
+          : "The port opens when it runs",
+      "aria-label": `Open port ${p.name}${where} of ${job.id} in a new tab` }, `Open ${p.name}`);
+    button.addEventListener("click", () => openPort(resource, job.id, member, p.name));
+    const note = portNotes.get(key);
+    return [button, note ? el("span", { class: "port-note", role: "status" }, note) : null];
+  });
+}
+
 function jobRows(job) {
   const resource = job.status.meta_data.resource_id;
   const name = (job.job_spec && job.job_spec.name) || "(no name)";
@@ -74,7 +98,8 @@ function jobRows(job) {
     stateCell(job.status.state),
     el("td", {}, when(job.status.time)),
     el("td", { class: "message" }, job.status.message || ""),
-    el("td", { class: "actions" }, details, fold, cancel));
+    el("td", { class: "actions" }, details, fold, cancel,
+      portButtons(job, "main", job.status.state === "active")));
   const below = openDetail ? [detailRow(job)] : [];
   if (!open) return [row, ...below];
   return [row, ...below, ...list.map((m, i) => el("tr", { class: "member", "data-member-of": job.id },
@@ -84,7 +109,8 @@ function jobRows(job) {
     stateCell(m.state || job.status.state),
     el("td", {}, m.node ? `node ${m.node}` : ""),
     el("td", { class: "message" }, m.address ? `address ${m.address}` : ""),
-    el("td", {})))];
+    el("td", { class: "actions" }, portButtons(job, m.name,
+      (m.state || job.status.state) === "active"))))];
 }
 
 function outputPath(job, which) {
@@ -171,7 +197,7 @@ function pager(filtered) {
 function render(force = false) {
   const { filtered } = query();
   const key = JSON.stringify([jobs, total, offset, filtered, [...unfolded], [...detailed],
-    [...outputs]]);
+    [...outputs], [...portNotes]]);
   if (!force && key === shownKey) return;
   shownKey = key;
   const focused = document.activeElement && document.activeElement.dataset
@@ -209,6 +235,29 @@ async function cancelJob(resource, id, name) {
   } catch (error) {
     if (!expired(error)) say("error", `Cancel of ${name} refused: ${error.message}`);
   }
+}
+
+/** Open one port in a new tab. The tab is opened now, in the click (a pop-up blocker lets
+ * that through, not one opened after the API answers), cut from this page (`opener`: the
+ * service's scripts get no handle on the console), then sent to the one-time link. */
+async function openPort(resource, jobId, member, port) {
+  const key = `${jobId}:${member}:${port}`;
+  const tab = window.open("about:blank", "_blank");
+  if (tab) tab.opener = null;
+  const path = [resource, jobId, member, port].map(encodeURIComponent).join("/");
+  try {
+    const link = await call(`/compute/ports/${path}`, { method: "POST" });
+    portNotes.delete(key);
+    if (tab) tab.location.replace(link.url);
+    else portNotes.set(key, "the browser blocked the new tab: allow pop-ups for this page");
+  } catch (error) {
+    if (tab) tab.close();
+    if (expired(error)) return;
+    const why = error instanceof ApiError ? error.detail : error.message;
+    portNotes.set(key, error instanceof ApiError && error.status === 409
+      ? `not running yet: ${why}` : why);
+  }
+  render(true);
 }
 
 /** Read the shown page again (only it: a list of any length costs one small request). */
