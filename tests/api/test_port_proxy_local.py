@@ -331,6 +331,22 @@ def test_a_websocket_is_echoed_and_cut_when_the_job_ends(gateway: Gateway) -> No
         cancel(gateway, job_id)
 
 
+def test_a_services_first_message_sent_with_its_handshake_is_not_lost(gateway: Gateway) -> None:
+    """A service may send a message in the same write as its `101` (a Jupyter kernel's
+    channel does): the proxy passes it on first, not dropped with the handshake's read."""
+    job_id = launch(gateway, echo(60, free_port()))
+    try:
+        serving(gateway, job_id)
+        url = f"{gateway.proxy}/{job_id}/main/http/ws-greet".replace("http://", "ws://")
+        with WebSocketSession(url, headers=auth(gateway.alice)) as session:
+            assert session.receive() == "hello"
+            assert session.receive() == b"\x00"
+            session.send(b"\x01\x02")
+            assert session.receive() == b"\x01\x02"
+    finally:
+        cancel(gateway, job_id)
+
+
 def test_another_users_websocket_is_refused_before_its_handshake(gateway: Gateway) -> None:
     job_id = launch(gateway, echo(60, free_port()))
     try:

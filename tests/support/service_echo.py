@@ -110,7 +110,8 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         rest = parts.path[len(self.prefix) :] if parts.path.startswith(self.prefix) else None
         query = parse_qs(parts.query)
-        if rest == "ws" and self.headers.get("Upgrade", "").lower() == "websocket":
+        websocket = self.headers.get("Upgrade", "").lower() == "websocket"
+        if rest in ("ws", "ws-greet") and websocket:
             self.send_response(101)
             self.send_header("Upgrade", "websocket")
             self.send_header("Connection", "Upgrade")
@@ -118,7 +119,15 @@ class Handler(BaseHTTPRequestHandler):
             asked = self.headers.get("Sec-WebSocket-Protocol")
             if asked:
                 self.send_header("Sec-WebSocket-Protocol", asked.split(",")[0].strip())
-            self.end_headers()
+            if rest == "ws-greet":
+                # A first message in the same write as the handshake's answer, as a Jupyter
+                # kernel's channel may send one: `hello` (text), then `\x00` (bytes).
+                self._headers_buffer.append(b"\r\n")
+                self._headers_buffer.append(b"\x81\x05hello\x82\x01\x00")
+                self.wfile.write(b"".join(self._headers_buffer))
+                self._headers_buffer = []
+            else:
+                self.end_headers()
             self.wfile.flush()
             echo_websocket(self.connection)
             self.close_connection = True

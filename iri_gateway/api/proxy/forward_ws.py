@@ -49,6 +49,9 @@ class _Service:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.ws = WSConnection(ConnectionType.CLIENT)
+        self.pending: list[object] = []
+        """Events read with the handshake's answer, after it: the service's first messages
+        may arrive in the same read as its `101` (a kernel's status, at once)."""
 
     async def send(self, event: object) -> None:
         self.writer.write(self.ws.send(event))  # type: ignore[arg-type]
@@ -56,6 +59,9 @@ class _Service:
 
     async def events(self) -> list[object]:
         """The next events; [] when the service's connection ended."""
+        if self.pending:
+            waiting, self.pending = self.pending, []
+            return waiting
         data = await self.reader.read(CHUNK)
         self.ws.receive_data(data or None)
         return list(self.ws.events())
@@ -107,8 +113,9 @@ async def _handshake(scope: Scope, send: Send, service: _Service, rules: Forward
                 events = await service.events()
                 if not events and service.reader.at_eof():
                     break
-                for event in events:
+                for index, event in enumerate(events):
                     if isinstance(event, AcceptConnection):
+                        service.pending = events[index + 1 :]
                         await send({"type": "websocket.accept", "subprotocol": event.subprotocol})
                         return True
                     if isinstance(event, RejectConnection):
