@@ -124,5 +124,8 @@ def test_the_cli_app_only_assembles_the_audiences_commands() -> None:
         "flavours": {admin},
         "token": {server},
         "template": {"iri_gateway.cli.scientist.job_template_commands"},
-        "jobs": {"iri_gateway.cli.scientist.job_watch_commands"},
+        "jobs": {
+            "iri_gateway.cli.scientist.job_watch_commands",
+            "iri_gateway.cli.scientist.job_port_commands",
+        },
     }

@@ -12,7 +12,6 @@ base path the job is told (`IRI_PROXY_PATH_<NAME>`, or the member's under
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import time
@@ -24,6 +23,7 @@ import httpx
 import pytest
 
 from iri_gateway.client import GatewayClient
+from tests.integration.conftest import ClusterInfo
 from tests.integration.gateway_process import API, Gateway, serve
 from tests.support.serve import free_port, issue_token
 from tests.support.websocket_client import websocket_echo
@@ -190,7 +190,7 @@ def test_a_plain_process_is_reached_over_http_and_websocket(
         cancel(gateway, resource, job_id)
 
 
-def test_a_podman_container_is_reached(gateway: Gateway) -> None:
+def test_a_podman_container_is_reached(gateway: Gateway, cluster: ClusterInfo) -> None:
     """BusyBox's `httpd` in the test image (Podman, host network) serves a page it writes
     under its proxy path: the gateway reaches a port inside a container as it reaches a
     process's."""
@@ -207,7 +207,7 @@ def test_a_podman_container_is_reached(gateway: Gateway) -> None:
         "ports": {"http": free_port()},
         "resources": {"exclusive_node_use": False, "memory": 200 * 1024 * 1024},
         "attributes": {"duration": 300},
-        "container": {"image": os.environ["IRI_TEST_IMAGE"], "network": "host"},
+        "container": {"image": cluster.test_image, "network": "host"},
     }
     job_id = launch(gateway, "cluster", spec)
     try:
