@@ -347,6 +347,31 @@ def test_a_services_first_message_sent_with_its_handshake_is_not_lost(gateway: G
         cancel(gateway, job_id)
 
 
+def test_a_page_of_another_origin_may_not_post_or_open_websockets(gateway: Gateway) -> None:
+    """The service trusts the job's token the proxy adds, so the proxy refuses what a page
+    of another origin sends with the user's session: a POST or a WebSocket (403); reads, the
+    proxy's own origin and scripts without `Origin` pass."""
+    job_id = launch(gateway, echo(60, free_port()))
+    try:
+        serving(gateway, job_id)
+        url = f"{gateway.proxy}/{job_id}/main/http/x"
+        evil = {**auth(gateway.alice), "Origin": "http://evil.localhost:1"}
+        assert httpx.post(url, headers=evil, content=b"x").status_code == 403
+        assert httpx.get(url, headers=evil).status_code == 200
+        same = {**auth(gateway.alice), "Origin": gateway.proxy}
+        assert httpx.post(url, headers=same, content=b"x").status_code == 200
+        assert httpx.post(url, headers=auth(gateway.alice), content=b"x").status_code == 200
+        ws = f"{gateway.proxy}/{job_id}/main/http/ws".replace("http://", "ws://")
+        with pytest.raises(WebSocketRefused) as refused, WebSocketSession(ws, headers=evil):
+            pass
+        assert refused.value.status == 403
+        with WebSocketSession(ws, headers=same) as session:
+            session.send("same origin")
+            assert session.receive() == "same origin"
+    finally:
+        cancel(gateway, job_id)
+
+
 def test_another_users_websocket_is_refused_before_its_handshake(gateway: Gateway) -> None:
     job_id = launch(gateway, echo(60, free_port()))
     try:

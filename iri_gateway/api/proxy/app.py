@@ -101,6 +101,34 @@ def session_cookies(scope: Scope) -> list[str]:
     return values
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+CROSS_SITE = (
+    "a page of another origin may not change a job's service or open its WebSockets through "
+    "the port proxy (its Origin is not the proxy's)"
+)
+
+
+def _origin_of(url: str) -> str:
+    parts = urllib.parse.urlsplit(url.strip().lower())
+    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme)
+    port = "" if parts.port in (None, default) else f":{parts.port}"
+    return f"{parts.scheme}://{parts.hostname or ''}{port}"
+
+
+def cross_site(scope: Scope, proxy_url: str | None) -> bool:
+    """A WebSocket or a state-changing request sent by a page of another origin. The proxy
+    shows the service the job's token, which turns off a service's own cross-site checks
+    (Jupyter skips its Origin and XSRF checks for token-authenticated requests), and the
+    session cookie's SameSite=Lax still lets a sibling host (`evil.example.org` beside
+    `jobs.example.org`) send it: so the proxy checks `Origin` itself. A request without
+    `Origin` (a script, curl) is not a page's."""
+    origins = _header(scope, b"origin")
+    if not origins or proxy_url is None:
+        return False
+    unsafe = scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
+    return unsafe and any(_origin_of(o) != _origin_of(proxy_url) for o in origins)
+
+
 def bearer(scope: Scope) -> str | None:
     for header in _header(scope, b"authorization"):
         scheme, _, token = header.partition(" ")
@@ -214,6 +242,9 @@ class ProxyApp:
             query = scope.get("query_string", b"").decode("latin-1")
             location = f"{path}/" + (f"?{query}" if query else "")
             await _answer(send, 308, b"", [(b"location", location.encode("latin-1"))])
+            return
+        if not asked.tunnel and cross_site(scope, self.proxy.settings.url):
+            await self._refuse(scope, send, 403, "Forbidden", CROSS_SITE)
             return
         try:
             owner = await self._caller(scope, asked)
