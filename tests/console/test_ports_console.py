@@ -18,9 +18,17 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.console.conftest import Console, requested_urls, sign_in, token_of, wait_for
+from tests.console.conftest import (
+    Console,
+    requested_urls,
+    screenshots,
+    sign_in,
+    token_of,
+    wait_for,
+)
 from tests.support.serve import free_port, running_serve
 
 SERVICE = Path(__file__).parent.parent / "support" / "service_echo.py"
@@ -217,5 +225,87 @@ def test_an_ended_jobs_port_offers_no_open_and_a_refusal_is_shown(
             time.sleep(0.1)
         # Once the page has read the end, the button is disabled.
         wait_for(page, f"document.querySelector(`{button}`).disabled", 30)
+    finally:
+        cancel(console, job_id)
+
+
+def test_the_details_list_every_port_and_open_it_from_the_keyboard(
+    page: WebDriver, console: Console
+) -> None:
+    numbers = {"http": free_port(), "admin": free_port()}
+    job_id = launch(
+        console,
+        {
+            "name": "two-ports",
+            "executable": "/bin/bash",
+            "arguments": ["-c", echo_command("HTTP", 300)],
+            "ports": numbers,
+        },
+    )
+    detail = f"tr.detail[data-detail-of='{job_id}'] table.ports"
+    button = f"{detail} tr[data-port-row='main:http'] button.open-port"
+    try:
+        serving(console, f"/{job_id}/main/http/")
+        open_jobs(page, console)
+        page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{job_id}'] button.details").click()
+        wait_for(page, enabled(button), 30)
+        # One row per member and port: member, name, number, and its Open button.
+        rows = page.find_elements(By.CSS_SELECTOR, f"{detail} tbody tr")
+        cells = [[td.text for td in row.find_elements(By.TAG_NAME, "td")][:3] for row in rows]
+        assert sorted(cells) == sorted(
+            [["main", "admin", str(numbers["admin"])], ["main", "http", str(numbers["http"])]]
+        ), cells
+        screenshots(page, "job-ports")
+
+        # A real button: focused and pressed with Enter, it opens the service in a new tab on
+        # the proxy's origin (localhost), not the console's (127.0.0.1).
+        page.get_log("performance")
+        console_tab = page.current_window_handle
+        before = set(page.window_handles)
+        page.find_element(By.CSS_SELECTOR, button).send_keys(Keys.ENTER)
+        deadline = time.monotonic() + 20
+        while not set(page.window_handles) - before:
+            assert time.monotonic() < deadline, "no new tab opened"
+            time.sleep(0.1)
+        (tab,) = set(page.window_handles) - before
+        page.switch_to.window(tab)
+        try:
+            wait_for(page, "document.body && document.body.innerText.includes('\"path\"')", 20)
+            where = urlsplit(page.current_url)
+            origin = page.execute_script("return location.origin")
+            text = page.find_element(By.TAG_NAME, "body").text
+        finally:
+            page.close()
+            page.switch_to.window(console_tab)
+        assert (where.hostname, where.path) == ("localhost", f"/{job_id}/main/http/")
+        assert origin == f"http://localhost:{urlsplit(console.url).port}" != console.url
+        assert f'"path": "/{job_id}/main/http/"' in text
+        assert not [url for url in requested_urls(page) if console.admin in url]
+
+        # The job ends: the live update redraws the list, its buttons disabled.
+        cancel(console, job_id)
+        wait_for(page, f"document.querySelector(`{button}`)?.disabled === true", 30)
+        assert len(page.find_elements(By.CSS_SELECTOR, f"{detail} tbody tr")) == 2
+        # A click the page let through before it read the end: the gateway's 410, in its
+        # words, beside that button (announced there), and no tab left open.
+        tabs = set(page.window_handles)
+        page.execute_script(
+            "const b = document.querySelector(arguments[0]); b.disabled = false; b.click()",
+            button,
+        )
+        note = wait_for(
+            page,
+            f"document.querySelector(`{detail} tr[data-port-row='main:http'] "
+            ".port-note[role=status]`)?.textContent",
+            20,
+        )
+        assert "ended" in str(note), note
+        deadline = time.monotonic() + 10
+        while set(page.window_handles) != tabs:
+            assert time.monotonic() < deadline, "the refused link's tab stayed open"
+            time.sleep(0.1)
+        # The row's own button shows the same words, not announced a second time.
+        row_note = page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{job_id}'] .port-note")
+        assert row_note.text == note and row_note.get_attribute("role") is None
     finally:
         cancel(console, job_id)

@@ -6,8 +6,9 @@
 // unfolds into its members (meta_data.members), primary first; cancel is DELETE
 // /compute/cancel/{resource}/{id}. `?job=ID` opens that job's details. A running job's
 // service ports (meta_data.ports) each get an Open button (a job's in its row, a member's in
-// the member's row): it asks the API for a one-time link (openJobPort) and opens it in a new
-// tab, on the port proxy's own origin; the console's token never goes there.
+// the member's row, and every one in the details' Service ports list): it asks the API for a
+// one-time link (openJobPort) and opens it in a new tab, on the port proxy's own origin; the
+// console's token never goes there.
 import { ApiError, call } from "./api.js";
 import { el, fill, say } from "./dom.js";
 import { followEvents } from "./events.js";
@@ -21,7 +22,7 @@ const PAGE = 50;
 const unfolded = new Set();
 const detailed = new Set();
 const outputs = new Map();
-const portNotes = new Map(); // "job:member:port" -> why the last Open was refused
+const portNotes = new Map(); // "job:member:port" -> {place, status, text}: the last refusal
 let jobs = [];
 let total = 0;
 let offset = 0;
@@ -51,24 +52,54 @@ function when(time) {
     : `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
 
-/** The Open buttons of one member's ports (`main`: a job without roles), enabled while it
- * runs, each followed by what the gateway said when it last refused. */
-function portButtons(job, member, running) {
+/** The state of a job's member (`main`: the job itself). */
+function memberState(job, member) {
+  if (member === "main") return job.status.state;
+  const found = (job.status.meta_data.members || []).find((m) => m.name === member);
+  return (found && found.state) || job.status.state;
+}
+
+/** The Open button of one port, enabled while its member runs, followed by what the gateway
+ * said when it last refused. `place` ("row" or "detail") keeps the two buttons of a port
+ * apart (focus comes back to the one clicked); only the clicked one's note is announced. */
+function portButton(job, p, place) {
   const resource = job.status.meta_data.resource_id;
-  const ports = (job.status.meta_data.ports || []).filter((p) => p.member === member);
-  return ports.flatMap((p) => {
-    const key = `${job.id}:${member}:${p.name}`;
-    const where = member === "main" ? "" : ` of ${member}`;
-    const button = el("button", { type: "button", class: "open-port", "data-key": `open:${key}`,
-      "data-port": p.name, disabled: !running || !p.url,
-      title: !p.url ? "This gateway has no port proxy (its operator sets proxy_url)"
-        : running ? `Open port ${p.name} (${p.port})${where} in a new tab`
-          : "The port opens when it runs",
-      "aria-label": `Open port ${p.name}${where} of ${job.id} in a new tab` }, `Open ${p.name}`);
-    button.addEventListener("click", () => openPort(resource, job.id, member, p.name));
-    const note = portNotes.get(key);
-    return [button, note ? el("span", { class: "port-note", role: "status" }, note) : null];
-  });
+  const running = memberState(job, p.member) === "active";
+  const key = `${job.id}:${p.member}:${p.name}`;
+  const where = p.member === "main" ? "" : ` of ${p.member}`;
+  const button = el("button", { type: "button", class: "open-port",
+    "data-key": `${place === "row" ? "open" : "open-detail"}:${key}`,
+    "data-port": p.name, "data-member": p.member, disabled: !running || !p.url,
+    title: !p.url ? "This gateway has no port proxy (its operator sets proxy_url)"
+      : running ? `Open port ${p.name} (${p.port})${where} in a new tab`
+        : "The port opens when it runs",
+    "aria-label": `Open port ${p.name}${where} of ${job.id} in a new tab` }, `Open ${p.name}`);
+  button.addEventListener("click", () => openPort(resource, job.id, p.member, p.name, place));
+  const note = portNotes.get(key);
+  const stale = note && note.status === 409 && running; // "not running yet", and now it runs
+  return [button, note && !stale ? el("span", { class: "port-note",
+    role: note.place === place ? "status" : null }, note.text) : null];
+}
+
+/** The Open buttons of one member's ports (`main`: a job without roles). */
+function portButtons(job, member) {
+  return (job.status.meta_data.ports || []).filter((p) => p.member === member)
+    .flatMap((p) => portButton(job, p, "row"));
+}
+
+/** The details' Service ports list: every port of every member (folded or not), with its
+ * number and Open button; nothing for a job without ports. */
+function portsSection(job) {
+  const ports = job.status.meta_data.ports || [];
+  if (!ports.length) return null;
+  const name = (job.job_spec && job.job_spec.name) || job.id;
+  return el("section", { class: "ports" }, el("h3", {}, "Service ports"),
+    el("table", { class: "ports", "aria-label": `Service ports of ${name}` },
+      el("thead", {}, el("tr", {}, ["member", "port", "number", "open"]
+        .map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ports.map((p) => el("tr", { "data-port-row": `${p.member}:${p.name}` },
+        el("td", {}, p.member), el("td", {}, p.name), el("td", {}, String(p.port)),
+        el("td", { class: "actions" }, portButton(job, p, "detail")))))));
 }
 
 function jobRows(job) {
@@ -98,8 +129,7 @@ function jobRows(job) {
     stateCell(job.status.state),
     el("td", {}, when(job.status.time)),
     el("td", { class: "message" }, job.status.message || ""),
-    el("td", { class: "actions" }, details, fold, cancel,
-      portButtons(job, "main", job.status.state === "active")));
+    el("td", { class: "actions" }, details, fold, cancel, portButtons(job, "main")));
   const below = openDetail ? [detailRow(job)] : [];
   if (!open) return [row, ...below];
   return [row, ...below, ...list.map((m, i) => el("tr", { class: "member", "data-member-of": job.id },
@@ -109,8 +139,7 @@ function jobRows(job) {
     stateCell(m.state || job.status.state),
     el("td", {}, m.node ? `node ${m.node}` : ""),
     el("td", { class: "message" }, m.address ? `address ${m.address}` : ""),
-    el("td", { class: "actions" }, portButtons(job, m.name,
-      (m.state || job.status.state) === "active"))))];
+    el("td", { class: "actions" }, portButtons(job, m.name))))];
 }
 
 function outputPath(job, which) {
@@ -139,7 +168,7 @@ function detailRow(job) {
         el("ol", {}, history.map((h) => el("li", {},
           el("time", {}, when(h.time)), " ", el("span", { class: `state state-${h.state}` },
             h.state), " ", h.message || "")))),
-      files));
+      portsSection(job), files));
 }
 
 async function readOutputs(job) {
@@ -237,10 +266,13 @@ async function cancelJob(resource, id, name) {
   }
 }
 
-/** Open one port in a new tab. The tab is opened now, in the click (a pop-up blocker lets
- * that through, not one opened after the API answers), cut from this page (`opener`: the
- * service's scripts get no handle on the console), then sent to the one-time link. */
-async function openPort(resource, jobId, member, port) {
+/** Open one port in a new tab. The tab is opened now, in the click: a pop-up blocker lets
+ * that through, not one opened after the API answers (so not `window.open(url, "_blank",
+ * "noopener")` once the link is known; and "noopener" at once would return no handle to send
+ * the tab on with). It is cut from this page (`opener`: the service's scripts get no handle
+ * on the console), then sent to the one-time link. Headless Chromium tests exactly this. The
+ * POST carries the token in its header; the link has none. */
+async function openPort(resource, jobId, member, port, place) {
   const key = `${jobId}:${member}:${port}`;
   const tab = window.open("about:blank", "_blank");
   if (tab) tab.opener = null;
@@ -249,13 +281,17 @@ async function openPort(resource, jobId, member, port) {
     const link = await call(`/compute/ports/${path}`, { method: "POST" });
     portNotes.delete(key);
     if (tab) tab.location.replace(link.url);
-    else portNotes.set(key, "the browser blocked the new tab: allow pop-ups for this page");
+    else {
+      portNotes.set(key, { place, status: 0,
+        text: "the browser blocked the new tab: allow pop-ups for this page" });
+    }
   } catch (error) {
     if (tab) tab.close();
     if (expired(error)) return;
     const why = error instanceof ApiError ? error.detail : error.message;
-    portNotes.set(key, error instanceof ApiError && error.status === 409
-      ? `not running yet: ${why}` : why);
+    const status = error instanceof ApiError ? error.status : 0;
+    portNotes.set(key, { place, status,
+      text: status === 409 ? `not running yet: ${why}` : why });
   }
   render(true);
 }
