@@ -99,12 +99,17 @@ def enabled(selector: str) -> str:
     return f"document.querySelector(`{selector}`)?.disabled === false"
 
 
-def open_in_new_tab(driver: WebDriver, selector: str) -> dict[str, Any]:
-    """Click the Open button `selector`; the new tab's address and what the service answered
-    there (its JSON echo of the request). The console's tab is current again afterwards."""
+def open_in_new_tab(driver: WebDriver, selector: str, *, keyboard: bool = False) -> dict[str, Any]:
+    """Click the Open button `selector` (or press Enter on it); the new tab's address, origin
+    and what the service answered there (its JSON echo of the request). The console's tab is
+    current again afterwards."""
     console_tab = driver.current_window_handle
     before = set(driver.window_handles)
-    driver.find_element(By.CSS_SELECTOR, selector).click()
+    button = driver.find_element(By.CSS_SELECTOR, selector)
+    if keyboard:
+        button.send_keys(Keys.ENTER)
+    else:
+        button.click()
     deadline = time.monotonic() + 20
     while not set(driver.window_handles) - before:
         assert time.monotonic() < deadline, "no new tab opened"
@@ -115,6 +120,7 @@ def open_in_new_tab(driver: WebDriver, selector: str) -> dict[str, Any]:
         wait_for(driver, "document.body && document.body.innerText.includes('\"path\"')", 20)
         seen = {
             "url": driver.current_url,
+            "origin": driver.execute_script("return location.origin"),
             "text": driver.find_element(By.TAG_NAME, "body").text,
             "opener": driver.execute_script("return window.opener === null"),
         }
@@ -260,23 +266,8 @@ def test_the_details_list_every_port_and_open_it_from_the_keyboard(
         # A real button: focused and pressed with Enter, it opens the service in a new tab on
         # the proxy's origin (localhost), not the console's (127.0.0.1).
         page.get_log("performance")
-        console_tab = page.current_window_handle
-        before = set(page.window_handles)
-        page.find_element(By.CSS_SELECTOR, button).send_keys(Keys.ENTER)
-        deadline = time.monotonic() + 20
-        while not set(page.window_handles) - before:
-            assert time.monotonic() < deadline, "no new tab opened"
-            time.sleep(0.1)
-        (tab,) = set(page.window_handles) - before
-        page.switch_to.window(tab)
-        try:
-            wait_for(page, "document.body && document.body.innerText.includes('\"path\"')", 20)
-            where = urlsplit(page.current_url)
-            origin = page.execute_script("return location.origin")
-            text = page.find_element(By.TAG_NAME, "body").text
-        finally:
-            page.close()
-            page.switch_to.window(console_tab)
+        seen = open_in_new_tab(page, button, keyboard=True)
+        where, origin, text = urlsplit(seen["url"]), seen["origin"], seen["text"]
         assert (where.hostname, where.path) == ("localhost", f"/{job_id}/main/http/")
         assert origin == f"http://localhost:{urlsplit(console.url).port}" != console.url
         assert f'"path": "/{job_id}/main/http/"' in text
