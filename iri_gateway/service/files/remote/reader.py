@@ -731,7 +731,18 @@ def _alive(pid: int) -> bool:
         return False
     except OSError:
         return True  # alive, another account's
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and only waits to be reaped (a zombie writes nothing more; a
+    container's first process may never reap the orphans of a killed agent)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False  # no /proc to ask: taken as alive (never removing a live writer's work)
+    return state in ("Z", "X")
 
 
 def temporary_name(prefix: str) -> str:

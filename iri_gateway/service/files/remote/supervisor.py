@@ -12,12 +12,13 @@ request (`limits`: `cpu` seconds of CPU time, `memory` bytes of address space), 
 work and writes its progress lines and its answer into a pipe; the watchdog relays whole
 lines to stdout (a killed worker never leaves half a line), and meanwhile reads stdin: a
 `cancel` line, or the end of the input when the request said `watch` (the gateway went
-away), sends the worker SIGUSR1 (the work stops at its next step and removes what it wrote),
-and SIGKILL `GRACE` seconds later if it did not; past the request's `wall` seconds it is
-killed too. Whatever a killed worker left is removed then (`_clean`: the hidden
-`.iri-work-*` names of dead writers next to the target, `writer.remove_stale_work`), and the
-answer says why it stopped: `canceled`, or `limit` naming the limit, its value and what to
-do, or `died` (killed from outside: the gateway takes that for a transient fault).
+away; so does a progress line it cannot deliver), sends the worker SIGUSR1 (the work stops
+at its next step and removes what it wrote), and SIGKILL `GRACE` seconds later if it did
+not; past the request's `wall` seconds it is killed too. Whatever a killed worker left is
+removed then (`_clean`: the hidden `.iri-work-*` names of dead writers next to the target,
+`writer.remove_stale_work`), and the answer says why it stopped: `canceled`, or `limit`
+naming the limit, its value and what to do, or `died` (killed from outside: the gateway
+takes that for a transient fault).
 
 After the answer the watchdog reads the next request, so one agent serves many requests
 one after the other (the gateway keeps a few warm: `agents.AgentPool`); a fork costs about
@@ -88,7 +89,10 @@ def _write_all(data: bytes) -> None:
 
 def main(serve: Serve) -> None:
     """Answer requests, one JSON line each, until stdin ends (see the module docstring)."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # A write to a gateway that went away raises (EPIPE) instead of killing the watchdog
+    # there and then: a progress line relayed at that moment must still stop the worker and
+    # remove what it wrote (`_watch`), not leave it half-made under its hidden name.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     _PRCTL.append(_prctl())
     requests = _Lines(0)
     while True:
@@ -98,7 +102,10 @@ def main(serve: Serve) -> None:
         if not line.strip():
             continue
         answer = supervise(json.loads(line), serve, requests)
-        _write_all(json.dumps(answer).encode() + b"\n")
+        try:
+            _write_all(json.dumps(answer).encode() + b"\n")
+        except BrokenPipeError:
+            return  # nobody reads the answer any more: the gateway went away
         if requests.ended:
             return
 
@@ -172,7 +179,11 @@ def _watch(
                 if "ok" in said:
                     answer = said
                 elif "progress" in said and why is None:
-                    _write_all(line + b"\n")
+                    try:
+                        _write_all(line + b"\n")
+                    except BrokenPipeError:  # the gateway went away: as the end of input
+                        why, kill_at = "canceled", time.monotonic() + GRACE
+                        _signal(pid, signal.SIGUSR1)
     _, status, usage = os.wait4(pid, 0)
     if answer is not None and not (why == "wall" and answer.get("error") == "canceled"):
         return answer
@@ -357,6 +368,7 @@ def _work(
     os.dup2(quiet, 1)
     os.close(quiet)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a watchdog gone: die, say nothing
     _die_with(parent, _PRCTL[0] if _PRCTL else None)
     report = Report(fd, every)
     _limit(limits)
