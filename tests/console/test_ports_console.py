@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -99,17 +100,51 @@ def enabled(selector: str) -> str:
     return f"document.querySelector(`{selector}`)?.disabled === false"
 
 
+def press(driver: WebDriver, selector: str, *, keyboard: bool = False) -> None:
+    """Click the element `selector` (or press Enter on it), found again if the page redrew it
+    in between: the live updates replace the jobs table (a details row twice when opened, once
+    its output is read), and a redrawn button is another element. A stale element refuses the
+    input before it is sent, so the retry presses once."""
+    for _ in range(5):
+        try:
+            button = driver.find_element(By.CSS_SELECTOR, selector)
+            if keyboard:
+                button.send_keys(Keys.ENTER)
+            else:
+                button.click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.1)
+    raise AssertionError(f"{selector} was redrawn five times in a row")
+
+
+def table_cells(driver: WebDriver, rows: str, columns: int) -> list[list[str]]:
+    """The first `columns` cells' text of each of the rows `rows`, read in one script so a
+    redraw cannot come between the rows and their cells."""
+    cells: list[list[str]] = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((row) =>"
+        " [...row.querySelectorAll('td')].slice(0, arguments[1]).map((td) => td.innerText))",
+        rows,
+        columns,
+    )
+    return cells
+
+
+def refused_tab_closed(driver: WebDriver, tabs: set[str]) -> None:
+    """The tab a refused Open opened is closed again: the window handles are `tabs` once more."""
+    deadline = time.monotonic() + 10
+    while set(driver.window_handles) != tabs:
+        assert time.monotonic() < deadline, "the refused link's tab stayed open"
+        time.sleep(0.1)
+
+
 def open_in_new_tab(driver: WebDriver, selector: str, *, keyboard: bool = False) -> dict[str, Any]:
     """Click the Open button `selector` (or press Enter on it); the new tab's address, origin
     and what the service answered there (its JSON echo of the request). The console's tab is
     current again afterwards."""
     console_tab = driver.current_window_handle
     before = set(driver.window_handles)
-    button = driver.find_element(By.CSS_SELECTOR, selector)
-    if keyboard:
-        button.send_keys(Keys.ENTER)
-    else:
-        button.click()
+    press(driver, selector, keyboard=keyboard)
     deadline = time.monotonic() + 20
     while not set(driver.window_handles) - before:
         assert time.monotonic() < deadline, "no new tab opened"
@@ -173,7 +208,7 @@ def test_open_buttons_lead_to_each_running_port_on_the_proxys_origin(
         assert console.admin not in seen["text"]
 
         # The cluster job's member has its own button, in its row once unfolded.
-        page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{cluster}'] button.fold").click()
+        press(page, f"tr.job[data-job='{cluster}'] button.fold")
         member_button = f"tr.member[data-member-of='{cluster}'] button.open-port[data-port='ui']"
         wait_for(page, enabled(member_button), 30)
         member = open_in_new_tab(page, member_button)
@@ -225,10 +260,7 @@ def test_an_ended_jobs_port_offers_no_open_and_a_refusal_is_shown(
             20,
         )
         assert "ended" in str(note), note
-        deadline = time.monotonic() + 10
-        while set(page.window_handles) != tabs:
-            assert time.monotonic() < deadline, "the refused link's tab stayed open"
-            time.sleep(0.1)
+        refused_tab_closed(page, tabs)
         # Once the page has read the end, the button is disabled.
         wait_for(page, f"document.querySelector(`{button}`).disabled", 30)
     finally:
@@ -253,11 +285,10 @@ def test_the_details_list_every_port_and_open_it_from_the_keyboard(
     try:
         serving(console, f"/{job_id}/main/http/")
         open_jobs(page, console)
-        page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{job_id}'] button.details").click()
+        press(page, f"tr.job[data-job='{job_id}'] button.details")
         wait_for(page, enabled(button), 30)
         # One row per member and port: member, name, number, and its Open button.
-        rows = page.find_elements(By.CSS_SELECTOR, f"{detail} tbody tr")
-        cells = [[td.text for td in row.find_elements(By.TAG_NAME, "td")][:3] for row in rows]
+        cells = table_cells(page, f"{detail} tbody tr", 3)
         assert sorted(cells) == sorted(
             [["main", "admin", str(numbers["admin"])], ["main", "http", str(numbers["http"])]]
         ), cells
@@ -276,7 +307,7 @@ def test_the_details_list_every_port_and_open_it_from_the_keyboard(
         # The job ends: the live update redraws the list, its buttons disabled.
         cancel(console, job_id)
         wait_for(page, f"document.querySelector(`{button}`)?.disabled === true", 30)
-        assert len(page.find_elements(By.CSS_SELECTOR, f"{detail} tbody tr")) == 2
+        assert len(table_cells(page, f"{detail} tbody tr", 3)) == 2
         # A click the page let through before it read the end: the gateway's 410, in its
         # words, beside that button (announced there), and no tab left open.
         tabs = set(page.window_handles)
@@ -291,12 +322,13 @@ def test_the_details_list_every_port_and_open_it_from_the_keyboard(
             20,
         )
         assert "ended" in str(note), note
-        deadline = time.monotonic() + 10
-        while set(page.window_handles) != tabs:
-            assert time.monotonic() < deadline, "the refused link's tab stayed open"
-            time.sleep(0.1)
+        refused_tab_closed(page, tabs)
         # The row's own button shows the same words, not announced a second time.
-        row_note = page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{job_id}'] .port-note")
-        assert row_note.text == note and row_note.get_attribute("role") is None
+        row_note = page.execute_script(
+            "const n = document.querySelector(arguments[0]);"
+            " return [n.textContent, n.getAttribute('role')]",
+            f"tr.job[data-job='{job_id}'] .port-note",
+        )
+        assert row_note == [note, None], row_note
     finally:
         cancel(console, job_id)
