@@ -89,12 +89,16 @@ def test_jobs_live_state_cluster_members_cancel_and_privacy(
     assert fold.text == "▸ 3 members" and fold.get_attribute("aria-expanded") == "false"
     fold.send_keys(Keys.ENTER)  # keyboard: the button unfolds the members
     wait_for(page, f"document.querySelectorAll(`tr.member[data-member-of='{trio}']`).length === 3")
-    rows = page.find_elements(By.CSS_SELECTOR, f"tr.member[data-member-of='{trio}']")
-    names = [r.find_element(By.CSS_SELECTOR, ".member-name").text for r in rows]
-    assert names == ["master1", "worker1", "worker2"]
-    assert rows[0].find_element(By.CSS_SELECTOR, ".primary").text == "primary"
-    assert [r.find_elements(By.CSS_SELECTOR, ".primary") for r in rows[1:]] == [[], []]
-    assert "role master #1" in rows[0].text and "role worker #2" in rows[2].text
+    # Read in one script: a live update redraws the table, its rows then other elements.
+    rows = page.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((r) => ({"
+        " name: r.querySelector('.member-name').textContent,"
+        " primary: r.querySelector('.primary')?.textContent ?? null, text: r.innerText }))",
+        f"tr.member[data-member-of='{trio}']",
+    )
+    assert [r["name"] for r in rows] == ["master1", "worker1", "worker2"]
+    assert [r["primary"] for r in rows] == ["primary", None, None]
+    assert "role master #1" in rows[0]["text"] and "role worker #2" in rows[2]["text"]
     assert (
         page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{trio}'] button.fold").get_attribute(
             "aria-expanded"
@@ -144,11 +148,10 @@ def test_jobs_live_state_cluster_members_cancel_and_privacy(
         "?.textContent === '<b>hello</b> from late\\n'",
         30,
     )
-    detail = page.find_element(By.CSS_SELECTOR, f"tr[data-detail-of='{late}']")
-    steps = [
-        li.find_element(By.CSS_SELECTOR, ".state").text
-        for li in detail.find_elements(By.CSS_SELECTOR, ".timeline li")
-    ]
+    steps = page.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((s) => s.textContent)",
+        f"tr[data-detail-of='{late}'] .timeline li .state",
+    )
     assert steps[0] == "new" and steps[-1] == "failed", steps
     assert "queued" in steps
     wait_for(
@@ -157,7 +160,7 @@ def test_jobs_live_state_cluster_members_cancel_and_privacy(
         "?.textContent === 'oops\\n'",
         30,
     )
-    assert detail.find_elements(By.CSS_SELECTOR, "pre b") == []
+    assert page.find_elements(By.CSS_SELECTOR, f"tr[data-detail-of='{late}'] pre b") == []
     screenshots(page, "job-detail")
 
     # Filters: finished jobs only.
