@@ -316,12 +316,27 @@ busy poller and its clients touch, and a bound on memory whatever the number of 
 
 
 class _RecentRecords:
-    """A least-recently-used map of job records, safe to use from several threads."""
+    """A least-recently-used map of job records, safe to use from several threads, that a
+    read never makes stale.
+
+    A reader that found nothing here reads the database and offers what it read
+    (`offer`); a writer puts its record once committed (`written`). Between the two a
+    writer may have committed a newer row: the reader's row, read before that commit, must
+    not replace it (it would stay, the job shown in its old state until its next change).
+    So every write gets a stamp from one counter, the newest stamps are kept per job, and
+    a read is kept only when no write to its job came after the read began (`reading`).
+    A job whose stamp was dropped from the bounded map counts as written at the newest
+    stamp dropped, which costs at most a read not kept."""
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._records: OrderedDict[str, JobRecord] = OrderedDict()
         self._lock = threading.Lock()
+        self._stamp = 0
+        self._stamps: OrderedDict[str, int] = OrderedDict()
+        """The stamp of each job's last write, the newest `4 * capacity` jobs."""
+        self._dropped = 0
+        """Every write not in `_stamps` has a stamp at most this."""
 
     def get(self, job_id: str) -> JobRecord | None:
         if not self._capacity:
@@ -332,22 +347,50 @@ class _RecentRecords:
                 self._records.move_to_end(job_id)
             return record
 
-    def put(self, record: JobRecord) -> None:
+    def reading(self) -> int:
+        """The stamp to give `offer` with what is read from the database from now on."""
+        with self._lock:
+            return self._stamp
+
+    def offer(self, record: JobRecord, since: int) -> None:
+        """Keep `record`, read from the database after `reading` answered `since`, unless its
+        job was written since (the write's record is newer) or a record of it is here."""
         if not self._capacity:
             return
         with self._lock:
-            self._records[record.id] = record
-            self._records.move_to_end(record.id)
-            while len(self._records) > self._capacity:
-                self._records.popitem(last=False)
+            if self._stamps.get(record.id, self._dropped) > since or record.id in self._records:
+                return
+            self._keep(record)
 
-    def drop(self, job_id: str) -> None:
+    def written(self, job_id: str, record: JobRecord | None) -> None:
+        """A write of `job_id` was committed: `record` is the job as written (None: not
+        known, the job is read again when next asked for). Called in commit order."""
+        if not self._capacity:
+            return
         with self._lock:
-            self._records.pop(job_id, None)
+            self._stamp += 1
+            self._stamps[job_id] = self._stamp
+            self._stamps.move_to_end(job_id)
+            while len(self._stamps) > 4 * self._capacity:
+                self._dropped = self._stamps.popitem(last=False)[1]
+            if record is None:
+                self._records.pop(job_id, None)
+            else:
+                self._keep(record)
 
-    def clear(self) -> None:
+    def written_all(self) -> None:
+        """A write of any number of jobs was committed: every record is read again."""
         with self._lock:
+            self._stamp += 1
+            self._dropped = self._stamp
+            self._stamps.clear()
             self._records.clear()
+
+    def _keep(self, record: JobRecord) -> None:
+        self._records[record.id] = record
+        self._records.move_to_end(record.id)
+        while len(self._records) > self._capacity:
+            self._records.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -365,6 +408,10 @@ class JobFilters(TypedDict, total=False):
     """The JobSpec's name, exactly."""
     text: str | None
     """A part of the JobSpec's name or of the job id, any case."""
+
+
+_CACHE_WRITES = "iri_gateway.cache_writes"
+"""The session's `info` key of the jobs its commit writes (`JobStore._on_commit`)."""
 
 
 class JobStore:
@@ -427,11 +474,30 @@ class JobStore:
         if self._write_lock is None:
             with self._session() as session:
                 yield session
+            self._committed(session)
         else:
-            with self._write_lock, self._session() as session:
-                yield session
+            with self._write_lock:
+                with self._session() as session:
+                    yield session
+                self._committed(session)  # in commit order: the newest record is kept
         if session.info.get(WRITTEN):  # committed: the readers of the event log look again
             self.event_signal.wake()
+
+    def _committed(self, session: Session) -> None:
+        """What a committed write changed, told to the cache before the event log's
+        readers wake: a stream renders an event with the job as getJob shows it, which must
+        be the state the event records, not the one before."""
+        for job_id, record in session.info.get(_CACHE_WRITES, ()):
+            if job_id is None:
+                self._cache.written_all()
+            else:
+                self._cache.written(job_id, record)
+
+    @staticmethod
+    def _on_commit(session: Session, job_id: str | None, record: JobRecord | None) -> None:
+        """Tell the cache, once `session` commits, that `job_id` was written (`record` as it
+        is now, None: read it again), or every job (`job_id` None). Nothing on a rollback."""
+        session.info.setdefault(_CACHE_WRITES, []).append((job_id, record))
 
     def create(
         self,
@@ -486,6 +552,8 @@ class JobStore:
                 # more than the insert itself, on the launch's path.
                 session.execute(insert(_JOBS).values(columns))
                 write_events(session, [_created_event(columns)], now)
+                record = _record_of(columns)
+                self._on_commit(session, record.id, record)
         except IntegrityError:
             earlier = (
                 self.by_idempotency_key(owner, idempotency_key)
@@ -495,26 +563,24 @@ class JobStore:
             if earlier is None:
                 raise
             raise IdempotencyKeyTakenError(earlier) from None
-        return self._remember(_record_of(columns))
+        return record
 
     def get(self, job_id: str) -> JobRecord | None:
         cached = self._cache.get(job_id)
         if cached is not None:
             return cached
+        since = self._cache.reading()
         with self.engine.connect() as connection:
             row = connection.execute(_GET, {"job_id": job_id}).first()
-        return self._remember(_read(row)) if row else None
+        if row is None:
+            return None
+        record = _read(row)
+        self._cache.offer(record, since)
+        return record
 
     def cached(self, job_id: str) -> JobRecord | None:
         """The record if this store holds it in memory (SQLite only), without any I/O."""
         return self._cache.get(job_id)
-
-    def _remember(self, record: JobRecord) -> JobRecord:
-        self._cache.put(record)
-        return record
-
-    def _forget(self, job_id: str) -> None:
-        self._cache.drop(job_id)
 
     def by_idempotency_key(self, owner: str, key: str) -> JobRecord | None:
         with self._session() as session:
@@ -661,9 +727,11 @@ class JobStore:
             else:
                 missing.append(job_id)
         if missing:
+            since = self._cache.reading()
             with self.engine.connect() as connection:
                 for row in connection.execute(_SELECT.where(_JOBS.c.id.in_(missing))):
-                    record = self._remember(_read(row))
+                    record = _read(row)
+                    self._cache.offer(record, since)
                     found[record.id] = record
         return found
 
@@ -694,7 +762,7 @@ class JobStore:
                 query.values(claimed_by=replica_id).execution_options(synchronize_session=False)
             )
             won = bool(getattr(result, "rowcount", 0))
-        self._forget(job_id)
+            self._on_commit(session, job_id, None)
         return won
 
     def release(self, job_id: str, replica_id: str) -> None:
@@ -706,7 +774,7 @@ class JobStore:
                 .values(claimed_by=None)
                 .execution_options(synchronize_session=False)
             )
-        self._forget(job_id)
+            self._on_commit(session, job_id, None)
 
     def release_all(self, replica_id: str) -> int:
         """End every claim of `replica_id` (a replica that stops); how many there were."""
@@ -718,7 +786,7 @@ class JobStore:
                 .execution_options(synchronize_session=False)
             )
             count = int(getattr(result, "rowcount", 0))
-        self._cache.clear()
+            self._on_commit(session, None, None)
         return count
 
     def mark_cancel_sent(self, job_id: str) -> JobRecord:
@@ -776,7 +844,7 @@ class JobStore:
                     select(JobRow).where(JobRow.id.in_([change.job_id for change in changes]))
                 )
             }
-            changed: list[tuple[JobRow, str | None]] = []
+            changed: list[tuple[JobRecord, str | None]] = []
             logged: list[NewEvent] = []
             for change in changes:
                 row = rows.get(change.job_id)
@@ -801,11 +869,13 @@ class JobStore:
                         now,
                         {"exit_code": change.exit_code, "members": change.members},
                     )
-                    changed.append((row, previous))
+                    record = _record(row)
+                    self._on_commit(session, record.id, record)
+                    changed.append((record, previous))
                     logged.extend(_job_events(row, previous, members_before))
             write_events(session, logged, now)
-        for row, previous in changed:
-            _state_changed(self._remember(_record(row)), previous)
+        for record, previous in changed:
+            _state_changed(record, previous)
 
     def _transition(self, job_id: str, state: JobState, message: str, **fields: Any) -> JobRecord:
         now = self._clock()
@@ -817,7 +887,8 @@ class JobStore:
             previous = _change(row, state, message, now, fields)
             write_events(session, _job_events(row, previous, members_before), now)
             record = _record(row)
-        return _state_changed(self._remember(record), previous)
+            self._on_commit(session, job_id, record)
+        return _state_changed(record, previous)
 
     def _update(self, job_id: str, **fields: Any) -> JobRecord:
         with self.writing() as session:
@@ -828,7 +899,8 @@ class JobStore:
                 setattr(row, key, value)
             row.updated_at = self._clock()
             record = _record(row)
-        return self._remember(record)
+            self._on_commit(session, job_id, record)
+        return record
 
     def withdraw(self, job_id: str, message: str) -> JobRecord:
         """A submission refused before the scheduler saw it, the client told to try again:
@@ -843,7 +915,8 @@ class JobStore:
             previous = _change(row, JobState.FAILED, message, now, {})
             write_events(session, _job_events(row, previous, []), now)
             record = _record(row)
-        return _state_changed(self._remember(record), previous)
+            self._on_commit(session, job_id, record)
+        return _state_changed(record, previous)
 
 
 class IdempotencyKeyTakenError(GatewayError):
