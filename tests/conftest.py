@@ -17,7 +17,7 @@ from iri_gateway.planning.jobspec_io import parse_jobspec
 from iri_gateway.planning.planner import make_plan
 from iri_gateway.profiles.loading import ProfileRegistry, builtin_profile
 from iri_gateway.service.jobs.engine import Engine
-from iri_gateway.service.operations.store import JobRecord
+from iri_gateway.service.operations.store import JobRecord, JobStore
 from tests.support.paths import TEST_PROFILE
 from tests.support.serve import issue_token, running_serve
 
@@ -81,6 +81,20 @@ def stored_plan(*, cluster_size: int | None = None) -> dict[str, Any]:
             }
         )
     return plan.model_dump(mode="json", exclude={"script"})
+
+
+def recorded_job(store: JobStore, **extra: Any) -> JobRecord:
+    """A job of alice's recorded by hand on `local` (a `stored_plan`, the script `true`);
+    `extra`: more of `JobStore.create`'s arguments (a key, `submitting`, a claim)."""
+    job: dict[str, Any] = {
+        "owner": "alice",
+        "resource_id": "local",
+        "spec": {},
+        "effective_spec": {},
+        "plan": stored_plan(),
+        "script": "true",
+    }
+    return store.create(**job | extra)
 
 
 def problems_for(

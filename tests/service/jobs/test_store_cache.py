@@ -14,18 +14,7 @@ import pytest
 from iri_gateway.models.job import JobState
 from iri_gateway.service.operations import store as store_module
 from iri_gateway.service.operations.store import JobRecord, JobStore
-from tests.conftest import stored_plan
-
-
-def create(store: JobStore) -> JobRecord:
-    return store.create(
-        owner="alice",
-        resource_id="local",
-        spec={},
-        effective_spec={},
-        plan=stored_plan(),
-        script="true",
-    )
+from tests.conftest import recorded_job
 
 
 @pytest.fixture
@@ -50,7 +39,7 @@ def test_a_read_overtaken_by_a_write_does_not_replace_what_was_written(
     stores: tuple[JobStore, JobStore], monkeypatch: pytest.MonkeyPatch, write: str
 ) -> None:
     maker, store = stores
-    job = create(maker)
+    job = recorded_job(maker)
     maker.claim(job.id, "replica-a", live=[])
     read = store_module._read
     overtaken: list[JobRecord] = []
@@ -84,7 +73,7 @@ def test_many_records_read_while_one_is_written_keep_the_written_one(
     stores: tuple[JobStore, JobStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     maker, store = stores
-    jobs = [create(maker) for _ in range(3)]
+    jobs = [recorded_job(maker) for _ in range(3)]
     read = store_module._read
     calls: list[str] = []
 
@@ -110,7 +99,7 @@ def test_the_event_readers_wake_once_the_cache_holds_the_committed_state(
     stores: tuple[JobStore, JobStore],
 ) -> None:
     store = stores[1]
-    job = create(store)
+    job = recorded_job(store)
     store.set_native_id(job.id, "n1", "submitted as n1")
     seen: list[JobState | None] = []
     wake = store.event_signal.wake
@@ -132,7 +121,7 @@ def test_a_rolled_back_write_leaves_the_cache_as_it_was(
     stores: tuple[JobStore, JobStore],
 ) -> None:
     maker, store = stores
-    job = create(maker)
+    job = recorded_job(maker)
     assert store.get(job.id) is not None
     with pytest.raises(RuntimeError), store.writing() as session:
         store._on_commit(session, job.id, None)

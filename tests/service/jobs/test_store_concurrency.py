@@ -19,21 +19,13 @@ from iri_gateway.service.jobs.engine import Engine, IdempotencyConflictError
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.database import normalise_url
 from iri_gateway.service.operations.store import IdempotencyKeyTakenError, JobRecord, JobStore
-from tests.conftest import stored_plan
+from tests.conftest import recorded_job
 
 RACERS = 8
 
 
 def create_with_key(store: JobStore, key: str) -> JobRecord:
-    return store.create(
-        owner="alice",
-        resource_id="local",
-        spec={},
-        effective_spec={},
-        plan=stored_plan(),
-        script="true",
-        idempotency_key=key,
-    )
+    return recorded_job(store, idempotency_key=key)
 
 
 def rows_with_key(url: str, key: str) -> int:

@@ -21,7 +21,7 @@ from iri_gateway.service.operations.database import DatabaseError, normalise_url
 from iri_gateway.service.operations.migrations import head_revision
 from iri_gateway.service.operations.settings import Settings
 from iri_gateway.service.operations.store import JobStore
-from tests.conftest import stored_plan
+from tests.conftest import recorded_job
 from tests.support.serve import clean_env
 
 # The jobs table exactly as the release before cluster jobs created it (`.schema` of a
@@ -105,14 +105,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     assert [r.id for r in store.unsettled()] == ["old-running"]
     found = store.by_idempotency_key("alice", "key-1")
     assert found is not None and found.id == "old-job", "the unique key constraint survives"
-    new = store.create(
-        owner="alice",
-        resource_id="local",
-        spec={},
-        effective_spec={},
-        plan=stored_plan(),
-        script="true",
-    )
+    new = recorded_job(store)
     reopened = JobStore(database_url)  # a second start finds the head and changes nothing
     assert revision_of(database_url) == head_revision()
     assert {r.id for r in reopened.find()} == {"old-job", "old-running", new.id}

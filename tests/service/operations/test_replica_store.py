@@ -23,7 +23,7 @@ from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.backends import Backends
 from iri_gateway.service.operations.replicas import Replica, SharedSqliteError
 from iri_gateway.service.operations.store import JobRecord, JobStore
-from tests.conftest import stored_plan
+from tests.conftest import recorded_job
 from tests.service.jobs.test_engine_local import shell_job, wait_for
 
 
@@ -49,16 +49,7 @@ def sleeper() -> Iterator[int]:
 
 
 def new_job(store: JobStore, claimed_by: str | None = None) -> JobRecord:
-    return store.create(
-        owner="alice",
-        resource_id="local",
-        spec={},
-        effective_spec={},
-        plan=stored_plan(),
-        script="true",
-        submitting=True,
-        claimed_by=claimed_by,
-    )
+    return recorded_job(store, submitting=True, claimed_by=claimed_by)
 
 
 def test_of_many_replicas_claiming_one_job_at_once_exactly_one_wins(database_url: str) -> None:
