@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iri_gateway.models.array_elements import ArrayElements
 
 
 class JobState(StrEnum):
@@ -35,6 +39,9 @@ class NativeStatus:
     native_state: str
     exit_code: int | None = None
     reason: str | None = None
+    elements: ArrayElements | None = None
+    """An array's: what the scheduler said of its elements this time (those it no longer
+    mentions keep what was known of them); the array's own state is derived from them."""
 
     @property
     def message(self) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Collection
 
 from iri_gateway.errors import CancelError
 from iri_gateway.models.job import JobNodes, NativeStatus
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.pbs import (
     exec_host,
@@ -68,6 +69,9 @@ class PbsBatch:
 
     def cancel(self, native_id: str) -> None:
         qdel.parse(self.transport.run(qdel.argv(native_id)))
+
+    def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
+        qdel.parse(self.transport.run(qdel.elements_argv(native_id, indices)))
 
     def find(self, tag: str) -> str | None:
         jobs = qstat.parse(self.transport.run(qstat.argv(), idempotent=True))

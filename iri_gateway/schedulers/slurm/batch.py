@@ -8,6 +8,7 @@ from collections.abc import Collection
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import JobNodes, NativeStatus
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.slurm import (
     hetjob,
@@ -59,6 +60,9 @@ class SlurmBatch:
 
     def cancel(self, native_id: str) -> None:
         scancel.parse(self.transport.run(scancel.argv(native_id)))
+
+    def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
+        scancel.parse(self.transport.run(scancel.elements_argv(native_id, indices)))
 
     def find(self, tag: str) -> str | None:
         queue = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
