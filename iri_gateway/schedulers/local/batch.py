@@ -135,11 +135,7 @@ class LocalBatch:
             index = int(line)
             seen.append((index, _element_state(elements, index, folder, canceled, runner_gone)))
         states = ArrayElements.of(seen)
-        state = states.state()
-        counts = ", ".join(f"{n} {name}" for name, n in sorted(states.counts().items()))
-        return NativeStatus(
-            runner.native_id, state, f"ARRAY {state.value.upper()}", None, counts, elements=states
-        )
+        return NativeStatus(runner.native_id, states.state(), "ARRAY", elements=states)
 
     def _status(self, native_id: str, folder: Path, *, again: bool = True) -> NativeStatus:
         canceled = (folder / "canceled").exists()

@@ -18,6 +18,7 @@ from iri_gateway.errors import (
     JobRejectedError,
     SchedulerError,
 )
+from iri_gateway.models.job_arrays import INDEX_PATTERN
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Plan
@@ -228,12 +229,14 @@ class Submissions:
         told = self.proxy_environment(job_id, spec)
         if told:
             changes["environment"] = {**spec.environment, **told}
+        # An array's elements each write their own files (`%a`: the element's index).
+        each = f"-{INDEX_PATTERN}" if spec.array is not None else ""
         if spec.stdout_path is None:
             changes["stdout_path"] = (
-                "stdout.txt" if spec.directory is None else (f"iri-{job_id}.out")
+                f"stdout{each}.txt" if spec.directory is None else f"iri-{job_id}{each}.out"
             )
         if spec.stderr_path is None:
             changes["stderr_path"] = (
-                "stderr.txt" if spec.directory is None else (f"iri-{job_id}.err")
+                f"stderr{each}.txt" if spec.directory is None else f"iri-{job_id}{each}.err"
             )
         return spec.model_copy(update=changes) if changes else spec

@@ -12,7 +12,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
+from iri_gateway.models.array_elements import ArrayElements, ElementState
 from iri_gateway.models.job import JobState, NativeStatus
+from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.service.jobs import cluster_members
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.operations.backends import Backend
@@ -57,12 +59,16 @@ class Tracking:
             by_account.setdefault(account, []).append(entry)
         changes: list[StateChange] = []
         clusters: list[tuple[PollEntry, Backend, StateChange | None]] = []
+        arrays: list[tuple[PollEntry, NativeStatus]] = []
         for entries in by_account.values():
             backend = context.backends.get(loaded, entries[0].owner)
             statuses = backend.batch.statuses({e.native_id for e in entries if e.native_id})
             for entry in entries:
                 status = statuses.get(entry.native_id or "")
                 if status is None:
+                    continue
+                if status.elements is not None:
+                    arrays.append((entry, status))
                     continue
                 change = _change_for(entry, status)
                 if entry.cluster_size is not None:
@@ -73,8 +79,26 @@ class Tracking:
                     # in between must not be overwritten by the earlier run's ending).
                     changes.append(replace(change, read_at=entry.updated_at))
         changes += self._cluster_changes(clusters)
+        changes += self._array_changes(arrays)
         context.store.transition_many(changes)
         return len(changes)
+
+    def _array_changes(self, arrays: list[tuple[PollEntry, NativeStatus]]) -> list[StateChange]:
+        """The changes of array jobs: what the scheduler said of their elements merged into
+        what was known (their full records read in one query), the array's state derived
+        from all of them (`ArrayElements.state`)."""
+        if not arrays:
+            return []
+        records = self.context.store.records([entry.id for entry, _ in arrays])
+        changes = []
+        for entry, status in arrays:
+            record = records.get(entry.id)
+            if record is None or record.updated_at != entry.updated_at:
+                continue  # changed since it was polled (or gone): the next cycle sees it
+            change = array_change(record, status)
+            if change is not None:
+                changes.append(replace(change, read_at=entry.updated_at))
+        return changes
 
     def _cluster_changes(
         self, clusters: list[tuple[PollEntry, Backend, StateChange | None]]
@@ -149,6 +173,43 @@ def _read_cluster_files(record: JobRecord, backend: Backend) -> cluster_members.
         log.warning("members of cluster job %s not read: %s", record.id, error)
         return None
     return cluster_members.parse_read(result, folder)
+
+
+def array_change(record: JobRecord, status: NativeStatus) -> StateChange | None:
+    """An array job's change, if any: its elements as known with the scheduler's news, and
+    the state and counts they make. An element the user canceled (the whole array's cancel
+    asked for) that the scheduler reports failed is canceled, as for a plain job."""
+    assert status.elements is not None
+    known = known_elements(record)
+    merged = known.updated(status.elements)
+    state = merged.state()
+    if state == JobState.FAILED and record.desired == "canceled":
+        state = JobState.CANCELED
+    message = element_summary(merged, status)
+    dumped = merged.dump()
+    if state == record.state and message == record.message and dumped == record.elements:
+        return None
+    return StateChange(record.id, state, message, None, elements=dumped)
+
+
+def known_elements(record: JobRecord) -> ArrayElements:
+    """What is known of an array job's elements: as last read, or, before its first poll,
+    every element waiting (`new` until the scheduler has it)."""
+    if record.elements:
+        return ArrayElements.load(record.elements)
+    array = JobSpec.model_validate(record.effective_spec).array
+    if array is None:
+        return ArrayElements()
+    waiting = ElementState(JobState.NEW if record.native_id is None else JobState.QUEUED, "")
+    return ArrayElements.of((index, waiting) for index in array.elements())
+
+
+def element_summary(elements: ArrayElements, status: NativeStatus) -> str:
+    """The array's message: its elements counted by state, in IRI's order, and the
+    scheduler's word on the array when it gave one."""
+    counts = elements.counts()
+    text = ", ".join(f"{counts[s.value]} {s.value}" for s in JobState if counts.get(s.value))
+    return f"array of {len(elements)}: {text}" + (f" ({status.reason})" if status.reason else "")
 
 
 def _change_for(record: JobRecord | PollEntry, status: NativeStatus) -> StateChange | None:

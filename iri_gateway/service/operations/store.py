@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 _Row = TypeVar("_Row")
 
 
-JSON_FIELDS = ("spec", "effective_spec", "plan", "history", "members")
+JSON_FIELDS = ("spec", "effective_spec", "plan", "history", "members", "elements")
 """The record's fields stored as JSON (`StoredJson`)."""
 
 
@@ -71,7 +71,8 @@ class StoredJson:
     def get(self, name: str) -> Any:
         value = self._values[name]
         if isinstance(value, str | bytes):
-            # "[]": the members of every job that is not a cluster job, and no decoding
+            # "[]": the members (elements) of every job that is not a cluster job (an
+            # array), and no decoding
             value = [] if value == "[]" else json_loads(value)
             self._values[name] = value
         return value
@@ -138,6 +139,13 @@ class JobRecord:
         """A cluster job's members, as its script listed them ([] for any other job)."""
         members: list[dict[str, Any]] = self.stored.get("members")
         return members
+
+    @property
+    def elements(self) -> list[list[Any]]:
+        """An array job's elements as runs (`ArrayElements.dump`), as the engine last read
+        them ([] for any other job, and for an array before its first poll)."""
+        elements: list[list[Any]] = self.stored.get("elements")
+        return elements
 
     @property
     def tag(self) -> str:
@@ -286,6 +294,7 @@ def _record_of(columns: dict[str, Any]) -> JobRecord:
                 "plan": columns["plan"],
                 "history": columns["history"],
                 "members": columns["members"] or [],
+                "elements": columns.get("elements") or [],
             }
         ),
         script=columns["script"],
@@ -738,6 +747,7 @@ class JobStore:
             message,
             exit_code=_NOBODY,
             members=[],
+            elements=[],
             desired="submitted",
             cancel_sent=False,
         )
@@ -799,7 +809,11 @@ class JobStore:
                         change.state,
                         change.message,
                         now,
-                        {"exit_code": change.exit_code, "members": change.members},
+                        {
+                            "exit_code": change.exit_code,
+                            "members": change.members,
+                            "elements": change.elements,
+                        },
                     )
                     changed.append((row, previous))
                     logged.extend(_job_events(row, previous, members_before))
@@ -865,6 +879,7 @@ class StateChange:
     message: str
     exit_code: int | None = None
     members: list[dict[str, Any]] | None = None  # a cluster job's members, when (re)read
+    elements: list[list[Any]] | None = None  # an array's elements (`ArrayElements.dump`)
     read_at: float | None = None  # the record's updated_at the change was made from: the
     # change is dropped if the job changed since (the next poll sees it afresh)
 
