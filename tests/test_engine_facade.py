@@ -27,6 +27,8 @@ DOOR = [
     "cancel",
     "update",
     "restart",
+    "elements",
+    "cancel_elements",
     "refresh",
     "reconcile",
     "get",
@@ -71,10 +73,10 @@ def test_every_public_engine_method_is_one_part_s(tmp_path: Path) -> None:
             part = type(method.__self__)
             assert part is not Engine, name
             owners[name] = inspect.getmodule(part).__name__  # type: ignore[union-attr]
+        parts = ("submission", "changes", "arrays", "tracking", "recovery", "reading")
         assert set(owners.values()) == {
-            f"iri_gateway.service.jobs.{m}"
-            for m in ("submission", "changes", "tracking", "recovery", "reading", "files")
-        } | {"iri_gateway.service.jobs.resources"}
+            f"iri_gateway.service.jobs.{m}" for m in (*parts, "files", "resources")
+        }
         own = {n for n, v in vars(Engine).items() if callable(v) or isinstance(v, property)}
         assert own - {"__init__"} <= ENGINE_OWN
         assert own >= {"__init__", "rate_limiter", "close"}

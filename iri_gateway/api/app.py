@@ -18,8 +18,8 @@ from iri_gateway import __version__, console
 from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
+from iri_gateway.api.compute import arrays, job_templates, overview, ports, webhooks
 from iri_gateway.api.compute import events as job_events
-from iri_gateway.api.compute import job_templates, overview, ports, webhooks
 from iri_gateway.api.compute import routes as compute
 from iri_gateway.api.compute.event_data import event_data
 from iri_gateway.api.compute.events import Rendered, StreamSlots
@@ -188,6 +188,7 @@ def create_app(
             job_templates,
             webhooks,
             ports,
+            arrays,
             read_routes,
             tasks,
             health,

@@ -44,6 +44,7 @@ from iri_gateway.service.jobs.engine import (
     IdempotencyConflictError,
     JobNotChangeableError,
     JobNotFoundError,
+    NotArrayElementsError,
     OutputUnavailableError,
 )
 from iri_gateway.service.jobs.job_templates import (
@@ -102,6 +103,7 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
     (JobRejectedError, 422, "Unprocessable Entity"),
     (JobNotChangeableError, 409, "Conflict"),
+    (NotArrayElementsError, 422, "Unprocessable Entity"),
     # Before the other scheduler errors: an outage is not the request's fault (not 4xx).
     (SchedulerUnavailableError, 503, "Service Unavailable"),
     (SubmitError, 422, "Unprocessable Entity"),
