@@ -129,5 +129,6 @@ def test_the_cli_app_only_assembles_the_audiences_commands() -> None:
         "jobs": {
             "iri_gateway.cli.scientist.job_watch_commands",
             "iri_gateway.cli.scientist.job_port_commands",
+            "iri_gateway.cli.scientist.job_array_commands",
         },
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ from iri_gateway.client.events import StreamUnavailable, stream_params
 from iri_gateway.client.models import (
     API,
     READ_LIMIT,
+    ElementPage,
     FileContent,
     JobInfo,
     JobPort,
@@ -146,6 +147,28 @@ class AsyncGatewayClient:
     async def restart(self, resource: str, job_id: str) -> JobInfo:
         """Run the job again as the same job (restartJob, an extension)."""
         return await self._run(calls.restart(resource, job_id))
+
+    # ---- arrays ------------------------------------------------------------------------------
+
+    async def job_elements(
+        self,
+        resource: str,
+        job_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+    ) -> ElementPage:
+        """A page of an array job's elements with their states and exit codes
+        (listJobElements, an extension); `state` keeps only the elements in it."""
+        return await self._run(calls.job_elements(resource, job_id, offset, limit, state))
+
+    async def cancel_elements(
+        self, resource: str, job_id: str, indices: str | Sequence[int]
+    ) -> None:
+        """Cancel these elements of an array job (`"0-9,15"` or a list of indices); the
+        others run on (cancelJobElements, an extension). `cancel` ends the whole array."""
+        await self._run(calls.cancel_elements(resource, job_id, indices))
 
     # ---- service ports ----------------------------------------------------------------------
 

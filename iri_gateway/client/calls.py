@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -27,11 +27,14 @@ from iri_gateway.client.models import (
     DEFAULT_URL,
     TOKEN_ENV,
     URL_ENV,
+    ElementPage,
     FileContent,
     JobInfo,
     JobPort,
     PortLink,
 )
+from iri_gateway.models.job import JobState
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.models.job_templates import StoredTemplate, Template
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.placement import Placement
@@ -154,6 +157,31 @@ def cancel(resource: str, job_id: str) -> Call[None]:
 
 def restart(resource: str, job_id: str) -> Call[JobInfo]:
     return Call("POST", f"/compute/restart/{resource}/{job_id}", _job)
+
+
+def job_elements(
+    resource: str, job_id: str, offset: int, limit: int, state: str | None
+) -> Call[ElementPage]:
+    params = {"offset": str(offset), "limit": str(limit)}
+    if state is not None:
+        params["state"] = JobState(state).value
+    return Call(
+        "GET",
+        f"/compute/job/{resource}/{job_id}/elements",
+        lambda r: ElementPage.from_json(body_json(r)),
+        params=params,
+    )
+
+
+def cancel_elements(resource: str, job_id: str, indices: str | Sequence[int]) -> Call[None]:
+    """Canceling an element twice is canceling it once: safe to send again."""
+    written = indices if isinstance(indices, str) else ArrayIndices.parse(list(indices)).text()
+    return Call(
+        "DELETE",
+        f"/compute/job/{resource}/{job_id}/elements",
+        _nothing,
+        params={"indices": written},
+    )
 
 
 def job_ports(resource: str, job_id: str) -> Call[list[JobPort]]:

@@ -55,6 +55,44 @@ class JobInfo:
 
 
 @dataclass(frozen=True)
+class ArrayElement:
+    """One element of an array job (listJobElements)."""
+
+    index: int
+    state: JobState
+    native_state: str
+    exit_code: int | None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> ArrayElement:
+        code = document.get("exit_code")
+        return cls(
+            index=int(document["index"]),
+            state=JobState(document["state"]),
+            native_state=str(document.get("native_state", "")),
+            exit_code=code if isinstance(code, int) else None,
+        )
+
+
+@dataclass(frozen=True)
+class ElementPage:
+    """A page of an array job's elements, and how many there are (those in the state
+    asked for, when one was)."""
+
+    total: int
+    offset: int
+    elements: list[ArrayElement]
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> ElementPage:
+        return cls(
+            total=int(document["total"]),
+            offset=int(document["offset"]),
+            elements=[ArrayElement.from_json(e) for e in document.get("elements") or []],
+        )
+
+
+@dataclass(frozen=True)
 class FileContent:
     """Part of a file; positions are byte offsets in the file (end exclusive)."""
 

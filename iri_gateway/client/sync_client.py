@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from iri_gateway.client.events import StreamUnavailable, stream_params
 from iri_gateway.client.models import (
     API,
     READ_LIMIT,
+    ElementPage,
     FileContent,
     JobInfo,
     JobPort,
@@ -151,6 +152,26 @@ class GatewayClient:
         (restartJob, an extension); the job is back in `queued`, its history keeps the
         earlier run. `wait` sees the new run end."""
         return self._run(calls.restart(resource, job_id))
+
+    # ---- arrays ------------------------------------------------------------------------------
+
+    def job_elements(
+        self,
+        resource: str,
+        job_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+    ) -> ElementPage:
+        """A page of an array job's elements with their states and exit codes
+        (listJobElements, an extension); `state` keeps only the elements in it."""
+        return self._run(calls.job_elements(resource, job_id, offset, limit, state))
+
+    def cancel_elements(self, resource: str, job_id: str, indices: str | Sequence[int]) -> None:
+        """Cancel these elements of an array job (`"0-9,15"` or a list of indices); the
+        others run on (cancelJobElements, an extension). `cancel` ends the whole array."""
+        self._run(calls.cancel_elements(resource, job_id, indices))
 
     # ---- service ports ----------------------------------------------------------------------
 
