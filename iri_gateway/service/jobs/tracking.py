@@ -67,7 +67,7 @@ class Tracking:
                 status = statuses.get(entry.native_id or "")
                 if status is None:
                     continue
-                if status.elements is not None:
+                if entry.array_size is not None:
                     arrays.append((entry, status))
                     continue
                 change = _change_for(entry, status)
@@ -178,10 +178,20 @@ def _read_cluster_files(record: JobRecord, backend: Backend) -> cluster_members.
 def array_change(record: JobRecord, status: NativeStatus) -> StateChange | None:
     """An array job's change, if any: its elements as known with the scheduler's news, and
     the state and counts they make. An element the user canceled (the whole array's cancel
-    asked for) that the scheduler reports failed is canceled, as for a plain job."""
-    assert status.elements is not None
+    asked for) that the scheduler reports failed is canceled, as for a plain job.
+
+    A status without elements is the scheduler's history of an array that left its live
+    queue, where the history does not name elements (Slurm's job completion log): elements
+    not seen ending are then `failed`, their end unknown (`GONE`), or `canceled` when the
+    whole array's cancel was asked for."""
     known = known_elements(record)
-    merged = known.updated(status.elements)
+    if status.elements is not None:
+        merged = known.updated(status.elements)
+    else:
+        gone = ElementState(
+            JobState.CANCELED if record.desired == "canceled" else JobState.FAILED, GONE
+        )
+        merged = known.updated((i, gone) for i, element in known if not element.state.final)
     state = merged.state()
     if state == JobState.FAILED and record.desired == "canceled":
         state = JobState.CANCELED
@@ -190,6 +200,10 @@ def array_change(record: JobRecord, status: NativeStatus) -> StateChange | None:
     if state == record.state and message == record.message and dumped == record.elements:
         return None
     return StateChange(record.id, state, message, None, elements=dumped)
+
+
+GONE = "GONE"
+"""The native state of an element that left the scheduler's queue unseen, its end unknown."""
 
 
 def known_elements(record: JobRecord) -> ArrayElements:
@@ -209,6 +223,9 @@ def element_summary(elements: ArrayElements, status: NativeStatus) -> str:
     scheduler's word on the array when it gave one."""
     counts = elements.counts()
     text = ", ".join(f"{counts[s.value]} {s.value}" for s in JobState if counts.get(s.value))
+    gone = sum(len(run) for run in elements.runs if run.status.native_state == GONE)
+    if gone:
+        text += f"; {gone} left the scheduler's queue unseen, their end unknown"
     return f"array of {len(elements)}: {text}" + (f" ({status.reason})" if status.reason else "")
 
 

@@ -214,6 +214,8 @@ class PollEntry:
     updated_at: float
     cluster_size: int | None
     """A cluster job's member count (`JobRecord.cluster_size`); None for any other job."""
+    array_size: int | None = None
+    """An array job's element count (`Plan.array.count`); None for any other job."""
 
 
 class JobPaths(BaseModel):
@@ -606,8 +608,9 @@ class JobStore:
         jobs that changed (their full records are read, `records`), not the queue: with
         10,000 jobs waiting, `unsettled` spent the poller's whole cycle decoding them.
 
-        A cluster job's size comes from its stored plan by a JSON path the database
-        evaluates (`Plan.cluster.size`); no other part of the plan is looked at. The jobs
+        A cluster job's size and an array's come from its stored plan by JSON paths the
+        database evaluates (`Plan.cluster.size`, `Plan.array.count`); no other part of the
+        plan is looked at. The jobs
         are picked by the states that are not final (`IN`, not `NOT IN` the final ones), so
         the index on `state` finds them without reading the settled rows, which are most."""
         waiting = [s.value for s in JobState if not s.final]
@@ -623,6 +626,7 @@ class JobStore:
             JobRow.created_at,
             JobRow.updated_at,
             JobRow.plan[("cluster", "size")].as_integer(),
+            JobRow.plan[("array", "count")].as_integer(),
         ).where(JobRow.state.in_(waiting))
         if resource_ids is not None:
             query = query.where(JobRow.resource_id.in_(list(resource_ids)))
@@ -641,6 +645,7 @@ class JobStore:
                     created_at,
                     updated_at,
                     cluster_size,
+                    array_size,
                 )
                 for (
                     id,
@@ -654,6 +659,7 @@ class JobStore:
                     created_at,
                     updated_at,
                     cluster_size,
+                    array_size,
                 ) in session.execute(query)
             ]
 
