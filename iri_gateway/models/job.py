@@ -42,6 +42,9 @@ class NativeStatus:
     elements: ArrayElements | None = None
     """An array's: what the scheduler said of its elements this time (those it no longer
     mentions keep what was known of them); the array's own state is derived from them."""
+    elements_complete: bool = False
+    """`elements` are every element the scheduler still holds: one it no longer lists has
+    left its queue (see `tracking.array_change`)."""
 
     @property
     def message(self) -> str:

@@ -135,7 +135,9 @@ class LocalBatch:
             index = int(line)
             seen.append((index, _element_state(elements, index, folder, canceled, runner_gone)))
         states = ArrayElements.of(seen)
-        return NativeStatus(runner.native_id, states.state(), "ARRAY", elements=states)
+        return NativeStatus(
+            runner.native_id, states.state(), "ARRAY", elements=states, elements_complete=True
+        )
 
     def _status(self, native_id: str, folder: Path, *, again: bool = True) -> NativeStatus:
         canceled = (folder / "canceled").exists()

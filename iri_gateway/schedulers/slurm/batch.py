@@ -45,7 +45,12 @@ class SlurmBatch:
         queue = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
         live = queue.statuses
         found = {job_id: live[job_id] for job_id in wanted if job_id in live}
-        settled = [job_id for job_id in wanted if job_id not in live or _final(live[job_id])]
+        # An array in the live queue is read there whole, exit codes included (`arrays`).
+        settled = [
+            job_id
+            for job_id in wanted
+            if job_id not in live or (_final(live[job_id]) and live[job_id].elements is None)
+        ]
         if settled and self.history != "none":
             command = sacct.argv(settled, jobcomp=self.history == "jobcomp")
             try:

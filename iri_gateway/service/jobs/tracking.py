@@ -186,7 +186,10 @@ def array_change(record: JobRecord, status: NativeStatus) -> StateChange | None:
     whole array's cancel was asked for."""
     known = known_elements(record)
     if status.elements is not None:
-        merged = known.updated(status.elements)
+        news = dict(status.elements)
+        if status.elements_complete:
+            news.update(_left_the_queue(known, news, record.desired == "canceled"))
+        merged = known.updated(news.items())
     else:
         gone = ElementState(
             JobState.CANCELED if record.desired == "canceled" else JobState.FAILED, GONE
@@ -204,6 +207,24 @@ def array_change(record: JobRecord, status: NativeStatus) -> StateChange | None:
 
 GONE = "GONE"
 """The native state of an element that left the scheduler's queue unseen, its end unknown."""
+
+
+def _left_the_queue(
+    known: ArrayElements, listed: dict[int, ElementState], canceled: bool
+) -> list[tuple[int, ElementState]]:
+    """Elements not ended that a complete listing no longer holds: one that was waiting
+    never ran (Slurm drops a waiting element it cancels from the array's bracket, with no
+    line of its own), so it is canceled; one that ran ended unseen (`GONE`)."""
+    left = []
+    for index, element in known:
+        if element.state.final or index in listed:
+            continue
+        if element.state in (JobState.NEW, JobState.QUEUED, JobState.HELD):
+            left.append((index, ElementState(JobState.CANCELED, "CANCELLED")))
+        else:
+            state = JobState.CANCELED if canceled else JobState.FAILED
+            left.append((index, ElementState(state, GONE)))
+    return left
 
 
 def known_elements(record: JobRecord) -> ArrayElements:

@@ -1,0 +1,94 @@
+"""Arrays on the real test Slurm, through the engine: `#SBATCH --array=...%N` submitted as
+one job, tracked with the poller's one squeue per cycle (elements read compactly from it,
+exit codes included), chosen elements canceled and then the rest, on this machine and
+through the SSH login node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iri_gateway.models.array_elements import ArrayElements
+from iri_gateway.models.job import JobState
+from iri_gateway.models.job_arrays import ArrayIndices
+from iri_gateway.service.jobs.engine import Engine
+from tests.integration.test_slurm_engine import engine, profile, shared_dir, submit, wait_for
+
+pytestmark = pytest.mark.integration
+__all__ = ["engine", "profile", "shared_dir"]
+
+
+def elements(engine: Engine, job_id: str) -> dict[int, tuple[JobState, int | None]]:
+    record = engine.store.get(job_id)
+    assert record is not None
+    return {i: (e.state, e.exit_code) for i, e in ArrayElements.load(record.elements)}
+
+
+def test_a_thousand_elements_with_a_throttle_run_to_completion(
+    engine: Engine, shared_dir: Path
+) -> None:
+    """Every element's exit code and its own output file; never more than the throttle at
+    once (each element notes how many others run beside it)."""
+    marks = shared_dir / "running"
+    marks.mkdir(mode=0o777)
+    index = "$IRI_ARRAY_INDEX"
+    script = (
+        f"touch {marks}/{index}; ls {marks} | wc -l > {shared_dir}/seen-{index}; "
+        f"echo element {index}; rm {marks}/{index}; exit $(({index} % 7 == 3))"
+    )
+    record = submit(
+        engine,
+        "cluster",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", script],
+            "directory": str(shared_dir),
+            "stdout_path": "out-%a.txt",
+            "array": {"indices": "0-999", "max_concurrent": 6},
+        },
+    )
+    assert record.native_id is not None and record.native_id.isdigit(), record.native_id
+    assert "#SBATCH --array=0-999%6" in record.script
+    record = wait_for(engine, record.id, lambda r: r.state.final, timeout=600)
+    assert record.state == JobState.FAILED, record.message
+    found = elements(engine, record.id)
+    assert found == {
+        i: (JobState.FAILED, 1) if i % 7 == 3 else (JobState.COMPLETED, 0) for i in range(1000)
+    }
+    assert record.message == "array of 1000: 857 completed, 143 failed"
+    for index in (0, 3, 500, 999):
+        assert (shared_dir / f"out-{index}.txt").read_text() == f"element {index}\n"
+    assert max(int((shared_dir / f"seen-{i}").read_text()) for i in range(1000)) <= 6
+
+
+@pytest.mark.parametrize("resource", ["cluster", "cluster-ssh"])
+def test_chosen_elements_canceled_then_the_rest(engine: Engine, resource: str) -> None:
+    record = submit(
+        engine,
+        resource,
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", "sleep 60"],
+            "array": {"indices": "0-20:2", "max_concurrent": 2},
+        },
+        owner="root" if resource == "cluster" else "alice",
+    )
+    record = wait_for(engine, record.id, lambda r: r.state == JobState.ACTIVE)
+    seen = elements(engine, record.id)
+    running = [i for i, (state, _) in seen.items() if state == JobState.ACTIVE]
+    assert len(running) == 2, elements(engine, record.id)
+    chosen = ArrayIndices.parse([running[0], 10, 12, 16])
+    engine.cancel_elements(owner=record.owner, job_id=record.id, indices=chosen)
+    wait_for(
+        engine,
+        record.id,
+        lambda r: all(elements(engine, r.id)[i][0] == JobState.CANCELED for i in chosen),
+    )
+    others = elements(engine, record.id)
+    assert others[running[1]][0] == JobState.ACTIVE, others
+    assert {others[i][0] for i in (14, 18, 20)} <= {JobState.QUEUED, JobState.ACTIVE}
+    engine.cancel(owner=record.owner, job_id=record.id)
+    record = wait_for(engine, record.id, lambda r: r.state.final)
+    assert record.state == JobState.CANCELED, record.message
+    assert {state for state, _ in elements(engine, record.id).values()} == {JobState.CANCELED}
