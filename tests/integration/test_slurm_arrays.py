@@ -165,3 +165,26 @@ def tagged_arrays(name: str) -> set[str]:
         check=True,
     ).stdout
     return set(out.split())
+
+
+@pytest.mark.parametrize("runtime", ["podman", "charliecloud"])
+def test_each_element_reads_its_index_inside_its_container(
+    engine: Engine, cluster: ClusterInfo, shared_dir: Path, runtime: str
+) -> None:
+    image = cluster.test_image if runtime == "podman" else f"{cluster.ch_image_cpu}/"
+    record = submit(
+        engine,
+        "cluster",
+        {
+            "executable": "/bin/sh",
+            "arguments": ["-c", 'echo "index $IRI_ARRAY_INDEX"'],
+            "directory": str(shared_dir),
+            "stdout_path": f"{runtime}-%a.txt",
+            "container": {"image": image, "runtime": runtime},
+            "array": {"indices": [2, 5, 7]},
+        },
+    )
+    record = wait_for(engine, record.id, lambda r: r.state.final, timeout=180)
+    assert record.state == JobState.COMPLETED, record.message
+    for index in (2, 5, 7):
+        assert (shared_dir / f"{runtime}-{index}.txt").read_text() == f"index {index}\n"
