@@ -26,10 +26,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.models.array_elements import ArrayElements
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
-from iri_gateway.service.events.log import JOB, MEMBER, WRITTEN, NewEvent, write_events
+from iri_gateway.service.events.log import ELEMENT, JOB, MEMBER, WRITTEN, NewEvent, write_events
 from iri_gateway.service.events.signal import EventSignal
 from iri_gateway.service.operations import events
 from iri_gateway.service.operations.database import (
@@ -810,6 +811,7 @@ class JobStore:
                     continue
                 if row is not None:
                     members_before = list(row.members or [])
+                    elements_before = row.elements or []
                     previous = _change(
                         row,
                         change.state,
@@ -822,7 +824,7 @@ class JobStore:
                         },
                     )
                     changed.append((row, previous))
-                    logged.extend(_job_events(row, previous, members_before))
+                    logged.extend(_job_events(row, previous, members_before, elements_before))
             write_events(session, logged, now)
         for row, previous in changed:
             _state_changed(self._remember(_record(row)), previous)
@@ -834,8 +836,9 @@ class JobStore:
             if row is None:
                 raise KeyError(job_id)
             members_before = list(row.members or [])
+            elements_before = row.elements or []
             previous = _change(row, state, message, now, fields)
-            write_events(session, _job_events(row, previous, members_before), now)
+            write_events(session, _job_events(row, previous, members_before, elements_before), now)
             record = _record(row)
         return _state_changed(self._remember(record), previous)
 
@@ -861,7 +864,7 @@ class JobStore:
             row.idempotency_key = None
             now = self._clock()
             previous = _change(row, JobState.FAILED, message, now, {})
-            write_events(session, _job_events(row, previous, []), now)
+            write_events(session, _job_events(row, previous, [], row.elements or []), now)
             record = _record(row)
         return _state_changed(self._remember(record), previous)
 
@@ -923,11 +926,15 @@ def _created_event(columns: dict[str, Any]) -> NewEvent:
 
 
 def _job_events(
-    row: JobRow, previous: str | None, members_before: list[dict[str, Any]]
+    row: JobRow,
+    previous: str | None,
+    members_before: list[dict[str, Any]],
+    elements_before: list[list[Any]],
 ) -> list[NewEvent]:
     """The events of a change `_change` made to ROW: the job's own when its state moved
-    from PREVIOUS, and one per member of a cluster job whose state differs from
-    MEMBERS_BEFORE (a member not known before counts as moved from none)."""
+    from PREVIOUS, one per member of a cluster job whose state differs from MEMBERS_BEFORE
+    (a member not known before counts as moved from none), and one per element of an array
+    whose state differs from ELEMENTS_BEFORE (`_element_events`)."""
     events: list[NewEvent] = []
     if previous is not None:
         events.append(
@@ -957,6 +964,34 @@ def _job_events(
                     member=name[:255],
                 )
             )
+    if row.elements and row.elements != elements_before:
+        events.extend(_element_events(row, elements_before))
+    return events
+
+
+def _element_events(row: JobRow, elements_before: list[list[Any]]) -> list[NewEvent]:
+    """One event per element of an array job whose state moved (an element not known
+    before counts as moved from none); the element's index in `member`, its exit code
+    in the message once it ended."""
+    before = dict(ArrayElements.load(elements_before)) if elements_before else {}
+    events = []
+    for index, element in ArrayElements.load(row.elements):
+        was = before.get(index)
+        if was is not None and was.state == element.state:
+            continue
+        code = f"exit code {element.exit_code}" if element.exit_code is not None else None
+        events.append(
+            NewEvent(
+                owner=row.owner,
+                kind=ELEMENT,
+                state=element.state.value,
+                previous=was.state.value if was is not None else None,
+                message=code,
+                resource_id=row.resource_id,
+                job_id=row.id,
+                member=str(index),
+            )
+        )
     return events
 
 
