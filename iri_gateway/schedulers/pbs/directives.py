@@ -60,6 +60,8 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
     elif spec.stdout_path:
         lines.append("#PBS -j oe")
     if spec.array is not None:
+        # The real OpenPBS 23.06.06 takes `-J 0-10:2%2` and sets the array's max_run_subjobs
+        # to 2: two of its subjobs run at a time (tests/data/pbs/real-array-throttled.json).
         first, last, step = spec.array.elements().runs[0]  # one range: negotiation's rule
         indices = f"{first}-{last}" if step == 1 else f"{first}-{last}:{step}"
         throttle = spec.array.max_concurrent
