@@ -21,6 +21,7 @@ from iri_gateway.service.operations.store import JobStore
 PACKAGE = Path(iri_gateway.__file__).parent
 DOOR = [
     "submit",
+    "submit_many",
     "plan",
     "active_jobs",
     "check_launch_quota",
@@ -73,7 +74,7 @@ def test_every_public_engine_method_is_one_part_s(tmp_path: Path) -> None:
             part = type(method.__self__)
             assert part is not Engine, name
             owners[name] = inspect.getmodule(part).__name__  # type: ignore[union-attr]
-        parts = ("submission", "changes", "arrays", "tracking", "recovery", "reading")
+        parts = ("submission", "bulk", "changes", "arrays", "tracking", "recovery", "reading")
         assert set(owners.values()) == {
             f"iri_gateway.service.jobs.{m}" for m in (*parts, "files", "resources")
         }

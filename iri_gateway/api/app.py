@@ -18,7 +18,7 @@ from iri_gateway import __version__, console
 from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
-from iri_gateway.api.compute import arrays, job_templates, overview, ports, webhooks
+from iri_gateway.api.compute import arrays, bulk, job_templates, overview, ports, webhooks
 from iri_gateway.api.compute import events as job_events
 from iri_gateway.api.compute import routes as compute
 from iri_gateway.api.compute.event_data import event_data
@@ -189,6 +189,7 @@ def create_app(
             webhooks,
             ports,
             arrays,
+            bulk,
             read_routes,
             tasks,
             health,
@@ -220,7 +221,9 @@ def create_app(
             return document
         without_null_parameters(document)
         refusing_unknown_query(document)
-        return document_errors(document, [r for router in routers for r in router.routes])
+        document_errors(document, [r for router in routers for r in router.routes])
+        bulk.document_bound(document, settings.bulk_max_specs)
+        return document
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app

@@ -36,6 +36,7 @@ from iri_gateway.client.models import (
     FileContent,
     JobInfo,
     JobPort,
+    LaunchResult,
     PortLink,
     Stream,
     WaitTimeout,
@@ -131,6 +132,16 @@ class AsyncGatewayClient:
     ) -> JobInfo:
         """Submit a job (launchJob), always with an Idempotency-Key (see GatewayClient)."""
         return await self._run(calls.submit(resource, spec, idempotency_key, project))
+
+    async def launch_jobs(
+        self,
+        resource: str,
+        specs: Sequence[SpecLike],
+        idempotency_key: str | None = None,
+        project: str | None = None,
+    ) -> list[LaunchResult]:
+        """Launch each spec as its own job in one call (launchJobs; see GatewayClient)."""
+        return await self._run(calls.launch_jobs(resource, specs, idempotency_key, project))
 
     async def status(self, resource: str, job_id: str, *, include_spec: bool = False) -> JobInfo:
         """A job's status (getJob)."""
@@ -306,10 +317,17 @@ class AsyncGatewayClient:
         return stream
 
     async def output(
-        self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None
+        self,
+        resource: str,
+        job_id: str,
+        stream: Stream = "stdout",
+        tail: int | None = None,
+        element: int | None = None,
     ) -> str:
-        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB)."""
-        path = output_path(await self.status(resource, job_id, include_spec=True), stream)
+        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB); an
+        array's `element`'s (ValueError for an array without one)."""
+        job = await self.status(resource, job_id, include_spec=True)
+        path = output_path(job, stream, element)
         if tail is not None:
             return (await self.tail(resource, path, lines=tail)).content
         parts: list[str] = []

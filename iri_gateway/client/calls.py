@@ -31,6 +31,7 @@ from iri_gateway.client.models import (
     FileContent,
     JobInfo,
     JobPort,
+    LaunchResult,
     PortLink,
 )
 from iri_gateway.models.job import JobState
@@ -132,6 +133,23 @@ def submit(
     if project:
         headers["X-IRI-Facility-Project"] = project
     return Call("POST", f"/compute/job/{resource}", _job, json=spec_document(spec), headers=headers)
+
+
+def launch_jobs(
+    resource: str, specs: Sequence[SpecLike], idempotency_key: str | None, project: str | None
+) -> Call[list[LaunchResult]]:
+    """A bulk launch carries an Idempotency-Key (the caller's, else a fresh one) like a
+    single submission: sent again, it answers the jobs the first call made."""
+    headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+    if project:
+        headers["X-IRI-Facility-Project"] = project
+    return Call(
+        "POST",
+        f"/compute/jobs/{resource}",
+        lambda r: [LaunchResult.from_json(item) for item in body_json(r)],
+        json=[spec_document(spec) for spec in specs],
+        headers=headers,
+    )
 
 
 def status(resource: str, job_id: str, include_spec: bool) -> Call[JobInfo]:

@@ -35,6 +35,7 @@ from iri_gateway.client.models import (
     FileContent,
     JobInfo,
     JobPort,
+    LaunchResult,
     PortLink,
     Stream,
     WaitTimeout,
@@ -134,6 +135,20 @@ class GatewayClient:
         """Submit a job (launchJob). Sent with `idempotency_key`, else a fresh key, so a
         retry after a lost answer returns the job the first attempt made."""
         return self._run(calls.submit(resource, spec, idempotency_key, project))
+
+    def launch_jobs(
+        self,
+        resource: str,
+        specs: Sequence[SpecLike],
+        idempotency_key: str | None = None,
+        project: str | None = None,
+    ) -> list[LaunchResult]:
+        """Launch each spec as its own job in one call (launchJobs, an extension): one
+        `LaunchResult` per spec, in order, its job or its refusal (an invalid spec never
+        fails the others). Sent with `idempotency_key`, else a fresh key; spec i's own key
+        is `<key>#<i>`, so a retry after a lost answer returns the jobs the first call made
+        and makes none twice."""
+        return self._run(calls.launch_jobs(resource, specs, idempotency_key, project))
 
     def status(self, resource: str, job_id: str, *, include_spec: bool = False) -> JobInfo:
         """A job's status (getJob)."""
@@ -323,10 +338,17 @@ class GatewayClient:
         return stream
 
     def output(
-        self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None
+        self,
+        resource: str,
+        job_id: str,
+        stream: Stream = "stdout",
+        tail: int | None = None,
+        element: int | None = None,
     ) -> str:
-        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB)."""
-        path = output_path(self.status(resource, job_id, include_spec=True), stream)
+        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB); an
+        array's `element`'s (ValueError for an array without one)."""
+        job = self.status(resource, job_id, include_spec=True)
+        path = output_path(job, stream, element)
         if tail is not None:
             return self.tail(resource, path, lines=tail).content
         parts: list[str] = []

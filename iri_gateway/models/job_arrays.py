@@ -32,6 +32,10 @@ MAX_TEXT = 1000
 MAX_LISTED = 10_000
 """Entries of an `indices` list (a longer set is written as ranges)."""
 
+TEXT_PATTERN = r"^\d{1,8}(-\d{1,8}(:\d{1,8})?)?(,\d{1,8}(-\d{1,8}(:\d{1,8})?)?)*$"
+"""The grammar's form, for JSON Schema and query checks: indices, ranges and stepped ranges,
+comma separated, no blanks. What it cannot say (ascending and apart, a step of at least 1,
+an index's bound) `ArrayIndices.parse` refuses with the reason."""
 _DIGITS = MAX_INDEX_DIGITS + 1
 """Digits read of one number: one more than an index has, so that a number just too large is
 refused by its value (the clearer reason) and a longer one by the grammar."""

@@ -564,10 +564,23 @@ class JobArray(_Unicode):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     indices: (
-        Annotated[str, Field(min_length=1, max_length=job_arrays.MAX_TEXT)]
+        Annotated[
+            str,
+            # The pattern is said in the schema and checked by `_indices_are_a_set`, which
+            # names what is wrong (a `%` throttle, a range that ends before it begins).
+            Field(
+                min_length=1,
+                max_length=job_arrays.MAX_TEXT,
+                json_schema_extra={"pattern": job_arrays.TEXT_PATTERN},
+            ),
+        ]
         | Annotated[
             list[Annotated[int, Field(ge=0, le=job_arrays.MAX_INDEX)]],
-            Field(min_length=1, max_length=job_arrays.MAX_LISTED),
+            Field(
+                min_length=1,
+                max_length=job_arrays.MAX_LISTED,
+                json_schema_extra={"uniqueItems": True},
+            ),
         ]
     ) = Field(
         description="The elements' indices: Slurm's --array grammar without its throttle "

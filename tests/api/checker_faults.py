@@ -161,6 +161,20 @@ EXCUSES: tuple[Excuse, ...] = (
         ),
     ),
     Excuse(
+        "a spec refused at its index",
+        "a bulk launch (launchJobs) answers 200 with one result per spec, and a spec the "
+        "schema refuses is refused there, at its index (a 422 problem naming its fields "
+        "`[i].field`), never the whole call, as its operation documents: the check counts "
+        "only the call's status. Excused only when the answer's refused spec names each "
+        "field below its index",
+        lambda f: (
+            f.check == "AcceptedNegativeData"
+            and f.status == 200
+            and bool(f.invalid_params)
+            and all(re.match(r"\[\d+\]", name) for name, _ in f.invalid_params)
+        ),
+    ),
+    Excuse(
         "the invalid query never sent",
         "Schemathesis makes a query invalid by adding a parameter the operation does not "
         "declare, but an empty value (an empty list, None) is dropped by the HTTP client on "
@@ -187,7 +201,11 @@ def media_type(headers: Any) -> str:
 
 def problem_parts(body: Any) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     """`detail` and the `(name, reason)` pairs of `invalid_params` of a problem body (a JSON
-    object; anything else has neither)."""
+    object), or of a bulk launch's first refused spec (a list of results: its `problem`,
+    fields named `[i].field`); anything else has neither."""
+    if isinstance(body, list):
+        refused = [r["problem"] for r in body if isinstance(r, dict) and "problem" in r]
+        return problem_parts(refused[0]) if refused else (None, ())
     if not isinstance(body, dict):
         return None, ()
     params = body.get("invalid_params")

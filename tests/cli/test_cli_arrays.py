@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,10 @@ def gateway(server: Server) -> Iterator[GatewayClient]:
 def test_the_sdk_waits_for_an_array_and_pages_its_elements(gateway: GatewayClient) -> None:
     job = gateway.submit(
         "local",
-        shell("exit $((IRI_ARRAY_INDEX / 3))", array={"indices": [0, 1, 2, 3, 4]}),
+        shell(
+            "echo out $IRI_ARRAY_INDEX; exit $((IRI_ARRAY_INDEX / 3))",
+            array={"indices": [0, 1, 2, 3, 4]},
+        ),
         project="proj1",
     )
     done = gateway.wait("local", job.id, timeout=60)
@@ -36,6 +40,20 @@ def test_the_sdk_waits_for_an_array_and_pages_its_elements(gateway: GatewayClien
     assert page.total == 5 and [(e.index, e.exit_code) for e in page.elements] == [(3, 1), (4, 1)]
     failed = gateway.job_elements("local", job.id, state="failed")
     assert [e.index for e in failed.elements] == [3, 4]
+    assert gateway.output("local", job.id, element=3) == "out 3\n"
+    with pytest.raises(ValueError, match="is an array: each element writes its own stdout"):
+        gateway.output("local", job.id)
+
+
+def test_the_cli_prints_an_elements_output(server: Server, gateway: GatewayClient) -> None:
+    job = gateway.submit(
+        "local", shell("echo out $IRI_ARRAY_INDEX", array={"indices": "1-2"}), project="proj1"
+    )
+    gateway.wait("local", job.id, timeout=60)
+    printed = cli(server, "output", job.id, "-r", "local", "--element", "2")
+    assert printed.returncode == 0 and printed.stdout == "out 2\n", printed.stderr
+    missing = cli(server, "output", job.id, "-r", "local")
+    assert missing.returncode == 2 and "--element N" in missing.stderr
 
 
 def test_the_async_sdk_cancels_chosen_elements(server: Server) -> None:
@@ -73,3 +91,33 @@ def test_the_cli_lists_and_cancels_elements(server: Server, gateway: GatewayClie
     table = cli(server, "jobs", "elements", job.id, "-r", "local", "--limit", "2")
     assert table.returncode == 0 and "6 elements of" in table.stdout
     assert "--offset 2 shows more" in table.stderr
+
+
+def test_submit_with_array_runs_the_file_as_an_array(
+    server: Server, gateway: GatewayClient, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(shell("echo $IRI_ARRAY_INDEX")))
+    submitted = cli(
+        server,
+        "submit",
+        str(spec),
+        "-r",
+        "local",
+        "--project",
+        "proj1",
+        "--array",
+        "4-6",
+        "--max-concurrent",
+        "2",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = gateway.wait("local", submitted.stdout.strip(), timeout=60)
+    assert job.meta_data["array"]["counts"] == {"completed": 3}
+    assert job.meta_data["array"]["max_concurrent"] == 2
+    twice = tmp_path / "array.json"
+    twice.write_text(json.dumps(shell("true", array={"indices": "0-1"})))
+    both = cli(server, "submit", str(twice), "-r", "local", "--array", "0-3")
+    assert both.returncode == 2 and "not both" in both.stderr
+    alone = cli(server, "submit", str(spec), "-r", "local", "--max-concurrent", "2")
+    assert alone.returncode == 2 and "goes with --array" in alone.stderr

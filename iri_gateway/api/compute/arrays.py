@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, PrincipalDep, SettingsDep
+from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.models.job import JobState
-from iri_gateway.models.job_arrays import MAX_TEXT, ArrayIndices, ArrayIndicesError
+from iri_gateway.models.job_arrays import MAX_TEXT, TEXT_PATTERN, ArrayIndices, ArrayIndicesError
 from iri_gateway.service.jobs.engine import Engine, JobNotFoundError
 
 router = APIRouter(prefix="/api/v2/compute", tags=["extensions"], route_class=CallerFirstRoute)
@@ -143,8 +143,9 @@ async def cancel_job_elements(
         Query(
             min_length=1,
             max_length=MAX_TEXT,
+            json_schema_extra={"pattern": TEXT_PATTERN},  # checked below, with the reason
             description='The elements to cancel, as the array\'s `indices` are written: "3", '
-            '"0-9", "0-9:2,15"',
+            '"0-9", "0-9:2,15" (ranges ascending and apart)',
         ),
     ],
 ) -> Response:
@@ -152,9 +153,12 @@ async def cancel_job_elements(
     are stopped; the others run on. Elements that already ended are not an error."""
     try:
         chosen = ArrayIndices.parse(indices)
-    except ArrayIndicesError as error:
-        raise RequestValidationError(
-            [{"type": "value_error", "loc": ("query", "indices"), "msg": str(error)}]
+    except ArrayIndicesError as error:  # the grammar is the pattern's; this is its meaning
+        raise ApiProblem(
+            422,
+            "Unprocessable Entity",
+            f"indices: {error}",
+            [{"name": "indices", "reason": str(error)}],
         ) from None
     await run_in_threadpool(
         _cancel, engine, principal.user, resource_id, job_id, chosen, settings.response_wait

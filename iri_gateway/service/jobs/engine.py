@@ -1,14 +1,14 @@
 """The service layer's one door: jobs on every resource, for the API, the CLI and the poller.
 
 A small façade: each method hands over to the part that does that one job — `submission`
-(submit, plan, launch quota; it hands jobs to `attempts`, which sends them), `changes`
-(cancel, update, restart), `arrays` (pages and cancels of array elements), `recovery` (the
-reconcile, after a crash and continuously), `tracking` (one status cycle; the poller drives
-it), `reading` (jobs, pages, output), `resources` (resources, accounts, placement) and
-`files` (the files a user may reach). The parts share one `context`: the collaborators and
-what this engine is sending now. Callers above (`iri_gateway/api`, tests/test_layers.py) use
-only these methods; the settings-driven assembly of the collaborators is
-`iri_gateway.service.assembly`.
+(submit, plan, launch quota; it hands jobs to `attempts`, which sends them), `bulk` (many
+specs in one call, recorded together), `changes` (cancel, update, restart), `arrays` (pages
+and cancels of array elements), `recovery` (the reconcile, after a crash and continuously),
+`tracking` (one status cycle; the poller drives it), `reading` (jobs, pages, output),
+`resources` (resources, accounts, placement) and `files` (the files a user may reach). The
+parts share one `context`: the collaborators and what this engine is sending now. Callers
+above (`iri_gateway/api`, tests/test_layers.py) use only these methods; the settings-driven
+assembly of the collaborators is `iri_gateway.service.assembly`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from iri_gateway.service.events.log import EventLog
 from iri_gateway.service.events.signal import PostgresListener
 from iri_gateway.service.jobs.arrays import Arrays, ElementPage
 from iri_gateway.service.jobs.attempts import Attempts
+from iri_gateway.service.jobs.bulk import BulkLaunches, BulkOutcome
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.errors import (
@@ -55,6 +56,7 @@ from iri_gateway.service.webhooks.destinations import DestinationPolicy
 from iri_gateway.service.webhooks.service import Webhooks, WebhookSettings
 
 __all__ = [
+    "BulkOutcome",
     "ElementPage",
     "Engine",
     "IdempotencyConflictError",
@@ -174,6 +176,9 @@ class Engine:
             roots=self._files.roots,
             proxy_environment=self.proxy.environment,
         )
+        self._bulk = BulkLaunches(
+            self.context, attempts, self._submissions, check_notify=self.webhooks.check_notify
+        )
         self._recovery = Recovery(self.context, attempts, self._changes)
         self._tracking = Tracking(self.context)
         self._reading = Reading(self.context, self._files)
@@ -182,6 +187,7 @@ class Engine:
         # The door: each public method is its part's, with that part's signature and
         # docstring (one job each; see the module docstring).
         self.submit = self._submissions.submit
+        self.submit_many = self._bulk.submit_many
         self.plan = self._submissions.plan
         self.active_jobs = self._submissions.active_jobs
         self.check_launch_quota = self._submissions.check_launch_quota

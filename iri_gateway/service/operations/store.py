@@ -14,10 +14,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import Any, Required, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Select, Text, bindparam, cast, func, insert, or_, select, update
@@ -379,6 +379,24 @@ class JobFilters(TypedDict, total=False):
     """A part of the JobSpec's name or of the job id, any case."""
 
 
+class NewJob(TypedDict, total=False):
+    """A job to record (`JobStore.create`'s arguments, each of `create_many`'s jobs):
+    `submitting` also records that its submission is being tried now, `claimed_by` the
+    replica about to send it; `job_id` is made when not given."""
+
+    job_id: str
+    owner: Required[str]
+    resource_id: Required[str]
+    spec: Required[dict[str, Any]]
+    effective_spec: Required[dict[str, Any]]
+    plan: Required[dict[str, Any]]
+    script: Required[str]
+    idempotency_key: str | None
+    request_hash: str | None
+    submitting: bool
+    claimed_by: str | None
+
+
 class JobStore:
     """CRUD and state transitions of job records."""
 
@@ -445,21 +463,7 @@ class JobStore:
         if session.info.get(WRITTEN):  # committed: the readers of the event log look again
             self.event_signal.wake()
 
-    def create(
-        self,
-        *,
-        job_id: str | None = None,
-        owner: str,
-        resource_id: str,
-        spec: dict[str, Any],
-        effective_spec: dict[str, Any],
-        plan: dict[str, Any],
-        script: str,
-        idempotency_key: str | None = None,
-        request_hash: str | None = None,
-        submitting: bool = False,
-        claimed_by: str | None = None,
-    ) -> JobRecord:
+    def create(self, **job: Unpack[NewJob]) -> JobRecord:
         """Record a new job with the intent to submit it, before anything is sent.
 
         `submitting` also records that the submission is being tried now (one commit
@@ -469,29 +473,8 @@ class JobStore:
         replica that is about to send it (see `claim`).
         """
         now = self._clock()
-        columns: dict[str, Any] = dict(
-            id=job_id or str(uuid.uuid4()),
-            owner=owner,
-            resource_id=resource_id,
-            idempotency_key=idempotency_key,
-            request_hash=request_hash,
-            spec=spec,
-            effective_spec=effective_spec,
-            plan=plan,
-            script=script,
-            native_id=None,
-            state=JobState.NEW.value,
-            desired="submitted",
-            exit_code=None,
-            message="accepted by the gateway",
-            history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
-            members=[],
-            submit_attempted_at=now if submitting else None,
-            created_at=now,
-            updated_at=now,
-            claimed_by=claimed_by,
-            cancel_sent=False,
-        )
+        columns = _job_columns(now, job)
+        owner, idempotency_key = columns["owner"], columns["idempotency_key"]
         try:
             with self.writing() as session:
                 # A Core insert: the ORM's unit of work (a JobRow to track and flush) cost
@@ -508,6 +491,64 @@ class JobStore:
                 raise
             raise IdempotencyKeyTakenError(earlier) from None
         return self._remember(_record_of(columns))
+
+    def create_many(self, jobs: Sequence[NewJob]) -> list[tuple[JobRecord, bool]]:
+        """Record several new jobs in one transaction, as `create` records one: each entry
+        holds `create`'s keyword arguments. The answer, in order: each
+        job's new record and True, or, when another submission recorded the same (owner,
+        idempotency key) first, the job that holds it and False.
+
+        One commit for all (a bulk launch of a thousand jobs is not a thousand commits). The
+        unique (owner, key) constraint still decides a race: when it refuses the insert, the
+        transaction is rolled back, the keys found taken are answered with their jobs, and
+        the others are inserted again, together; an integrity error that no taken key
+        explains is raised."""
+        now = self._clock()
+        rows = [_job_columns(now, job) for job in jobs]
+        taken: dict[int, JobRecord] = {}
+        while True:
+            pending = [row for index, row in enumerate(rows) if index not in taken]
+            try:
+                with self.writing() as session:
+                    if pending:
+                        session.execute(insert(_JOBS), pending)
+                        write_events(session, [_created_event(row) for row in pending], now)
+                break
+            except IntegrityError:
+                held = self.by_idempotency_keys(
+                    {row["owner"] for row in pending},
+                    [row["idempotency_key"] for row in pending if row["idempotency_key"]],
+                )
+                found = {
+                    index: held[(row["owner"], row["idempotency_key"])]
+                    for index, row in enumerate(rows)
+                    if index not in taken and (row["owner"], row["idempotency_key"]) in held
+                }
+                if not found:
+                    raise
+                taken.update(found)
+        return [
+            (taken[index], False) if index in taken else (self._remember(_record_of(row)), True)
+            for index, row in enumerate(rows)
+        ]
+
+    def by_idempotency_keys(
+        self, owners: Collection[str], keys: Sequence[str]
+    ) -> dict[tuple[str, str], JobRecord]:
+        """The jobs holding any of `keys` for any of `owners`, by (owner, key); one query per
+        thousand keys (a bulk launch looks up all of its keys at once)."""
+        found: dict[tuple[str, str], JobRecord] = {}
+        for start in range(0, len(keys), 1000):
+            chunk = list(keys[start : start + 1000])
+            query = _SELECT.where(
+                _JOBS.c.owner.in_(list(owners)), _JOBS.c.idempotency_key.in_(chunk)
+            )
+            with self.engine.connect() as connection:
+                for row in connection.execute(query):
+                    record = _read(row)
+                    if record.idempotency_key is not None:
+                        found[(record.owner, record.idempotency_key)] = record
+        return found
 
     def get(self, job_id: str) -> JobRecord | None:
         cached = self._cache.get(job_id)
@@ -911,6 +952,33 @@ def _change(
         row.history = [*row.history, {"state": state.value, "time": now, "message": message}]
     row.state, row.message, row.updated_at = state.value, message, now
     return previous
+
+
+def _job_columns(now: float, job: NewJob) -> dict[str, Any]:
+    """The columns of a new job's row, recorded at `now`."""
+    return dict(
+        id=job.get("job_id") or str(uuid.uuid4()),
+        owner=job["owner"],
+        resource_id=job["resource_id"],
+        idempotency_key=job.get("idempotency_key"),
+        request_hash=job.get("request_hash"),
+        spec=job["spec"],
+        effective_spec=job["effective_spec"],
+        plan=job["plan"],
+        script=job["script"],
+        native_id=None,
+        state=JobState.NEW.value,
+        desired="submitted",
+        exit_code=None,
+        message="accepted by the gateway",
+        history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
+        members=[],
+        submit_attempted_at=now if job.get("submitting") else None,
+        created_at=now,
+        updated_at=now,
+        claimed_by=job.get("claimed_by"),
+        cancel_sent=False,
+    )
 
 
 def _created_event(columns: dict[str, Any]) -> NewEvent:
