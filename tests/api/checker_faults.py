@@ -71,9 +71,20 @@ CROSS_FIELD_RULES: dict[str, str] = {
     r"port '[^']*' of role '[^']*' takes \d+-\d+ and port '[^']*' of role '[^']*' takes "
     r"\d+-\d+ .*no two ports may overlap": "two roles' port ranges (base to base + count - 1) "
     "overlapping: ranges made of several fields of several items compared with each other",
+    r"array: a job with roles cannot be an array.*": "`array` beside `roles`: one field's "
+    "presence depending on another's",
+    r"'[^']*' has a step of 0: a step is at least 1": "an array range's step (`N-M:S`) of "
+    "zeros: a pattern can say digits, not their value",
+    r"'[^']*' ends before it begins": "an array range `N-M` with M below N: one number of the "
+    "string compared with another",
+    r"'.*': '[^']*' is not after '[^']*'; list ranges in ascending order, apart": "an array's "
+    "ranges out of order or overlapping: the parts of one string compared with each other",
+    r"indices are whole numbers from 0 to \d+, not \d+": "an index in the array grammar past "
+    "its bound: a pattern can say digits, not the number they make",
 }
 """Refusals by the gateway's request validation of bodies our schema allows, each because the
-rule relates two fields, which JSON Schema cannot express (the reason with each)."""
+rule relates two fields, or parts of one string, which JSON Schema cannot express (the reason
+with each)."""
 
 
 def _names_each_field_at_fault(failure: Failure) -> bool:
