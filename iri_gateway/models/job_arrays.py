@@ -19,6 +19,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+INDEX_VARIABLE = "IRI_ARRAY_INDEX"
+"""What every element of an array is told its index as (beside the scheduler's own)."""
+INDEX_PATTERN = "%a"
+"""What an array's `stdout_path`/`stderr_path` says where each element's index goes."""
 MAX_INDEX = 4_000_000
 """The largest index any array may have (Slurm's MaxArraySize is at most 4,000,001; a site's
 own, smaller limit is the profile's and the scheduler's to say)."""
@@ -28,6 +32,10 @@ MAX_TEXT = 1000
 MAX_LISTED = 10_000
 """Entries of an `indices` list (a longer set is written as ranges)."""
 
+TEXT_PATTERN = r"^\d{1,8}(-\d{1,8}(:\d{1,8})?)?(,\d{1,8}(-\d{1,8}(:\d{1,8})?)?)*$"
+"""The grammar's form, for JSON Schema and query checks: indices, ranges and stepped ranges,
+comma separated, no blanks. What it cannot say (ascending and apart, a step of at least 1,
+an index's bound) `ArrayIndices.parse` refuses with the reason."""
 _DIGITS = MAX_INDEX_DIGITS + 1
 """Digits read of one number: one more than an index has, so that a number just too large is
 refused by its value (the clearer reason) and a longer one by the grammar."""
@@ -66,6 +74,9 @@ class ArrayIndices:
             )
         for value in written:
             _bounded(value)
+        if len(set(written)) != len(written):
+            twice = sorted({value for value in written if written.count(value) > 1})[:5]
+            raise ArrayIndicesError(f"lists {', '.join(map(str, twice))} more than once")
         return cls.of(written)
 
     @classmethod
@@ -200,3 +211,58 @@ def _joined(text: str, runs: list[tuple[int, int, int]]) -> list[tuple[int, int,
                 continue
         joined.append((first, last, step))
     return joined
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArrayRules:
+    """How one scheduler runs arrays: declared by its plug-in (`schedulers/*/__init__.py`),
+    asked by negotiation (`planning.negotiate.arrays`) and the renderers."""
+
+    index_variable: str
+    """The scheduler's own variable holding an element's index (`SLURM_ARRAY_TASK_ID`);
+    the script gives it to the job as IRI_ARRAY_INDEX."""
+    output_index: str
+    """What `%a` in an output path becomes in the scheduler's directive (`%a`,
+    `^array_index^`)."""
+    size_limit: str
+    """The scheduler's name for its limit on arrays, for errors (`MaxArraySize`)."""
+    limits_last_index: bool
+    """The limit bounds the largest index (Slurm: below MaxArraySize); otherwise the
+    number of elements (PBS: at most max_array_size)."""
+    default_size: int
+    """The limit when the profile names none (the scheduler's own default)."""
+    one_range: bool = False
+    """Only one range `N-M[:S]` of at least two elements is written (PBS's `-J`)."""
+
+    def refusals(self, indices: ArrayIndices, *, size: int) -> list[tuple[str, str, str]]:
+        """Why these indices cannot be an array here, as (field, reason, what is offered),
+        under the resource's limit `size`; empty when they can."""
+        found: list[tuple[str, str, str]] = []
+        if self.limits_last_index and indices.last >= size:
+            found.append(
+                (
+                    "array.indices",
+                    f"index {indices.last} is too large: indices here are below {size} "
+                    f"({self.size_limit})",
+                    f"0-{size - 1}",
+                )
+            )
+        elif not self.limits_last_index and len(indices) > size:
+            found.append(
+                (
+                    "array.indices",
+                    f"{len(indices)} elements are too many: at most {size} here "
+                    f"({self.size_limit})",
+                    f"at most {size} elements",
+                )
+            )
+        if self.one_range and (indices.single_range() is None or len(indices) < 2):
+            found.append(
+                (
+                    "array.indices",
+                    f"{indices.text()!r} is not one range of at least two elements, the "
+                    "only form this scheduler's arrays take (N-M or N-M:S, N below M)",
+                    "one range N-M[:S]",
+                )
+            )
+        return found
