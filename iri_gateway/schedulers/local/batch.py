@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -233,6 +234,9 @@ class LocalBatch:
                     if time.monotonic() > deadline:
                         raise RestartError(argv, 1, "", f"process {pid} did not stop in 30 s")
                     time.sleep(0.05)
+        if (folder / "indices").exists():  # an array: every element runs again
+            self._stop_elements(folder, None)
+            shutil.rmtree(folder / "elements", ignore_errors=True)
         for name in ("pid", "exit_code", "canceled"):
             (folder / name).unlink(missing_ok=True)
         self._start(native_id, folder, RestartError)

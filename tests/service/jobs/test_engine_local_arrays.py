@@ -70,3 +70,17 @@ def test_cancel_of_chosen_elements_then_of_the_rest(engine: Engine) -> None:
     record = wait_for(engine, record.id, lambda r: r.state.final)
     assert record.state == JobState.CANCELED, record.message
     assert {state for state, _ in elements_of(engine, record.id).values()} == {"canceled"}
+
+
+def test_a_restarted_array_runs_every_element_again(engine: Engine, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    spec = shell_job(f"echo $IRI_ARRAY_INDEX >> {runs}", array={"indices": "0-2"})
+    record = engine.submit(owner="alice", resource_id="local", spec=spec).record  # type: ignore[arg-type]
+    wait_for(engine, record.id, lambda r: r.state == JobState.COMPLETED)
+    engine.restart(owner="alice", job_id=record.id)
+    record = wait_for(
+        engine, record.id, lambda r: r.state.final and len(runs.read_text().split()) == 6
+    )
+    assert record.state == JobState.COMPLETED, record.message
+    assert sorted(runs.read_text().split()) == ["0", "0", "1", "1", "2", "2"]
+    assert elements_of(engine, record.id) == {i: ("completed", 0) for i in range(3)}
