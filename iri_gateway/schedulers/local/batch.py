@@ -279,14 +279,19 @@ def _element_state(
 
 
 def _array_of(script: str) -> tuple[list[int], int] | None:
-    """The indices and throttle of a local array script (its `ARRAY_DIRECTIVE` line), or
-    None for a plain job. The throttle defaults to this machine's CPU count."""
-    for line in script.splitlines()[1:40]:
-        if line.startswith(ARRAY_DIRECTIVE):
-            written, _, throttle = line[len(ARRAY_DIRECTIVE) :].partition("%")
-            indices = list(ArrayIndices.parse(written))
-            return indices, int(throttle) if throttle else (os.cpu_count() or 1)
-    return None
+    """The indices and throttle of a local array script, or None for a plain job. The
+    throttle defaults to this machine's CPU count.
+
+    Only the script's second line is read, where local.sh.j2 puts its one directive, right
+    after `#!/bin/bash`: further down a user's quoted value may span lines, and one of them
+    could read like the directive (an environment value "...\n#IRI-LOCAL --array=0-4000000").
+    """
+    lines = script.split("\n", 2)
+    if len(lines) < 2 or not lines[1].startswith(ARRAY_DIRECTIVE):
+        return None
+    written, _, throttle = lines[1][len(ARRAY_DIRECTIVE) :].partition("%")
+    indices = list(ArrayIndices.parse(written))
+    return indices, int(throttle) if throttle else (os.cpu_count() or 1)
 
 
 def _session_of(pid: int) -> int | None:

@@ -84,3 +84,17 @@ def test_a_restarted_array_runs_every_element_again(engine: Engine, tmp_path: Pa
     assert record.state == JobState.COMPLETED, record.message
     assert sorted(runs.read_text().split()) == ["0", "0", "1", "1", "2", "2"]
     assert elements_of(engine, record.id) == {i: ("completed", 0) for i in range(3)}
+
+
+def test_a_value_that_reads_like_the_array_line_does_not_make_an_array(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The local script's array line is its second line only: a user's quoted value that
+    spans lines and holds the same words further down is a value, not a directive."""
+    runs = tmp_path / "runs"
+    spec = shell_job(f"echo once >> {runs}", environment={"NOTE": "x\n#IRI-LOCAL --array=0-3\ny"})
+    record = engine.submit(owner="alice", resource_id="local", spec=spec).record  # type: ignore[arg-type]
+    assert "\n#IRI-LOCAL --array=0-3\n" in record.script, "the value is in the script"
+    record = wait_for(engine, record.id, lambda r: r.state.final)
+    assert record.state == JobState.COMPLETED and not record.elements
+    assert runs.read_text() == "once\n"
