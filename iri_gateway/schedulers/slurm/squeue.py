@@ -5,8 +5,9 @@ of the account (`--me`) is read and filtered here. Fields end with '|' (`--Forma
 suffix: no padding, nothing cut, as squeue 22.05 printed a 48-character comment); the
 reason may hold commas and colons (`ReqNodeNotAvail, UnavailableNodes:nid[001-002]`).
 `exit_code` is the raw wait status of a job that ended (`256` for exit code 1, `15` for
-SIGTERM), `0` before; a line without it (as `--format=%i|%T|%k|%r` printed, and the
-recorded outputs of the tests) reads as no exit code. A heterogeneous job shows one line per
+SIGTERM), `0` before; it is read for array elements only (other jobs' come from the
+history); a line without it (as `--format=%i|%T|%k|%r` printed, and the recorded outputs of
+the tests) reads as no exit code. A heterogeneous job shows one line per
 component (`93+0`, `93+1`); they are folded into one status under the leader's id `93`, the
 id sbatch printed (see `hetjob`). An array's lines (`123_7`, `123_[8-99%5]`) are folded
 into one status under the array's id `123`, its elements in it (see `arrays`).
@@ -52,9 +53,12 @@ def parse(result: CommandResult) -> Queue:
             continue
         job_id, native, comment, reason = (part.strip() for part in parts[:4])
         state = map_state(native, reason)
-        code = _exit_code(parts[4]) if len(parts) > 4 and state and state.final else None
-        status = NativeStatus(job_id, state, native, code, reason)
         array = arrays.array_id(job_id)
+        # An array element's exit code is read here (the history cannot name elements); any
+        # other job's comes from the history, as before (`SlurmBatch.statuses`).
+        final = array is not None and state is not None and state.final
+        code = _exit_code(parts[4]) if final and len(parts) > 4 else None
+        status = NativeStatus(job_id, state, native, code, reason)
         if array is not None:
             array_lines.setdefault(array, []).append((job_id, status))
             if comment and comment != "(null)":
