@@ -21,12 +21,15 @@ from iri_gateway.service.operations.store import JobStore
 PACKAGE = Path(iri_gateway.__file__).parent
 DOOR = [
     "submit",
+    "submit_many",
     "plan",
     "active_jobs",
     "check_launch_quota",
     "cancel",
     "update",
     "restart",
+    "elements",
+    "cancel_elements",
     "refresh",
     "reconcile",
     "get",
@@ -71,10 +74,10 @@ def test_every_public_engine_method_is_one_part_s(tmp_path: Path) -> None:
             part = type(method.__self__)
             assert part is not Engine, name
             owners[name] = inspect.getmodule(part).__name__  # type: ignore[union-attr]
+        parts = ("submission", "bulk", "changes", "arrays", "tracking", "recovery", "reading")
         assert set(owners.values()) == {
-            f"iri_gateway.service.jobs.{m}"
-            for m in ("submission", "changes", "tracking", "recovery", "reading", "files")
-        } | {"iri_gateway.service.jobs.resources"}
+            f"iri_gateway.service.jobs.{m}" for m in (*parts, "files", "resources")
+        }
         own = {n for n, v in vars(Engine).items() if callable(v) or isinstance(v, property)}
         assert own - {"__init__"} <= ENGINE_OWN
         assert own >= {"__init__", "rate_limiter", "close"}
@@ -127,5 +130,6 @@ def test_the_cli_app_only_assembles_the_audiences_commands() -> None:
         "jobs": {
             "iri_gateway.cli.scientist.job_watch_commands",
             "iri_gateway.cli.scientist.job_port_commands",
+            "iri_gateway.cli.scientist.job_array_commands",
         },
     }

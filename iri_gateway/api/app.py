@@ -18,8 +18,8 @@ from iri_gateway import __version__, console
 from iri_gateway.api import audit
 from iri_gateway.api.account import limits, me, whoami
 from iri_gateway.api.account import routes as account
+from iri_gateway.api.compute import arrays, bulk, job_templates, overview, ports, webhooks
 from iri_gateway.api.compute import events as job_events
-from iri_gateway.api.compute import job_templates, overview, ports, webhooks
 from iri_gateway.api.compute import routes as compute
 from iri_gateway.api.compute.event_data import event_data
 from iri_gateway.api.compute.events import Rendered, StreamSlots
@@ -188,6 +188,8 @@ def create_app(
             job_templates,
             webhooks,
             ports,
+            arrays,
+            bulk,
             read_routes,
             tasks,
             health,
@@ -219,7 +221,9 @@ def create_app(
             return document
         without_null_parameters(document)
         refusing_unknown_query(document)
-        return document_errors(document, [r for router in routers for r in router.routes])
+        document_errors(document, [r for router in routers for r in router.routes])
+        bulk.document_bound(document, settings.bulk_max_specs)
+        return document
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app

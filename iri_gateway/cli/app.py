@@ -24,7 +24,7 @@ import typer
 
 from iri_gateway import __version__
 from iri_gateway.cli import admin, audit_command, server
-from iri_gateway.cli.scientist import client_commands, job_port_commands
+from iri_gateway.cli.scientist import client_commands, job_array_commands, job_port_commands
 from iri_gateway.cli.scientist.job_template_commands import template_app
 from iri_gateway.cli.scientist.job_watch_commands import jobs_app
 
@@ -48,8 +48,10 @@ app.command()(server.serve)
 app.command("openapi")(admin.openapi_command)
 app.command()(version)
 client_commands.register(app)
-# `jobs open` and `jobs forward` join `jobs` when their module is imported (above).
+# `jobs open`, `jobs forward`, `jobs elements` and `jobs cancel-elements` join `jobs` when
+# their modules are imported (above).
 assert job_port_commands.forward is not None
+assert job_array_commands.elements is not None
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(admin.profile_app, name="profile")
 app.add_typer(admin.flavours_app, name="flavours")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -32,9 +32,11 @@ from iri_gateway.client.events import StreamUnavailable, stream_params
 from iri_gateway.client.models import (
     API,
     READ_LIMIT,
+    ElementPage,
     FileContent,
     JobInfo,
     JobPort,
+    LaunchResult,
     PortLink,
     Stream,
     WaitTimeout,
@@ -131,6 +133,16 @@ class AsyncGatewayClient:
         """Submit a job (launchJob), always with an Idempotency-Key (see GatewayClient)."""
         return await self._run(calls.submit(resource, spec, idempotency_key, project))
 
+    async def launch_jobs(
+        self,
+        resource: str,
+        specs: Sequence[SpecLike],
+        idempotency_key: str | None = None,
+        project: str | None = None,
+    ) -> list[LaunchResult]:
+        """Launch each spec as its own job in one call (launchJobs; see GatewayClient)."""
+        return await self._run(calls.launch_jobs(resource, specs, idempotency_key, project))
+
     async def status(self, resource: str, job_id: str, *, include_spec: bool = False) -> JobInfo:
         """A job's status (getJob)."""
         return await self._run(calls.status(resource, job_id, include_spec))
@@ -146,6 +158,28 @@ class AsyncGatewayClient:
     async def restart(self, resource: str, job_id: str) -> JobInfo:
         """Run the job again as the same job (restartJob, an extension)."""
         return await self._run(calls.restart(resource, job_id))
+
+    # ---- arrays ------------------------------------------------------------------------------
+
+    async def job_elements(
+        self,
+        resource: str,
+        job_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+    ) -> ElementPage:
+        """A page of an array job's elements with their states and exit codes
+        (listJobElements, an extension); `state` keeps only the elements in it."""
+        return await self._run(calls.job_elements(resource, job_id, offset, limit, state))
+
+    async def cancel_elements(
+        self, resource: str, job_id: str, indices: str | Sequence[int]
+    ) -> None:
+        """Cancel these elements of an array job (`"0-9,15"` or a list of indices); the
+        others run on (cancelJobElements, an extension). `cancel` ends the whole array."""
+        await self._run(calls.cancel_elements(resource, job_id, indices))
 
     # ---- service ports ----------------------------------------------------------------------
 
@@ -283,10 +317,17 @@ class AsyncGatewayClient:
         return stream
 
     async def output(
-        self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None
+        self,
+        resource: str,
+        job_id: str,
+        stream: Stream = "stdout",
+        tail: int | None = None,
+        element: int | None = None,
     ) -> str:
-        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB)."""
-        path = output_path(await self.status(resource, job_id, include_spec=True), stream)
+        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB); an
+        array's `element`'s (ValueError for an array without one)."""
+        job = await self.status(resource, job_id, include_spec=True)
+        path = output_path(job, stream, element)
         if tail is not None:
             return (await self.tail(resource, path, lines=tail)).content
         parts: list[str] = []

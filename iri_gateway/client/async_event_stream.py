@@ -198,6 +198,8 @@ async def wait_for_job(
     if job.final:
         return job
     async for event in stream.events(deadline):
+        if event.type == "element":
+            continue  # an array's element: the array's own events say when it changes
         seen = job_event_update(event, job_id)
         if event.type == "gap" or (seen is None and event.job_id == job_id):
             seen = await client.status(resource, job_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -27,11 +27,15 @@ from iri_gateway.client.models import (
     DEFAULT_URL,
     TOKEN_ENV,
     URL_ENV,
+    ElementPage,
     FileContent,
     JobInfo,
     JobPort,
+    LaunchResult,
     PortLink,
 )
+from iri_gateway.models.job import JobState
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.models.job_templates import StoredTemplate, Template
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.placement import Placement
@@ -131,6 +135,23 @@ def submit(
     return Call("POST", f"/compute/job/{resource}", _job, json=spec_document(spec), headers=headers)
 
 
+def launch_jobs(
+    resource: str, specs: Sequence[SpecLike], idempotency_key: str | None, project: str | None
+) -> Call[list[LaunchResult]]:
+    """A bulk launch carries an Idempotency-Key (the caller's, else a fresh one) like a
+    single submission: sent again, it answers the jobs the first call made."""
+    headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+    if project:
+        headers["X-IRI-Facility-Project"] = project
+    return Call(
+        "POST",
+        f"/compute/jobs/{resource}",
+        lambda r: [LaunchResult.from_json(item) for item in body_json(r)],
+        json=[spec_document(spec) for spec in specs],
+        headers=headers,
+    )
+
+
 def status(resource: str, job_id: str, include_spec: bool) -> Call[JobInfo]:
     params = {"include_spec": "true"} if include_spec else None
     return Call("GET", f"/compute/status/{resource}/{job_id}", _job, params=params)
@@ -154,6 +175,31 @@ def cancel(resource: str, job_id: str) -> Call[None]:
 
 def restart(resource: str, job_id: str) -> Call[JobInfo]:
     return Call("POST", f"/compute/restart/{resource}/{job_id}", _job)
+
+
+def job_elements(
+    resource: str, job_id: str, offset: int, limit: int, state: str | None
+) -> Call[ElementPage]:
+    params = {"offset": str(offset), "limit": str(limit)}
+    if state is not None:
+        params["state"] = JobState(state).value
+    return Call(
+        "GET",
+        f"/compute/job/{resource}/{job_id}/elements",
+        lambda r: ElementPage.from_json(body_json(r)),
+        params=params,
+    )
+
+
+def cancel_elements(resource: str, job_id: str, indices: str | Sequence[int]) -> Call[None]:
+    """Canceling an element twice is canceling it once: safe to send again."""
+    written = indices if isinstance(indices, str) else ArrayIndices.parse(list(indices)).text()
+    return Call(
+        "DELETE",
+        f"/compute/job/{resource}/{job_id}/elements",
+        _nothing,
+        params={"indices": written},
+    )
 
 
 def job_ports(resource: str, job_id: str) -> Call[list[JobPort]]:

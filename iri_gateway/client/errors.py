@@ -7,6 +7,8 @@ Each carries the RFC 9457 problem fields the gateway sends (`status`, `title`, `
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 
@@ -48,9 +50,18 @@ class GatewayClientError(Exception):
             return kind(response.status_code, title, response.text.strip()[:500])
         if not isinstance(body, dict):
             return kind(response.status_code, title, str(body)[:500])
+        return cls.from_problem(body, response.status_code, title)
+
+    @classmethod
+    def from_problem(
+        cls, body: dict[str, Any], status: int, title: str = "Error"
+    ) -> GatewayClientError:
+        """The exception of a problem document (an error answer's body, or a refused item
+        of a bulk launch), of the class for its status (`status` when it names none)."""
+        kind = error_class(int(body.get("status") or status))
         params = body.get("invalid_params") or []
         return kind(
-            int(body.get("status") or response.status_code),
+            int(body.get("status") or status),
             str(body.get("title") or title),
             str(body.get("detail") or ""),
             [

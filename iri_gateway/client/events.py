@@ -2,8 +2,9 @@
 
 The stream is `GET /api/v2/compute/events` (Server-Sent Events, docs/rest-api.md): each event
 is one JSON line of a change of state of one of the caller's jobs (`job`), a member of a
-cluster job (`member`) or a task (`task`), with an integer id; `gap` says the server no
-longer keeps the events after the id the client resumed from (the client re-reads its jobs).
+cluster job (`member`), an element of an array job (`element`) or a task (`task`), with an
+integer id; `gap` says the server no longer keeps the events after the id the client resumed
+from (the client re-reads its jobs).
 This module holds what does not depend on how bytes are sent: the request, reading an
 answer's status, turning an SSE event into a `JobEvent`, and when to reconnect.
 
@@ -55,11 +56,12 @@ class StreamBroken(GatewayClientError):
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One event of the stream: `type` is job, member, task or gap.
+    """One event of the stream: `type` is job, member, element, task or gap.
 
     A job or member event carries `job` (the job as getJob shows it, when the server sent
-    it); a task event `task` (the task's JSON); a gap event `oldest` and `message` only.
-    `data` is the whole JSON object as sent."""
+    it); an element event (an array's) `element` (its index) and its exit code in
+    `message` once it ended, no `job`; a task event `task` (the task's JSON); a gap event
+    `oldest` and `message` only. `data` is the whole JSON object as sent."""
 
     id: int
     type: str
@@ -70,6 +72,7 @@ class JobEvent:
     job_id: str | None = None
     resource_id: str | None = None
     member: str | None = None
+    element: int | None = None
     task_id: str | None = None
     job: JobInfo | None = None
     task: dict[str, Any] | None = None
@@ -135,7 +138,7 @@ def event_id(text: str) -> int | None:
 def parse_event(sse: ServerSentEvent) -> JobEvent | None:
     """The JobEvent an SSE event carries; None for an event type this SDK does not know
     (a newer server's). Raises StreamBroken for data that is not the gateway's JSON."""
-    if sse.event not in ("job", "member", "task", "gap"):
+    if sse.event not in ("job", "member", "element", "task", "gap"):
         log.debug("skipping an event of unknown type %r", sse.event[:40])
         return None
     try:
@@ -173,6 +176,7 @@ def parse_event(sse: ServerSentEvent) -> JobEvent | None:
         job_id=_text(data.get("job_id")),
         resource_id=_text(data.get("resource_id")),
         member=_text(data.get("member")),
+        element=element if isinstance(element := data.get("element"), int) else None,
         task_id=_text(data.get("task_id")),
         job=info,
         task=task if isinstance(task, dict) else None,

@@ -6,11 +6,15 @@ Shared by the synchronous and the asynchronous client (`iri_gateway.client`).
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from iri_gateway.models.job import JobState
+
+if TYPE_CHECKING:
+    from iri_gateway.client.errors import GatewayClientError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "IRI_GATEWAY_URL"
@@ -51,6 +55,96 @@ class JobInfo:
             meta_data=dict(status.get("meta_data") or {}),
             job_spec=document.get("job_spec"),
             attributes=dict(document.get("attributes") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """One spec's result of a bulk launch (launchJobs), in the order the specs were sent: its
+    job, or why the gateway refused it (`error`, the problem as the exception launchJob
+    would have raised; a spec the scheduler refused has both)."""
+
+    index: int
+    status: int
+    """201 made now, 200 made by an earlier call with the same key, else the refusal's."""
+    job: JobInfo | None = None
+    error: GatewayClientError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the spec has its job (made now, or by an earlier call)."""
+        return self.error is None and self.job is not None
+
+    @property
+    def replayed(self) -> bool:
+        """Whether an earlier call with the same Idempotency-Key made the job."""
+        return self.ok and self.status == 200
+
+    def refusal(self) -> GatewayClientError | None:
+        """The refusal as `submit` of this spec alone would raise it: its fields named
+        without the list's `[i].` (`resources.node_count`); None for a job made."""
+        error = self.error
+        if error is None:
+            return None
+        named = [
+            {"name": re.sub(r"^\[\d+\]\.?", "", p["name"]) or "(document)", "reason": p["reason"]}
+            for p in error.invalid_params
+        ]
+        return type(error)(
+            error.status, error.title, error.detail, named, type=error.type, instance=error.instance
+        )
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> LaunchResult:
+        from iri_gateway.client.errors import GatewayClientError  # httpx: not at import
+
+        job, problem = document.get("job"), document.get("problem")
+        status = int(document["status"])
+        return cls(
+            index=int(document["index"]),
+            status=status,
+            job=JobInfo.from_json(job) if isinstance(job, Mapping) else None,
+            error=GatewayClientError.from_problem(dict(problem), status)
+            if isinstance(problem, Mapping)
+            else None,
+        )
+
+
+@dataclass(frozen=True)
+class ArrayElement:
+    """One element of an array job (listJobElements)."""
+
+    index: int
+    state: JobState
+    native_state: str
+    exit_code: int | None
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> ArrayElement:
+        code = document.get("exit_code")
+        return cls(
+            index=int(document["index"]),
+            state=JobState(document["state"]),
+            native_state=str(document.get("native_state", "")),
+            exit_code=code if isinstance(code, int) else None,
+        )
+
+
+@dataclass(frozen=True)
+class ElementPage:
+    """A page of an array job's elements, and how many there are (those in the state
+    asked for, when one was)."""
+
+    total: int
+    offset: int
+    elements: list[ArrayElement]
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> ElementPage:
+        return cls(
+            total=int(document["total"]),
+            offset=int(document["offset"]),
+            elements=[ArrayElement.from_json(e) for e in document.get("elements") or []],
         )
 
 
@@ -115,12 +209,29 @@ class WaitTimeout(TimeoutError):
         self.job = job
 
 
-def output_path(job: JobInfo, stream: Stream = "stdout") -> str:
+ARRAY_INDEX = "%a"
+"""Where an array element's index goes in its output paths (the gateway's `INDEX_PATTERN`)."""
+
+
+def output_path(job: JobInfo, stream: Stream = "stdout", element: int | None = None) -> str:
     """Where a job's stdout or stderr is, as the gateway's filesystem operations take it.
 
     Uses the paths in the status `meta_data` when the gateway gives them; otherwise applies
-    the gateway's rule to the JobSpec (which needs `job.job_spec`).
+    the gateway's rule to the JobSpec (which needs `job.job_spec`). An array's elements each
+    write their own: `element` is the index put for `%a` (ValueError without one).
     """
+    path = _output_path(job, stream)
+    if "array" not in job.meta_data or ARRAY_INDEX not in path:
+        return path
+    if element is None:
+        raise ValueError(
+            f"job {job.id} is an array: each element writes its own {stream} ({path}); "
+            "say which element"
+        )
+    return path.replace(ARRAY_INDEX, str(element))
+
+
+def _output_path(job: JobInfo, stream: Stream) -> str:
     given = job.meta_data.get(f"{stream}_path")
     spec = job.job_spec or {}
     directory = job.meta_data.get("directory") or spec.get("directory")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -31,9 +31,11 @@ from iri_gateway.client.events import StreamUnavailable, stream_params
 from iri_gateway.client.models import (
     API,
     READ_LIMIT,
+    ElementPage,
     FileContent,
     JobInfo,
     JobPort,
+    LaunchResult,
     PortLink,
     Stream,
     WaitTimeout,
@@ -134,6 +136,20 @@ class GatewayClient:
         retry after a lost answer returns the job the first attempt made."""
         return self._run(calls.submit(resource, spec, idempotency_key, project))
 
+    def launch_jobs(
+        self,
+        resource: str,
+        specs: Sequence[SpecLike],
+        idempotency_key: str | None = None,
+        project: str | None = None,
+    ) -> list[LaunchResult]:
+        """Launch each spec as its own job in one call (launchJobs, an extension): one
+        `LaunchResult` per spec, in order, its job or its refusal (an invalid spec never
+        fails the others). Sent with `idempotency_key`, else a fresh key; spec i's own key
+        is `<key>#<i>`, so a retry after a lost answer returns the jobs the first call made
+        and makes none twice."""
+        return self._run(calls.launch_jobs(resource, specs, idempotency_key, project))
+
     def status(self, resource: str, job_id: str, *, include_spec: bool = False) -> JobInfo:
         """A job's status (getJob)."""
         return self._run(calls.status(resource, job_id, include_spec))
@@ -151,6 +167,26 @@ class GatewayClient:
         (restartJob, an extension); the job is back in `queued`, its history keeps the
         earlier run. `wait` sees the new run end."""
         return self._run(calls.restart(resource, job_id))
+
+    # ---- arrays ------------------------------------------------------------------------------
+
+    def job_elements(
+        self,
+        resource: str,
+        job_id: str,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        state: str | None = None,
+    ) -> ElementPage:
+        """A page of an array job's elements with their states and exit codes
+        (listJobElements, an extension); `state` keeps only the elements in it."""
+        return self._run(calls.job_elements(resource, job_id, offset, limit, state))
+
+    def cancel_elements(self, resource: str, job_id: str, indices: str | Sequence[int]) -> None:
+        """Cancel these elements of an array job (`"0-9,15"` or a list of indices); the
+        others run on (cancelJobElements, an extension). `cancel` ends the whole array."""
+        self._run(calls.cancel_elements(resource, job_id, indices))
 
     # ---- service ports ----------------------------------------------------------------------
 
@@ -302,10 +338,17 @@ class GatewayClient:
         return stream
 
     def output(
-        self, resource: str, job_id: str, stream: Stream = "stdout", tail: int | None = None
+        self,
+        resource: str,
+        job_id: str,
+        stream: Stream = "stdout",
+        tail: int | None = None,
+        element: int | None = None,
     ) -> str:
-        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB)."""
-        path = output_path(self.status(resource, job_id, include_spec=True), stream)
+        """A job's stdout or stderr: the last `tail` lines, or all of it (paged by 1 MiB); an
+        array's `element`'s (ValueError for an array without one)."""
+        job = self.status(resource, job_id, include_spec=True)
+        path = output_path(job, stream, element)
         if tail is not None:
             return self.tail(resource, path, lines=tail).content
         parts: list[str] = []

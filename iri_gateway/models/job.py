@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iri_gateway.models.array_elements import ArrayElements
 
 
 class JobState(StrEnum):
@@ -35,6 +39,12 @@ class NativeStatus:
     native_state: str
     exit_code: int | None = None
     reason: str | None = None
+    elements: ArrayElements | None = None
+    """An array's: what the scheduler said of its elements this time (those it no longer
+    mentions keep what was known of them); the array's own state is derived from them."""
+    elements_complete: bool = False
+    """`elements` are every element the scheduler still holds: one it no longer lists has
+    left its queue (see `tracking.array_change`)."""
 
     @property
     def message(self) -> str:

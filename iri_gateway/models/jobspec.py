@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from iri_gateway.models import job_arrays
 from iri_gateway.models.constraints import (
     ConstraintError,
     RequirementValue,
@@ -557,6 +558,55 @@ def _alias_properties(schema: dict[str, Any]) -> None:
         schema.setdefault("allOf", []).append({"not": {"required": [name, alias]}})
 
 
+class JobArray(_Unicode):
+    """Extension: the job is an array of elements, one per index (`models.job_arrays`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    indices: (
+        Annotated[
+            str,
+            # The pattern is said in the schema and checked by `_indices_are_a_set`, which
+            # names what is wrong (a `%` throttle, a range that ends before it begins).
+            Field(
+                min_length=1,
+                max_length=job_arrays.MAX_TEXT,
+                json_schema_extra={"pattern": job_arrays.TEXT_PATTERN},
+            ),
+        ]
+        | Annotated[
+            list[Annotated[int, Field(ge=0, le=job_arrays.MAX_INDEX)]],
+            Field(
+                min_length=1,
+                max_length=job_arrays.MAX_LISTED,
+                json_schema_extra={"uniqueItems": True},
+            ),
+        ]
+    ) = Field(
+        description="The elements' indices: Slurm's --array grammar without its throttle "
+        '("0-999", "0-999:2", "1,5,10-20": ascending, apart) or a list of whole numbers; '
+        f"each from 0 to {job_arrays.MAX_INDEX} (a site may allow less)",
+    )
+    max_concurrent: PositiveInt | None = Field(
+        default=None,
+        description="At most this many elements run at once (Slurm's %N, PBS's "
+        "max_run_subjobs); default: as many as the scheduler starts",
+    )
+
+    @field_validator("indices")
+    @classmethod
+    def _indices_are_a_set(cls, indices: str | list[int]) -> str | list[int]:
+        try:
+            job_arrays.ArrayIndices.parse(indices)
+        except job_arrays.ArrayIndicesError as error:
+            raise ValueError(str(error)) from None
+        return indices
+
+    def elements(self) -> job_arrays.ArrayIndices:
+        """The indices as a set (read again: a JobArray is small and read rarely)."""
+        return job_arrays.ArrayIndices.parse(self.indices)
+
+
 class JobSpec(_Unicode):
     """Official IRI v2 `JobSpec` (PSI/J field names) plus `roles`; other extra fields are
     refused. Strings, lists and mappings have size limits (`iri_gateway.models.limits`):
@@ -645,6 +695,14 @@ class JobSpec(_Unicode):
         "(`url`, `events`: the states, default the final ones), signed with your notify "
         "secret (POST /api/v2/compute/notify-secret); see docs/rest-api.md, Webhooks",
     )
+    array: JobArray | None = Field(
+        default=None,
+        description="Extension, jobs without roles: run the job once per index, as one "
+        "scheduler array (Slurm --array, PBS -J); each element sees its index as "
+        "IRI_ARRAY_INDEX, and %a in stdout_path/stderr_path becomes it. getJob shows the "
+        "array's state and counts by state; GET .../elements lists the elements. See "
+        "docs/jobspec.md, Arrays",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -657,6 +715,15 @@ class JobSpec(_Unicode):
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ValueError(f"role names must be unique; given twice: {', '.join(twice)}")
+        return self
+
+    @model_validator(mode="after")
+    def _arrays_of_plain_jobs(self) -> JobSpec:
+        if self.array is not None and self.roles:
+            raise ValueError(
+                "array: a job with roles cannot be an array (its members already share one "
+                "scheduler job); launch one cluster job per index instead, or leave out `array`"
+            )
         return self
 
     @model_validator(mode="after")

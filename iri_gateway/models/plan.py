@@ -180,6 +180,18 @@ class Decision:
     binds: list[SiteWord] = field(default_factory=list)  # gateway-made binds (hosts file)
 
 
+class ArrayView(BaseModel):
+    """An array job's elements as the scheduler is asked for them."""
+
+    indices: str = Field(description="The indices, in the scheduler's --array grammar")
+    count: int = Field(description="How many elements")
+    max_concurrent: int | None = Field(description="At most this many run at once (none: no cap)")
+    index_variable: str = Field(
+        description="The scheduler's variable holding an element's index (the job also "
+        "gets it as IRI_ARRAY_INDEX)"
+    )
+
+
 class GpuView(BaseModel):
     """How GPUs reach the container."""
 
@@ -286,6 +298,7 @@ class Plan(BaseModel):
     cluster: ClusterView | None = Field(
         default=None, description="For a job with roles: its roles and members"
     )
+    array: ArrayView | None = Field(default=None, description="For an array job: its elements")
     gpu: GpuView | None = Field(description="GPU binding, when GPUs are used")
     mpi: MpiView | None = Field(description="MPI binding, when MPI is used")
     mounts: list[MountView] = Field(description="Bind mounts")

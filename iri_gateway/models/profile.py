@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from iri_gateway.models import job_arrays
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
 from iri_gateway.models.job_template_names import TemplateName
@@ -555,6 +556,14 @@ class SchedulerConfig(_Strict):
     cluster_jobs: ClusterJobs = Field(
         default_factory=ClusterJobs,
         description="Cluster jobs: several roles of members in one scheduler job",
+    )
+    max_array_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=job_arrays.MAX_INDEX + 1,
+        description="Job arrays: Slurm's MaxArraySize (indices are below it; default 1001, "
+        "Slurm's), PBS's max_array_size (elements per array; default 10000) or, for the local "
+        "scheduler, elements per array (default 1000). Set it as the scheduler is configured",
     )
     history_window: int = Field(
         default=300,

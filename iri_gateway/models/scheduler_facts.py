@@ -11,7 +11,10 @@ programming error, raised as such: a scheduler kind is never answered by a guess
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from iri_gateway.models.job_arrays import ArrayRules
 
 CONTEXT_KEY = "schedulers"
 
@@ -50,6 +53,10 @@ class SchedulerFacts(Protocol):
     def container_directives(self) -> bool:
         """A runtime's image and volumes may travel as directive lines (Shifter's SPANK
         options `#SBATCH --image`, `--volume`)."""
+
+    @property
+    def arrays(self) -> ArrayRules | None:
+        """How it runs job arrays; None when it does not."""
 
     @property
     def gpu_request_default(self) -> str:

@@ -12,6 +12,7 @@ from iri_gateway.errors import JobRejectedError, Problem
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import (
+    ArrayView,
     ClusterView,
     Decision,
     GpuView,
@@ -116,6 +117,7 @@ def describe(decision: Decision, script: str) -> Plan:
         flavours=list(decision.flavours),
         launcher=decision.launcher,
         cluster=cluster,
+        array=_array_view(decision),
         gpu=gpu,
         mpi=mpi,
         mounts=[
@@ -136,4 +138,18 @@ def describe(decision: Decision, script: str) -> Plan:
         pre_submit=[list(command) for command in pre_submit_commands(decision)],
         warnings=list(decision.warnings),
         script=script,
+    )
+
+
+def _array_view(decision: Decision) -> ArrayView | None:
+    array = decision.spec.array
+    rules = decision.resource.resource.scheduler.facts.arrays
+    if array is None or rules is None:
+        return None
+    indices = array.elements()
+    return ArrayView(
+        indices=indices.text(),
+        count=len(indices),
+        max_concurrent=array.max_concurrent,
+        index_variable=rules.index_variable,
     )

@@ -22,6 +22,7 @@ import jinja2
 from iri_gateway import __version__
 from iri_gateway.errors import TemplateError
 from iri_gateway.models import cluster_ports
+from iri_gateway.models.job_arrays import INDEX_PATTERN
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes import RUNTIMES
 from iri_gateway.schedulers import SCHEDULERS, SchedulerPlugin
@@ -62,7 +63,18 @@ def template_environment(site_dir: Path | None) -> jinja2.Environment:
     environment.filters["shjoin"] = join
     environment.filters["site"] = quote_site
     environment.filters["shlines"] = _shlines
+    environment.filters["indexed_sh"] = indexed_path
     return environment
+
+
+def indexed_path(path: str, index_variable: str | None) -> str:
+    """`path` quoted for bash, an array element's `%a` (INDEX_PATTERN) as the expansion of
+    `index_variable`, the scheduler's variable holding the element's index (None: not an
+    array, `%a` stays as written)."""
+    if index_variable is None or INDEX_PATTERN not in path:
+        return quote(path)
+    expansion = quote_site(SiteWord(f"${{{index_variable}}}"))
+    return expansion.join(quote(piece) if piece else "" for piece in path.split(INDEX_PATTERN))
 
 
 @dataclass(frozen=True)
@@ -212,6 +224,11 @@ def render_script(decision: Decision) -> str:
         "launcher": scheduler.launcher(decision),
         "rt": invocation,
         "cluster": _cluster_context(decision, scheduler),
+        "array_index": (
+            scheduler.arrays.index_variable
+            if spec.array is not None and scheduler.arrays is not None
+            else None
+        ),
     }
     environment = template_environment(decision.resource.templates_dir)
     try:

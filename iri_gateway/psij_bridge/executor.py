@@ -8,14 +8,15 @@
 
 A job is converted by `psij_convert.to_iri` and submitted with the PSI/J job id (a uuid4) as
 its Idempotency-Key, so a retried submission of the same job finds the first one instead of
-running it twice. One daemon thread per executor follows the jobs it tracks, while any are
-tracked: it listens to one job event stream of the gateway (the caller's jobs on the
-resource, however many), reads the jobs once after subscribing (a change made before is not
-missed) and again after a `gap`, and reports each tracked job's changes as they come; an
-event for a job not yet tracked (its submission's answer still on its way) is kept, bounded,
-for the job's `_follow`. A gateway without the stream (a plain IRI server), or a stream
-that fails for good, is polled instead, as before: each cycle one getJobs call (the caller's
-unfinished jobs) and a getJob call only for a tracked job missing from that list.
+running it twice; `submit_many` sends many jobs in bulk launches (`psij_bridge.bulk`). One
+daemon thread per executor follows the jobs it tracks, while any are tracked: it listens to
+one job event stream of the gateway (the caller's jobs on the resource, however many), reads
+the jobs once after subscribing (a change made before is not missed) and again after a
+`gap`, and reports each tracked job's changes as they come; an event for a job not yet
+tracked (its submission's answer still on its way) is kept, bounded, for the job's
+`_follow`. A gateway without the stream (a plain IRI server), or a stream that fails for
+good, is polled instead, as before: each cycle one getJobs call (the caller's unfinished
+jobs) and a getJob call only for a tracked job missing from that list.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 from psij import (
@@ -43,6 +46,7 @@ from iri_gateway.client import (
     StreamUnavailable,
 )
 from iri_gateway.models.job import JobState as IriState
+from iri_gateway.psij_bridge.bulk import launch_in_bulk
 from iri_gateway.psij_bridge.convert import to_iri
 
 logger = logging.getLogger(__name__)
@@ -142,6 +146,43 @@ class IriJobExecutor(JobExecutor):
         job._native_id = info.id
         self._set_job_status(job, JobStatus(JobState.QUEUED, metadata={"native_id": info.id}))
         self._follow(job, info)
+
+    def submit_many(self, jobs: Sequence[Job]) -> list[Exception | None]:
+        """Submit `jobs` in bulk launches (launchJobs; PSI/J has no arrays, `psij_bridge.bulk`):
+        each job the gateway accepts gets its native id, QUEUED and its status callbacks, as
+        with `submit`. One entry per job, in order: None when it was submitted, else the
+        exception `submit` would have raised for it (InvalidJobException, SubmitException
+        with the gateway's problem), that job left unsubmitted; the others go on."""
+        outcomes: list[Exception | None] = [None] * len(jobs)
+        documents: dict[int, dict[str, Any]] = {}
+        for position, job in enumerate(jobs):
+            try:
+                spec = self._check_job(job)
+            except (InvalidJobException, TypeError) as error:
+                outcomes[position] = error
+                continue
+            try:
+                documents[position] = to_iri(spec)
+            except ValueError as error:
+                job.executor = None
+                outcomes[position] = InvalidJobException(str(error), error)
+        answers = launch_in_bulk(
+            self._client,
+            self._settings.resource,
+            self._settings.project,
+            documents,
+            {position: jobs[position].id for position in documents},
+        )
+        for position, answer in sorted(answers.items()):
+            job = jobs[position]
+            if isinstance(answer, GatewayClientError):
+                job.executor = None
+                outcomes[position] = _problem(f"the gateway refused job {job.id}", answer)
+                continue
+            job._native_id = answer.id
+            self._set_job_status(job, JobStatus(JobState.QUEUED, metadata={"native_id": answer.id}))
+            self._follow(job, answer)
+        return outcomes
 
     def cancel(self, job: Job) -> None:
         """Ask the gateway to cancel; the poller reports CANCELED (or the state it ended in)."""

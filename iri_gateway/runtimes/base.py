@@ -32,6 +32,14 @@ Which = Callable[[str], str | None]
 """Finds a program on this machine's PATH, as `shutil.which` does."""
 
 
+def env_assignment(key: str, value: str, prefix: str = "") -> str:
+    """`prefix` + `KEY=value` as one option word. A site word's value (a gateway-made
+    expansion, such as an array element's `${SLURM_ARRAY_TASK_ID}`) keeps the whole word a
+    site word, so that the script expands it; a user's value stays literal."""
+    word = f"{prefix}{key}={value}"
+    return SiteWord(word) if type(value) is SiteWord else word
+
+
 @dataclass(frozen=True)
 class Invocation:
     """What a runtime fragment needs to write the launch line."""

@@ -27,6 +27,7 @@ from iri_gateway.runtimes.base import (
     Invocation,
     Runtime,
     command_of,
+    env_assignment,
     mpi_flags,
     site_binds,
     site_words,
@@ -105,7 +106,7 @@ class Charliecloud(Runtime):
         if not decision.spec.inherit_environment:
             options.append("--unset-env=*")
         options.append("--env-no-expand")
-        options += [f"--set-env={key}={value}" for key, value in decision.environment.items()]
+        options += [env_assignment(k, v, "--set-env=") for k, v in decision.environment.items()]
         for bind in site_binds(decision):
             if bind in decision.binds:
                 # The gateway's own binds (a cluster member's hosts file) end in ':ro', which

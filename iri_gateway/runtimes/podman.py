@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from iri_gateway.models import images
 from iri_gateway.models.images import ImageRef
-from iri_gateway.runtimes.base import Invocation, Runtime, site_binds, site_flags
+from iri_gateway.runtimes.base import Invocation, Runtime, env_assignment, site_binds, site_flags
 from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class Podman(Runtime):
         for device in decision.devices:
             options += ["--device", device]
         for key, value in decision.environment.items():
-            options += ["--env", f"{key}={value}"]
+            options += ["--env", env_assignment(key, value)]
         if decision.workdir is not None:
             if isinstance(decision.workdir, SiteWord):  # the job directory: podman needs it bound
                 options += ["--volume", SiteWord(f"{decision.workdir}:{decision.workdir}:rw")]

@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 
 from iri_gateway.models import images
 from iri_gateway.models.images import ImageRef
-from iri_gateway.runtimes.base import Invocation, Runtime, command_of, site_binds, site_flags
+from iri_gateway.runtimes.base import (
+    Invocation,
+    Runtime,
+    command_of,
+    env_assignment,
+    site_binds,
+    site_flags,
+)
 from iri_gateway.shell import SiteWord
 
 if TYPE_CHECKING:
@@ -47,7 +54,7 @@ class Shifter(Runtime):
         options += [f"--volume={bind}" for bind in site_binds(decision)]
         if not decision.spec.inherit_environment:
             options.append("--clearenv")
-        options += [f"--env={key}={value}" for key, value in decision.environment.items()]
+        options += [env_assignment(k, v, "--env=") for k, v in decision.environment.items()]
         if decision.workdir is not None:
             workdir = f"--workdir={decision.workdir}"
             options.append(SiteWord(workdir) if isinstance(decision.workdir, SiteWord) else workdir)

@@ -320,7 +320,13 @@ def _config(decision: Decision, rootfs: str, slots: _Placeholders) -> dict[str, 
     mounts += [_site_bind(bind, slots) for bind in site_binds(decision)]
     mounts += [_bind(m.source, m.target, m.read_only) for m in decision.mounts]
     env = [f"PATH={_DEFAULT_PATH}"]
-    env += [f"{name}={value}" for name, value in decision.environment.items()]
+    # A site word's value (an array element's index) is only known on the node: the script
+    # exports it (`container_env`), and Slurm's step environment, appended, wins.
+    env += [
+        f"{name}={value}"
+        for name, value in decision.environment.items()
+        if type(value) is not SiteWord
+    ]
     return {
         "ociVersion": "1.0.2-dev",
         "process": {

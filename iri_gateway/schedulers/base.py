@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from iri_gateway.models.job_arrays import ArrayRules
 from iri_gateway.models.plan import Decision
 from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.batch import BatchSystem
@@ -127,6 +128,9 @@ class SchedulerPlugin:
     """A runtime's image and volumes may travel as directive lines (Shifter's SPANK)."""
     directive_rules: DirectiveRules = field(default_factory=DirectiveRules)
     """What a directive value may hold; the default refuses all but plain words."""
+    arrays: ArrayRules | None = None
+    """How it runs job arrays (`models.job_arrays`); None: it does not, and an array is
+    refused."""
 
     def gpu_request_refusal(self, word: str) -> str | None:
         return self.gpu_request_check(word)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from iri_gateway.models.job import JobNodes, NativeStatus
+from iri_gateway.models.job_arrays import ArrayIndices
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class BatchSystem(Protocol):
 
     def cancel(self, native_id: str) -> None:
         """Ask the scheduler to cancel the job (a job already finished is not an error)."""
+
+    def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
+        """Cancel these elements of an array (the others run on); elements already finished
+        are not an error."""
 
     def find(self, tag: str) -> str | None:
         """The native id of the job submitted with `tag`, if the scheduler has it."""

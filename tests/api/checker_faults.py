@@ -71,9 +71,20 @@ CROSS_FIELD_RULES: dict[str, str] = {
     r"port '[^']*' of role '[^']*' takes \d+-\d+ and port '[^']*' of role '[^']*' takes "
     r"\d+-\d+ .*no two ports may overlap": "two roles' port ranges (base to base + count - 1) "
     "overlapping: ranges made of several fields of several items compared with each other",
+    r"array: a job with roles cannot be an array.*": "`array` beside `roles`: one field's "
+    "presence depending on another's",
+    r"'[^']*' has a step of 0: a step is at least 1": "an array range's step (`N-M:S`) of "
+    "zeros: a pattern can say digits, not their value",
+    r"'[^']*' ends before it begins": "an array range `N-M` with M below N: one number of the "
+    "string compared with another",
+    r"'.*': '[^']*' is not after '[^']*'; list ranges in ascending order, apart": "an array's "
+    "ranges out of order or overlapping: the parts of one string compared with each other",
+    r"indices are whole numbers from 0 to \d+, not \d+": "an index in the array grammar past "
+    "its bound: a pattern can say digits, not the number they make",
 }
 """Refusals by the gateway's request validation of bodies our schema allows, each because the
-rule relates two fields, which JSON Schema cannot express (the reason with each)."""
+rule relates two fields, or parts of one string, which JSON Schema cannot express (the reason
+with each)."""
 
 
 def _names_each_field_at_fault(failure: Failure) -> bool:
@@ -161,6 +172,20 @@ EXCUSES: tuple[Excuse, ...] = (
         ),
     ),
     Excuse(
+        "a spec refused at its index",
+        "a bulk launch (launchJobs) answers 200 with one result per spec, and a spec the "
+        "schema refuses is refused there, at its index (a 422 problem naming its fields "
+        "`[i].field`), never the whole call, as its operation documents: the check counts "
+        "only the call's status. Excused only when the answer's refused spec names each "
+        "field below its index",
+        lambda f: (
+            f.check == "AcceptedNegativeData"
+            and f.status == 200
+            and bool(f.invalid_params)
+            and all(re.match(r"\[\d+\]", name) for name, _ in f.invalid_params)
+        ),
+    ),
+    Excuse(
         "the invalid query never sent",
         "Schemathesis makes a query invalid by adding a parameter the operation does not "
         "declare, but an empty value (an empty list, None) is dropped by the HTTP client on "
@@ -187,7 +212,11 @@ def media_type(headers: Any) -> str:
 
 def problem_parts(body: Any) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     """`detail` and the `(name, reason)` pairs of `invalid_params` of a problem body (a JSON
-    object; anything else has neither)."""
+    object), or of a bulk launch's first refused spec (a list of results: its `problem`,
+    fields named `[i].field`); anything else has neither."""
+    if isinstance(body, list):
+        refused = [r["problem"] for r in body if isinstance(r, dict) and "problem" in r]
+        return problem_parts(refused[0]) if refused else (None, ())
     if not isinstance(body, dict):
         return None, ()
     params = body.get("invalid_params")

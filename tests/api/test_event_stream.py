@@ -188,3 +188,47 @@ def test_a_user_past_the_stream_bound_is_told_so_and_the_slot_comes_back(
                 break
         assert time.monotonic() < deadline, "the slots did not come back"
         time.sleep(0.3)
+
+
+def test_an_arrays_elements_stream_their_own_changes(served: Served) -> None:
+    """Each element's moves (its index, its exit code once it ended, no job document: there
+    may be thousands), beside the array's own job events (which carry the job); another
+    user sees none of them."""
+    answer = httpx.post(
+        f"{served.url}{API}/compute/job/local",
+        json={
+            "executable": "/bin/sh",
+            "arguments": ["-c", "exit $IRI_ARRAY_INDEX"],
+            "array": {"indices": "0-2"},
+        },
+        headers={
+            "Authorization": f"Bearer {token(served, 'alice')}",
+            "X-IRI-Facility-Project": "proj1",
+        },
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    job_id = answer.json()["id"]
+    with (
+        reading(served, token(served, "alice"), job_id=job_id, last_event_id=0) as stream,
+        reading(served, token(served, "bob"), job_id=job_id, last_event_id=0) as other,
+    ):
+        seen = stream.events(
+            lambda got: len(finals_of(got, "element")) == 3 and bool(finals_of(got, "job"))
+        )
+        time.sleep(0.5)
+        assert all(f.comment is not None for f in list(other.frames.queue)), "bob sees none"
+    elements = [f.data for f in seen if f.event == "element" and f.data]
+    finals = {e["element"]: (e["state"], e["message"]) for e in elements if e["state"] in FINAL}
+    done = ("completed", "exit code 0")
+    assert finals == {0: done, 1: ("failed", "exit code 1"), 2: ("failed", "exit code 2")}
+    assert all("job" not in e and e["job_id"] == job_id for e in elements)
+    jobs = [f.data for f in seen if f.event == "job" and f.data]
+    assert jobs[-1]["state"] == "failed" and jobs[-1]["job"]["status"]["meta_data"]["array"][
+        "counts"
+    ] == {"completed": 1, "failed": 2}
+
+
+def finals_of(frames: list[Any], kind: str) -> list[Any]:
+    """The frames of `kind` (job, element...) that say a final state."""
+    return [f for f in frames if f.event == kind and f.data and f.data["state"] in FINAL]

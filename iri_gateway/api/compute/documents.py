@@ -5,7 +5,7 @@ A getJobs page of 100 jobs decoded each job's stored plan, effective spec and hi
 encoded the document again on every request: most of the page's CPU (docs/benchmarks.md,
 "The IRI requirements"). A job's status document (`job_document` without the spec) is made
 only from its state, time, message, exit code, native id, resource and the JSON texts of its
-history, effective spec, members and plan as the database returned them; an entry is used
+history, effective spec, members, elements and plan as the database returned them; an entry is used
 only when all of those are equal, compared exactly, to the record being shown. So a
 document is never stale, on one process or several sharing a database: any change of the
 job changes a compared value (the texts themselves, not a version number that a frozen
@@ -30,7 +30,7 @@ DOCUMENTS = 4096
 """Status documents kept: a few pages of every active user; some 2-4 KiB each (the texts
 compared and the document), so about 10-16 MiB at most."""
 
-_TEXTS = ("history", "effective_spec", "members", "plan")
+_TEXTS = ("history", "effective_spec", "members", "elements", "plan")
 """The stored JSON texts a status document is made from (`job_document` without the spec)."""
 
 

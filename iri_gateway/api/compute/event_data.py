@@ -2,8 +2,9 @@
 of a webhook delivery (one rendering for both, so they never disagree).
 
 The job (or task) is shown as getJob (getTask) shows it now, beside the change the event
-records: an event read late (a stream resuming) still says which state it was about,
-while `job` says where the job is since.
+records (not for an array's element, whose event is the change alone): an event read late
+(a stream resuming) still says which state it was about, while `job` says where the job is
+since.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from iri_gateway.api.compute.models import job_document
 from iri_gateway.api.tasks.models import task_view
-from iri_gateway.service.events.log import JOB, MEMBER, TASK, StoredEvent
+from iri_gateway.service.events.log import ELEMENT, JOB, MEMBER, TASK, StoredEvent
 from iri_gateway.service.jobs.engine import Engine, JobNotFoundError
 
 
@@ -25,7 +26,15 @@ def event_data(engine: Engine, event: StoredEvent) -> dict[str, Any]:
         "state": event.state,
         "previous": event.previous,
     }
-    if event.kind in (JOB, MEMBER) and event.job_id is not None:
+    if event.kind == ELEMENT and event.job_id is not None and event.member is not None:
+        # An array's elements may change by the thousand: their events carry the change
+        # alone (the index, the exit code in `message`); the array's own `job` events carry
+        # the job, its counts included.
+        data["job_id"] = event.job_id
+        data["resource_id"] = event.resource_id
+        data["element"] = int(event.member)
+        data["message"] = event.message
+    elif event.kind in (JOB, MEMBER) and event.job_id is not None:
         data["job_id"] = event.job_id
         data["resource_id"] = event.resource_id
         if event.kind == MEMBER:

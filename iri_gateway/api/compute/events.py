@@ -1,4 +1,4 @@
-"""`GET /compute/events`: the caller's job, member and task state changes, pushed as
+"""`GET /compute/events`: the caller's job, member, element and task state changes, pushed as
 Server-Sent Events (an extension; issue 28).
 
 Each stream takes what is new from the process's event hub (one reader of the log for all
@@ -179,10 +179,11 @@ def _frame(event: StoredEvent, data: str) -> str:
         200: {
             "description": "A `text/event-stream`: `retry: 2000`, then one event per state "
             "change of the caller's jobs (`event: job`), cluster job members (`event: "
-            "member`) and file tasks (`event: task`), each `id: <log id>` and `data: <one "
-            "JSON line>` (the change, and the job or task as getJob or getTask shows it "
-            "now); `event: gap` first when the resume point is older than the log keeps; "
-            "`: keep-alive` comments while quiet. Never another user's events.",
+            "member`), array job elements (`event: element`: `element` the index, the exit "
+            "code in `message`, no `job`) and file tasks (`event: task`), each `id: <log "
+            "id>` and `data: <one JSON line>` (the change, and the job or task as getJob or "
+            "getTask shows it now); `event: gap` first when the resume point is older than "
+            "the log keeps; `: keep-alive` comments while quiet. Never another user's events.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         }
     },

@@ -12,7 +12,9 @@ from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from iri_gateway.api.compute.documents import JobDocuments
+from iri_gateway.models.array_elements import ArrayElements
 from iri_gateway.models.job import JobState
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.service.operations.store import JobRecord
 from iri_gateway.service.proxy.service import port_url
@@ -56,6 +58,26 @@ def port_entries(record: JobRecord, origin: str | None) -> list[dict[str, Any]]:
     return entries
 
 
+def array_entry(record: JobRecord) -> dict[str, Any] | None:
+    """An array job's meta_data `array`: its indices as the scheduler's grammar writes them,
+    how many elements, the throttle, and the elements counted by state (before the first
+    poll, all in the job's own state: `new` or `queued`); None for any other job."""
+    written = record.effective_spec.get("array")
+    if not isinstance(written, dict):
+        return None
+    indices = ArrayIndices.parse(written["indices"])
+    if record.elements:
+        counts = ArrayElements.load(record.elements).counts()
+    else:
+        counts = {record.state.value: len(indices)}
+    return {
+        "indices": indices.text(),
+        "count": len(indices),
+        "max_concurrent": written.get("max_concurrent"),
+        "counts": counts,
+    }
+
+
 def job_view(
     record: JobRecord, *, include_spec: bool = True, ports_origin: str | None = None
 ) -> Job:
@@ -79,6 +101,8 @@ def job_view(
             **({"members": record.members} if record.members else {}),
             # A job's service ports, and where the port proxy serves them.
             **({"ports": ports} if ports else {}),
+            # An array job's indices and its elements counted by state.
+            **({"array": array} if (array := array_entry(record)) else {}),
         },
     )
     spec = record.spec_model if include_spec else None
@@ -128,6 +152,9 @@ def job_document(
     ports = port_entries(record, ports_origin)
     if ports:
         meta_data["ports"] = ports
+    array = array_entry(record)
+    if array:
+        meta_data["array"] = array
     status["meta_data"] = meta_data
     document: dict[str, Any] = {"id": record.id, "status": status}
     if include_spec:

@@ -6,7 +6,7 @@ entry per problem (`{name, reason}`), as the IRI API does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -44,6 +44,7 @@ from iri_gateway.service.jobs.engine import (
     IdempotencyConflictError,
     JobNotChangeableError,
     JobNotFoundError,
+    NotArrayElementsError,
     OutputUnavailableError,
 )
 from iri_gateway.service.jobs.job_templates import (
@@ -102,6 +103,7 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
     (JobRejectedError, 422, "Unprocessable Entity"),
     (JobNotChangeableError, 409, "Conflict"),
+    (NotArrayElementsError, 422, "Unprocessable Entity"),
     # Before the other scheduler errors: an outage is not the request's fault (not 4xx).
     (SchedulerUnavailableError, 503, "Service Unavailable"),
     (SubmitError, 422, "Unprocessable Entity"),
@@ -366,20 +368,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RateLimitError)
     async def rate_limited(request: Request, error: RateLimitError) -> JSONResponse:
-        return problem(
-            request,
-            429,
-            "Too Many Requests",
-            str(error),
-            headers={"Retry-After": str(error.retry_after)},
-            members={
-                "limit": error.limit,
-                "limit_value": error.rate,
-                "window_seconds": error.window,
-                "used": round(error.used, 1),
-                "retry_after": error.retry_after,
-            },
-        )
+        return answer(request, as_problem(error))
 
     @app.exception_handler(QuotaError)
     async def over_quota(request: Request, error: QuotaError) -> JSONResponse:
@@ -428,16 +417,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
-        params = []
-        for detail in error.errors():
-            loc = list(detail.get("loc", ()))
-            if loc and loc[0] == "body":
-                loc = loc[1:]
-            reason = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
-            if detail.get("type") == "extra_forbidden":
-                # Any request body (a JobSpec, a template, a profile check), not only a JobSpec
-                reason = "unknown field; this request's schema does not define it"
-            params.append({"name": json_path(loc), "reason": reason})
+        params = validation_params(error.errors())
         return problem(request, 422, "Unprocessable Entity", REQUEST_NOT_VALID, params)
 
     @app.exception_handler(BodyTooLarge)
@@ -469,19 +449,68 @@ def install(app: FastAPI) -> None:
 def quota_problem(request: Request, error: QuotaError) -> JSONResponse:
     """A quota's refusal: 429 with `Retry-After` (a suggestion: it frees when one of the
     caller's jobs or tasks ends), naming the limit, its value and the caller's use."""
+    return answer(request, as_problem(error))
+
+
+def answer(request: Request, refusal: ApiProblem) -> JSONResponse:
+    """The problem+json answer of `refusal` to `request`."""
     return problem(
         request,
+        refusal.status,
+        refusal.title,
+        refusal.detail,
+        refusal.invalid_params,
+        refusal.headers,
+        refusal.members,
+    )
+
+
+def as_problem(error: GatewayError | ApiProblem) -> ApiProblem:
+    """The problem an error is answered with (status, title, detail, `invalid_params`,
+    extension members, headers), as the handlers above send it: for an answer that carries
+    several (a bulk launch's refused items, `api.compute.bulk`) and for the handlers."""
+    if isinstance(error, ApiProblem):
+        return error
+    if isinstance(error, RateLimitError):
+        limit: dict[str, Any] = {"limit_value": error.rate, "window_seconds": error.window}
+        return _past_limit(error, error.limit, error.retry_after, round(error.used, 1), limit)
+    if isinstance(error, QuotaError):
+        limit = {"limit_value": error.limit_value}
+        return _past_limit(error, error.limit, error.retry_after, error.used, limit)
+    status, title, headers = status_of(error)
+    return ApiProblem(status, title, str(error), _params(error), headers=headers)
+
+
+def _past_limit(
+    error: GatewayError, name: str, retry_after: int, used: float, value: dict[str, Any]
+) -> ApiProblem:
+    """A refusal by a rate or a quota: 429 with `Retry-After`, naming the limit (`name`,
+    then `value`: its value, a rate's window), the caller's use and when to ask again."""
+    return ApiProblem(
         429,
         "Too Many Requests",
         str(error),
-        headers={"Retry-After": str(error.retry_after)},
-        members={
-            "limit": error.limit,
-            "limit_value": error.limit_value,
-            "used": error.used,
-            "retry_after": error.retry_after,
-        },
+        headers={"Retry-After": str(retry_after)},
+        members={"limit": name, **value, "used": used, "retry_after": retry_after},
     )
+
+
+def validation_params(
+    errors: Sequence[Any], at: tuple[int | str, ...] = ()
+) -> list[dict[str, str]]:
+    """`invalid_params` of pydantic's (or FastAPI's) validation errors, each field named as a
+    JSON path below `at` (`[3].resources.node_count` for a bulk launch's fourth spec)."""
+    params = []
+    for detail in errors:
+        loc = list(detail.get("loc", ()))
+        if loc and loc[0] == "body":
+            loc = loc[1:]
+        reason = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
+        if detail.get("type") == "extra_forbidden":
+            # Any request body (a JobSpec, a template, a profile check), not only a JobSpec
+            reason = "unknown field; this request's schema does not define it"
+        params.append({"name": json_path([*at, *loc]), "reason": reason})
+    return params
 
 
 def allowed_methods(request: Request) -> list[str]:

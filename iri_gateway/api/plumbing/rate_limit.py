@@ -77,10 +77,16 @@ def check_launch_quota(
     """QuotaError (429) when the caller has their quota of unfinished jobs on the resource
     (its profile's `limits.active_jobs_per_user`, else the setting) already; a retry of a
     launch (its idempotency key known) is a read, never refused."""
-    own = engine.resource(resource_id=resource_id).resource.limits.active_jobs_per_user
     engine.check_launch_quota(
         owner=principal.user,
         resource_id=resource_id,
-        limit=own or settings.active_jobs_per_user,
+        limit=launch_quota(engine, settings, resource_id),
         idempotency_key=idempotency_key,
     )
+
+
+def launch_quota(engine: Engine, settings: Settings, resource_id: str) -> int:
+    """The unfinished jobs a user may hold on the resource: its profile's
+    `limits.active_jobs_per_user`, else the setting."""
+    own = engine.resource(resource_id=resource_id).resource.limits.active_jobs_per_user
+    return own or settings.active_jobs_per_user

@@ -11,6 +11,8 @@ Exit codes: 0 success; 2 the gateway refused the job or request as invalid (400 
 problem per line on stderr); 1 any other error. `wait` (and `submit --wait`): 0 when the job
 completed, 1 when it failed or was canceled, 2 when the time ran out; they wait on the
 gateway's job event stream (polling a server without one, see `GatewayClient.wait`).
+`submit` of several files sends them in one bulk launch (`bulk_submit`): 0 when every file's
+job was launched, 2 when any was refused as invalid, 1 for any other refusal.
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ TokenOption = Annotated[
 ResourceOption = Annotated[str, typer.Option("--resource", "-r", help="Resource id.")]
 JobIdArgument = Annotated[str, typer.Argument(help="Job id, as `submit` printed it.")]
 JobFileArgument = Annotated[str, typer.Argument(help="JobSpec JSON file, or '-' for stdin.")]
+JobFilesArgument = Annotated[
+    list[str],
+    typer.Argument(
+        help="JobSpec JSON file, or '-' for stdin; several are sent in one bulk launch.",
+        show_default=False,
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 TimeoutOption = Annotated[
     float | None,
@@ -76,20 +85,22 @@ def _gateway(server: str, token: str | None) -> Iterator[GatewayClient]:
         _fail(str(error), EXIT_INVALID if isinstance(error, InvalidRequest) else EXIT_ERROR)
 
 
-def _read_spec(job: str) -> dict[str, Any]:
+def _read_spec(job: str, *, named: bool = False) -> dict[str, Any]:
+    """The JobSpec document in file `job` (`-`: stdin); `named`: errors name the file."""
     try:
         text = sys.stdin.read() if job == "-" else Path(job).read_text(encoding="utf-8")
     except OSError as error:
         _fail(f"cannot read {job}: {error.strerror}")
+    where = f"{job}: " if named else ""
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         _fail(
-            f"(document): not JSON: {error.msg} at line {error.lineno} column {error.colno}",
+            f"{where}(document): not JSON: {error.msg} at line {error.lineno} column {error.colno}",
             EXIT_INVALID,
         )
     if not isinstance(document, dict):
-        _fail("(document): a JobSpec is a JSON object", EXIT_INVALID)
+        _fail(f"{where}(document): a JobSpec is a JSON object", EXIT_INVALID)
     return document
 
 
@@ -175,8 +186,26 @@ def _wait_live(client: GatewayClient, resource: str, job_id: str, timeout: float
 # ---- commands ------------------------------------------------------------------------------
 
 
+def _as_array(spec: dict[str, Any], indices: str | None, most: int | None) -> dict[str, Any]:
+    """The JobSpec made an array by `--array` (and `--max-concurrent`); one that names its
+    own `array` as well is refused (which should win is not for this command to guess)."""
+    if indices is None:
+        if most is not None:
+            _fail("--max-concurrent goes with --array", EXIT_INVALID)
+        return spec
+    if "array" in spec:
+        _fail(
+            "the JobSpec has an `array` already: give the indices there or with --array, not both",
+            EXIT_INVALID,
+        )
+    array: dict[str, Any] = {"indices": indices}
+    if most is not None:
+        array["max_concurrent"] = most
+    return {**spec, "array": array}
+
+
 def submit(
-    job: JobFileArgument,
+    jobs: JobFilesArgument,
     resource: ResourceOption,
     project: Annotated[
         str | None, typer.Option("--project", help="Project to charge (if not in the spec).")
@@ -187,11 +216,42 @@ def submit(
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the job ends.")] = False,
     timeout: TimeoutOption = None,
+    array: Annotated[
+        str | None,
+        typer.Option(
+            "--array",
+            help='Run each job as an array of these indices ("0-99", "0-99:2", "1,5,10-20").',
+        ),
+    ] = None,
+    max_concurrent: Annotated[
+        int | None,
+        typer.Option("--max-concurrent", min=1, help="With --array: at most N at once."),
+    ] = None,
     server: ServerOption = DEFAULT_URL,
     token: TokenOption = None,
 ) -> None:
-    """Submit JOB to a resource of the gateway and print the job id."""
-    spec = _read_spec(job)
+    """Submit JOBS to a resource of the gateway and print the job id (one file), or each
+    file's job id or refusal (several files, sent in one bulk launch)."""
+    if len(jobs) > 1:
+        from iri_gateway.cli.scientist.bulk_submit import submit_files
+
+        documents = [_as_array(_read_spec(job, named=True), array, max_concurrent) for job in jobs]
+        with _gateway(server, token) as client:
+            code = submit_files(
+                client,
+                resource,
+                jobs,
+                documents,
+                idempotency_key=idempotency_key,
+                project=project,
+                wait=(lambda job_id: _wait_live(client, resource, job_id, timeout))
+                if wait
+                else None,
+            )
+        if code:
+            raise typer.Exit(code)
+        return
+    spec = _as_array(_read_spec(jobs[0]), array, max_concurrent)
     with _gateway(server, token) as client:
         submitted = client.submit(resource, spec, idempotency_key=idempotency_key, project=project)
         sys.stdout.write(submitted.id + "\n")
@@ -299,12 +359,20 @@ def output(
     tail: Annotated[
         int | None, typer.Option("--tail", "-n", min=1, help="Only the last N lines.")
     ] = None,
+    element: Annotated[
+        int | None, typer.Option("--element", min=0, help="An array's element (its index).")
+    ] = None,
     server: ServerOption = DEFAULT_URL,
     token: TokenOption = None,
 ) -> None:
     """Print a job's standard output (or error), as far as it has been written."""
     with _gateway(server, token) as client:
-        text = client.output(resource, job_id, "stderr" if stderr else "stdout", tail=tail)
+        try:
+            text = client.output(
+                resource, job_id, "stderr" if stderr else "stdout", tail=tail, element=element
+            )
+        except ValueError as error:
+            _fail(f"{error} (--element N)", EXIT_INVALID)
     sys.stdout.write(text)
 
 

@@ -60,7 +60,9 @@ def jobs(
 def _line(event: JobEvent) -> str:
     when = datetime.fromtimestamp(event.time or 0, UTC).strftime("%H:%M:%S")
     what = event.job_id or event.task_id or "-"
-    if event.member:
+    if event.element is not None:
+        what += f" element {event.element}"
+    elif event.member:
         what += f" member {event.member}"
     message = f"  {event.message}" if event.message else ""
     style = {"completed": "green", "failed": "bold red", "canceled": "yellow"}.get(

@@ -1,15 +1,19 @@
 // Jobs: the caller's jobs on every resource, newest first, one page at a time (GET
 // /compute/jobs with offset, limit and the filters; the API filters, pages and counts, and
 // shows only the caller's jobs). The shown page is read again when the job event stream
-// (events.js) says one of the caller's jobs changed; while the stream is down, or on a server
-// without it, the page is refreshed every few seconds instead. A cluster job
-// unfolds into its members (meta_data.members), primary first; cancel is DELETE
-// /compute/cancel/{resource}/{id}. `?job=ID` opens that job's details. A running job's
-// service ports (meta_data.ports) each get an Open button (a job's in its row, a member's in
-// the member's row, and every one in the details' Service ports list): it asks the API for a
-// one-time link (openJobPort) and opens it in a new tab, on the port proxy's own origin; the
-// console's token never goes there.
+// (events.js) says one of the caller's jobs changed (an array's element included); while the
+// stream is down, or on a server without it, the page is refreshed every few seconds instead.
+// A cluster job unfolds into its members (meta_data.members), primary first. An array job
+// (meta_data.array) shows its elements counted by state and unfolds into its elements, 50 to
+// a page, filtered by state, each with its exit code and a Cancel while it runs or waits
+// (arrays.js); an unfolded array's page of elements is read again with the page of jobs when
+// the array changed. Cancel is DELETE /compute/cancel/{resource}/{id}. `?job=ID` opens that
+// job's details. A running job's service ports (meta_data.ports) each get an Open button (a
+// job's in its row, a member's in the member's row, and every one in the details' Service
+// ports list): it asks the API for a one-time link (openJobPort) and opens it in a new tab,
+// on the port proxy's own origin; the console's token never goes there.
 import { ApiError, call } from "./api.js";
+import { arrayPart } from "./arrays.js";
 import { el, fill, say } from "./dom.js";
 import { followEvents } from "./events.js";
 import { expired, requireSignIn } from "./shell.js";
@@ -40,9 +44,11 @@ function members(job) {
   return [...listed].sort((a, b) => rank(a) - rank(b) || a.index - b.index);
 }
 
-function stateCell(state) {
-  return el("td", {}, el("span", { class: `state state-${state}` }, state));
+function stateCell(state, ...more) {
+  return el("td", {}, el("span", { class: `state state-${state}` }, state), ...more);
 }
+
+const arrays = arrayPart({ stateCell, rerender: () => render(true), reread: () => refresh() });
 
 /** A time of the API (seconds since the epoch, or ISO 8601) as "YYYY-MM-DD hh:mm:ss UTC". */
 function when(time) {
@@ -111,7 +117,7 @@ function jobRows(job) {
     ? el("button", { type: "button", class: "fold", "aria-expanded": String(open),
       "data-key": `fold:${job.id}`, "aria-label": `${open ? "Fold" : "Unfold"} the ${
         list.length} members of ${name}` }, `${open ? "▾" : "▸"} ${list.length} members`)
-    : null;
+    : arrays.fold(job, name, open);
   const cancel = FINAL.has(job.status.state) ? null
     : el("button", { type: "button", class: "cancel", "data-key": `cancel:${job.id}`,
       "aria-label": `Cancel ${name}` }, "Cancel");
@@ -126,12 +132,13 @@ function jobRows(job) {
   const row = el("tr", { class: "job", "data-job": job.id },
     el("td", {}, el("span", { class: "job-name" }, name), el("code", { class: "job-id" }, job.id)),
     el("td", {}, resource),
-    stateCell(job.status.state),
+    stateCell(job.status.state, arrays.counts(job)),
     el("td", {}, when(job.status.time)),
     el("td", { class: "message" }, job.status.message || ""),
     el("td", { class: "actions" }, details, fold, cancel, portButtons(job, "main")));
   const below = openDetail ? [detailRow(job)] : [];
   if (!open) return [row, ...below];
+  if (arrays.isArray(job)) return [row, ...below, ...arrays.rows(job, name)];
   return [row, ...below, ...list.map((m, i) => el("tr", { class: "member", "data-member-of": job.id },
     el("td", {}, el("span", { class: "member-name" }, m.name),
       i === 0 ? el("span", { class: "primary" }, "primary") : null),
@@ -226,7 +233,7 @@ function pager(filtered) {
 function render(force = false) {
   const { filtered } = query();
   const key = JSON.stringify([jobs, total, offset, filtered, [...unfolded], [...detailed],
-    [...outputs], [...portNotes]]);
+    [...outputs], [...portNotes], arrays.shown()]);
   if (!force && key === shownKey) return;
   shownKey = key;
   const focused = document.activeElement && document.activeElement.dataset
@@ -250,8 +257,12 @@ function render(force = false) {
   }
 }
 
-function toggle(id) {
+async function toggle(id) {
   if (unfolded.has(id)) unfolded.delete(id); else unfolded.add(id);
+  render(true);
+  const job = jobs.find((j) => j.id === id);
+  if (!job || !unfolded.has(id) || !arrays.isArray(job)) return;
+  await arrays.read(job);
   render(true);
 }
 
@@ -320,7 +331,9 @@ async function refresh() {
   }
   jobs = page.jobs;
   total = page.total;
-  await Promise.all(jobs.filter((job) => detailed.has(job.id)).map(readOutputs));
+  await Promise.all([...jobs.filter((job) => detailed.has(job.id)).map(readOutputs),
+    ...jobs.filter((job) => unfolded.has(job.id) && arrays.isArray(job))
+      .map((job) => arrays.read(job))]);
   if (mine !== generation) return;
   render();
   say("error", "");

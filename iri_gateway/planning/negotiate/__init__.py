@@ -15,6 +15,7 @@ from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Decision
 from iri_gateway.planning.negotiate import container as ctr
+from iri_gateway.planning.negotiate.arrays import check_array
 from iri_gateway.planning.negotiate.fields import (
     check_custom_attributes,
     check_directive_values,
@@ -92,6 +93,7 @@ def _negotiate_one(spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool =
     check_environment(spec, problems)
     check_directive_values(spec, resource, problems)
     check_custom_attributes(spec, resource, problems)
+    array_environment = check_array(spec, resource, problems, warnings)
 
     queue = choose_queue(spec, resource, problems)
     shape = derive_shape(spec, queue, problems)
@@ -196,7 +198,11 @@ def _negotiate_one(spec: JobSpec, loaded: LoadedResource, *, nul_checked: bool =
         devices=choice.devices,
         use_mpi=use_mpi,
         mounts=choice.mounts,
-        environment={**spec.environment, **cluster_ports.job_port_variables(spec.ports or {})},
+        environment={
+            **spec.environment,
+            **cluster_ports.job_port_variables(spec.ports or {}),
+            **array_environment,
+        },
         workdir=workdir if choice.config is not None else None,
         network=network,
         extra_options=choice.extra_options,

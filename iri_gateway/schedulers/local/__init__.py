@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iri_gateway.models.job_arrays import ArrayRules
 from iri_gateway.schedulers.base import SchedulerPlugin
 from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.schedulers.directive_rules import NoDirectiveLines
@@ -47,4 +48,11 @@ SCHEDULER = SchedulerPlugin(
     gpu_request_default="gpus-per-task",
     gpu_request_check=any_gpu_request,
     directive_rules=NoDirectiveLines(),
+    arrays=ArrayRules(
+        index_variable="IRI_LOCAL_ARRAY_INDEX",
+        output_index="%a",
+        size_limit="the profile's scheduler.max_array_size",
+        limits_last_index=False,
+        default_size=1000,
+    ),
 )

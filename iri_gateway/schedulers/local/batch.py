@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,8 +21,11 @@ from collections.abc import Collection
 from pathlib import Path
 
 from iri_gateway.errors import CancelError, RestartError, SubmitError, UpdateError
+from iri_gateway.models.array_elements import ArrayElements, ElementState
 from iri_gateway.models.job import JobNodes, JobState, NativeStatus
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.schedulers.batch import JobChanges
+from iri_gateway.schedulers.local.directives import ARRAY_DIRECTIVE
 
 JOB_ID_VARIABLE = "IRI_LOCAL_JOB_ID"
 _WRAPPER = (
@@ -32,6 +36,25 @@ _WRAPPER = (
 
 
 LOOPBACK = "127.0.0.1"
+ARRAY_INDEX_VARIABLE = "IRI_LOCAL_ARRAY_INDEX"
+"""An element's index, as the local script reads it (`ArrayRules.index_variable`)."""
+_ARRAY_WRAPPER = (
+    # The array's runner: elements in order, at most $IRI_LOCAL_ARRAY_THROTTLE at a time.
+    # Each element is a wrapper (its pid in elements/I.pid, its working directory the job
+    # folder, as a job's wrapper) around a session of its own (elements/I.sid) running the
+    # script, so that one element can be stopped without the others.
+    'echo "$$" > pid.tmp && mv pid.tmp pid; mkdir -p elements; '
+    'xargs -a indices -P "$IRI_LOCAL_ARRAY_THROTTLE" -n 1 bash -c \''
+    "i=$1; "
+    '[ -e canceled ] || [ -e "elements/$i.canceled" ] && exit 0; '
+    'echo "$$" > "elements/$i.pid"; '
+    'setsid --wait bash -c "echo \\$\\$ > elements/$i.sid; '
+    f'{ARRAY_INDEX_VARIABLE}=$i exec bash script.sh" '
+    '> "elements/$i.out" 2> "elements/$i.err" < /dev/null; '
+    'echo "$?" > "elements/$i.exit.tmp" && mv "elements/$i.exit.tmp" "elements/$i.exit"'
+    "' element; "
+    "echo 0 > exit_code.tmp && mv exit_code.tmp exit_code"
+)
 
 
 class LocalBatch:
@@ -48,8 +71,13 @@ class LocalBatch:
     def submit(self, script: str, *, tag: str) -> str:
         native_id = tag.rsplit(":", 1)[-1]
         folder = self._folder(native_id)
+        array = _array_of(script)
         folder.mkdir(parents=True, exist_ok=False)
         (folder / "script.sh").write_text(script, encoding="utf-8")
+        if array is not None:
+            indices, throttle = array
+            (folder / "indices").write_text("".join(f"{i}\n" for i in indices), encoding="ascii")
+            (folder / "throttle").write_text(str(throttle), encoding="ascii")
         (folder / "tag").write_text(tag, encoding="utf-8")
         self._start(native_id, folder, SubmitError)
         return native_id
@@ -57,8 +85,14 @@ class LocalBatch:
     def _start(
         self, native_id: str, folder: Path, error_type: type[SubmitError] | type[RestartError]
     ) -> None:
-        """Start the folder's script as a detached process (its own session)."""
-        argv = ["setsid", "--fork", "bash", "-c", _WRAPPER]
+        """Start the folder's script (or array runner) as a detached process (its own
+        session)."""
+        environment = {**os.environ, JOB_ID_VARIABLE: native_id}
+        wrapper = _WRAPPER
+        if (folder / "indices").exists():
+            wrapper = _ARRAY_WRAPPER
+            environment["IRI_LOCAL_ARRAY_THROTTLE"] = (folder / "throttle").read_text()
+        argv = ["setsid", "--fork", "bash", "-c", wrapper]
         launcher_log = folder / "launcher.log"
         try:
             # No pipes: the detached job would hold them open and make us wait for it.
@@ -68,7 +102,7 @@ class LocalBatch:
                     cwd=folder,
                     check=True,
                     timeout=30,
-                    env={**os.environ, JOB_ID_VARIABLE: native_id},
+                    env=environment,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
@@ -84,8 +118,27 @@ class LocalBatch:
         for native_id in native_ids:
             folder = self._folder(native_id)
             if folder.is_dir():
-                found[native_id] = self._status(native_id, folder)
+                status = self._status(native_id, folder)
+                if (folder / "indices").exists():
+                    status = self._array_status(status, folder)
+                found[native_id] = status
         return found
+
+    def _array_status(self, runner: NativeStatus, folder: Path) -> NativeStatus:
+        """An array's status: each element's, from its files (its exit code once it ended; a
+        live wrapper while it runs; waiting before), and the array's state derived from
+        them (`ArrayElements.state`)."""
+        elements = folder / "elements"
+        canceled = (folder / "canceled").exists()
+        runner_gone = runner.state is not None and runner.state.final
+        seen: list[tuple[int, ElementState]] = []
+        for line in (folder / "indices").read_text().split():
+            index = int(line)
+            seen.append((index, _element_state(elements, index, folder, canceled, runner_gone)))
+        states = ArrayElements.of(seen)
+        return NativeStatus(
+            runner.native_id, states.state(), "ARRAY", elements=states, elements_complete=True
+        )
 
     def _status(self, native_id: str, folder: Path, *, again: bool = True) -> NativeStatus:
         canceled = (folder / "canceled").exists()
@@ -122,12 +175,34 @@ class LocalBatch:
         if not pid_file.exists() or (folder / "exit_code").exists():
             return
         pid = int(pid_file.read_text().strip())
-        if not _alive_in(pid, folder):
-            return
-        try:
-            _signal_session(pid, signal.SIGTERM)
-        except PermissionError as error:
-            raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
+        if _alive_in(pid, folder):
+            try:
+                _signal_session(pid, signal.SIGTERM)
+            except PermissionError as error:
+                raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
+        if (folder / "indices").exists():  # elements run in sessions of their own
+            self._stop_elements(folder, None)
+
+    def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
+        """Cancel these elements of an array: those waiting never start, those running get
+        SIGTERM (the others run on)."""
+        folder = self._folder(native_id)
+        elements = folder / "elements"
+        elements.mkdir(exist_ok=True)
+        for index in indices:
+            (elements / f"{index}.canceled").touch()
+        self._stop_elements(folder, indices)
+
+    def _stop_elements(self, folder: Path, indices: ArrayIndices | None) -> None:
+        """SIGTERM the sessions of the array's running elements (of `indices`; None: all)."""
+        for sid_file in (folder / "elements").glob("*.sid"):
+            index = int(sid_file.name.split(".", 1)[0])
+            if indices is not None and index not in indices:
+                continue
+            if (folder / "elements" / f"{index}.exit").exists():
+                continue
+            with contextlib.suppress(ValueError, OSError):
+                _signal_session(int(sid_file.read_text().strip()), signal.SIGTERM)
 
     def nodes(self, native_id: str) -> JobNodes | None:
         """A running local job is a process of this machine, reached on loopback (its cluster
@@ -159,6 +234,9 @@ class LocalBatch:
                     if time.monotonic() > deadline:
                         raise RestartError(argv, 1, "", f"process {pid} did not stop in 30 s")
                     time.sleep(0.05)
+        if (folder / "indices").exists():  # an array: every element runs again
+            self._stop_elements(folder, None)
+            shutil.rmtree(folder / "elements", ignore_errors=True)
         for name in ("pid", "exit_code", "canceled"):
             (folder / name).unlink(missing_ok=True)
         self._start(native_id, folder, RestartError)
@@ -176,6 +254,44 @@ class LocalBatch:
             "",
             "local jobs start at once; there is no queued job to change",
         )
+
+
+def _element_state(
+    elements: Path, index: int, folder: Path, canceled: bool, runner_gone: bool
+) -> ElementState:
+    """One element's state from its files (see `_ARRAY_WRAPPER`)."""
+    canceled = canceled or (elements / f"{index}.canceled").exists()
+    exit_file = elements / f"{index}.exit"
+    if exit_file.exists():
+        code = int(exit_file.read_text().strip())
+        if canceled:
+            return ElementState(JobState.CANCELED, "CANCELED", code)
+        return ElementState(JobState.COMPLETED if code == 0 else JobState.FAILED, "EXITED", code)
+    pid_file = elements / f"{index}.pid"
+    if pid_file.exists() and _alive_in(int(pid_file.read_text().strip()), folder):
+        return ElementState(JobState.ACTIVE, "RUNNING")
+    if canceled:
+        return ElementState(JobState.CANCELED, "CANCELED")
+    if pid_file.exists() or runner_gone:
+        # Started and gone without an exit code, or never started by a runner that ended.
+        return ElementState(JobState.FAILED, "VANISHED")
+    return ElementState(JobState.QUEUED, "WAITING")
+
+
+def _array_of(script: str) -> tuple[list[int], int] | None:
+    """The indices and throttle of a local array script, or None for a plain job. The
+    throttle defaults to this machine's CPU count.
+
+    Only the script's second line is read, where local.sh.j2 puts its one directive, right
+    after `#!/bin/bash`: further down a user's quoted value may span lines, and one of them
+    could read like the directive (an environment value "...\n#IRI-LOCAL --array=0-4000000").
+    """
+    lines = script.split("\n", 2)
+    if len(lines) < 2 or not lines[1].startswith(ARRAY_DIRECTIVE):
+        return None
+    written, _, throttle = lines[1][len(ARRAY_DIRECTIVE) :].partition("%")
+    indices = list(ArrayIndices.parse(written))
+    return indices, int(throttle) if throttle else (os.cpu_count() or 1)
 
 
 def _session_of(pid: int) -> int | None:

@@ -1,4 +1,4 @@
-"""The local resource's script: plain bash run on this machine, no directives, no launcher."""
+"""The local resource's script: plain bash on this machine, no launcher; an array's one line."""
 
 from __future__ import annotations
 
@@ -7,9 +7,17 @@ from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.base import ClusterLayout
 from iri_gateway.shell import SiteWord
 
+ARRAY_DIRECTIVE = "#IRI-LOCAL --array="
+"""The one directive line of a local script: an array's indices and `%N` throttle, in
+Slurm's form, read back by the local batch system when it starts the array."""
+
 
 def directives(decision: Decision, invocation: Invocation) -> list[str]:
-    return []
+    array = decision.spec.array
+    if array is None:
+        return []
+    throttle = f"%{array.max_concurrent}" if array.max_concurrent else ""
+    return [f"{ARRAY_DIRECTIVE}{array.elements().text()}{throttle}"]
 
 
 def launcher(decision: Decision) -> list[str]:

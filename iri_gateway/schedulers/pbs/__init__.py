@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iri_gateway.models.job_arrays import ArrayRules
 from iri_gateway.schedulers.base import SchedulerPlugin
 from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.schedulers.pbs.directive_rules import PbsDirectiveRules, gpu_request_refusal
@@ -37,4 +38,12 @@ SCHEDULER = SchedulerPlugin(
     gpu_request_default="ngpus",
     gpu_request_check=gpu_request_refusal,
     directive_rules=PbsDirectiveRules(),
+    arrays=ArrayRules(
+        index_variable="PBS_ARRAY_INDEX",
+        output_index="^array_index^",
+        size_limit="the PBS server's max_array_size",
+        limits_last_index=False,
+        default_size=10000,
+        one_range=True,
+    ),
 )

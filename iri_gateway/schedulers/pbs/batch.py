@@ -8,6 +8,7 @@ from collections.abc import Collection
 
 from iri_gateway.errors import CancelError
 from iri_gateway.models.job import JobNodes, NativeStatus
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.pbs import (
     exec_host,
@@ -16,6 +17,7 @@ from iri_gateway.schedulers.pbs import (
     qdel,
     qrerun,
     qstat,
+    qstat_arrays,
     qstat_server,
     qsub,
 )
@@ -39,12 +41,17 @@ class PbsBatch:
         )
 
     def statuses(self, native_ids: Collection[str]) -> dict[str, NativeStatus]:
-        """One qstat call for all jobs; `-x` includes the finished ones, so none is needed after."""
+        """One qstat call for all jobs; `-x` includes the finished ones, so none is needed after,
+        and `-t` the subjobs of the arrays among them (an array's status carries its
+        elements: `qstat_arrays`)."""
         wanted = set(native_ids)
         if not wanted:
             return {}
-        jobs = qstat.parse(self.transport.run(qstat.argv(wanted), idempotent=True))
-        found = qstat.statuses(jobs, wanted)
+        arrays = {native_id for native_id in wanted if qstat_arrays.is_array(native_id)}
+        argv = qstat.argv(wanted, subjobs=bool(arrays))
+        jobs = qstat.parse(self.transport.run(argv, idempotent=True))
+        found = qstat.statuses(jobs, wanted - arrays)
+        found.update(qstat_arrays.statuses(jobs, arrays))
         for native_id, status in found.items():
             if never_runs.said_of(status):
                 found[native_id] = self._never_runs(native_id, status)
@@ -67,7 +74,30 @@ class PbsBatch:
         return exec_host.nodes(jobs, native_id)
 
     def cancel(self, native_id: str) -> None:
-        qdel.parse(self.transport.run(qdel.argv(native_id)))
+        if qstat_arrays.is_array(native_id):
+            self._cancel_array(native_id, None)
+        else:
+            qdel.parse(self.transport.run(qdel.argv(native_id)))
+
+    def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
+        self._cancel_array(native_id, indices)
+
+    def _cancel_array(self, native_id: str, chosen: ArrayIndices | None) -> None:
+        """Delete the subjobs `chosen` (None: all) of an array that have not ended, read first
+        with one qstat: a qdel naming ended subjobs (the array's, or a range's) would throw
+        their records away, exit codes with them, and one qdel per run of them, as the qdel
+        client drops ids of one array past the second (`qdel`). An array the server does
+        not know is left to qdel to say so in its own words."""
+        argv = qstat.argv([native_id], subjobs=True)
+        jobs = qstat.parse(self.transport.run(argv, idempotent=True))
+        found = qstat.matched(jobs, [native_id])
+        array = qstat_arrays.view(jobs, found[0][1]) if found else None
+        if array is None:  # one of the ids asked for, for qdel's words
+            said = native_id if chosen is None else qstat_arrays.subjob_id(native_id, chosen.first)
+            qdel.parse(self.transport.run(qdel.argv(said)))
+            return
+        for command in qdel.array_commands(native_id, array, chosen):
+            qdel.parse(self.transport.run(command))
 
     def find(self, tag: str) -> str | None:
         jobs = qstat.parse(self.transport.run(qstat.argv(), idempotent=True))

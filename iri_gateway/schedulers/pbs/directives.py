@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from iri_gateway.models.job_arrays import INDEX_PATTERN
 from iri_gateway.models.plan import Decision, JobShape, role_shape
 from iri_gateway.models.profile import Nodes
 from iri_gateway.runtimes.base import Invocation
@@ -53,11 +54,18 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
     if shape.walltime_seconds is not None:
         lines.append(f"#PBS -l walltime={hms(shape.walltime_seconds)}")
     if spec.stdout_path:
-        lines.append(f"#PBS -o {_RULES.output_path(spec.directory, spec.stdout_path)}")
+        lines.append(f"#PBS -o {_output_path(decision, spec.stdout_path)}")
     if spec.stderr_path:
-        lines.append(f"#PBS -e {_RULES.output_path(spec.directory, spec.stderr_path)}")
+        lines.append(f"#PBS -e {_output_path(decision, spec.stderr_path)}")
     elif spec.stdout_path:
         lines.append("#PBS -j oe")
+    if spec.array is not None:
+        # The real OpenPBS 23.06.06 takes `-J 0-10:2%2` and sets the array's max_run_subjobs
+        # to 2: two of its subjobs run at a time (tests/data/pbs/real-array-throttled.json).
+        first, last, step = spec.array.elements().runs[0]  # one range: negotiation's rule
+        indices = f"{first}-{last}" if step == 1 else f"{first}-{last}:{step}"
+        throttle = spec.array.max_concurrent
+        lines.append(f"#PBS -J {indices}%{throttle}" if throttle else f"#PBS -J {indices}")
     if spec.inherit_environment:
         lines.append("#PBS -V")
     if attributes:
@@ -65,6 +73,17 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
             lines.append(f"#PBS -l {key}={value}")
     lines += [f"#PBS {directive}" for directive in decision.resource.resource.scheduler.directives]
     return lines
+
+
+def _output_path(decision: Decision, path: str) -> str:
+    """`path` for `-o`/`-e` (see `PbsDirectiveRules.output_path`), an array's `%a` as PBS's
+    own `^array_index^`."""
+    written = _RULES.output_path(decision.spec.directory, path)
+    if decision.spec.array is None:
+        return written
+    rules = decision.resource.resource.scheduler.facts.arrays
+    assert rules is not None  # negotiation refused the array otherwise
+    return written.replace(INDEX_PATTERN, rules.output_index)
 
 
 def launcher(decision: Decision) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from iri_gateway.models.array_elements import ArrayElements, ElementState
 from iri_gateway.models.job import JobState, NativeStatus
 
 VERDICT = "Can Never Run"
@@ -38,8 +39,23 @@ def still_queued(status: NativeStatus) -> bool:
 
 
 def as_failed(status: NativeStatus) -> NativeStatus:
-    """The status as the gateway reports it: failed, PBS's words kept, the deletion said."""
+    """The status as the gateway reports it: failed, PBS's words kept, the deletion said. An
+    array's elements (PBS says it of the array: none of them can run) that did not complete
+    or fail are failed too, as the array's state is theirs."""
     reason = status.reason or VERDICT
     if DELETED not in reason:
         reason = f"{reason}; {DELETED}"
-    return replace(status, state=JobState.FAILED, reason=reason)
+    elements = status.elements
+    if elements is not None:
+        elements = ArrayElements(
+            run if run.status.state in _OUTCOMES else replace(run, status=_failed(run.status))
+            for run in elements.runs
+        )
+    return replace(status, state=JobState.FAILED, reason=reason, elements=elements)
+
+
+_OUTCOMES = frozenset({JobState.COMPLETED, JobState.FAILED})
+
+
+def _failed(element: ElementState) -> ElementState:
+    return replace(element, state=JobState.FAILED)

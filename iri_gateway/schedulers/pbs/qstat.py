@@ -1,7 +1,8 @@
 """`qstat -f -F json -x`: every job the gateway asks about, live or finished, in one call.
 
 `-x` adds finished (F) and moved (M) jobs from the server's job history, so no second query of
-any history is needed. The document (OpenPBS qstat.c, `-F json`) is
+any history is needed; `-t` adds the subjobs of arrays (`qstat_arrays`). The document (OpenPBS
+qstat.c, `-F json`) is
 
     {"timestamp": <epoch>, "pbs_version": "...", "pbs_server": "...",
      "Jobs": {"<id>": {"Job_Name": ..., "job_state": "R", "substate": 42, "queue": ...,
@@ -39,6 +40,9 @@ from iri_gateway.schedulers.pbs.states import ENDED, explain_exit, map_state, wa
 from iri_gateway.transport.base import CommandResult
 
 _UNKNOWN_JOB = re.compile(r"^qstat: Unknown Job Id (\S+)$")
+_SUBJOB_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+NO_SUBJOBS = "-"
+"""How the server writes `array_indices_remaining` once no subjob is queued."""
 _CTIME = "%a %b %d %H:%M:%S %Y"
 
 
@@ -63,6 +67,11 @@ class PbsJob:
     modified: datetime | None = None  # mtime
     ended: datetime | None = None  # obittime, where the server reports it
     exec_host: str | None = None  # `host/0*2+host2/0`: the running job's hosts, first runs it
+    # Arrays (`qstat_arrays`): a subjob's own index; the array's queued subjobs (runs
+    # `(first, last, step)` of `array_indices_remaining`) and its throttle.
+    array_index: int | None = None
+    array_indices_remaining: tuple[tuple[int, int, int], ...] = ()
+    max_run_subjobs: int | None = None
 
     @property
     def deleted(self) -> bool:
@@ -79,9 +88,10 @@ class PbsJob:
         return NativeStatus(native_id or self.job_id, state, self.state, exit_code, reason)
 
 
-def argv(job_ids: Collection[str] = ()) -> list[str]:
-    """Full status of the listed jobs; with none, of every job the account may see."""
-    return ["qstat", "-f", "-F", "json", "-x", *sorted(job_ids)]
+def argv(job_ids: Collection[str] = (), *, subjobs: bool = False) -> list[str]:
+    """Full status of the listed jobs; with none, of every job the account may see. With
+    `subjobs`, `-t`: an array's subjobs too, after it (`qstat_arrays`)."""
+    return ["qstat", "-f", "-F", "json", "-x", *(["-t"] if subjobs else []), *sorted(job_ids)]
 
 
 def parse(result: CommandResult) -> dict[str, PbsJob]:
@@ -118,7 +128,12 @@ def parse_document(text: str) -> dict[str, PbsJob]:
 
 
 def statuses(jobs: Mapping[str, PbsJob], asked: Collection[str]) -> dict[str, NativeStatus]:
-    """The asked ids that the document has, as NativeStatus; the others are left out.
+    """The asked ids that the document has, as NativeStatus; the others are left out."""
+    return {native_id: jobs[found].status(native_id) for native_id, found in matched(jobs, asked)}
+
+
+def matched(jobs: Mapping[str, PbsJob], asked: Collection[str]) -> list[tuple[str, str]]:
+    """(asked id, reported id) for each asked id the document has.
 
     An id is matched exactly, or else by its sequence number (the part before the first '.')
     when exactly one reported job has it: `123` and `123.pbs01.example.org` are one job.
@@ -126,14 +141,14 @@ def statuses(jobs: Mapping[str, PbsJob], asked: Collection[str]) -> dict[str, Na
     by_sequence: dict[str, list[str]] = {}
     for job_id in jobs:
         by_sequence.setdefault(_sequence(job_id), []).append(job_id)
-    found: dict[str, NativeStatus] = {}
+    found: list[tuple[str, str]] = []
     for native_id in asked:
         if native_id in jobs:
-            found[native_id] = jobs[native_id].status(native_id)
+            found.append((native_id, native_id))
             continue
         candidates = by_sequence.get(_sequence(native_id), [])
         if len(candidates) == 1 and _same_server(native_id, candidates[0]):
-            found[native_id] = jobs[candidates[0]].status(native_id)
+            found.append((native_id, candidates[0]))
     return found
 
 
@@ -165,6 +180,9 @@ def _job(job_id: str, attributes: Any) -> PbsJob:
         modified=_time(attributes.get("mtime")),
         ended=_time(attributes.get("obittime")),
         exec_host=_text(attributes.get("exec_host")),
+        array_index=_integer(job_id, attributes, "array_index"),
+        array_indices_remaining=_subjob_ranges(job_id, attributes.get("array_indices_remaining")),
+        max_run_subjobs=_integer(job_id, attributes, "max_run_subjobs"),
     )
 
 
@@ -177,6 +195,31 @@ def _integer(job_id: str, attributes: dict[str, Any], name: str) -> int | None:
     if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
         return int(value)
     raise MalformedDocument(f"job {job_id}: {name!r} is not an integer: {value!r}")
+
+
+def subjob_ranges(text: str) -> tuple[tuple[int, int, int], ...]:
+    """`0-9:2,11,13-15`, the server's grammar of subjob indices (src/lib/Libutil/range.c),
+    as runs `(first, last, step)`; `-` (none) and nothing are none. ValueError for another
+    form."""
+    if text.strip() in ("", NO_SUBJOBS):
+        return ()
+    runs = []
+    for part in text.replace(" ", "").split(","):
+        found = _SUBJOB_RANGE.match(part)
+        if found is None or (found[2] and int(found[2]) < int(found[1])) or found[3] == "0":
+            raise ValueError(f"not a range of subjob indices: {part!r} in {text!r}")
+        first, last, step = int(found[1]), int(found[2] or found[1]), int(found[3] or 1)
+        runs.append((first, first + (last - first) // step * step, step))
+    return tuple(sorted(runs))
+
+
+def _subjob_ranges(job_id: str, value: Any) -> tuple[tuple[int, int, int], ...]:
+    if value is None:
+        return ()
+    try:
+        return subjob_ranges(str(value))
+    except ValueError as error:
+        raise MalformedDocument(f"job {job_id}: 'array_indices_remaining': {error}") from None
 
 
 def _text(value: Any) -> str | None:

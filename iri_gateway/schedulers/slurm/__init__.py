@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iri_gateway.models.job_arrays import ArrayRules
 from iri_gateway.schedulers.base import SchedulerPlugin
 from iri_gateway.schedulers.batch import BatchSystem
 from iri_gateway.schedulers.slurm.directive_rules import SlurmDirectiveRules, gpu_request_refusal
@@ -39,4 +40,11 @@ SCHEDULER = SchedulerPlugin(
     offers_oci_containers=True,
     container_directives=True,
     directive_rules=SlurmDirectiveRules(),
+    arrays=ArrayRules(
+        index_variable="SLURM_ARRAY_TASK_ID",
+        output_index="%a",
+        size_limit="Slurm's MaxArraySize",
+        limits_last_index=True,
+        default_size=1001,
+    ),
 )

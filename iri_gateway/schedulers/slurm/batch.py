@@ -8,6 +8,7 @@ from collections.abc import Collection
 
 from iri_gateway.errors import StatusError
 from iri_gateway.models.job import JobNodes, NativeStatus
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.schedulers.slurm import (
     hetjob,
@@ -44,7 +45,12 @@ class SlurmBatch:
         queue = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))
         live = queue.statuses
         found = {job_id: live[job_id] for job_id in wanted if job_id in live}
-        settled = [job_id for job_id in wanted if job_id not in live or _final(live[job_id])]
+        # An array in the live queue is read there whole, exit codes included (`arrays`).
+        settled = [
+            job_id
+            for job_id in wanted
+            if job_id not in live or (_final(live[job_id]) and live[job_id].elements is None)
+        ]
         if settled and self.history != "none":
             command = sacct.argv(settled, jobcomp=self.history == "jobcomp")
             try:
@@ -59,6 +65,9 @@ class SlurmBatch:
 
     def cancel(self, native_id: str) -> None:
         scancel.parse(self.transport.run(scancel.argv(native_id)))
+
+    def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
+        scancel.parse(self.transport.run(scancel.elements_argv(native_id, indices)))
 
     def find(self, tag: str) -> str | None:
         queue = squeue.parse(self.transport.run(squeue.argv(), idempotent=True))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from iri_gateway.models.job_arrays import INDEX_PATTERN
 from iri_gateway.models.plan import Decision, JobShape, role_shape
 from iri_gateway.runtimes.base import Invocation
 from iri_gateway.schedulers.base import ClusterLayout, hms, site_launcher
@@ -14,6 +15,14 @@ def _line(option: str, value: str | int | None = None) -> str:
     if isinstance(value, int):
         return f"#SBATCH --{option}={value}"
     return f"#SBATCH --{option}={slurm_directive_value(value)}"
+
+
+def _output_path(decision: Decision, path: str) -> str:
+    """`path` for `--output`/`--error`: every `%` literal, except an array's `%a` (each
+    element's index, Slurm's own `%a`)."""
+    if decision.spec.array is None:
+        return slurm_filename(path)
+    return "%a".join(slurm_filename(piece) for piece in path.split(INDEX_PATTERN))
 
 
 def _component(decision: Decision, shape: JobShape) -> list[str]:
@@ -66,9 +75,13 @@ def directives(decision: Decision, invocation: Invocation) -> list[str]:
     if spec.directory:
         lines.append(_line("chdir", spec.directory))
     if spec.stdout_path:
-        lines.append(_line("output", slurm_filename(spec.stdout_path)))
+        lines.append(_line("output", _output_path(decision, spec.stdout_path)))
     if spec.stderr_path:
-        lines.append(_line("error", slurm_filename(spec.stderr_path)))
+        lines.append(_line("error", _output_path(decision, spec.stderr_path)))
+    if spec.array is not None:
+        throttle = spec.array.max_concurrent
+        indices = spec.array.elements().text()
+        lines.append(_line("array", f"{indices}%{throttle}" if throttle else indices))
     cluster = decision.cluster
     shapes = [decision.shape] if cluster is None else [role_shape(r) for r in cluster.roles]
     lines += _component(decision, shapes[0])

@@ -44,12 +44,18 @@ def check_active_jobs(store: JobStore, *, owner: str, resource_id: str, limit: i
     passed by the launches in flight at that moment (documented in docs/operations.md)."""
     used = store.count(owner=owner, resource_id=resource_id, states=ACTIVE_STATES)
     if used >= limit:
-        raise QuotaError(
-            f"{owner} has {used} unfinished jobs on {resource_id} (not completed, failed or "
-            f"canceled), the most a user may have there (active_jobs_per_user: {limit}): "
-            "wait for one to end, or cancel one (cancelJob), then launch again",
-            limit="active_jobs_per_user",
-            limit_value=limit,
-            used=used,
-            retry_after=JOB_QUOTA_RETRY_AFTER,
-        )
+        raise active_jobs_error(owner=owner, resource_id=resource_id, limit=limit, used=used)
+
+
+def active_jobs_error(*, owner: str, resource_id: str, limit: int, used: int) -> QuotaError:
+    """The refusal of a launch past `active_jobs_per_user`: `owner` holds `used` unfinished
+    jobs on `resource_id` (a bulk launch counts the ones it accepted before this one)."""
+    return QuotaError(
+        f"{owner} has {used} unfinished jobs on {resource_id} (not completed, failed or "
+        f"canceled), the most a user may have there (active_jobs_per_user: {limit}): "
+        "wait for one to end, or cancel one (cancelJob), then launch again",
+        limit="active_jobs_per_user",
+        limit_value=limit,
+        used=used,
+        retry_after=JOB_QUOTA_RETRY_AFTER,
+    )

@@ -24,8 +24,9 @@ from sqlalchemy.orm import Session
 
 from iri_gateway.service.operations.schema import EventRow
 
-JOB, MEMBER, TASK = "job", "member", "task"
-"""What an event is about: a job, a member of a cluster job, a file task."""
+JOB, MEMBER, ELEMENT, TASK = "job", "member", "element", "task"
+"""What an event is about: a job, a member of a cluster job, an element of an array job
+(its index in `member`), a file task."""
 
 NOTIFY_CHANNEL = "iri_gateway_events"
 """The PostgreSQL channel told of every commit that wrote events (`signal.PostgresListener`)."""

@@ -1,8 +1,9 @@
 """The service layer's one door: jobs on every resource, for the API, the CLI and the poller.
 
 A small façade: each method hands over to the part that does that one job — `submission`
-(submit, plan, launch quota; it hands jobs to `attempts`, which sends them), `changes`
-(cancel, update, restart), `recovery` (the reconcile, after a crash and continuously),
+(submit, plan, launch quota; it hands jobs to `attempts`, which sends them), `bulk` (many
+specs in one call, recorded together), `changes` (cancel, update, restart), `arrays` (pages
+and cancels of array elements), `recovery` (the reconcile, after a crash and continuously),
 `tracking` (one status cycle; the poller drives it), `reading` (jobs, pages, output),
 `resources` (resources, accounts, placement) and `files` (the files a user may reach). The
 parts share one `context`: the collaborators and what this engine is sending now. Callers
@@ -21,13 +22,16 @@ from iri_gateway.service.accounts.rate_limits import RateLimiter
 from iri_gateway.service.events.hub import EventHub
 from iri_gateway.service.events.log import EventLog
 from iri_gateway.service.events.signal import PostgresListener
+from iri_gateway.service.jobs.arrays import Arrays, ElementPage
 from iri_gateway.service.jobs.attempts import Attempts
+from iri_gateway.service.jobs.bulk import BulkLaunches, BulkOutcome
 from iri_gateway.service.jobs.changes import Changes
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.errors import (
     IdempotencyConflictError,
     JobNotChangeableError,
     JobNotFoundError,
+    NotArrayElementsError,
     OutputUnavailableError,
 )
 from iri_gateway.service.jobs.files import JobFiles
@@ -52,11 +56,14 @@ from iri_gateway.service.webhooks.destinations import DestinationPolicy
 from iri_gateway.service.webhooks.service import Webhooks, WebhookSettings
 
 __all__ = [
+    "BulkOutcome",
+    "ElementPage",
     "Engine",
     "IdempotencyConflictError",
     "JobNotChangeableError",
     "JobNotFoundError",
     "JobPage",
+    "NotArrayElementsError",
     "OutputUnavailableError",
     "Stream",
     "Submission",
@@ -169,19 +176,26 @@ class Engine:
             roots=self._files.roots,
             proxy_environment=self.proxy.environment,
         )
+        self._bulk = BulkLaunches(
+            self.context, attempts, self._submissions, check_notify=self.webhooks.check_notify
+        )
         self._recovery = Recovery(self.context, attempts, self._changes)
         self._tracking = Tracking(self.context)
         self._reading = Reading(self.context, self._files)
         self._resources = Resources(self.context)
+        self._arrays = Arrays(self.context)
         # The door: each public method is its part's, with that part's signature and
         # docstring (one job each; see the module docstring).
         self.submit = self._submissions.submit
+        self.submit_many = self._bulk.submit_many
         self.plan = self._submissions.plan
         self.active_jobs = self._submissions.active_jobs
         self.check_launch_quota = self._submissions.check_launch_quota
         self.cancel = self._changes.cancel
         self.update = self._changes.update
         self.restart = self._changes.restart
+        self.elements = self._arrays.elements
+        self.cancel_elements = self._arrays.cancel_elements
         self.refresh = self._tracking.refresh
         self.reconcile = self._recovery.reconcile
         self.get = self._reading.get

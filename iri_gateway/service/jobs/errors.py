@@ -27,6 +27,12 @@ class JobNotChangeableError(GatewayError):
     code = "job_not_changeable"
 
 
+class NotArrayElementsError(GatewayError):
+    """Indices asked of an array job that are not its elements."""
+
+    code = "not_array_elements"
+
+
 class OutputUnavailableError(GatewayError):
     """The job's output file does not exist (yet) or cannot be read."""
 

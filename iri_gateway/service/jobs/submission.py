@@ -18,6 +18,7 @@ from iri_gateway.errors import (
     JobRejectedError,
     SchedulerError,
 )
+from iri_gateway.models.job_arrays import INDEX_PATTERN
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.plan import Plan
@@ -30,7 +31,7 @@ from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.errors import IdempotencyConflictError
 from iri_gateway.service.jobs.idempotency import Submission, request_hash
 from iri_gateway.service.operations.backends import Backend
-from iri_gateway.service.operations.store import IdempotencyKeyTakenError, JobRecord
+from iri_gateway.service.operations.store import IdempotencyKeyTakenError, JobRecord, NewJob
 
 Roots = Callable[[str, LoadedResource, Backend], tuple[str, ...]]
 """The roots a resource's profile grants a user (`files.JobFiles.roots`)."""
@@ -86,7 +87,44 @@ class Submissions:
         if idempotency_key is not None:
             earlier = context.store.by_idempotency_key(owner, idempotency_key)
             if earlier is not None:
-                return self._replay(earlier, idempotency_key, digest, wait)
+                return self.replay(earlier, idempotency_key, digest, wait)
+        job = self.prepare(
+            owner=owner,
+            loaded=loaded,
+            spec=spec,
+            document=document,
+            idempotency_key=idempotency_key,
+            digest=digest,
+        )
+        job_id = job["job_id"]
+        context.in_flight.claim(job_id)
+        try:
+            record = context.store.create(**job)
+        except IdempotencyKeyTakenError as taken:  # a concurrent submission won the key
+            context.in_flight.release(job_id)
+            return self.replay(taken.earlier, taken.earlier.idempotency_key or "", digest, wait)
+        except BaseException:
+            context.in_flight.release(job_id)
+            raise
+        context.metrics.launched(resource_id)
+        first = self.attempts.dispatch(record.id, record.resource_id, attempt=0)
+        return Submission(context.awaited(first, record.id, wait), replayed=False)
+
+    def prepare(
+        self,
+        *,
+        owner: str,
+        loaded: LoadedResource,
+        spec: JobSpec,
+        document: dict[str, Any],
+        idempotency_key: str | None,
+        digest: str,
+    ) -> NewJob:
+        """The job `spec` (sent as `document`) makes, ready to record: `JobStore.create`'s
+        arguments, with a new id, the template applied, the job folder and output paths
+        filled in, the plan and its script, the submission marked as tried now by this
+        replica. JobRejectedError (every problem) when it cannot run there."""
+        context = self.context
         backend = context.backends.get(loaded, owner)
         job_id = str(uuid.uuid4())
         expanded = context.templates.expand(owner, spec)
@@ -94,30 +132,19 @@ class Submissions:
         plan = with_template(
             make_plan(effective, loaded, context.registry.known_facts), expanded.template
         )
-        context.in_flight.claim(job_id)
-        try:
-            record = context.store.create(
-                job_id=job_id,
-                owner=owner,
-                resource_id=resource_id,
-                spec=document,
-                effective_spec=effective.model_dump(mode="json", exclude_unset=True),
-                plan=plan.model_dump(mode="json", exclude={"script"}),
-                script=plan.script,
-                idempotency_key=idempotency_key,
-                request_hash=digest,
-                submitting=True,
-                claimed_by=context.replica.id,
-            )
-        except IdempotencyKeyTakenError as taken:  # a concurrent submission won the key
-            context.in_flight.release(job_id)
-            return self._replay(taken.earlier, taken.earlier.idempotency_key or "", digest, wait)
-        except BaseException:
-            context.in_flight.release(job_id)
-            raise
-        context.metrics.launched(resource_id)
-        first = self.attempts.dispatch(record.id, record.resource_id, attempt=0)
-        return Submission(context.awaited(first, record.id, wait), replayed=False)
+        return {
+            "job_id": job_id,
+            "owner": owner,
+            "resource_id": loaded.id,
+            "spec": document,
+            "effective_spec": effective.model_dump(mode="json", exclude_unset=True),
+            "plan": plan.model_dump(mode="json", exclude={"script"}),
+            "script": plan.script,
+            "idempotency_key": idempotency_key,
+            "request_hash": digest,
+            "submitting": True,
+            "claimed_by": context.replica.id,
+        }
 
     def plan(self, *, owner: str, resource_id: str, spec: JobSpec) -> Plan:
         """The dry run of a submission by `owner`: the same refusals (folders included)."""
@@ -154,7 +181,7 @@ class Submissions:
 
     # ---- retries of the same request -------------------------------------------------------
 
-    def _replay(self, earlier: JobRecord, key: str, digest: str, wait: float | None) -> Submission:
+    def replay(self, earlier: JobRecord, key: str, digest: str, wait: float | None) -> Submission:
         """The job an idempotency key made, once its first attempt ended or `wait` ran out;
         IdempotencyConflictError when the key came with a different request."""
         if earlier.request_hash != digest:
@@ -228,12 +255,14 @@ class Submissions:
         told = self.proxy_environment(job_id, spec)
         if told:
             changes["environment"] = {**spec.environment, **told}
+        # An array's elements each write their own files (`%a`: the element's index).
+        each = f"-{INDEX_PATTERN}" if spec.array is not None else ""
         if spec.stdout_path is None:
             changes["stdout_path"] = (
-                "stdout.txt" if spec.directory is None else (f"iri-{job_id}.out")
+                f"stdout{each}.txt" if spec.directory is None else f"iri-{job_id}{each}.out"
             )
         if spec.stderr_path is None:
             changes["stderr_path"] = (
-                "stderr.txt" if spec.directory is None else (f"iri-{job_id}.err")
+                f"stderr{each}.txt" if spec.directory is None else f"iri-{job_id}{each}.err"
             )
         return spec.model_copy(update=changes) if changes else spec

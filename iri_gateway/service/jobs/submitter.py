@@ -96,6 +96,14 @@ class Submitter:
         with self._lock:
             self._pending.discard(future)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the submitter was closed and nothing was run since: what a feeder of work
+        (a bulk launch's window, `bulk`) checks before handing more over, since `run` would
+        open it again."""
+        with self._lock:
+            return self._closed
+
     def busy(self) -> int:
         """Scheduler commands queued or running now."""
         with self._lock:

@@ -12,7 +12,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
+from iri_gateway.models.array_elements import ArrayElements, ElementState
 from iri_gateway.models.job import JobState, NativeStatus
+from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.service.jobs import cluster_members
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.operations.backends import Backend
@@ -57,12 +59,16 @@ class Tracking:
             by_account.setdefault(account, []).append(entry)
         changes: list[StateChange] = []
         clusters: list[tuple[PollEntry, Backend, StateChange | None]] = []
+        arrays: list[tuple[PollEntry, NativeStatus]] = []
         for entries in by_account.values():
             backend = context.backends.get(loaded, entries[0].owner)
             statuses = backend.batch.statuses({e.native_id for e in entries if e.native_id})
             for entry in entries:
                 status = statuses.get(entry.native_id or "")
                 if status is None:
+                    continue
+                if entry.array_size is not None:
+                    arrays.append((entry, status))
                     continue
                 change = _change_for(entry, status)
                 if entry.cluster_size is not None:
@@ -73,8 +79,26 @@ class Tracking:
                     # in between must not be overwritten by the earlier run's ending).
                     changes.append(replace(change, read_at=entry.updated_at))
         changes += self._cluster_changes(clusters)
+        changes += self._array_changes(arrays)
         context.store.transition_many(changes)
         return len(changes)
+
+    def _array_changes(self, arrays: list[tuple[PollEntry, NativeStatus]]) -> list[StateChange]:
+        """The changes of array jobs: what the scheduler said of their elements merged into
+        what was known (their full records read in one query), the array's state derived
+        from all of them (`ArrayElements.state`)."""
+        if not arrays:
+            return []
+        records = self.context.store.records([entry.id for entry, _ in arrays])
+        changes = []
+        for entry, status in arrays:
+            record = records.get(entry.id)
+            if record is None or record.updated_at != entry.updated_at:
+                continue  # changed since it was polled (or gone): the next cycle sees it
+            change = array_change(record, status)
+            if change is not None:
+                changes.append(replace(change, read_at=entry.updated_at))
+        return changes
 
     def _cluster_changes(
         self, clusters: list[tuple[PollEntry, Backend, StateChange | None]]
@@ -149,6 +173,81 @@ def _read_cluster_files(record: JobRecord, backend: Backend) -> cluster_members.
         log.warning("members of cluster job %s not read: %s", record.id, error)
         return None
     return cluster_members.parse_read(result, folder)
+
+
+def array_change(record: JobRecord, status: NativeStatus) -> StateChange | None:
+    """An array job's change, if any: its elements as known with the scheduler's news, and
+    the state and counts they make. An element the user canceled (the whole array's cancel
+    asked for) that the scheduler reports failed is canceled, as for a plain job.
+
+    A status without elements is the scheduler's history of an array that left its live
+    queue, where the history does not name elements (Slurm's job completion log): elements
+    not seen ending are then `failed`, their end unknown (`GONE`), or `canceled` when the
+    whole array's cancel was asked for."""
+    known = known_elements(record)
+    if status.elements is not None:
+        news = dict(status.elements)
+        if status.elements_complete:
+            news.update(_left_the_queue(known, news, record.desired == "canceled"))
+        merged = known.updated(news.items())
+    else:
+        gone = ElementState(
+            JobState.CANCELED if record.desired == "canceled" else JobState.FAILED, GONE
+        )
+        merged = known.updated((i, gone) for i, element in known if not element.state.final)
+    state = merged.state()
+    if state == JobState.FAILED and record.desired == "canceled":
+        state = JobState.CANCELED
+    message = element_summary(merged, status)
+    dumped = merged.dump()
+    if state == record.state and message == record.message and dumped == record.elements:
+        return None
+    return StateChange(record.id, state, message, None, elements=dumped)
+
+
+GONE = "GONE"
+"""The native state of an element that left the scheduler's queue unseen, its end unknown."""
+
+
+def _left_the_queue(
+    known: ArrayElements, listed: dict[int, ElementState], canceled: bool
+) -> list[tuple[int, ElementState]]:
+    """Elements not ended that a complete listing no longer holds: one that was waiting
+    never ran (Slurm drops a waiting element it cancels from the array's bracket, with no
+    line of its own), so it is canceled; one that ran ended unseen (`GONE`)."""
+    left = []
+    for index, element in known:
+        if element.state.final or index in listed:
+            continue
+        if element.state in (JobState.NEW, JobState.QUEUED, JobState.HELD):
+            left.append((index, ElementState(JobState.CANCELED, "CANCELLED")))
+        else:
+            state = JobState.CANCELED if canceled else JobState.FAILED
+            left.append((index, ElementState(state, GONE)))
+    return left
+
+
+def known_elements(record: JobRecord) -> ArrayElements:
+    """What is known of an array job's elements: as last read, or, before its first poll,
+    every element waiting (`new` until the scheduler has it)."""
+    if record.elements:
+        return ArrayElements.load(record.elements)
+    array = JobSpec.model_validate(record.effective_spec).array
+    if array is None:
+        return ArrayElements()
+    waiting = ElementState(JobState.NEW if record.native_id is None else JobState.QUEUED, "")
+    return ArrayElements.of((index, waiting) for index in array.elements())
+
+
+def element_summary(elements: ArrayElements, status: NativeStatus) -> str:
+    """The array's message: its elements counted by state, in IRI's order, and the
+    scheduler's word on the array when it gave one."""
+    counts = elements.counts()
+    text = ", ".join(f"{counts[s.value]} {s.value}" for s in JobState if counts.get(s.value))
+    gone = sum(len(run) for run in elements.runs if run.status.native_state == GONE)
+    if gone:
+        text += f"; {gone} left the scheduler's queue unseen, their end unknown"
+    return f"array of {len(elements)}: {text}" + (f" ({status.reason})" if status.reason else "")
 
 
 def _change_for(record: JobRecord | PollEntry, status: NativeStatus) -> StateChange | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, TypeVar
 
 from iri_gateway.models.job import JobNodes, NativeStatus
+from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.schedulers.batch import BatchSystem, JobChanges
 
 if TYPE_CHECKING:
@@ -50,6 +51,9 @@ class MeasuredBatch:
 
     def cancel(self, native_id: str) -> None:
         self._timed("cancel", lambda: self.batch.cancel(native_id))
+
+    def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
+        self._timed("cancel", lambda: self.batch.cancel_elements(native_id, indices))
 
     def find(self, tag: str) -> str | None:
         return self._timed("find", lambda: self.batch.find(tag))

@@ -59,6 +59,11 @@ class JobRow(Base):
     members: Mapped[list[dict[str, Any]]] = mapped_column(
         JSON, default=list, server_default=text("'[]'")
     )
+    # The elements of an array job as runs (`models.array_elements.ArrayElements.dump`), as
+    # the engine last read them; [] for other jobs, and for an array not yet polled.
+    elements: Mapped[list[list[Any]]] = mapped_column(
+        JSON, default=list, server_default=text("'[]'")
+    )
     submit_attempted_at: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)

@@ -124,6 +124,15 @@ class Settings(BaseSettings):
         description="Largest request body accepted, in bytes; a larger one is refused with "
         "413 before it is read whole (with or without Content-Length)",
     )
+    bulk_max_specs: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Most JobSpecs one bulk launch (launchJobs) takes; a longer list is "
+        "refused whole with 413 naming this bound, before any spec is looked at. The body "
+        "is still held to max_request_bytes, and each spec counts against write_rate and "
+        "active_jobs_per_user as a launch does",
+    )
 
     max_upload_bytes: int = Field(
         default=64 * 1024**3,

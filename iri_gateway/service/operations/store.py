@@ -14,10 +14,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import Any, Required, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Select, Text, bindparam, cast, func, insert, or_, select, update
@@ -26,10 +26,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.models.array_elements import ArrayElements
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.plan import Plan
-from iri_gateway.service.events.log import JOB, MEMBER, WRITTEN, NewEvent, write_events
+from iri_gateway.service.events.log import ELEMENT, JOB, MEMBER, WRITTEN, NewEvent, write_events
 from iri_gateway.service.events.signal import EventSignal
 from iri_gateway.service.operations import events
 from iri_gateway.service.operations.database import (
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 _Row = TypeVar("_Row")
 
 
-JSON_FIELDS = ("spec", "effective_spec", "plan", "history", "members")
+JSON_FIELDS = ("spec", "effective_spec", "plan", "history", "members", "elements")
 """The record's fields stored as JSON (`StoredJson`)."""
 
 
@@ -71,7 +72,8 @@ class StoredJson:
     def get(self, name: str) -> Any:
         value = self._values[name]
         if isinstance(value, str | bytes):
-            # "[]": the members of every job that is not a cluster job, and no decoding
+            # "[]": the members (elements) of every job that is not a cluster job (an
+            # array), and no decoding
             value = [] if value == "[]" else json_loads(value)
             self._values[name] = value
         return value
@@ -140,6 +142,13 @@ class JobRecord:
         return members
 
     @property
+    def elements(self) -> list[list[Any]]:
+        """An array job's elements as runs (`ArrayElements.dump`), as the engine last read
+        them ([] for any other job, and for an array before its first poll)."""
+        elements: list[list[Any]] = self.stored.get("elements")
+        return elements
+
+    @property
     def tag(self) -> str:
         """The mark put on the scheduler's job so the gateway can find it again."""
         return job_tag(self.id)
@@ -206,6 +215,8 @@ class PollEntry:
     updated_at: float
     cluster_size: int | None
     """A cluster job's member count (`JobRecord.cluster_size`); None for any other job."""
+    array_size: int | None = None
+    """An array job's element count (`Plan.array.count`); None for any other job."""
 
 
 class JobPaths(BaseModel):
@@ -286,6 +297,7 @@ def _record_of(columns: dict[str, Any]) -> JobRecord:
                 "plan": columns["plan"],
                 "history": columns["history"],
                 "members": columns["members"] or [],
+                "elements": columns.get("elements") or [],
             }
         ),
         script=columns["script"],
@@ -414,6 +426,24 @@ _CACHE_WRITES = "iri_gateway.cache_writes"
 """The session's `info` key of the jobs its commit writes (`JobStore._on_commit`)."""
 
 
+class NewJob(TypedDict, total=False):
+    """A job to record (`JobStore.create`'s arguments, each of `create_many`'s jobs):
+    `submitting` also records that its submission is being tried now, `claimed_by` the
+    replica about to send it; `job_id` is made when not given."""
+
+    job_id: str
+    owner: Required[str]
+    resource_id: Required[str]
+    spec: Required[dict[str, Any]]
+    effective_spec: Required[dict[str, Any]]
+    plan: Required[dict[str, Any]]
+    script: Required[str]
+    idempotency_key: str | None
+    request_hash: str | None
+    submitting: bool
+    claimed_by: str | None
+
+
 class JobStore:
     """CRUD and state transitions of job records."""
 
@@ -499,21 +529,7 @@ class JobStore:
         is now, None: read it again), or every job (`job_id` None). Nothing on a rollback."""
         session.info.setdefault(_CACHE_WRITES, []).append((job_id, record))
 
-    def create(
-        self,
-        *,
-        job_id: str | None = None,
-        owner: str,
-        resource_id: str,
-        spec: dict[str, Any],
-        effective_spec: dict[str, Any],
-        plan: dict[str, Any],
-        script: str,
-        idempotency_key: str | None = None,
-        request_hash: str | None = None,
-        submitting: bool = False,
-        claimed_by: str | None = None,
-    ) -> JobRecord:
+    def create(self, **job: Unpack[NewJob]) -> JobRecord:
         """Record a new job with the intent to submit it, before anything is sent.
 
         `submitting` also records that the submission is being tried now (one commit
@@ -523,29 +539,8 @@ class JobStore:
         replica that is about to send it (see `claim`).
         """
         now = self._clock()
-        columns: dict[str, Any] = dict(
-            id=job_id or str(uuid.uuid4()),
-            owner=owner,
-            resource_id=resource_id,
-            idempotency_key=idempotency_key,
-            request_hash=request_hash,
-            spec=spec,
-            effective_spec=effective_spec,
-            plan=plan,
-            script=script,
-            native_id=None,
-            state=JobState.NEW.value,
-            desired="submitted",
-            exit_code=None,
-            message="accepted by the gateway",
-            history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
-            members=[],
-            submit_attempted_at=now if submitting else None,
-            created_at=now,
-            updated_at=now,
-            claimed_by=claimed_by,
-            cancel_sent=False,
-        )
+        columns = _job_columns(now, job)
+        owner, idempotency_key = columns["owner"], columns["idempotency_key"]
         try:
             with self.writing() as session:
                 # A Core insert: the ORM's unit of work (a JobRow to track and flush) cost
@@ -564,6 +559,72 @@ class JobStore:
                 raise
             raise IdempotencyKeyTakenError(earlier) from None
         return record
+
+    def create_many(self, jobs: Sequence[NewJob]) -> list[tuple[JobRecord, bool]]:
+        """Record several new jobs in one transaction, as `create` records one: each entry
+        holds `create`'s keyword arguments. The answer, in order: each
+        job's new record and True, or, when another submission recorded the same (owner,
+        idempotency key) first, the job that holds it and False.
+
+        One commit for all (a bulk launch of a thousand jobs is not a thousand commits). The
+        unique (owner, key) constraint still decides a race: when it refuses the insert, the
+        transaction is rolled back, the keys found taken are answered with their jobs, and
+        the others are inserted again, together; an integrity error that no taken key
+        explains is raised."""
+        now = self._clock()
+        rows = [_job_columns(now, job) for job in jobs]
+        taken: dict[int, JobRecord] = {}
+        made: dict[int, JobRecord] = {}
+        while True:
+            pending = [row for index, row in enumerate(rows) if index not in taken]
+            try:
+                with self.writing() as session:
+                    if pending:
+                        session.execute(insert(_JOBS), pending)
+                        write_events(session, [_created_event(row) for row in pending], now)
+                    made = {
+                        index: _record_of(row)
+                        for index, row in enumerate(rows)
+                        if index not in taken
+                    }
+                    for record in made.values():
+                        self._on_commit(session, record.id, record)
+                break
+            except IntegrityError:
+                held = self.by_idempotency_keys(
+                    {row["owner"] for row in pending},
+                    [row["idempotency_key"] for row in pending if row["idempotency_key"]],
+                )
+                found = {
+                    index: held[(row["owner"], row["idempotency_key"])]
+                    for index, row in enumerate(rows)
+                    if index not in taken and (row["owner"], row["idempotency_key"]) in held
+                }
+                if not found:
+                    raise
+                taken.update(found)
+        return [
+            (taken[index], False) if index in taken else (made[index], True)
+            for index in range(len(rows))
+        ]
+
+    def by_idempotency_keys(
+        self, owners: Collection[str], keys: Sequence[str]
+    ) -> dict[tuple[str, str], JobRecord]:
+        """The jobs holding any of `keys` for any of `owners`, by (owner, key); one query per
+        thousand keys (a bulk launch looks up all of its keys at once)."""
+        found: dict[tuple[str, str], JobRecord] = {}
+        for start in range(0, len(keys), 1000):
+            chunk = list(keys[start : start + 1000])
+            query = _SELECT.where(
+                _JOBS.c.owner.in_(list(owners)), _JOBS.c.idempotency_key.in_(chunk)
+            )
+            with self.engine.connect() as connection:
+                for row in connection.execute(query):
+                    record = _read(row)
+                    if record.idempotency_key is not None:
+                        found[(record.owner, record.idempotency_key)] = record
+        return found
 
     def get(self, job_id: str) -> JobRecord | None:
         cached = self._cache.get(job_id)
@@ -663,8 +724,9 @@ class JobStore:
         jobs that changed (their full records are read, `records`), not the queue: with
         10,000 jobs waiting, `unsettled` spent the poller's whole cycle decoding them.
 
-        A cluster job's size comes from its stored plan by a JSON path the database
-        evaluates (`Plan.cluster.size`); no other part of the plan is looked at. The jobs
+        A cluster job's size and an array's come from its stored plan by JSON paths the
+        database evaluates (`Plan.cluster.size`, `Plan.array.count`); no other part of the
+        plan is looked at. The jobs
         are picked by the states that are not final (`IN`, not `NOT IN` the final ones), so
         the index on `state` finds them without reading the settled rows, which are most."""
         waiting = [s.value for s in JobState if not s.final]
@@ -680,6 +742,7 @@ class JobStore:
             JobRow.created_at,
             JobRow.updated_at,
             JobRow.plan[("cluster", "size")].as_integer(),
+            JobRow.plan[("array", "count")].as_integer(),
         ).where(JobRow.state.in_(waiting))
         if resource_ids is not None:
             query = query.where(JobRow.resource_id.in_(list(resource_ids)))
@@ -698,6 +761,7 @@ class JobStore:
                     created_at,
                     updated_at,
                     cluster_size,
+                    array_size,
                 )
                 for (
                     id,
@@ -711,6 +775,7 @@ class JobStore:
                     created_at,
                     updated_at,
                     cluster_size,
+                    array_size,
                 ) in session.execute(query)
             ]
 
@@ -806,6 +871,7 @@ class JobStore:
             message,
             exit_code=_NOBODY,
             members=[],
+            elements=[],
             desired="submitted",
             cancel_sent=False,
         )
@@ -862,17 +928,22 @@ class JobStore:
                     continue
                 if row is not None:
                     members_before = list(row.members or [])
+                    elements_before = row.elements or []
                     previous = _change(
                         row,
                         change.state,
                         change.message,
                         now,
-                        {"exit_code": change.exit_code, "members": change.members},
+                        {
+                            "exit_code": change.exit_code,
+                            "members": change.members,
+                            "elements": change.elements,
+                        },
                     )
                     record = _record(row)
                     self._on_commit(session, record.id, record)
                     changed.append((record, previous))
-                    logged.extend(_job_events(row, previous, members_before))
+                    logged.extend(_job_events(row, previous, members_before, elements_before))
             write_events(session, logged, now)
         for record, previous in changed:
             _state_changed(record, previous)
@@ -884,8 +955,9 @@ class JobStore:
             if row is None:
                 raise KeyError(job_id)
             members_before = list(row.members or [])
+            elements_before = row.elements or []
             previous = _change(row, state, message, now, fields)
-            write_events(session, _job_events(row, previous, members_before), now)
+            write_events(session, _job_events(row, previous, members_before, elements_before), now)
             record = _record(row)
             self._on_commit(session, job_id, record)
         return _state_changed(record, previous)
@@ -913,7 +985,7 @@ class JobStore:
             row.idempotency_key = None
             now = self._clock()
             previous = _change(row, JobState.FAILED, message, now, {})
-            write_events(session, _job_events(row, previous, []), now)
+            write_events(session, _job_events(row, previous, [], row.elements or []), now)
             record = _record(row)
             self._on_commit(session, job_id, record)
         return _state_changed(record, previous)
@@ -938,6 +1010,7 @@ class StateChange:
     message: str
     exit_code: int | None = None
     members: list[dict[str, Any]] | None = None  # a cluster job's members, when (re)read
+    elements: list[list[Any]] | None = None  # an array's elements (`ArrayElements.dump`)
     read_at: float | None = None  # the record's updated_at the change was made from: the
     # change is dropped if the job changed since (the next poll sees it afresh)
 
@@ -962,6 +1035,33 @@ def _change(
     return previous
 
 
+def _job_columns(now: float, job: NewJob) -> dict[str, Any]:
+    """The columns of a new job's row, recorded at `now`."""
+    return dict(
+        id=job.get("job_id") or str(uuid.uuid4()),
+        owner=job["owner"],
+        resource_id=job["resource_id"],
+        idempotency_key=job.get("idempotency_key"),
+        request_hash=job.get("request_hash"),
+        spec=job["spec"],
+        effective_spec=job["effective_spec"],
+        plan=job["plan"],
+        script=job["script"],
+        native_id=None,
+        state=JobState.NEW.value,
+        desired="submitted",
+        exit_code=None,
+        message="accepted by the gateway",
+        history=[{"state": "new", "time": now, "message": "accepted by the gateway"}],
+        members=[],
+        submit_attempted_at=now if job.get("submitting") else None,
+        created_at=now,
+        updated_at=now,
+        claimed_by=job.get("claimed_by"),
+        cancel_sent=False,
+    )
+
+
 def _created_event(columns: dict[str, Any]) -> NewEvent:
     """The event of a job recorded (state `new`)."""
     return NewEvent(
@@ -975,11 +1075,15 @@ def _created_event(columns: dict[str, Any]) -> NewEvent:
 
 
 def _job_events(
-    row: JobRow, previous: str | None, members_before: list[dict[str, Any]]
+    row: JobRow,
+    previous: str | None,
+    members_before: list[dict[str, Any]],
+    elements_before: list[list[Any]],
 ) -> list[NewEvent]:
     """The events of a change `_change` made to ROW: the job's own when its state moved
-    from PREVIOUS, and one per member of a cluster job whose state differs from
-    MEMBERS_BEFORE (a member not known before counts as moved from none)."""
+    from PREVIOUS, one per member of a cluster job whose state differs from MEMBERS_BEFORE
+    (a member not known before counts as moved from none), and one per element of an array
+    whose state differs from ELEMENTS_BEFORE (`_element_events`)."""
     events: list[NewEvent] = []
     if previous is not None:
         events.append(
@@ -1009,6 +1113,34 @@ def _job_events(
                     member=name[:255],
                 )
             )
+    if row.elements and row.elements != elements_before:
+        events.extend(_element_events(row, elements_before))
+    return events
+
+
+def _element_events(row: JobRow, elements_before: list[list[Any]]) -> list[NewEvent]:
+    """One event per element of an array job whose state moved (an element not known
+    before counts as moved from none); the element's index in `member`, its exit code
+    in the message once it ended."""
+    before = dict(ArrayElements.load(elements_before)) if elements_before else {}
+    events = []
+    for index, element in ArrayElements.load(row.elements):
+        was = before.get(index)
+        if was is not None and was.state == element.state:
+            continue
+        code = f"exit code {element.exit_code}" if element.exit_code is not None else None
+        events.append(
+            NewEvent(
+                owner=row.owner,
+                kind=ELEMENT,
+                state=element.state.value,
+                previous=was.state.value if was is not None else None,
+                message=code,
+                resource_id=row.resource_id,
+                job_id=row.id,
+                member=str(index),
+            )
+        )
     return events
 
 

@@ -95,7 +95,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0012"
+    assert revision_of(database_url) == head_revision() == "0013"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
@@ -167,6 +167,7 @@ def test_a_fresh_database_gets_exactly_the_models_schema(database_url: str) -> N
     engine.dispose()
     assert differences == []
     assert defaults.pop("members").startswith("'[]'")  # PostgreSQL: '[]'::json
+    assert defaults.pop("elements").startswith("'[]'")  # an array's, issue 30
     assert defaults.pop("cancel_sent") == "false"
     assert set(defaults.values()) == {None}
     assert revision_of(database_url) == head_revision()
