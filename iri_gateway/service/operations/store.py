@@ -40,6 +40,7 @@ from iri_gateway.service.operations.database import (
     open_engine,
 )
 from iri_gateway.service.operations.events import event, job_fields
+from iri_gateway.service.operations.group_commit import GroupCommit
 from iri_gateway.service.operations.migrations import upgrade_schema
 from iri_gateway.service.operations.schema import JobRow, UpdateKeyRow
 
@@ -476,6 +477,7 @@ class JobStore:
             cache_records = CACHE_RECORDS if sqlite else 0
         self._write_lock = threading.Lock() if sqlite else None
         self._cache = _RecentRecords(cache_records)
+        self._native_ids = GroupCommit(self._set_native_ids)
         self.event_signal = EventSignal()
         """Woken after every commit of this process that wrote events (`service/events`)."""
 
@@ -805,10 +807,41 @@ class JobStore:
         return self._update(job_id, submit_attempted_at=self._clock())
 
     def set_native_id(self, job_id: str, native_id: str, message: str) -> JobRecord:
-        """The scheduler accepted the job: it is queued from now on, and nobody's to send."""
-        return self._transition(
-            job_id, JobState.QUEUED, message, native_id=native_id, claimed_by=_NOBODY
-        )
+        """The scheduler accepted the job: it is queued from now on, and nobody's to send.
+        Submitters answered at the same time share one commit (`GroupCommit`); KeyError for
+        a job that is not recorded."""
+        return self._native_ids((job_id, native_id, message))
+
+    def _set_native_ids(
+        self, asked: Sequence[tuple[str, str, str]]
+    ) -> list[JobRecord | BaseException]:
+        """`set_native_id` for each (job id, native id, message), in one transaction."""
+        now = self._clock()
+        answers: list[JobRecord | BaseException] = []
+        changed: list[tuple[JobRecord, str | None]] = []
+        with self.writing() as session:
+            ids = list({job_id for job_id, _, _ in asked})
+            query = select(JobRow).where(JobRow.id.in_(ids))
+            rows = {row.id: row for row in session.scalars(query)}
+            logged: list[NewEvent] = []
+            for job_id, native_id, message in asked:
+                row = rows.get(job_id)
+                if row is None:
+                    answers.append(KeyError(job_id))
+                    continue
+                members_before = list(row.members or [])
+                elements_before = row.elements or []
+                fields = {"native_id": native_id, "claimed_by": _NOBODY}
+                previous = _change(row, JobState.QUEUED, message, now, fields)
+                logged.extend(_job_events(row, previous, members_before, elements_before))
+                record = _record(row)
+                self._on_commit(session, job_id, record)
+                answers.append(record)
+                changed.append((record, previous))
+            write_events(session, logged, now)
+        for record, previous in changed:
+            _state_changed(record, previous)
+        return answers
 
     def claim(self, job_id: str, replica_id: str, *, live: Sequence[str]) -> bool:
         """Make `replica_id` the one that sends the job, unless a replica in `live` (the
