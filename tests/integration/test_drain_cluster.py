@@ -33,7 +33,7 @@ from sqlalchemy import create_engine, select
 
 from iri_gateway.service.operations.schema import AuditRow, ReplicaRow
 from tests.integration.conftest import ClusterInfo
-from tests.integration.gateway_process import API
+from tests.integration.gateway_process import API, sent_status
 from tests.integration.test_scheduler_outage import tagged
 from tests.integration.test_submitter_cluster import (
     STAGING_SECONDS,
@@ -190,15 +190,7 @@ def test_the_drain_timeout_cuts_a_slower_launch_and_the_next_serve_submits_it_on
         )
         assert retry.status_code == 200, retry.text
         job_id = retry.json()["id"]
-        deadline = time.monotonic() + 120
-        while True:
-            status = httpx.get(
-                f"{again.url}{API}/compute/status/cluster/{job_id}", headers=headers, timeout=30
-            ).json()["status"]
-            if status["state"] != "new":
-                break
-            assert time.monotonic() < deadline, status
-            time.sleep(0.3)
+        status = sent_status(again.url, job_id, headers)
         assert status["state"] == "queued", status
         time.sleep(STAGING_SECONDS)  # a second submission would have had the time to show
         assert tagged(f"iri-gateway:{job_id}") == [status["meta_data"]["native_id"]]

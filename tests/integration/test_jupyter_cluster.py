@@ -36,7 +36,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
 from tests.console.conftest import chromium, wait_for
-from tests.integration.gateway_process import API, Gateway, serve
+from tests.integration.gateway_process import API, Gateway, serve_with_proxy, status
 from tests.support.serve import free_port, issue_token
 
 pytestmark = pytest.mark.integration
@@ -69,11 +69,8 @@ def jupyter_profile(cluster_profile: Path, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="module")
 def gateway(jupyter_profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    port = free_port()
-    env = {"IRI_GATEWAY_PROXY_URL": f"http://{PROXY_HOST}:{port}", "IRI_GATEWAY_POLL_FAST": "0.5"}
-    with serve(
-        jupyter_profile, tmp_path_factory.mktemp("jupyter") / "data", env=env, port=port
-    ) as g:
+    data = tmp_path_factory.mktemp("jupyter") / "data"
+    with serve_with_proxy(jupyter_profile, data, host=PROXY_HOST) as g:
         yield g
 
 
@@ -96,17 +93,6 @@ def through_proxy(gateway: Gateway, path: str, **headers: str) -> httpx.Response
     resolve `*.localhost`: the request goes to 127.0.0.1 with the proxy's `Host`)."""
     host = proxy_origin(gateway).removeprefix("http://")
     return httpx.get(f"{gateway.url}{path}", headers={"Host": host, **headers}, timeout=30)
-
-
-def status(gateway: Gateway, resource: str, job_id: str) -> dict[str, Any]:
-    answer = httpx.get(
-        f"{gateway.url}{API}/compute/status/{resource}/{job_id}",
-        headers=gateway.headers(),
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    document: dict[str, Any] = answer.json()["status"]
-    return document
 
 
 def lab_answers(gateway: Gateway, resource: str, job_id: str, timeout: float = 180) -> None:

@@ -24,7 +24,7 @@ import pytest
 
 from iri_gateway.client import GatewayClient
 from tests.integration.conftest import ClusterInfo
-from tests.integration.gateway_process import API, Gateway, serve
+from tests.integration.gateway_process import API, Gateway, cancel, launch, serve_with_proxy, status
 from tests.support.serve import free_port, issue_token
 from tests.support.websocket_client import websocket_echo
 
@@ -49,14 +49,9 @@ def echo_script(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def gateway(cluster_profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    port = free_port()
-    env = {
-        "IRI_GATEWAY_PROXY_URL": f"http://localhost:{port}",
-        "IRI_GATEWAY_POLL_FAST": "0.5",
-        "IRI_GATEWAY_PROXY_LINK_TTL": "5",
-    }
     data = tmp_path_factory.mktemp("port-proxy") / "data"
-    with serve(cluster_profile, data, env=env, port=port) as gateway:
+    env = {"IRI_GATEWAY_PROXY_LINK_TTL": "5"}
+    with serve_with_proxy(cluster_profile, data, env=env) as gateway:
         yield gateway
 
 
@@ -75,37 +70,6 @@ def service(script: str, *, port: int) -> dict[str, Any]:
         "resources": {"exclusive_node_use": False, "memory": 200 * 1024 * 1024},
         "attributes": {"duration": 300},
     }
-
-
-def launch(gateway: Gateway, resource: str, spec: dict[str, Any]) -> str:
-    answer = httpx.post(
-        f"{gateway.url}{API}/compute/job/{resource}",
-        json=spec,
-        headers=gateway.headers(),
-        timeout=60,
-    )
-    assert answer.status_code == 200, f"{answer.text}\n{gateway.tracebacks()}"
-    job_id: str = answer.json()["id"]
-    return job_id
-
-
-def status(gateway: Gateway, resource: str, job_id: str) -> dict[str, Any]:
-    answer = httpx.get(
-        f"{gateway.url}{API}/compute/status/{resource}/{job_id}",
-        headers=gateway.headers(),
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    document: dict[str, Any] = answer.json()["status"]
-    return document
-
-
-def cancel(gateway: Gateway, resource: str, job_id: str) -> None:
-    httpx.delete(
-        f"{gateway.url}{API}/compute/cancel/{resource}/{job_id}",
-        headers=gateway.headers(),
-        timeout=60,
-    )
 
 
 def proxied(

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gateway_process import Gateway, serve
-from tests.integration.test_port_proxy_cluster import (
+from tests.integration.gateway_process import (
+    Gateway,
     cancel,
-    check_service,
-    free_ports,
     launch,
-    service,
+    serve_with_proxy,
     status,
 )
+from tests.integration.test_port_proxy_cluster import check_service, free_ports, service
 from tests.support.serve import free_port
 
 ECHO = Path(__file__).resolve().parent.parent / "support" / "service_echo.py"
@@ -40,9 +39,7 @@ def echo_script(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def gateway(pbs_profile: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    port = free_port()
-    env = {"IRI_GATEWAY_PROXY_URL": f"http://localhost:{port}", "IRI_GATEWAY_POLL_FAST": "0.5"}
-    with serve(pbs_profile, tmp_path_factory.mktemp("pbs-proxy") / "data", env=env, port=port) as g:
+    with serve_with_proxy(pbs_profile, tmp_path_factory.mktemp("pbs-proxy") / "data") as g:
         yield g
 
 

@@ -31,7 +31,13 @@ import pytest
 
 from iri_gateway.client import GatewayClient
 from tests.integration.conftest import ClusterInfo
-from tests.integration.gateway_process import API, Gateway, profile_allowing, serve
+from tests.integration.gateway_process import (
+    API,
+    Gateway,
+    profile_allowing,
+    sent_status,
+    serve,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -194,16 +200,8 @@ def test_launches_during_an_outage_are_accepted_and_submitted_once_when_back(
             assert one.status_code == 200 and one.json()["status"]["state"] == "new"
         finally:
             slurmctld.start()
-        deadline = time.monotonic() + 120
         for job in jobs:
-            while True:
-                status = http.get(
-                    f"{API}/compute/status/cluster/{job['id']}", headers=gateway.headers()
-                ).json()["status"]
-                if status["state"] != "new":
-                    break
-                assert time.monotonic() < deadline, f"not submitted: {status}"
-                time.sleep(0.5)
+            status = sent_status(gateway.url, job["id"], gateway.headers())
             assert status["state"] == "queued", status
             history = http.get(
                 f"{API}/compute/status/cluster/{job['id']}", headers=gateway.headers()

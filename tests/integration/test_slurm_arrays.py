@@ -20,7 +20,7 @@ from iri_gateway.models.job import JobState
 from iri_gateway.models.job_arrays import ArrayIndices
 from iri_gateway.service.jobs.engine import Engine
 from tests.integration.conftest import ClusterInfo
-from tests.integration.gateway_process import API
+from tests.integration.gateway_process import API, sent_status
 from tests.integration.test_drain_cluster import launch_in_background, staging_started
 from tests.integration.test_slurm_engine import engine, profile, shared_dir, submit, wait_for
 from tests.integration.test_submitter_cluster import (
@@ -140,15 +140,7 @@ def test_kill_9_mid_submission_submits_the_array_once(
         )
         assert retry.status_code == 200, retry.text
         job_id = retry.json()["id"]
-        deadline = time.monotonic() + 120
-        while True:
-            status = httpx.get(
-                f"{again.url}{API}/compute/status/cluster/{job_id}", headers=headers, timeout=30
-            ).json()["status"]
-            if status["state"] != "new":
-                break
-            assert time.monotonic() < deadline, status
-            time.sleep(0.3)
+        status = sent_status(again.url, job_id, headers)
         assert status["state"] == "queued", status
         assert status["meta_data"]["array"]["counts"] == {"queued": 100}, status
         time.sleep(STAGING_SECONDS)  # a second submission would have had the time to show

@@ -32,7 +32,13 @@ import yaml
 
 from iri_gateway.client import GatewayClient
 from tests.integration.conftest import ClusterInfo
-from tests.integration.gateway_process import API, Gateway, profile_allowing, serve
+from tests.integration.gateway_process import (
+    API,
+    Gateway,
+    profile_allowing,
+    sent_status,
+    serve,
+)
 from tests.integration.test_scheduler_outage import (
     Slurmctld,
     held_job,
@@ -84,15 +90,7 @@ def staging_gateway(cluster_profile: Path, tmp_path: Path) -> Iterator[tuple[Gat
 
 
 def queued(http: httpx.Client, gateway: Gateway, job_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:
-        status: dict[str, Any] = http.get(
-            f"{API}/compute/status/cluster/{job_id}", headers=gateway.headers()
-        ).json()["status"]
-        if status["state"] != "new":
-            return status
-        assert time.monotonic() < deadline, status
-        time.sleep(0.3)
+    return sent_status(gateway.url, job_id, gateway.headers())
 
 
 def test_staging_longer_than_the_wait_answers_new_then_queues(

@@ -20,6 +20,7 @@ from typing import Any
 
 from iri_gateway.service.files import shipping
 from iri_gateway.service.files.remote import reader, writer
+from tests.service.files.agent_requests import compress_request
 
 
 def slow_compress(folder: Path) -> dict[str, Any]:
@@ -31,20 +32,9 @@ def slow_compress(folder: Path) -> dict[str, Any]:
     for index in range(48):
         (big / f"f{index:02}").write_bytes(noise[index:] + noise[:index])
 
-    def place(*rest: str) -> dict[str, Any]:
-        return {"base": str(folder), "top": [], "reserved": [], "rest": list(rest)}
-
-    return {
-        "op": "compress",
-        "path": place("big"),
-        "target": place("made.tgz"),
-        "compression": "gzip",
-        "dereference": False,
-        "max_files": 1000,
-        "max_bytes": 1 << 30,
-        "watch": True,
-        "progress": 0.05,
-    }
+    return compress_request(
+        folder, "big", max_files=1000, max_bytes=1 << 30, watch=True, progress=0.05
+    )
 
 
 def agent() -> subprocess.Popen[bytes]:

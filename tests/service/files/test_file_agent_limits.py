@@ -10,6 +10,7 @@ from typing import Any
 
 from iri_gateway.service.files.agents import AgentLimits, Agents
 from iri_gateway.transport.local import LocalTransport
+from tests.service.files.agent_requests import compress_request
 
 
 class LoginNodePython(LocalTransport):
@@ -23,20 +24,7 @@ def backtracking(folder: Path) -> dict[str, Any]:
     names = folder / "names"
     names.mkdir()
     (names / ("a" * 30 + "!")).write_text("x")
-
-    def place(*rest: str) -> dict[str, Any]:
-        return {"base": str(folder), "top": [], "reserved": [], "rest": list(rest)}
-
-    return {
-        "op": "compress",
-        "path": place("names"),
-        "target": place("made.tgz"),
-        "compression": "gzip",
-        "dereference": False,
-        "match_pattern": "(a+)+$",
-        "max_files": 100,
-        "max_bytes": 2**20,
-    }
+    return compress_request(folder, "names", match_pattern="(a+)+$", max_files=100, max_bytes=2**20)
 
 
 def test_the_wall_time_kills_a_stuck_worker_and_the_agent_goes_on(tmp_path: Path) -> None:
