@@ -36,7 +36,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
 from tests.console.conftest import chromium, wait_for
-from tests.integration.gateway_process import API, Gateway, serve_with_proxy, status
+from tests.integration.gateway_process import API, Gateway, launch, serve_with_proxy, status
 from tests.support.serve import free_port, issue_token
 
 pytestmark = pytest.mark.integration
@@ -139,14 +139,7 @@ def test_a_notebook_runs_a_cell_through_the_gateway(
         config.mkdir()
         (config / "jupyter_server_config.json").write_text('{"ServerApp": {"allow_root": true}}')
         spec["environment"] = {"JUPYTER_CONFIG_PATH": str(config)}
-    launched = httpx.post(
-        f"{gateway.url}{API}/compute/job/{resource}",
-        json=spec,
-        headers=gateway.headers(),
-        timeout=60,
-    )
-    assert launched.status_code == 200, f"{launched.text}\n{gateway.tracebacks()}"
-    job_id: str = launched.json()["id"]
+    job_id = launch(gateway, resource, spec)
     link_url = f"{gateway.url}{API}/compute/ports/{resource}/{job_id}/main/lab"
     try:
         lab_answers(gateway, resource, job_id)
