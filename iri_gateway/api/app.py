@@ -69,6 +69,8 @@ def _authenticator(settings: Settings, tokens: TokenFile) -> Authenticator:
             projects_claim=settings.jwt_projects_claim,
             roles_claim=settings.jwt_roles_claim,
             admin_role=settings.jwt_admin_role,
+            scope_claim=settings.jwt_scope_claim,
+            write_scope=settings.jwt_write_scope,
         )
     return tokens
 
@@ -149,6 +151,7 @@ def create_app(
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
     app.state.rate_limiter = rate_limiter(settings, engine)
+    app.state.token_policy = settings.token_policy()
     app.state.job_documents = job_documents(settings.proxy_url)
     app.state.event_streams = StreamSlots(
         per_user=settings.events_streams_per_user, total=settings.events_streams
@@ -170,7 +173,10 @@ def create_app(
     end_traces = install_traces(app, settings)  # the whole request in its span
     if settings.proxy_url is not None:  # outermost: the proxy's origin never meets the API
         proxy = ProxyApp(
-            engine, app.state.authenticator, secure=settings.proxy_url.startswith("https:")
+            engine,
+            app.state.authenticator,
+            secure=settings.proxy_url.startswith("https:"),
+            policy=app.state.token_policy,
         )
         app.add_middleware(ProxyByHost, proxy=proxy, proxy_url=settings.proxy_url)
     app.state.started = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,7 +25,7 @@ from iri_gateway.errors import ProfileError
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from iri_gateway.service.accounts.auth import TokenFile
+    from iri_gateway.service.accounts.auth import Access, TokenFile
     from iri_gateway.service.operations.settings import Settings
 
 EXIT_USAGE = 2
@@ -233,28 +234,72 @@ def token_create(
             "to check profiles, e.g. on the console's Profiles page).",
         ),
     ] = False,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="A token that may only read (status, listings, files), refused every "
+            "request that submits or changes.",
+        ),
+    ] = False,
+    expires_in: Annotated[
+        str | None,
+        typer.Option(
+            "--expires-in",
+            help="How long the token is valid: 90s, 10m, 12h, 2d (default: the site's "
+            "longest for its class, `read_token_lifetime` or `write_token_lifetime`; "
+            "unset: no end).",
+        ),
+    ] = None,
+    networks: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            help="A network (CIDR, e.g. 10.0.0.0/8) the token may be used from "
+            "(repeatable); none: anywhere the site allows.",
+        ),
+    ] = None,
     data_dir: DataDirOption = None,
 ) -> None:
     """Create a bearer token for USER in the server's tokens file and print it (once)."""
+    from iri_gateway.cli.durations import duration_seconds
     from iri_gateway.service.accounts.auth import TokenFileError
 
+    access: Access = "read" if read_only else "write"
     try:
-        token = _tokens_file(data_dir).issue(user, project or [], admin=admin)
+        asked = duration_seconds(expires_in) if expires_in is not None else None
+        lifetime = _settings(data_dir).token_policy().lifetime(access, asked)
+    except ValueError as error:
+        fail(f"--expires-in: {error}")
+    try:
+        token = _tokens_file(data_dir).issue(
+            user,
+            project or [],
+            admin=admin,
+            access=access,
+            lifetime=lifetime,
+            networks=networks or [],
+        )
     except TokenFileError as error:
         fail(str(error))
     sys.stdout.write(token + "\n")
     sys.stdout.flush()
     from iri_gateway.cli.token_audit import record_token_change
 
-    role = "; admin" if admin else ""
+    role = ("; admin" if admin else "") + ("; read-only" if read_only else "")
     record_token_change(
         _settings(data_dir), operation="createToken", targets=[f"user {user}{role}"]
     )
-    if not project:
+    if not project and not read_only:
         consoles.err().print(
             f"note: the token grants no project, so {user!r} cannot submit "
             "jobs; give --project to grant one",
             markup=False,
+        )
+    if lifetime is not None:
+        ends = datetime.fromtimestamp(time.time() + lifetime, UTC)
+        consoles.err().print(
+            f"note: the token expires at {ends:%Y-%m-%d %H:%M:%S} UTC", markup=False
         )
 
 
@@ -275,7 +320,10 @@ def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> N
                 "user": e.user,
                 "projects": list(e.projects),
                 "admin": e.admin,
+                "access": e.access,
                 "created": e.created,
+                "expires": e.expires,
+                "networks": list(e.networks),
             }
             for e in entries
         ]
@@ -284,22 +332,33 @@ def token_list(data_dir: DataDirOption = None, as_json: JsonOption = False) -> N
     from rich.table import Table
 
     table = Table(title=f"Tokens ({len(entries)})")
-    for column in ("id", "user", "projects", "admin", "created"):
+    # The ends and networks only when a token has them: a table wider than the terminal
+    # would cut user names short.
+    ends = any(entry.expires is not None for entry in entries)
+    limited = any(entry.networks for entry in entries)
+    columns = ["id", "user", "projects", "admin", "access", "created"]
+    columns += ["expires"] * ends + ["from"] * limited
+    for column in columns:
         table.add_column(column, no_wrap=True)
     for entry in entries:
-        created = (
-            "-"
-            if entry.created is None
-            else datetime.fromtimestamp(entry.created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        )
-        table.add_row(
+        cells = [
             entry.id,
             entry.user,
             ", ".join(entry.projects) or "-",
             "admin" if entry.admin else "-",
-            created,
-        )
+            entry.access,
+            _when(entry.created),
+        ]
+        cells += [_when(entry.expires)] * ends + [", ".join(entry.networks) or "-"] * limited
+        table.add_row(*cells)
     consoles.out().print(table)
+
+
+def _when(moment: float | None) -> str:
+    """A POSIX time as UTC to the minute, `-` when there is none."""
+    if moment is None:
+        return "-"
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @token_app.command("revoke")

@@ -110,7 +110,7 @@ def test_token_list_shows_the_role(tmp_path: Path) -> None:
     rows = {
         line.split("│")[2].strip(): line.split("│")[4].strip()
         for line in table.stdout.splitlines()
-        if line.count("│") == 6
+        if line.count("│") == 7
     }
     assert rows == {"root": "admin", "bob": "-"}, table.stdout
     assert "┃ admin ┃" in table.stdout, "the role has its column"

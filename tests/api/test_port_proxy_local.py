@@ -282,6 +282,28 @@ def serving(gateway: Gateway, job_id: str, timeout: float = 30) -> None:
         time.sleep(0.2)
 
 
+def test_a_token_that_may_only_read_reaches_no_service(gateway: Gateway) -> None:
+    """A service may do anything (a notebook runs code): reaching one is a change, refused
+    to a read-only token through the proxy and for a link, while it still reads the job."""
+    job_id = launch(gateway, echo(60, free_port()))
+    try:
+        serving(gateway, job_id)
+        proxied = httpx.get(
+            f"{gateway.proxy}/{job_id}/main/http/ping", headers=auth(gateway.alice_reads)
+        )
+        assert proxied.status_code == 403, proxied.text
+        assert "may only read" in proxied.json()["detail"]
+        refused = link(gateway, job_id, "http", gateway.alice_reads)
+        assert refused.status_code == 403 and "may only read" in refused.json()["detail"]
+        seen = httpx.get(
+            f"{gateway.api}/api/v2/compute/status/local/{job_id}",
+            headers=auth(gateway.alice_reads),
+        )
+        assert seen.status_code == 200 and seen.json()["status"]["state"] == "active"
+    finally:
+        cancel(gateway, job_id)
+
+
 def test_the_service_sees_the_jobs_token_never_the_users(gateway: Gateway) -> None:
     job_id = launch(gateway, echo(60, free_port()))
     try:

@@ -17,12 +17,14 @@ from tests.support.serve import free_port, issue_token, running_serve
 
 @dataclass(frozen=True)
 class ProxyGateway:
-    """Where the API and the proxy are, and the tokens of alice and bob (project proj1)."""
+    """Where the API and the proxy are, and the tokens of alice and bob (project proj1);
+    `alice_reads`: a token of alice's that may only read."""
 
     api: str
     proxy: str
     alice: str
     bob: str
+    alice_reads: str
 
 
 @contextmanager
@@ -30,6 +32,7 @@ def proxy_gateway(data_dir: Path, **extra_env: str) -> Iterator[ProxyGateway]:
     """A serve whose proxy origin is `localhost` on its own port, polling fast."""
     alice = issue_token(data_dir, "alice", "proj1")
     bob = issue_token(data_dir, "bob", "proj1")
+    alice_reads = issue_token(data_dir, "alice", "proj1", options=["--read-only"])
     port = free_port()
     proxy = f"http://localhost:{port}"
     env = {
@@ -39,7 +42,7 @@ def proxy_gateway(data_dir: Path, **extra_env: str) -> Iterator[ProxyGateway]:
         **extra_env,
     }
     with running_serve(data_dir, port=port, extra_env=env, ready=token_works(alice)) as served:
-        yield ProxyGateway(served.url, proxy, alice, bob)
+        yield ProxyGateway(served.url, proxy, alice, bob, alice_reads)
 
 
 def auth(token: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,13 +78,14 @@ def issue_token(
     *,
     base_env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    options: Sequence[str] = (),
 ) -> str:
     """A token for `user` in `project`, made by `iri-gateway token` in DATA_DIR's tokens file;
     its environment is BASE_ENV (default: the clean one) with ENV added (another tokens file,
-    say)."""
+    say); `options`: more of the command's options (`--read-only`, say)."""
     environment = {**(dict(base_env) if base_env is not None else clean_env()), **(env or {})}
     made = subprocess.run(
-        [*CLI, "token", user, f"--project={project}", "--data-dir", str(data_dir)],
+        [*CLI, "token", user, f"--project={project}", "--data-dir", str(data_dir), *options],
         capture_output=True,
         text=True,
         timeout=60,

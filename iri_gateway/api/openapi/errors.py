@@ -3,7 +3,8 @@
 FastAPI documents only what a route declares (and a 422 `HTTPValidationError` the server never
 sends: `problems.py` answers a refused request with a Problem). `document_errors` decorates
 the generated document in one place: which operation can send what is derived from the
-route itself (a bearer token dependency can send 401, the admin dependency 403, the engine
+route itself (a bearer token dependency can send 401, and 403 where the operation changes
+something (a token that may only read, `x-iri-gateway-access`), the admin dependency 403, the engine
 503 when the database or the login node is unavailable, a path parameter 404, any operation
 422 (a query parameter it does not define, `deps.known_query`; its parameters or body), a body
 400 and 413), plus a table of what some routes' bodies send beyond that (`_SENT_BY`). Every
@@ -20,6 +21,7 @@ from fastapi.routing import APIRoute
 
 from iri_gateway.api.plumbing import deps
 from iri_gateway.api.plumbing.problems import PROBLEM
+from iri_gateway.api.plumbing.reads import route_reads
 
 PROBLEM_REF = "#/components/schemas/Problem"
 
@@ -99,7 +101,8 @@ _DESCRIPTIONS: dict[int, str] = {
     "cannot be (the fields at fault in `invalid_params`)",
     401: "Unauthorized: no bearer token, or one the gateway does not know (any more)",
     403: "Forbidden: the caller may not do this (a project the token does not grant, no "
-    "account on the resource, or a role the caller lacks); `detail` says how it is granted",
+    "account on the resource, a role the caller lacks, or a token that may only read on an "
+    "operation that changes: `x-iri-gateway-access: write`); `detail` says how it is granted",
     404: "Not Found: nothing of that name the caller may see",
     409: "Conflict: the object's state does not allow this now",
     410: "Gone: it was there, and has ended for good",
@@ -161,6 +164,16 @@ _SENT_BY: dict[int, tuple[str, ...]] = {
 """What route bodies send beyond what their dependencies and parameters say."""
 
 
+ACCESS = "x-iri-gateway-access"
+"""The extension naming the token class an operation needs: `read` (any token) or `write`
+(a token that may change; a read token is refused 403)."""
+
+
+def reads(route: APIRoute) -> bool:
+    """True when every method of `route` changes nothing (`plumbing.reads`)."""
+    return all(route_reads(route, method) for method in route.methods or ())
+
+
 def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     """The error statuses the server can send for one operation."""
     calls = set(deps.dependency_calls(route.dependant))
@@ -168,8 +181,8 @@ def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     sent = {500}
     if deps.get_principal in calls:
         sent.update((401, 429))  # 429: the caller's request rate (`api.rate_limit`)
-    if deps.get_admin in calls:
-        sent.add(403)
+    if deps.get_admin in calls or (deps.get_principal in calls and not reads(route)):
+        sent.add(403)  # a token that may only read, on an operation that changes
     if deps.get_engine in calls:
         sent.add(503)
     parameters = operation.get("parameters", [])
@@ -229,6 +242,8 @@ def document_errors(document: dict[str, Any], routes: Iterable[Any]) -> dict[str
             route = by_id.get(operation.get("operationId", ""))
             if route is None:
                 continue
+            if deps.get_principal in set(deps.dependency_calls(route.dependant)):
+                operation[ACCESS] = "read" if reads(route) else "write"
             responses = operation.setdefault("responses", {})
             declared_errors = {int(s) for s in responses if s.isdigit() and int(s) >= 400}
             for status in sorted(statuses(route, operation) | declared_errors):

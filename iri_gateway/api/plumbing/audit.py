@@ -4,7 +4,7 @@ Why here and not in each service function: one middleware sees every call the sa
 whatever route serves it, so a new write route is audited without anyone remembering to; and
 it sees the calls that never reach the service, the refused ones (403, 404, 409, 422, 413),
 which are worth recording too. What is recorded (`audited`): every request the rate limits
-count as a write (not a GET or HEAD, not one of the POSTs that only look, `READ_OPERATIONS`),
+count as a write (not a GET or HEAD, not one of the POSTs that only look, `reads.py`),
 and every admin-only operation whatever its method (a profile check, a non-admin's try at
 the audit), except an admin's successful read of the audit itself. Not recorded: a request
 without a valid token (401: a stranger could otherwise grow the table without limit, as no
@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iri_gateway.api.plumbing import deps
 from iri_gateway.api.plumbing.draining import CUT_BY_DRAIN
-from iri_gateway.api.plumbing.rate_limit import READ_METHODS, READ_OPERATIONS
+from iri_gateway.api.plumbing.reads import route_reads
 from iri_gateway.service.accounts.auth import Principal
 from iri_gateway.service.operations.audit import AuditEntry, AuditLog, outcome_of
 from iri_gateway.service.operations.request_context import request_id, trace_id
@@ -75,7 +75,7 @@ def audited(method: str, route: APIRoute) -> bool:
     """True when a call of `route` with `method` is recorded (see the module's docstring)."""
     if _admin_only(route):
         return True
-    return method not in READ_METHODS and route.operation_id not in READ_OPERATIONS
+    return not route_reads(route, method)
 
 
 def _json(held: bytearray, complete: bool) -> dict[str, Any]:

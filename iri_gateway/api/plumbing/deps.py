@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.api.plumbing.rate_limit import charge_request
+from iri_gateway.api.plumbing.token_use import check_token_use
 from iri_gateway.service.accounts.auth import Authenticator, Principal
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.settings import Settings
@@ -52,6 +53,7 @@ async def get_principal(
     authenticator: Authenticator = request.app.state.authenticator
     principal = authenticator.authenticate(credentials.credentials if credentials else None)
     request.scope[AUTHENTICATED] = principal  # for the access and audit logs
+    check_token_use(request, principal)
     charge_request(request, principal)
     return principal
 

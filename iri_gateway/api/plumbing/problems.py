@@ -39,6 +39,7 @@ from iri_gateway.errors import (
 from iri_gateway.service.accounts.auth import AuthenticationError
 from iri_gateway.service.accounts.quotas import QuotaError
 from iri_gateway.service.accounts.rate_limits import RateLimitError
+from iri_gateway.service.accounts.token_policy import ReadOnlyTokenError
 from iri_gateway.service.files.refusals import FileRefusedError, Refusal
 from iri_gateway.service.jobs.engine import (
     IdempotencyConflictError,
@@ -99,6 +100,7 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (NotifySecretMissingError, 400, "Bad Request"),
     (DestinationUnresolvedError, 503, "Service Unavailable"),
     (NoAccountError, 403, "Forbidden"),
+    (ReadOnlyTokenError, 403, "Forbidden"),
     (IdempotencyConflictError, 422, "Unprocessable Entity"),
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
     (JobRejectedError, 422, "Unprocessable Entity"),

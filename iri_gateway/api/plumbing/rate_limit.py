@@ -6,7 +6,7 @@ an unauthenticated request is never counted (it is a 401 anyway) and `/health` a
 `/ready`, which ask for no caller, are never limited. Reads and writes have budgets of their
 own (`service.rate_limits`): a read is a request that changes nothing, a GET or HEAD or one
 of the operations the IRI API sends as POST with its parameters in a body although they only
-look (`READ_OPERATIONS`: `ls`, `stat`, `getJobs`, ...); a write is every other request.
+look (`reads.READ_OPERATIONS`: `ls`, `stat`, `getJobs`, ...); a write is every other request.
 
 The active-jobs quota of a launch (`check_launch_quota`): the resource's
 `limits.active_jobs_per_user`, else the setting (`service.quotas`)."""
@@ -14,41 +14,12 @@ The active-jobs quota of a launch (`check_launch_quota`): the resource's
 from __future__ import annotations
 
 from fastapi import Request
-from fastapi.routing import APIRoute
 
+from iri_gateway.api.plumbing.reads import is_read
 from iri_gateway.service.accounts.auth import Principal
 from iri_gateway.service.accounts.rate_limits import READ, WRITE, RateLimiter
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.settings import Settings
-
-READ_METHODS = frozenset({"GET", "HEAD"})
-READ_OPERATIONS = frozenset(
-    {
-        "getJobs",
-        "planJob",
-        "placeJob",
-        "getFilesystemResources",
-        "ls",
-        "head",
-        "view",
-        "tail",
-        "stat",
-        "checksum",
-        "file",
-        "download",
-    }
-)
-"""The operations sent as POST that change nothing: counted as reads, so that a client
-browsing files (the official `ls`, `stat`, `head`, ... are all POST) is not held to the
-budget of launches and changes."""
-
-
-def is_read(request: Request) -> bool:
-    """True when `request` changes nothing (`READ_METHODS`, or a route in `READ_OPERATIONS`)."""
-    if request.method in READ_METHODS:
-        return True
-    route = request.scope.get("route")
-    return isinstance(route, APIRoute) and route.operation_id in READ_OPERATIONS
 
 
 def charge_request(request: Request, principal: Principal) -> None:

@@ -38,6 +38,7 @@ from iri_gateway.api.proxy.forward_ws import forward_websocket
 from iri_gateway.api.proxy.rules import ForwardRules
 from iri_gateway.errors import GatewayError
 from iri_gateway.service.accounts.auth import AuthenticationError, Authenticator
+from iri_gateway.service.accounts.token_policy import TokenPolicy
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.proxy.passes import PassRefusedError
 from iri_gateway.service.proxy.service import PortProxy, Target
@@ -184,10 +185,20 @@ class EndWatch:
 class ProxyApp:
     """ASGI: the port proxy's origin."""
 
-    def __init__(self, engine: Engine, authenticator: Authenticator, *, secure: bool) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        authenticator: Authenticator,
+        *,
+        secure: bool,
+        policy: TokenPolicy | None = None,
+    ) -> None:
         self.engine = engine
         self.proxy = engine.proxy
         self.authenticator = authenticator
+        self.policy = policy or TokenPolicy()
+        """The site's token limits; a token reaching a service is one that changes (a
+        service may do anything: a Jupyter kernel runs code), so a read token is refused."""
         self.secure = secure
         self.watch = EndWatch(engine.proxy)
 
@@ -272,6 +283,13 @@ class ProxyApp:
         token = bearer(scope)
         if token is not None:
             principal = await run_in_threadpool(self.authenticator.authenticate, token)
+            client = scope.get("client")
+            self.policy.check(
+                principal,
+                client[0] if client else None,
+                time.time(),
+                changes=f"reaching port {asked.port!r} of job {asked.job_id}",
+            )
             return principal.user
         if refusal is not None:
             raise PassRefusedError(f"{refusal}; {NOT_SIGNED_IN}")

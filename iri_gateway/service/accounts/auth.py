@@ -10,6 +10,15 @@ instead.
 A caller may charge only the projects its token grants; a token that grants none may charge
 none (`Principal.may_charge`).
 
+Two token classes: a token that may also change (`write`, the default: submit, cancel,
+write files) and one that may only read (`read`: status, listings, file contents), as
+NERSC's Superfacility API separates its clients. A tokens file entry says `"access": "read"`
+(`iri-gateway token USER --read-only`); a JWT is a read token when the gateway names a write
+scope (`jwt_write_scope`) that its scope claim lacks. A token may also carry an expiry and the
+networks it may be used from (file tokens: `--expires-in`, `--from`; the site's own limits
+per class are `token_policy.TokenPolicy`). Which requests change is the API's to say
+(`api/plumbing/reads.py`).
+
 One role exists: facility admin (`Principal.admin`), needed by what costs the server real work
 for no job, such as the profile check. In the tokens file a token is an admin token when its
 entry says `"admin": true` (`iri-gateway token USER --admin`; entries of older files, without
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import ipaddress
 import json
 import os
 import secrets
@@ -30,12 +40,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from iri_gateway.errors import GatewayError
 
 ID_LENGTH = 12
 """Hex digits of a token's digest shown as its id by `iri-gateway token list`."""
+
+
+Access = Literal["read", "write"]
+"""A token's class: what its bearer may do."""
+ACCESS_CLASSES: tuple[Access, ...] = ("read", "write")
 
 
 class AuthenticationError(GatewayError):
@@ -64,6 +79,15 @@ class Principal:
     grant_hint: str = ""
     admin: bool = False
     admin_hint: str = ""
+    access: Access = "write"
+    """`read`: the token may only read; `write`: it may also change."""
+    access_hint: str = ""
+    """How a token that may change is had, for a read token refused a change."""
+    networks: tuple[str, ...] = ()
+    """The networks (CIDR) the token may be used from; none: anywhere."""
+    issued: float | None = None
+    expires: float | None = None
+    """When the token was made and stops being valid (POSIX times; None: not known, never)."""
 
     def may_charge(self, project: str) -> bool:
         """Only a granted project may be charged; a token without projects grants none."""
@@ -80,6 +104,9 @@ class TokenEntry:
     projects: tuple[str, ...]
     created: float | None
     admin: bool = False
+    access: Access = "write"
+    expires: float | None = None
+    networks: tuple[str, ...] = ()
 
 
 def _digest(token: str) -> str:
@@ -100,6 +127,13 @@ def _token_admin_hint(user: str) -> str:
     )
 
 
+def _token_access_hint(user: str) -> str:
+    return (
+        f"this token may only read; an administrator issues one that may also change: "
+        f"`iri-gateway token {user}` (without --read-only)"
+    )
+
+
 def _entry(digest: str, entry: dict[str, Any]) -> TokenEntry:
     return TokenEntry(
         digest[:ID_LENGTH],
@@ -108,7 +142,41 @@ def _entry(digest: str, entry: dict[str, Any]) -> TokenEntry:
         tuple(entry.get("projects", [])),
         entry.get("created"),
         entry.get("admin", False),
+        entry.get("access", "write"),
+        entry.get("expires"),
+        tuple(entry.get("networks", [])),
     )
+
+
+def _principal(entry: dict[str, Any]) -> Principal:
+    user = entry["user"]
+    return Principal(
+        user,
+        tuple(entry.get("projects", [])),
+        _token_grant_hint(user),
+        admin=entry.get("admin", False),
+        admin_hint=_token_admin_hint(user),
+        access=entry.get("access", "write"),
+        access_hint=_token_access_hint(user),
+        networks=tuple(entry.get("networks", [])),
+        issued=entry.get("created"),
+        expires=entry.get("expires"),
+    )
+
+
+def networks_of(values: list[str]) -> list[str]:
+    """`values` as CIDR networks in their usual form (`10.1.2.3/8` is `10.0.0.0/8`, a bare
+    address its own /32 or /128); ValueError naming the first that is not one."""
+    written = []
+    for value in values:
+        try:
+            written.append(str(ipaddress.ip_network(value.strip(), strict=False)))
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a network: give an address or a CIDR block such as "
+                "10.0.0.0/8 or 2001:db8::/32"
+            ) from None
+    return written
 
 
 Signature = tuple[int, int, int]
@@ -156,14 +224,7 @@ class TokenFile:
             signature = self._stat()
             document = self._read()
             self._entries = {
-                digest: Principal(
-                    entry["user"],
-                    tuple(entry.get("projects", [])),
-                    _token_grant_hint(entry["user"]),
-                    admin=entry.get("admin", False),
-                    admin_hint=_token_admin_hint(entry["user"]),
-                )
-                for digest, entry in document["tokens"].items()
+                digest: _principal(entry) for digest, entry in document["tokens"].items()
             }
             self._signature = signature
 
@@ -194,11 +255,10 @@ class TokenFile:
                 "{'user': ..., 'projects': [...]}}}"
             )
         for digest, entry in tokens.items():
-            if not isinstance(entry.get("admin", False), bool):
+            problem = _entry_problem(entry)
+            if problem is not None:
                 raise TokenFileError(
-                    f"{self.path}: token {digest[:ID_LENGTH]} of "
-                    f"{entry['user']!r}: 'admin' must be true or false, "
-                    f"not {entry['admin']!r}"
+                    f"{self.path}: token {digest[:ID_LENGTH]} of {entry['user']!r}: {problem}"
                 )
         return {"tokens": tokens}
 
@@ -209,6 +269,8 @@ class TokenFile:
         principal = self._entries.get(_digest(token))
         if principal is None:
             raise AuthenticationError("the bearer token is not valid")
+        if principal.expires is not None and time.time() >= principal.expires:
+            raise AuthenticationError("the bearer token has expired; ask for a new one")
         return principal
 
     @contextmanager
@@ -241,17 +303,37 @@ class TokenFile:
             Path(temporary).unlink(missing_ok=True)
             raise
 
-    def issue(self, user: str, projects: list[str] | None = None, *, admin: bool = False) -> str:
-        """Create a token for `user` (an admin token with `admin`), store its digest, and
-        return the token (shown once)."""
+    def issue(
+        self,
+        user: str,
+        projects: list[str] | None = None,
+        *,
+        admin: bool = False,
+        access: Access = "write",
+        lifetime: float | None = None,
+        networks: list[str] | None = None,
+    ) -> str:
+        """Create a token for `user` (an admin token with `admin`; one that may only read
+        with `access="read"`; valid `lifetime` seconds, from `networks` only, when given),
+        store its digest, and return the token (shown once)."""
         token = _new_token()
+        now = time.time()
+        entry: dict[str, Any] = {
+            "user": user,
+            "projects": list(dict.fromkeys(projects or [])),
+            "created": now,
+            "admin": admin,
+            "access": access,
+        }
+        if lifetime is not None:
+            entry["expires"] = now + lifetime
+        if networks:
+            entry["networks"] = networks_of(networks)
+        problem = _entry_problem(entry)
+        if problem is not None:
+            raise TokenFileError(problem)
         with self._locked() as document:
-            document["tokens"][_digest(token)] = {
-                "user": user,
-                "projects": list(dict.fromkeys(projects or [])),
-                "created": time.time(),
-                "admin": admin,
-            }
+            document["tokens"][_digest(token)] = entry
         return token
 
     def entries(self) -> list[TokenEntry]:
@@ -324,7 +406,11 @@ class JwtVerifier:
         projects_claim: str = "projects",
         roles_claim: str = "roles",
         admin_role: str | None = None,
+        scope_claim: str = "scope",
+        write_scope: str | None = None,
     ) -> None:
+        """`write_scope`: the scope (in `scope_claim`, OAuth's space-separated `scope` or a
+        list) a token needs to change anything; None: every token may."""
         import jwt
 
         self._jwt = jwt
@@ -332,6 +418,7 @@ class JwtVerifier:
         self.issuer, self.audience = issuer, audience
         self.username_claim, self.projects_claim = username_claim, projects_claim
         self.roles_claim, self.admin_role = roles_claim, admin_role
+        self.scope_claim, self.write_scope = scope_claim, write_scope
 
     def authenticate(self, token: str | None) -> Principal:
         if not token:
@@ -361,17 +448,29 @@ class JwtVerifier:
             f"projects come from the token's {self.projects_claim!r} claim, which the "
             "identity provider's administrator grants"
         )
+        writes = self.write_scope is None or self.write_scope in _names(
+            _claim(claims, self.scope_claim)
+        )
         return Principal(
-            user, projects, hint, admin=self._is_admin(claims), admin_hint=self._admin_hint()
+            user,
+            projects,
+            hint,
+            admin=self._is_admin(claims),
+            admin_hint=self._admin_hint(),
+            access="write" if writes else "read",
+            access_hint=(
+                f"this token may only read: its {self.scope_claim!r} claim lacks "
+                f"{self.write_scope!r}, which the identity provider grants to clients that "
+                "may submit and change"
+            ),
+            issued=_time(claims.get("iat")),
+            expires=_time(claims.get("exp")),
         )
 
     def _is_admin(self, claims: dict[str, Any]) -> bool:
         if self.admin_role is None:
             return False
-        value: Any = claims
-        for part in self.roles_claim.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        return self.admin_role in _names(value)
+        return self.admin_role in _names(_claim(claims, self.roles_claim))
 
     def _admin_hint(self) -> str:
         if self.admin_role is None:
@@ -383,6 +482,40 @@ class JwtVerifier:
             f"the admin role comes from the token's {self.roles_claim!r} claim holding "
             f"{self.admin_role!r}, which the identity provider's administrator grants"
         )
+
+
+def _claim(claims: dict[str, Any], name: str) -> Any:
+    """The claim `name`; a dotted name reaches into nested objects (`realm_access.roles`)."""
+    value: Any = claims
+    for part in name.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _time(value: Any) -> float | None:
+    """A NumericDate claim (`iat`, `exp`) as a POSIX time; None when absent or not one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _entry_problem(entry: dict[str, Any]) -> str | None:
+    """What is wrong with a tokens file entry's optional fields, or None."""
+    if not isinstance(entry.get("admin", False), bool):
+        return f"'admin' must be true or false, not {entry['admin']!r}"
+    if entry.get("access", "write") not in ACCESS_CLASSES:
+        return f"'access' must be 'read' or 'write', not {entry['access']!r}"
+    expires = entry.get("expires")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
+        return f"'expires' must be a POSIX time, not {expires!r}"
+    networks = entry.get("networks", [])
+    if not isinstance(networks, list) or not all(isinstance(n, str) for n in networks):
+        return f"'networks' must be a list of CIDR blocks, not {networks!r}"
+    try:
+        networks_of(networks)
+    except ValueError as error:
+        return f"'networks': {error}"
+    return None
 
 
 def _names(value: Any) -> tuple[str, ...]:

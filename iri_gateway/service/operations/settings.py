@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:
+    from iri_gateway.service.accounts.token_policy import TokenPolicy
     from iri_gateway.service.files.agents import AgentLimits
 
 
@@ -63,6 +64,38 @@ class Settings(BaseSettings):
         min_length=1,
         description="Role in the roles claim that makes the caller a facility admin (e.g. "
         "for the profile check); unset: no JWT is an admin",
+    )
+    jwt_scope_claim: str = Field(
+        default="scope",
+        min_length=1,
+        description="Claim listing the token's scopes (OAuth's space-separated `scope`, or a "
+        "list; dotted names reach into objects)",
+    )
+    jwt_write_scope: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Scope a JWT needs to change anything (submit, cancel, write files); "
+        "without it the token may only read. Unset: every JWT may change",
+    )
+    read_token_lifetime: float | None = Field(
+        default=None,
+        gt=0,
+        description="Longest life, in seconds, of a token that may only read (file tokens "
+        "and JWTs; `iri-gateway token --read-only` gives it by default); unset: unbounded",
+    )
+    write_token_lifetime: float | None = Field(
+        default=None,
+        gt=0,
+        description="Longest life, in seconds, of a token that may change (file tokens and "
+        "JWTs; `iri-gateway token` gives it by default); unset: unbounded",
+    )
+    read_token_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR) tokens that may only read are accepted from; empty: anywhere",
+    )
+    write_token_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR) tokens that may change are accepted from; empty: anywhere",
     )
     poll_fast: float = Field(default=1.0, gt=0, description="Seconds between early polls")
     poll_slow: float = Field(default=30.0, gt=0, description="Longest seconds between polls")
@@ -558,9 +591,9 @@ class Settings(BaseSettings):
             )
         return f"{parts.scheme}://{parts.netloc.lower()}"
 
-    @field_validator("webhook_allowed_networks")
+    @field_validator("webhook_allowed_networks", "read_token_networks", "write_token_networks")
     @classmethod
-    def _networks(cls, networks: list[str]) -> list[str]:
+    def _networks(cls, networks: list[str], info: ValidationInfo) -> list[str]:
         import ipaddress
 
         for network in networks:
@@ -568,10 +601,21 @@ class Settings(BaseSettings):
                 ipaddress.ip_network(network, strict=False)
             except ValueError as error:
                 raise ValueError(
-                    f"webhook_allowed_networks: {network!r} is not a network ({error}); "
+                    f"{info.field_name}: {network!r} is not a network ({error}); "
                     "write it as CIDR, e.g. 10.0.0.0/8 or fd00::/8"
                 ) from None
         return networks
+
+    def token_policy(self) -> TokenPolicy:
+        """The site's limits per token class (`service.accounts.token_policy`)."""
+        from iri_gateway.service.accounts.token_policy import TokenPolicy
+
+        return TokenPolicy.of(
+            read_lifetime=self.read_token_lifetime,
+            write_lifetime=self.write_token_lifetime,
+            read_networks=self.read_token_networks,
+            write_networks=self.write_token_networks,
+        )
 
     @model_validator(mode="after")
     def _claim_outlasts_attempt(self) -> Settings:
