@@ -49,6 +49,7 @@ from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
 from iri_gateway.api.tasks import routes as tasks
 from iri_gateway.service.accounts.auth import Authenticator, JwtVerifier, TokenFile
+from iri_gateway.service.accounts.introspection import Introspection
 from iri_gateway.service.assembly import build_engine
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
@@ -71,8 +72,23 @@ def _authenticator(settings: Settings, tokens: TokenFile) -> Authenticator:
             admin_role=settings.jwt_admin_role,
             scope_claim=settings.jwt_scope_claim,
             write_scope=settings.jwt_write_scope,
+            exact_audience=settings.jwt_exact_audience,
+            leeway=settings.jwt_leeway,
+            introspection=_introspection(settings),
         )
     return tokens
+
+
+def _introspection(settings: Settings) -> Introspection | None:
+    """The revocation check of JWTs, when the site names its provider's endpoint."""
+    if settings.jwt_introspection_url is None:
+        return None
+    return Introspection(
+        settings.jwt_introspection_url,
+        client_id=settings.jwt_introspection_client_id or "",
+        client_secret=settings.jwt_introspection_client_secret or "",
+        cache_seconds=settings.jwt_introspection_cache,
+    )
 
 
 def create_app(

@@ -4,14 +4,14 @@ plug-in, registered in tests/conftest.py; module-scoped: each test module gets i
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.support.http_server import QuietHandler, http_server
 
 
 @pytest.fixture(scope="module")
@@ -26,20 +26,9 @@ def jwks_url(keys: tuple[Any, Any]) -> Iterator[str]:
     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(keys[0].public_key()))
     document = json.dumps({"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]})
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            body = document.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer_json(document.encode())
 
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
-    server.shutdown()
+    with http_server(Handler) as url:
+        yield f"{url}/jwks.json"

@@ -23,7 +23,6 @@ from fastapi import FastAPI
 
 from iri_gateway.api.app import create_app
 from iri_gateway.service.operations.settings import Settings
-from tests.api.jwks import jwks_url, keys  # noqa: F401  (fixtures)
 from tests.api.test_jwt_auth import AUDIENCE, ISSUER
 from tests.api.test_jwt_auth import token as signed
 from tests.api.test_tokens import bearer, cli
@@ -168,7 +167,7 @@ def test_the_token_command_keeps_to_the_site_and_says_when_a_token_ends(tmp_path
 
 
 @pytest.fixture
-async def jwt_client(jwks_url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
+async def jwt_client(jwks_url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = site(
         tmp_path,
         auth="jwt",
@@ -187,7 +186,7 @@ async def jwt_client(jwks_url: str, tmp_path: Path) -> AsyncIterator[httpx.Async
 
 async def test_a_jwt_without_the_write_scope_may_only_read(
     jwt_client: httpx.AsyncClient,
-    keys: tuple[Any, Any],  # noqa: F811
+    keys: tuple[Any, Any],
 ) -> None:
     reader = signed(keys[0], scope="openid compute:read")
     writer = signed(keys[0], scope="openid compute:write")

@@ -122,8 +122,9 @@ _DESCRIPTIONS: dict[int, str] = {
     "the details)",
     501: "Not Implemented: this gateway is not set up for it (`detail` names the setting)",
     502: "Bad Gateway: the scheduler failed on the command (its own words in `detail`)",
-    503: "Service Unavailable: the database, the scheduler or the login node cannot be "
-    "reached now; try again after `Retry-After` seconds",
+    503: "Service Unavailable: the database, the scheduler, the login node or the identity "
+    "provider (asked whether a token is still active) cannot be reached now; try again after "
+    "`Retry-After` seconds",
 }
 
 _RESOURCE_ACTIONS = (
@@ -180,7 +181,9 @@ def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     operation_id = operation.get("operationId", "")
     sent = {500}
     if deps.get_principal in calls:
-        sent.update((401, 429))  # 429: the caller's request rate (`api.rate_limit`)
+        # 429: the caller's request rate (`api.rate_limit`); 503: the identity provider
+        # cannot say whether a JWT is still active (`introspection`, fail-closed)
+        sent.update((401, 429, 503))
     if deps.get_admin in calls or (deps.get_principal in calls and not reads(route)):
         sent.add(403)  # a token that may only read, on an operation that changes
     if deps.get_engine in calls:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.api.plumbing.rate_limit import charge_request
@@ -51,7 +52,11 @@ async def get_principal(
     if known is not None:
         return known  # checked by `check_caller` before the body was read
     authenticator: Authenticator = request.app.state.authenticator
-    principal = authenticator.authenticate(credentials.credentials if credentials else None)
+    token = credentials.credentials if credentials else None
+    if authenticator.may_block:  # keys fetched, the provider asked: not on the event loop
+        principal = await run_in_threadpool(authenticator.authenticate, token)
+    else:
+        principal = authenticator.authenticate(token)
     request.scope[AUTHENTICATED] = principal  # for the access and audit logs
     check_token_use(request, principal)
     charge_request(request, principal)

@@ -37,6 +37,7 @@ from iri_gateway.errors import (
     json_path,
 )
 from iri_gateway.service.accounts.auth import AuthenticationError
+from iri_gateway.service.accounts.introspection import IntrospectionUnavailableError
 from iri_gateway.service.accounts.quotas import QuotaError
 from iri_gateway.service.accounts.rate_limits import RateLimitError
 from iri_gateway.service.accounts.token_policy import ReadOnlyTokenError
@@ -101,6 +102,7 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (DestinationUnresolvedError, 503, "Service Unavailable"),
     (NoAccountError, 403, "Forbidden"),
     (ReadOnlyTokenError, 403, "Forbidden"),
+    (IntrospectionUnavailableError, 503, "Service Unavailable"),
     (IdempotencyConflictError, 422, "Unprocessable Entity"),
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
     (JobRejectedError, 422, "Unprocessable Entity"),
@@ -351,7 +353,8 @@ def status_of(error: GatewayError) -> tuple[int, str, dict[str, str] | None]:
                 SchedulerUnavailableError
                 | TransportError
                 | DatabaseError
-                | DestinationUnresolvedError,
+                | DestinationUnresolvedError
+                | IntrospectionUnavailableError,
             ):
                 # Transient: the scheduler or the login node is unavailable for now; the
                 # client may send the same request again after the pause (RFC 9110).

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.service.accounts.introspection import Introspection
 
 ID_LENGTH = 12
 """Hex digits of a token's digest shown as its id by `iri-gateway token list`."""
@@ -374,9 +375,15 @@ class TokenFile:
         self._refresh()
         return len(self._entries)
 
+    may_block = False
+    """One `stat` of the file, a read when it changed: quick, done on the event loop."""
+
 
 class Authenticator(Protocol):
-    """Turns a bearer token into a principal, or raises AuthenticationError."""
+    """Turns a bearer token into a principal, or raises AuthenticationError. `may_block`:
+    whether `authenticate` may wait on the network (then it runs off the event loop)."""
+
+    may_block: bool
 
     def authenticate(self, token: str | None) -> Principal:
         """The caller behind `token`."""
@@ -408,9 +415,16 @@ class JwtVerifier:
         admin_role: str | None = None,
         scope_claim: str = "scope",
         write_scope: str | None = None,
+        exact_audience: bool = False,
+        leeway: float = 0.0,
+        introspection: Introspection | None = None,
     ) -> None:
         """`write_scope`: the scope (in `scope_claim`, OAuth's space-separated `scope` or a
-        list) a token needs to change anything; None: every token may."""
+        list) a token needs to change anything; None: every token may. `exact_audience`:
+        the token's `aud` must be this gateway's audience alone (a token minted for several
+        services is refused). `leeway`: seconds of clock skew allowed on `exp`, `nbf` and
+        `iat`. `introspection`: the identity provider asked whether the token is still
+        active (revocation), refusing when it cannot answer."""
         import jwt
 
         self._jwt = jwt
@@ -419,6 +433,11 @@ class JwtVerifier:
         self.username_claim, self.projects_claim = username_claim, projects_claim
         self.roles_claim, self.admin_role = roles_claim, admin_role
         self.scope_claim, self.write_scope = scope_claim, write_scope
+        self.exact_audience, self.leeway = exact_audience, leeway
+        self.introspection = introspection
+
+    may_block = True
+    """Fetching keys and asking the provider are network calls: not on the event loop."""
 
     def authenticate(self, token: str | None) -> Principal:
         if not token:
@@ -432,6 +451,7 @@ class JwtVerifier:
                 algorithms=list(self.ALGORITHMS),
                 audience=self.audience,
                 issuer=self.issuer,
+                leeway=self.leeway,
                 options={"require": ["exp", "iss", "aud"]},
             )
         except jwt.PyJWKClientConnectionError as error:
@@ -440,9 +460,21 @@ class JwtVerifier:
             ) from None
         except jwt.PyJWTError as error:
             raise AuthenticationError(f"the bearer token is not valid: {error}") from None
+        audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
+        if self.exact_audience and audiences != [self.audience]:
+            raise AuthenticationError(
+                f"the bearer token is meant for other services besides this gateway "
+                f"({len(audiences)} audiences); ask the identity provider for a token whose "
+                f"audience is {self.audience!r} alone"
+            )
         user = claims.get(self.username_claim)
         if not isinstance(user, str) or not user:
             raise AuthenticationError(f"the token has no {self.username_claim!r} claim")
+        if self.introspection is not None and not self.introspection.active(token):
+            raise AuthenticationError(
+                "the identity provider says the bearer token is no longer active (revoked, "
+                "or ended); sign in again"
+            )
         projects = _names(claims.get(self.projects_claim))
         hint = (
             f"projects come from the token's {self.projects_claim!r} claim, which the "

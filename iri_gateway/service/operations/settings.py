@@ -77,6 +77,38 @@ class Settings(BaseSettings):
         description="Scope a JWT needs to change anything (submit, cancel, write files); "
         "without it the token may only read. Unset: every JWT may change",
     )
+    jwt_exact_audience: bool = Field(
+        default=False,
+        description="Refuse a JWT whose `aud` names other services besides `jwt_audience` "
+        "(the AmSC rule: a token for this gateway alone)",
+    )
+    jwt_leeway: float = Field(
+        default=0.0,
+        ge=0,
+        le=300,
+        description="Seconds of clock skew allowed when checking a JWT's `exp`, `nbf` and `iat`",
+    )
+    jwt_introspection_url: str | None = Field(
+        default=None,
+        description="The identity provider's token introspection endpoint (RFC 7662): each "
+        "JWT is checked to be still active (not revoked), and refused (503) while the "
+        "provider cannot answer; unset: not asked",
+    )
+    jwt_introspection_client_id: str | None = Field(
+        default=None, description="The gateway's client id at the introspection endpoint"
+    )
+    jwt_introspection_client_secret: str | None = Field(
+        default=None,
+        repr=False,
+        description="The gateway's client secret at the introspection endpoint",
+    )
+    jwt_introspection_cache: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="Seconds an active answer of the introspection endpoint is trusted: a "
+        "revocation takes effect within this time",
+    )
     read_token_lifetime: float | None = Field(
         default=None,
         gt=0,
@@ -653,6 +685,13 @@ class Settings(BaseSettings):
             ]
             if missing:
                 raise ValueError(f"auth 'jwt' needs {', '.join(missing)}")
+        if self.jwt_introspection_url is not None and (
+            not self.jwt_introspection_client_id or not self.jwt_introspection_client_secret
+        ):
+            raise ValueError(
+                "jwt_introspection_url needs jwt_introspection_client_id and "
+                "jwt_introspection_client_secret (the gateway's client at the provider)"
+            )
         return self
 
     @model_validator(mode="after")

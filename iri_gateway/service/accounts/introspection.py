@@ -1,0 +1,122 @@
+"""Is a JWT still active? Its identity provider's word (OAuth 2.0 Token Introspection,
+RFC 7662), asked before a JWT is accepted when the site sets an introspection endpoint.
+
+A JWT's signature and `exp` say nothing of a token revoked since it was issued; the IRI
+reference implementation's AmSC sign-in asks the provider and refuses the token when it
+cannot get an answer (fail-closed). So here: `active: true` accepts, anything else from
+the provider refuses (401), and no answer (a fault, a time-out, a reply that is not RFC
+7662's) is `IntrospectionUnavailableError` (503, retry): never an acceptance. An active
+answer is remembered for `cache_seconds` (by the token's SHA-256, bounded), so a revocation
+takes effect within that time and a busy client costs one call per that time, not one per
+request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import httpx
+
+from iri_gateway.errors import GatewayError
+
+CACHED_TOKENS = 10_000
+"""Active answers remembered at most (least recently used first out)."""
+ANSWER_LIMIT = 64 * 1024
+"""Bytes of the provider's answer read at most."""
+
+
+class IntrospectionUnavailableError(GatewayError):
+    """The identity provider did not say whether the token is active (503, retry)."""
+
+    code = "introspection_unavailable"
+    retry_after = 5
+
+
+class Introspection:
+    """Asks `url` about tokens as the client `client_id` (HTTP Basic, RFC 7662 section 2.1)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        client_id: str,
+        client_secret: str,
+        cache_seconds: float = 30.0,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = url
+        self._auth = (client_id, client_secret)
+        self._cache_seconds = cache_seconds
+        self._timeout = timeout
+        self._clock = clock
+        self._active: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def active(self, token: str) -> bool:
+        """True when the provider says the token is active (or said so less than
+        `cache_seconds` ago); IntrospectionUnavailableError when it does not say."""
+        key = hashlib.sha256(token.encode()).hexdigest()
+        now = self._clock()
+        with self._lock:
+            until = self._active.get(key)
+            if until is not None and now < until:
+                self._active.move_to_end(key)
+                return True
+            self._active.pop(key, None)
+        if not self._ask(token):
+            return False
+        with self._lock:
+            self._active[key] = now + self._cache_seconds
+            while len(self._active) > CACHED_TOKENS:
+                self._active.popitem(last=False)
+        return True
+
+    def _ask(self, token: str) -> bool:
+        try:
+            with (
+                httpx.Client(timeout=self._timeout, follow_redirects=False) as client,
+                client.stream(
+                    "POST",
+                    self.url,
+                    data={"token": token, "token_type_hint": "access_token"},
+                    auth=self._auth,
+                    headers={"Accept": "application/json"},
+                ) as answer,
+            ):
+                body = b""
+                for part in answer.iter_bytes():
+                    body += part
+                    if len(body) > ANSWER_LIMIT:
+                        raise IntrospectionUnavailableError(
+                            "the identity provider's introspection answer is too large; "
+                            "the token is refused until it answers (try again shortly)"
+                        )
+                status = answer.status_code
+        except httpx.HTTPError as error:
+            raise IntrospectionUnavailableError(
+                f"cannot ask the identity provider whether the token is still valid "
+                f"({type(error).__name__}); the token is refused until it answers (try "
+                "again shortly)"
+            ) from None
+        if status != 200:
+            raise IntrospectionUnavailableError(
+                f"the identity provider's introspection endpoint answered HTTP {status}; the "
+                "token is refused until it answers (try again shortly)"
+            )
+        try:
+            document = json.loads(body)
+        except ValueError:
+            document = None
+        if not isinstance(document, dict) or not isinstance(document.get("active"), bool):
+            raise IntrospectionUnavailableError(
+                "the identity provider's introspection answer is not RFC 7662's (no boolean "
+                "`active`); the token is refused until it answers (try again shortly)"
+            )
+        active: bool = document["active"]
+        return active
