@@ -23,6 +23,9 @@ from iri_gateway.shipped import shipped_dir
 from tests.api.test_jwt_auth import AUDIENCE, ISSUER, token
 from tests.api.test_tokens import bearer, cli
 
+ENDLESS_WRITER = {"access": "write", "expires": None}
+"""What getMe adds for a token that may change and has no end."""
+
 pytestmark = pytest.mark.anyio
 
 CHECK = "/api/v2/facility/profile-check"
@@ -43,7 +46,13 @@ async def test_an_admin_token_checks_profiles_and_says_so(
     root = issue(app, "root", "--project", "ops", "--admin")
     me = await client.get(ME, headers=bearer(root))
     assert me.status_code == 200, me.text
-    assert me.json() == {"user": "root", "projects": ["ops"], "admin": True}
+    assert me.json() == {
+        "user": "root",
+        "projects": ["ops"],
+        "admin": True,
+        "access": "write",
+        "expires": None,
+    }
     answer = await client.post(
         CHECK, json={"profile": LOCAL.read_text(encoding="utf-8")}, headers=bearer(root)
     )
@@ -60,7 +69,13 @@ async def test_anyone_else_is_refused_with_how_to_become_admin_and_nothing_runs(
     )  # must never be reached
     alice = issue(app, "alice", "--project", "proj1")
     me = await client.get(ME, headers=bearer(alice))
-    assert me.json() == {"user": "alice", "projects": ["proj1"], "admin": False}
+    assert me.json() == {
+        "user": "alice",
+        "projects": ["proj1"],
+        "admin": False,
+        "access": "write",
+        "expires": None,
+    }
     for body in (
         {"profile": LOCAL.read_text(encoding="utf-8")},
         {"profile": "x" * (profile_check.MAX_PROFILE_CHARS + 1)},
@@ -128,7 +143,13 @@ async def test_an_older_tokens_file_without_the_field_is_not_admin(tmp_path: Pat
         transport=httpx.ASGITransport(app=app), base_url="http://test"
     ) as client:
         me = await client.get(ME, headers=bearer(issued))
-        assert me.json() == {"user": "old", "projects": ["p"], "admin": False}
+        assert me.json() == {
+            "user": "old",
+            "projects": ["p"],
+            "admin": False,
+            "access": "write",
+            "expires": None,
+        }
         assert (
             await client.post(CHECK, json={"profile": "x: 1"}, headers=bearer(issued))
         ).status_code == 403
@@ -190,7 +211,14 @@ async def test_a_jwt_is_admin_when_its_roles_claim_holds_the_admin_role(
         transport=httpx.ASGITransport(app=app), base_url="http://test"
     ) as client:
         me = await client.get(ME, headers=bearer(signed))
-        assert me.json() == {"user": "carol", "projects": ["p1", "p2"], "admin": admin}
+        shown = me.json()
+        assert shown.pop("expires").endswith("Z")  # the JWT's `exp`
+        assert shown == {
+            "user": "carol",
+            "projects": ["p1", "p2"],
+            "admin": admin,
+            "access": "write",
+        }
         checked = await client.post(CHECK, json={"profile": "x: 1"}, headers=bearer(signed))
     if admin:
         assert checked.status_code == 422, checked.text  # checked: not a profile

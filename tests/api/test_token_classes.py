@@ -95,7 +95,8 @@ async def test_a_read_only_token_serves_every_operation_that_only_reads(
         refused = answer.status_code == 403 and "may only read" in answer.text
         assert not refused, (operation_id, answer.text)
     me = await client.get(ME, headers=bearer(reader))
-    assert me.status_code == 200 and me.json()["user"] == "alice"
+    assert me.status_code == 200, me.text
+    assert (me.json()["user"], me.json()["access"]) == ("alice", "read")
 
 
 async def test_a_token_that_may_change_launches(client: httpx.AsyncClient, app: FastAPI) -> None:
@@ -106,7 +107,8 @@ async def test_a_token_that_may_change_launches(client: httpx.AsyncClient, app: 
 
 async def test_an_expired_token_is_refused_at_once(client: httpx.AsyncClient, app: FastAPI) -> None:
     brief = app.state.tokens.issue("alice", ["proj1"], lifetime=0.5)
-    assert (await client.get(CAPS, headers=bearer(brief))).status_code == 200
+    me = (await client.get(ME, headers=bearer(brief))).json()
+    assert me["access"] == "write" and me["expires"] is not None
     time.sleep(0.6)
     answer = await client.get(CAPS, headers=bearer(brief))
     assert answer.status_code == 401 and "expired" in answer.json()["detail"], answer.text

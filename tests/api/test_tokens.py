@@ -144,7 +144,13 @@ def test_the_first_start_token_runs_the_readme_example(tmp_path: Path) -> None:
         assert readme.status_code == 200, readme.text
         assert launch(served.url, admin, "someone-elses-project").status_code == 403
         me = httpx.get(f"{served.url}{V2}/account/me", headers=bearer(admin), timeout=30)
-        assert me.json() == {"user": "admin", "projects": ["demo"], "admin": True}
+        assert me.json() == {
+            "user": "admin",
+            "projects": ["demo"],
+            "admin": True,
+            "access": "write",
+            "expires": None,
+        }
         assert "an admin token for user 'admin'" in served.output()
     with running_serve(data) as again:
         assert "shown once" not in again.output(), "only the first start makes a token"

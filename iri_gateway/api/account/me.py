@@ -8,11 +8,15 @@ refuses a non-admin on every admin-only route.
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Literal
+
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import PrincipalDep
+from iri_gateway.api.plumbing.official import utc_timestamp
 
 router = APIRouter(prefix="/api/v2/account", tags=["extensions"], route_class=CallerFirstRoute)
 
@@ -29,15 +33,29 @@ class Me(BaseModel):
         description="True for a facility admin (`iri-gateway token USER --admin`, or the "
         "identity provider's admin role): may call admin-only routes such as checkProfile"
     )
+    access: Literal["read", "write"] = Field(
+        description="`write`: the token may also change (submit, cancel, write files); "
+        "`read`: it may only read, and every operation marked `x-iri-gateway-access: "
+        "write` answers it 403"
+    )
+    expires: datetime | None = Field(
+        description="When the token stops being valid (UTC); null: no end known"
+    )
 
 
 @router.get(
     "/me",
     operation_id="getMe",
     response_model=Me,
-    summary="Get the current user, its projects and role (extension)",
+    summary="Get the current user, its projects, role and token class (extension)",
     responses={401: {"description": "No valid bearer token"}},
 )
 async def get_me(principal: PrincipalDep) -> Me:
     """The caller as its token describes it."""
-    return Me(user=principal.user, projects=list(principal.projects), admin=principal.admin)
+    return Me(
+        user=principal.user,
+        projects=list(principal.projects),
+        admin=principal.admin,
+        access=principal.access,
+        expires=None if principal.expires is None else utc_timestamp(principal.expires),
+    )
