@@ -71,7 +71,8 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         yield Console(served, printed.group(1), token_of(data, "bob", "bobs"), data)
 
 
-def token_of(data: Path, user: str, project: str) -> str:
+def token_of(data: Path, user: str, project: str, *options: str) -> str:
+    """A token of `user` for `project` from `iri-gateway token create` (with `options`)."""
     made = subprocess.run(
         [
             sys.executable,
@@ -84,6 +85,7 @@ def token_of(data: Path, user: str, project: str) -> str:
             project,
             "--data-dir",
             str(data),
+            *options,
         ],
         capture_output=True,
         text=True,

@@ -13,7 +13,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.console.conftest import Console, requested_urls, screenshots, sign_in, wait_for
+from tests.console.conftest import (
+    Console,
+    requested_urls,
+    screenshots,
+    sign_in,
+    token_of,
+    wait_for,
+)
 
 
 def launch(console: Console, token: str, project: str, spec: dict[str, Any]) -> str:
@@ -250,3 +257,29 @@ def test_jobs_are_paged_and_live_refresh_reads_the_shown_page_only(
     wait_for(page, f"document.querySelector(`tr[data-detail-of='{oldest}'] .timeline li`)", 30)
     assert page.execute_script(f"return {shown}") == [oldest]
     assert page.find_element(By.ID, "filter-name").get_attribute("value") == oldest
+
+
+def test_a_token_that_may_only_read_is_said_and_its_cancel_refused_in_the_apis_words(
+    page: WebDriver, console: Console
+) -> None:
+    job_id = launch(
+        console,
+        console.admin,
+        "demo",
+        {"name": "watched", "executable": "/bin/sleep", "arguments": ["120"]},
+    )
+    reader = token_of(console.data, "admin", "demo", "--read-only", "--expires-in", "1h")
+    try:
+        open_jobs(page, console, reader)
+        who = str(wait_for(page, "document.getElementById('who').textContent", 20))
+        assert "may only read" in who and "until 20" in who and who.endswith(" UTC)"), who
+        page.find_element(By.CSS_SELECTOR, f"tr.job[data-job='{job_id}'] button.cancel").click()
+        said = wait_for(page, "document.getElementById('error').textContent", 20)
+        assert "refused" in str(said) and "may only read" in str(said), said
+        assert state_of(page, job_id) != "canceled"
+    finally:
+        httpx.delete(
+            f"{console.url}/api/v2/compute/cancel/local/{job_id}",
+            headers={"Authorization": f"Bearer {console.admin}"},
+            timeout=30,
+        )

@@ -270,6 +270,7 @@ async function cancelJob(resource, id, name) {
   try {
     await call(`/compute/cancel/${encodeURIComponent(resource)}/${encodeURIComponent(id)}`,
       { method: "DELETE" });
+    say("error", "");
     say("job-notice", `Cancel of ${name} sent; its state follows below.`);
     await refresh();
   } catch (error) {
@@ -336,8 +337,19 @@ async function refresh() {
       .map((job) => arrays.read(job))]);
   if (mine !== generation) return;
   render();
-  say("error", "");
+  if (readFailed) { // the page reads again: the earlier read's failure is over
+    say("error", "");
+    readFailed = false;
+  }
   document.body.dataset.loaded = "true";
+}
+
+/** A failed read of the page, shown until a read succeeds; a refused cancel is not cleared
+ * by the live updates that follow it (it stays until the next action), so it is read. */
+let readFailed = false;
+function readError(text) {
+  readFailed = true;
+  say("error", text);
 }
 
 /** Show the page starting at `start` (the filters as they are now). */
@@ -346,7 +358,7 @@ async function show(start) {
   try {
     await refresh();
   } catch (error) {
-    if (!expired(error)) say("error", `The gateway refused the request: ${error.message}`);
+    if (!expired(error)) readError(`The gateway refused the request: ${error.message}`);
   }
 }
 
@@ -358,7 +370,7 @@ function changed() {
     try {
       await refresh();
     } catch (error) {
-      if (!expired(error)) say("error", `The gateway refused the request: ${error.message}`);
+      if (!expired(error)) readError(`The gateway refused the request: ${error.message}`);
     }
   }, EVENT_BATCH_MS);
 }
@@ -383,7 +395,7 @@ async function tick() {
     if (!live) await refresh();
   } catch (error) {
     if (expired(error)) return;
-    say("error", error instanceof ApiError
+    readError(error instanceof ApiError
       ? `The gateway refused the request: ${error.message}`
       : `The gateway could not be reached (trying again): ${error.message}`);
   }

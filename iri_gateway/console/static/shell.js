@@ -22,7 +22,8 @@ export function requireSignIn() {
 
 let asked = null;
 
-/** The caller as its token describes it: {user, projects, admin}, asked once per page. */
+/** The caller as its token describes it: {user, projects, admin, access, expires}, asked
+ * once per page. */
 export function me() {
   asked ??= call("/account/me");
   return asked;
@@ -34,8 +35,12 @@ async function showWho() {
     const caller = await me();
     const projects = caller.projects.length
       ? `projects: ${caller.projects.join(", ")}` : "no projects";
+    // A token that may only read says so up front: a cancel or a submit is refused (403).
+    const reads = caller.access === "read" ? "; may only read" : "";
+    const ends = caller.expires ? `; until ${caller.expires.replace("T", " ").replace("Z", " UTC")}`
+      : "";
     who.textContent = `Signed in as ${caller.user} (${projects}${
-      caller.admin ? "; facility admin" : ""})`;
+      caller.admin ? "; facility admin" : ""}${reads}${ends})`;
     for (const item of document.querySelectorAll("[data-admin-only]")) {
       item.hidden = !caller.admin;
     }
