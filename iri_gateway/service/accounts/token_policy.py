@@ -97,19 +97,10 @@ class TokenPolicy:
         not known), or None when it may. Says nothing of the networks allowed: a stolen
         token's bearer learns nothing from the refusal."""
         limits = self.limits(principal.access)
-        if limits.lifetime is not None and principal.issued is not None:
-            if principal.expires is not None and (
-                principal.expires - principal.issued > limits.lifetime + 1
-            ):
-                return (
-                    f"the bearer token lives longer than this site allows a {principal.access} "
-                    f"token ({limits.lifetime:g} s); ask for a shorter-lived one"
-                )
-            if now >= principal.issued + limits.lifetime:
-                return (
-                    f"the bearer token is older than this site allows a {principal.access} "
-                    f"token ({limits.lifetime:g} s); ask for a new one"
-                )
+        if limits.lifetime is not None:
+            too_old = _age_refusal(principal, limits.lifetime, now)
+            if too_old is not None:
+                return too_old
         for allowed, whose in (
             (principal.networks, "the token's"),
             (limits.networks, "the site's"),
@@ -120,6 +111,33 @@ class TokenPolicy:
                     f"({whose} limit on where a {principal.access} token is used)"
                 )
         return None
+
+
+def _age_refusal(principal: Principal, lifetime: float, now: float) -> str | None:
+    """Why `principal`'s token outlives the class's `lifetime`, or None. A token whose
+    issue time is not known (a JWT without `iat`, a tokens file entry older than the
+    `created` field) is judged by what is left of it; one with neither time is refused:
+    its age cannot be told, and a site that bounds lives fails closed."""
+    kind = f"a {principal.access} token ({lifetime:g} s)"
+    issued, expires = principal.issued, principal.expires
+    if issued is not None and expires is not None and expires - issued > lifetime + 1:
+        return (
+            f"the bearer token lives longer than this site allows {kind}; ask for a "
+            "shorter-lived one"
+        )
+    if issued is not None and now >= issued + lifetime:
+        return f"the bearer token is older than this site allows {kind}; ask for a new one"
+    if issued is None and expires is None:
+        return (
+            f"the bearer token's age cannot be told (no issue time, no end), and this site "
+            f"bounds the life of {kind}; ask for a new one"
+        )
+    if issued is None and expires is not None and expires - now > lifetime + 1:
+        return (
+            f"the bearer token lives longer than this site allows {kind}; ask for a "
+            "shorter-lived one"
+        )
+    return None
 
 
 def _inside(client: str | None, networks: tuple[str, ...]) -> bool:
