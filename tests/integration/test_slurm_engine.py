@@ -268,8 +268,9 @@ def test_over_ssh_bare_and_rootless_podman(engine: Engine) -> None:
 def test_unmapped_user_is_refused_on_ssh_resources(engine: Engine) -> None:
     from iri_gateway.service.operations.backends import NoAccountError
 
-    with pytest.raises(NoAccountError, match="'mallory' has no account"):
+    with pytest.raises(NoAccountError, match="'mallory' has no account") as refused:
         submit(engine, "cluster-ssh", {"executable": "/bin/true"}, owner="mallory")
+    assert "alice" not in str(refused.value), "who else is mapped is not told"
 
 
 def test_wrong_host_key_is_refused(cluster: ClusterInfo, tmp_path: Path) -> None:

@@ -149,9 +149,11 @@ class Backends:
             return ""
         mapped = connection.ssh.user_mapping.get(owner)
         if mapped is None:
+            # Not who is mapped: other users' names are not the caller's to learn.
             raise NoAccountError(
-                f"user {owner!r} has no account on {loaded.id}; the profile maps: "
-                f"{', '.join(sorted(connection.ssh.user_mapping)) or 'nobody'}"
+                f"user {owner!r} has no account on {loaded.id}; the facility maps users to "
+                "login accounts in the resource's profile (connection.ssh.user_mapping): ask "
+                "its administrators for one"
             )
         return mapped
 
