@@ -60,7 +60,7 @@ async def test_a_status_list_does_not_decode_the_specs_it_does_not_show(
     for _ in range(3):
         launched = await client.post("/api/v2/compute/job/local", json=JOB, headers=headers)
         assert launched.status_code == 200, launched.text
-    app.state.engine.store._cache.clear()  # read from the database, as on PostgreSQL
+    app.state.engine.store._cache.written_all()  # read from the database, as on PostgreSQL
     decoded: list[str] = []
     real = store_module.StoredJson.get
 
