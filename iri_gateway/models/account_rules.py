@@ -11,12 +11,11 @@ the account; none: the caller has no account there (403, naming nothing of the r
 The account made must be a plain login name (`ACCOUNT_NAME`) and never `root`: a pattern
 that lets a claim's text through whole cannot make a caller someone the site did not mean.
 The patterns are the site's, the values the identity provider's (an e-mail address a user
-chose, say): a value is matched only up to `VALUE_LIMIT` characters, and a pattern with a
-quantified group that is itself quantified (`(a+)+`, the classic catastrophic backtracking)
-is refused when the profile is read, naming it. That check is not complete: an ambiguous
-alternation under a quantifier (`(a|aa)+b`) still backtracks exponentially within the limit.
-To do before this reaches main: match with a linear-time engine (RE2, `google-re2` on PyPI),
-or in a bounded worker.
+chose, say), matched in the serving process: so they are RE2 patterns (Google's engine,
+`google-re2`), which match in time linear in the value whatever the pattern; Python's `re`
+backtracks, and `(a|aa)+b` on 200 characters would never end. RE2 has no back-references
+nor look-arounds: such a pattern is refused when the profile is read, in RE2's words. A
+value is matched only up to `VALUE_LIMIT` characters all the same.
 """
 
 from __future__ import annotations
@@ -26,7 +25,8 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import re2  # type: ignore[import-untyped]
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 ACCOUNT_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 """A login account the rules may make: POSIX-portable, lower case, at most 32 characters."""
@@ -36,8 +36,13 @@ VALUE_LIMIT = 256
 """Characters of a claim's value that are matched at most (longer: no match)."""
 LIST_LIMIT = 200
 """Elements of a list claim that are tried at most."""
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}]\)[+*{]")
-"""A group ending in a quantifier that is quantified again: `(a+)+`, `(\\w*)*`, `(x{1,3})+`."""
+
+
+def _compiled(pattern: str) -> Any:
+    """`pattern` compiled by RE2, its errors as exceptions only (not also logged)."""
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
 
 
 class AccountRule(BaseModel):
@@ -65,19 +70,21 @@ class AccountRule(BaseModel):
         "`{0}` for the whole value; it must come out a plain login name, never root",
     )
 
+    _pattern: Any = PrivateAttr(default=None)
+    """`match` compiled (RE2), made when the rule is validated."""
+
     @model_validator(mode="after")
     def _pattern_and_template(self) -> AccountRule:
         try:
-            compiled = re.compile(self.match)
-        except re.error as error:
-            raise ValueError(f"match {self.match!r} is not a regular expression: {error}") from None
-        nested = _NESTED_QUANTIFIER.search(self.match)
-        if nested is not None:
-            raise ValueError(
-                f"match {self.match!r} quantifies a group that ends in a quantifier "
-                f"({nested.group(0)!r}): it can take exponential time on a crafted claim; "
-                "write it without the nesting"
+            compiled = _compiled(self.match)
+        except re2.error as error:
+            reason = (
+                error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else error
             )
+            raise ValueError(
+                f"match {self.match!r} is not an RE2 regular expression: {reason}"
+            ) from None
+        self._pattern = compiled
         names = set(compiled.groupindex) | {"0"}
         for _, field, spec, conversion in string.Formatter().parse(self.account):
             if field is None:
@@ -93,7 +100,7 @@ class AccountRule(BaseModel):
         """The account this rule gives for `claims`, or None when it does not match (or
         what it makes is not a login name it may make)."""
         for value in _values(_claim(claims, self.claim)):
-            found = re.fullmatch(self.match, value)
+            found = self._pattern.fullmatch(value)
             if found is None:
                 continue
             made = self.account.format(found.group(0), **found.groupdict(default=""))
