@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from iri_gateway.models import job_arrays
+from iri_gateway.models.account_rules import AccountRule
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
 from iri_gateway.models.job_template_names import TemplateName
@@ -97,6 +98,14 @@ class SshConnection(_Strict):
     user_mapping: dict[str, str] = Field(
         default_factory=dict,
         description="Gateway user name -> account on the login node; unmapped users are refused",
+    )
+    account_rules: list[AccountRule] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Rules from the caller's identity claims to its account, tried in order "
+        "after `user_mapping` (the first that matches gives the account; none: refused). "
+        "Each: `claim` (dotted), `match` (an RE2 pattern matched whole), `account` (with "
+        "`{group}` for the pattern's named groups); never root",
     )
     max_sessions_per_connection: int = Field(
         default=8,
