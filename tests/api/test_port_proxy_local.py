@@ -413,17 +413,8 @@ def test_one_user_cannot_hold_more_connections_than_allowed(tmp_path: Path) -> N
     """`proxy_connections_per_user` bounds a user's open proxied connections on a process:
     with one allowed, a WebSocket held open makes the next request 429, and the slot is given
     back when the WebSocket closes."""
-    data_dir = tmp_path / "data"
-    alice = issue_token(data_dir, "alice", "proj1")
-    port = free_port()
-    env = {
-        **UNHURRIED,
-        "IRI_GATEWAY_PROXY_URL": f"http://localhost:{port}",
-        "IRI_GATEWAY_POLL_FAST": "0.2",
-        "IRI_GATEWAY_PROXY_CONNECTIONS_PER_USER": "1",
-    }
-    with running_serve(data_dir, port=port, extra_env=env, ready=token_works(alice)) as served:
-        gateway = Gateway(served.url, f"http://localhost:{port}", alice, alice)
+    with proxy_gateway(tmp_path / "data", IRI_GATEWAY_PROXY_CONNECTIONS_PER_USER="1") as gateway:
+        alice = gateway.alice
         job_id = launch(gateway, echo(60, free_port()))
         try:
             serving(gateway, job_id)
