@@ -191,12 +191,12 @@ class ProxyApp:
         authenticator: Authenticator,
         *,
         secure: bool,
-        policy: TokenPolicy | None = None,
+        policy: TokenPolicy,
     ) -> None:
         self.engine = engine
         self.proxy = engine.proxy
         self.authenticator = authenticator
-        self.policy = policy or TokenPolicy()
+        self.policy = policy
         """The site's token limits; a token reaching a service is one that changes (a
         service may do anything: a Jupyter kernel runs code), so a read token is refused."""
         self.secure = secure
