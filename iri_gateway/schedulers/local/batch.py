@@ -175,13 +175,15 @@ class LocalBatch:
         if not pid_file.exists() or (folder / "exit_code").exists():
             return
         pid = int(pid_file.read_text().strip())
+        if (folder / "indices").exists():
+            # Elements run in sessions of their own, each watched by a wrapper of the
+            # runner's session: stopped first, while their wrappers live to vouch for them.
+            self._stop_elements(folder, None)
         if _alive_in(pid, folder):
             try:
                 _signal_session(pid, signal.SIGTERM)
             except PermissionError as error:
                 raise CancelError(["kill", "-TERM", f"-{pid}"], 1, "", str(error)) from None
-        if (folder / "indices").exists():  # elements run in sessions of their own
-            self._stop_elements(folder, None)
 
     def cancel_elements(self, native_id: str, indices: ArrayIndices) -> None:
         """Cancel these elements of an array: those waiting never start, those running get
@@ -194,15 +196,23 @@ class LocalBatch:
         self._stop_elements(folder, indices)
 
     def _stop_elements(self, folder: Path, indices: ArrayIndices | None) -> None:
-        """SIGTERM the sessions of the array's running elements (of `indices`; None: all)."""
-        for sid_file in (folder / "elements").glob("*.sid"):
+        """SIGTERM the sessions of the array's running elements (of `indices`; None: all).
+
+        An element runs while its wrapper does (`_alive_in`: its pid, in the job folder).
+        The session id left by an element whose wrapper was killed (a cancel of the whole
+        array) is a free pid, soon another process's: a session of the gateway's own (a
+        file transfer agent) was killed so in CI by a second cancel of such an array."""
+        elements = folder / "elements"
+        for sid_file in elements.glob("*.sid"):
             index = int(sid_file.name.split(".", 1)[0])
             if indices is not None and index not in indices:
                 continue
-            if (folder / "elements" / f"{index}.exit").exists():
+            if (elements / f"{index}.exit").exists():
                 continue
             with contextlib.suppress(ValueError, OSError):
-                _signal_session(int(sid_file.read_text().strip()), signal.SIGTERM)
+                wrapper = int((elements / f"{index}.pid").read_text().strip())
+                if _alive_in(wrapper, folder):
+                    _signal_session(int(sid_file.read_text().strip()), signal.SIGTERM)
 
     def nodes(self, native_id: str) -> JobNodes | None:
         """A running local job is a process of this machine, reached on loopback (its cluster

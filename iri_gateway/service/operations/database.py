@@ -9,6 +9,8 @@ psycopg 3, is the production store. `postgresql://` URLs name psycopg 3 explicit
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from typing import Any
 
 import orjson
@@ -130,6 +132,11 @@ def open_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
         ) from None
 
 
+SQLITE_BUSY_TIMEOUT_MS = 5000
+"""How long a SQLite statement waits for another connection's write lock before "database is
+locked": a request's wait, short enough to answer a retryable 503."""
+
+
 def unreachable(url: str | URL, error: DBAPIError) -> DatabaseError:
     """The one-line error for a database that refused or could not take a connection."""
     reason = " ".join(str(error.orig).split()) if error.orig is not None else str(error)
@@ -139,9 +146,28 @@ def unreachable(url: str | URL, error: DBAPIError) -> DatabaseError:
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     """WAL lets readers and the poller's writer work at once; a busy wait beats an error."""
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    _enter_wal(cursor)
     # In WAL mode NORMAL survives a crash of the process (what reconcile is for); only a
     # power loss can drop the last commits.
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()
+
+
+def _enter_wal(cursor: Any) -> None:
+    """Switch the database file to WAL (once per file; a no-op after), waiting as long as a
+    busy statement would.
+
+    Several processes opening a new database at once race to switch it, and SQLite answers
+    the loser "database is locked" at once, without its busy wait (it declines to wait where
+    two connections could wait for each other): a gateway starting beside another failed so
+    (CI saw it). The loser tries again until the busy time-out."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)

@@ -4,7 +4,10 @@ array's state and counts, and cancels of chosen elements and of the rest."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from iri_gateway.models.array_elements import ArrayElements
 from iri_gateway.models.job import JobState
@@ -70,6 +73,36 @@ def test_cancel_of_chosen_elements_then_of_the_rest(engine: Engine) -> None:
     record = wait_for(engine, record.id, lambda r: r.state.final)
     assert record.state == JobState.CANCELED, record.message
     assert {state for state, _ in elements_of(engine, record.id).values()} == {"canceled"}
+
+
+def test_a_second_cancel_never_signals_a_session_that_took_an_ended_elements_id(
+    engine: Engine,
+) -> None:
+    """A cancel of the whole array kills the runner and the elements' wrappers, some before
+    they record their element's end; the element's session id is then a free pid. Here it
+    is given to a bystander (a session leader, as the gateway's file agents are): canceling
+    again, or canceling elements, leaves it alone (CI saw an upload's agent killed so)."""
+    spec = shell_job("sleep 30", array={"indices": "0-3", "max_concurrent": 2})
+    record = engine.submit(owner="alice", resource_id="local", spec=spec).record  # type: ignore[arg-type]
+    wait_for(engine, record.id, lambda r: r.state == JobState.ACTIVE)
+    engine.cancel(owner="alice", job_id=record.id)
+    record = wait_for(engine, record.id, lambda r: r.state.final)
+    assert record.native_id is not None
+    batch = engine.backends.get(engine.registry.get("local"), "alice").batch
+    elements = batch.root / record.native_id / "elements"
+    sid_file = sorted(elements.glob("*.sid"))[0]
+    index = sid_file.name.split(".", 1)[0]
+    (elements / f"{index}.exit").unlink(missing_ok=True)  # its wrapper died first
+    bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        sid_file.write_text(f"{bystander.pid}\n")  # the freed pid, taken again
+        batch.cancel(record.native_id)
+        batch.cancel_elements(record.native_id, ArrayIndices.parse("0-3"))
+        with pytest.raises(subprocess.TimeoutExpired):
+            bystander.wait(timeout=1)
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def test_a_restarted_array_runs_every_element_again(engine: Engine, tmp_path: Path) -> None:

@@ -24,10 +24,18 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
-from iri_gateway.service.operations.database import DatabaseError, display_url, unreachable
+from iri_gateway.service.operations.database import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    DatabaseError,
+    display_url,
+    unreachable,
+)
 
 ADVISORY_LOCK_KEY = 0x1121_6A7E_0001
 """The PostgreSQL advisory lock that serialises migrations (a constant of this program)."""
+
+SQLITE_MIGRATION_WAIT_MS = 600_000
+"""How long a starting gateway waits on SQLite for another process's migration to end."""
 
 FIRST_RELEASE_COLUMNS = frozenset(
     {
@@ -98,8 +106,14 @@ def _migration_transaction(engine: Engine) -> Iterator[Connection]:
         if engine.dialect.name == "sqlite":
             # pysqlite starts its own transactions only before data changes, and not before
             # DDL: taking the write lock first makes the whole migration one transaction that
-            # a second process waits for (busy_timeout) instead of racing.
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            # a second process waits for instead of racing. The wait is the migration's, not
+            # a request's busy time-out: a loaded machine migrates for longer than 5 s, and a
+            # start that gave up then failed with "database is locked" (CI saw it).
+            connection.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_MIGRATION_WAIT_MS}")
+            try:
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            finally:
+                connection.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         elif engine.dialect.name == "postgresql":
             # Released by the commit or rollback; DDL is transactional on PostgreSQL.
             connection.execute(
