@@ -60,8 +60,8 @@ class AccountRule(BaseModel):
     match: str = Field(
         min_length=1,
         max_length=500,
-        description="A regular expression the claim's value must match whole (Python "
-        "syntax); its named groups make the account",
+        description="A regular expression (RE2 syntax: no back-references nor "
+        "look-arounds) the claim's value must match whole; its named groups make the account",
     )
     account: str = Field(
         min_length=1,
@@ -111,10 +111,17 @@ class AccountRule(BaseModel):
 
 def first_account(rules: Sequence[AccountRule], claims: Mapping[str, Any]) -> str | None:
     """The account of the first rule that matches `claims`; None when none does."""
-    for rule in rules:
+    found = first_match(rules, claims)
+    return found[1] if found is not None else None
+
+
+def first_match(rules: Sequence[AccountRule], claims: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The index of the first rule that matches `claims` and the account it gives; None
+    when none does (`profile check` says which rule decided)."""
+    for index, rule in enumerate(rules):
         account = rule.account_for(claims)
         if account is not None:
-            return account
+            return index, account
     return None
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from iri_gateway.models import job_arrays
-from iri_gateway.models.account_rules import AccountRule
+from iri_gateway.models.account_rules import AccountRule, first_match
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
 from iri_gateway.models.job_template_names import TemplateName
@@ -124,6 +124,26 @@ class SshConnection(_Strict):
         "opened as commands need them. Commands beyond max_connections x "
         "max_sessions_per_connection wait for a free session.",
     )
+
+    def account_of(self, user: str, claims: Mapping[str, Any]) -> str | None:
+        """The login account of gateway user `user`, whose identity says `claims`:
+        `user_mapping` first (the simplest rule: a name), then `account_rules` in order;
+        None when neither gives one."""
+        found = self.mapping_of(user, claims)
+        return found[0] if found is not None else None
+
+    def mapping_of(self, user: str, claims: Mapping[str, Any]) -> tuple[str, str] | None:
+        """`account_of`'s account and what gave it (`user_mapping[...]` or the rule), for
+        people reading the profile (`profile check --identity`); None: no account."""
+        mapped = self.user_mapping.get(user)
+        if mapped is not None:
+            return mapped, f"user_mapping[{user!r}]"
+        found = first_match(self.account_rules, claims)
+        if found is None:
+            return None
+        index, account = found
+        rule = self.account_rules[index]
+        return account, f"account_rules[{index}] (claim {rule.claim!r} matches {rule.match!r})"
 
 
 class Connection(_Strict):
