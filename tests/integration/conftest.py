@@ -47,6 +47,8 @@ class ClusterInfo:
     ssh_host: str
     ssh_port: int
     ssh_user: str
+    ssh_other_user: str
+    """A second login account (the account mapping tests run jobs as both)."""
     ssh_key: Path
     ssh_known_hosts: Path
     cdi_devices: tuple[str, ...]
@@ -77,6 +79,7 @@ class ClusterInfo:
             ssh_host=values["IRI_SSH_HOST"],
             ssh_port=int(values["IRI_SSH_PORT"]),
             ssh_user=values["IRI_SSH_USER"],
+            ssh_other_user=values["IRI_SSH_OTHER_USER"],
             ssh_key=Path(values["IRI_SSH_KEY"]),
             ssh_known_hosts=Path(values["IRI_SSH_KNOWN_HOSTS"]),
             cdi_devices=tuple(values["IRI_CDI_DEVICES"].split(",")),
