@@ -49,6 +49,10 @@ class ClusterInfo:
     ssh_user: str
     ssh_other_user: str
     """A second login account (the account mapping tests run jobs as both)."""
+    ssh_ca_port: int
+    """The login sshd that trusts the user certificate authority only (no keys)."""
+    ssh_user_ca: Path
+    """That certificate authority's private key."""
     ssh_key: Path
     ssh_known_hosts: Path
     cdi_devices: tuple[str, ...]
@@ -80,6 +84,8 @@ class ClusterInfo:
             ssh_port=int(values["IRI_SSH_PORT"]),
             ssh_user=values["IRI_SSH_USER"],
             ssh_other_user=values["IRI_SSH_OTHER_USER"],
+            ssh_ca_port=int(values["IRI_SSH_CA_PORT"]),
+            ssh_user_ca=Path(values["IRI_SSH_USER_CA"]),
             ssh_key=Path(values["IRI_SSH_KEY"]),
             ssh_known_hosts=Path(values["IRI_SSH_KNOWN_HOSTS"]),
             cdi_devices=tuple(values["IRI_CDI_DEVICES"].split(",")),

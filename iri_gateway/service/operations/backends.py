@@ -26,6 +26,13 @@ from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.transport.base import Transport, TransportError
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.ssh import SshTransport
+from iri_gateway.transport.ssh_certificates import (
+    CaKeySigner,
+    CommandSigner,
+    Signer,
+    UserCertificates,
+    route_address,
+)
 
 NO_CLAIMS: Mapping[str, Any] = MappingProxyType({})
 """The claims of a caller whose identity says nothing more than its name."""
@@ -159,6 +166,7 @@ class Backends:
         self.gateway_files = gateway_files
         self.agent_limits = agent_limits or AgentLimits()
         self._cache: dict[tuple[str, str], Backend] = {}
+        self._signers: dict[str, Signer] = {}
         self._lock = threading.Lock()
 
     def account(
@@ -217,6 +225,7 @@ class Backends:
                 key_file=ssh.key_file,
                 max_sessions=ssh.max_sessions_per_connection,
                 max_connections=ssh.max_connections,
+                credentials=self._certificates(loaded, account),
             )
             default_root = "~/iri-gateway-jobs"
             # The gateway's own files (store, tokens, keys), should the login node share its
@@ -254,6 +263,28 @@ class Backends:
             where=where,
             agents=agents,
             account=account,
+        )
+
+    def _certificates(self, loaded: LoadedResource, account: str) -> UserCertificates | None:
+        """The account's certificates on the resource, when its profile has the gateway
+        sign them (`connection.ssh.certificates`); one signer per resource."""
+        ssh = loaded.resource.connection.ssh
+        if ssh is None or ssh.certificates is None:
+            return None
+        settings = ssh.certificates
+        signer = self._signers.get(loaded.id)
+        if signer is None:
+            signer = self._signers[loaded.id] = (
+                CaKeySigner(settings.ca_key, port_forwarding=settings.port_forwarding)
+                if settings.ca_key is not None
+                else CommandSigner(settings.sign_command or [])
+            )
+        host, port = ssh.host, ssh.port
+        return UserCertificates(
+            signer,
+            account,
+            validity=settings.validity,
+            addresses=lambda: settings.source_addresses or route_address(host, port),
         )
 
     def ssh_usage(self) -> dict[str, tuple[int, int]]:
