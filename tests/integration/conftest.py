@@ -155,17 +155,24 @@ def running_cluster() -> ClusterInfo:
     return ClusterInfo.from_env_lines(env.stdout)
 
 
-def write_profile(template: Path, cluster: ClusterInfo, path: Path) -> Path:
-    """`template` with the running cluster's SSH login node settings filled in, at `path`."""
-    text = template.read_text()
+def filled(text: str, cluster: ClusterInfo) -> str:
+    """A profile's `text` with the running cluster's SSH login node settings filled in."""
     for placeholder, value in {
         "@@SSH_PORT@@": str(cluster.ssh_port),
         "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
         "@@SSH_KEY@@": str(cluster.ssh_key),
         "@@SSH_USER@@": cluster.ssh_user,
+        "@@SSH_OTHER_USER@@": cluster.ssh_other_user,
+        "@@SSH_CA_PORT@@": str(cluster.ssh_ca_port),
+        "@@SSH_USER_CA@@": str(cluster.ssh_user_ca),
     }.items():
         text = text.replace(placeholder, value)
-    path.write_text(text)
+    return text
+
+
+def write_profile(template: Path, cluster: ClusterInfo, path: Path) -> Path:
+    """`template` with the running cluster's SSH login node settings filled in, at `path`."""
+    path.write_text(filled(template.read_text(), cluster))
     return path
 
 

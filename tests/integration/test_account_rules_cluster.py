@@ -23,7 +23,7 @@ from iri_gateway.service.jobs.poller import Poller
 from iri_gateway.service.operations.settings import Settings
 from tests.api.test_jwt_auth import AUDIENCE, ISSUER
 from tests.api.test_jwt_auth import token as signed
-from tests.integration.conftest import ClusterInfo
+from tests.integration.conftest import ClusterInfo, filled
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,7 @@ resources:
         key_file: "@@SSH_KEY@@"
         account_rules:
           - {claim: email, match: 'alice@lab\\.example', account: "@@SSH_USER@@"}
-          - {claim: groups, match: 'cluster-(?P<name>@@OTHER@@)-users', account: "{name}"}
+          - {claim: groups, match: 'cluster-(?P<name>@@SSH_OTHER_USER@@)-users', account: "{name}"}
     queues:
       - {name: all, default: true, max_nodes: 4, max_walltime: 3600}
     nodes: {count: 4, cpu: {arch: x86_64, cores: 2}, memory_gib: 1.9}
@@ -61,17 +61,8 @@ def anyio_backend() -> str:
 async def gateway(
     cluster: ClusterInfo, jwks_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Engine]]:
-    text = PROFILE
-    for placeholder, value in {
-        "@@SSH_PORT@@": str(cluster.ssh_port),
-        "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
-        "@@SSH_KEY@@": str(cluster.ssh_key),
-        "@@SSH_USER@@": cluster.ssh_user,
-        "@@OTHER@@": cluster.ssh_other_user,
-    }.items():
-        text = text.replace(placeholder, value)
     profile = tmp_path / "rules.yaml"
-    profile.write_text(text, encoding="utf-8")
+    profile.write_text(filled(PROFILE, cluster), encoding="utf-8")
     settings = Settings(
         data_dir=tmp_path / "data",
         profiles=[profile],

@@ -20,7 +20,7 @@ from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.transport.base import NotSentError, TunnelRefusedError
 from iri_gateway.transport.ssh import SshTransport
 from iri_gateway.transport.ssh_certificates import CaKeySigner, UserCertificates
-from tests.integration.conftest import ClusterInfo, make_engine, wait_all_final
+from tests.integration.conftest import ClusterInfo, filled, make_engine, wait_all_final
 
 RESOURCE = "certs-ssh"
 PROFILE = """\
@@ -34,10 +34,10 @@ resources:
       mode: ssh
       ssh:
         host: 127.0.0.1
-        port: @@PORT@@
+        port: @@SSH_CA_PORT@@
         known_hosts: "@@KNOWN_HOSTS@@"
-        certificates: {ca_key: "@@CA@@", validity: 300}
-        user_mapping: {alice: "@@ALICE@@", carol: "@@CAROL@@"}
+        certificates: {ca_key: "@@SSH_USER_CA@@", validity: 300}
+        user_mapping: {alice: "@@SSH_USER@@", carol: "@@SSH_OTHER_USER@@"}
     queues:
       - {name: all, default: true, max_nodes: 4, max_walltime: 3600}
     nodes: {count: 4, cpu: {arch: x86_64, cores: 2}, memory_gib: 1.9}
@@ -47,17 +47,8 @@ resources:
 
 @pytest.fixture
 def engine(cluster: ClusterInfo, tmp_path: Path) -> Iterator[Engine]:
-    text = PROFILE
-    for placeholder, value in {
-        "@@PORT@@": str(cluster.ssh_ca_port),
-        "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
-        "@@CA@@": str(cluster.ssh_user_ca),
-        "@@ALICE@@": cluster.ssh_user,
-        "@@CAROL@@": cluster.ssh_other_user,
-    }.items():
-        text = text.replace(placeholder, value)
     profile = tmp_path / "certs.yaml"
-    profile.write_text(text, encoding="utf-8")
+    profile.write_text(filled(PROFILE, cluster), encoding="utf-8")
     made = make_engine(profile, tmp_path / "data")
     yield made
     for record in made.store.unsettled():
