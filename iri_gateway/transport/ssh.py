@@ -57,6 +57,11 @@ RETIRE_BEFORE_END = 2.0
 """Seconds before its certificate ends that a connection takes no more commands (the ones
 it carries finish on it; sshd checks a certificate only when a connection logs in)."""
 
+_REFUSAL_LOST = "Unable to open channel."
+"""What paramiko says of a refused session when another thread's refusal took its reason:
+it keeps one refusal per connection, and each opener takes it (and clears it) when it wakes,
+so of two refused at once one gets this instead of its ChannelException."""
+
 REFUSAL_PAUSE = 0.5
 """Seconds a connection that refused a session is not offered another one: sshd frees a
 session slot only once it has processed the end of an earlier session."""
@@ -440,7 +445,12 @@ class SshTransport:
         except paramiko.ChannelException as error:
             self._refused(connection)
             raise _Refused(str(error)) from None
-        except (paramiko.SSHException, EOFError, OSError) as error:
+        except paramiko.SSHException as error:
+            if transport.is_active() and str(error) == _REFUSAL_LOST:
+                self._refused(connection)
+                raise _Refused(str(error)) from None
+            raise _Lost(error, sent=False) from None
+        except (EOFError, OSError) as error:
             raise _Lost(error, sent=False) from None
 
     def make_directory(self, path: str) -> None:

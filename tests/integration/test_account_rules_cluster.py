@@ -98,7 +98,12 @@ def carol(cluster: ClusterInfo) -> dict[str, Any]:
 
 
 async def launch(client: httpx.AsyncClient, headers: dict[str, str], command: str) -> str:
-    spec = {"executable": "/bin/sh", "arguments": ["-c", command], "name": "whoami"}
+    spec = {
+        "executable": "/bin/sh",
+        "arguments": ["-c", command],
+        "name": "whoami",
+        "attributes": {"account": "p1"},  # a project the test tokens grant
+    }
     answer = await client.post(f"/api/v2/compute/job/{RESOURCE}", json=spec, headers=headers)
     assert answer.status_code == 200, answer.text
     job_id: str = answer.json()["id"]
@@ -142,7 +147,7 @@ async def test_two_identities_run_as_the_two_accounts_their_claims_map_to(
         assert output.stat().st_uid == home.pw_uid, "written by the account, not another"
     alices = jobs[cluster.ssh_user]
     seen = await client.get(
-        f"/api/v2/compute/job/{RESOURCE}/{alices}", headers=users[cluster.ssh_other_user][1]
+        f"/api/v2/compute/status/{RESOURCE}/{alices}", headers=users[cluster.ssh_other_user][1]
     )
     assert seen.status_code == 404, "another identity does not see the job"
 
@@ -151,7 +156,7 @@ async def test_an_identity_no_rule_maps_is_refused_naming_nothing_of_the_rules(
     gateway: tuple[httpx.AsyncClient, Engine], keys: tuple[Any, Any], cluster: ClusterInfo
 ) -> None:
     client, engine = gateway
-    spec = {"executable": "/bin/true"}
+    spec = {"executable": "/bin/true", "attributes": {"account": "p1"}}
     answer = await client.post(
         f"/api/v2/compute/job/{RESOURCE}", json=spec, headers=bearer(keys, **MALLORY)
     )
@@ -176,7 +181,7 @@ async def test_a_cancel_reaches_the_job_as_its_account_after_the_rules_stop_mapp
         assert time.monotonic() < deadline
         time.sleep(0.2)
     unmapped = bearer(keys, **CAROL)
-    answer = await client.delete(f"/api/v2/compute/job/{RESOURCE}/{job_id}", headers=unmapped)
+    answer = await client.delete(f"/api/v2/compute/cancel/{RESOURCE}/{job_id}", headers=unmapped)
     assert answer.status_code in (200, 202, 204), answer.text
     run_until_final(engine, [job_id])
     record = engine.get(owner="u-1002", job_id=job_id)
