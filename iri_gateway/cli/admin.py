@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from iri_gateway.cli import consoles
 from iri_gateway.cli.common import EXIT_CANNOT_RUN, EXIT_ERROR, JsonOption, fail
@@ -28,6 +30,9 @@ from iri_gateway.cli.offline import (
     read_job,
 )
 from iri_gateway.errors import GatewayError, InvalidJobSpecError, JobRejectedError, ManifestError
+
+if TYPE_CHECKING:
+    from iri_gateway.profiles.account_check import AccountRow
 
 profile_app = typer.Typer(help="Work with facility profiles.", no_args_is_help=True)
 flavours_app = typer.Typer(help="Work with image flavours of an app.", no_args_is_help=True)
@@ -196,12 +201,40 @@ def profile_check(
     no_shellcheck: Annotated[
         bool, typer.Option("--no-shellcheck", help="Skip shellcheck (bash -n still runs).")
     ] = False,
+    identity: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--identity",
+            help="A sample identity: a JSON file of its claims (a token's payload). Shows "
+            "the account each resource would run its work as, and which mapping decided. "
+            "Repeatable.",
+        ),
+    ] = None,
+    username_claim: Annotated[
+        str,
+        typer.Option(
+            "--username-claim",
+            help="The claim of an identity that is its gateway user name (as the "
+            "jwt_username_claim setting).",
+        ),
+    ] = "sub",
     as_json: JsonOption = False,
 ) -> None:
-    """Validate profiles, render sample jobs on every resource and runtime, lint the scripts."""
+    """Validate profiles, render sample jobs on every resource and runtime, lint the scripts;
+    with --identity, show which account each resource maps each sample identity to."""
+    from iri_gateway.profiles.account_check import (
+        IdentityFileError,
+        account_rows,
+        read_identity,
+    )
     from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
 
     registry = load_registry(files, measure=False)
+    try:
+        identities = [read_identity(path, username_claim) for path in identity or []]
+    except IdentityFileError as error:
+        fail(f"--identity {error}")
+    accounts = account_rows(registry, identities)
     shellcheck = None
     if not no_shellcheck:
         shellcheck = find_shellcheck()
@@ -224,7 +257,11 @@ def profile_check(
             }
             for r in rows
         ]
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        if identity:
+            shown = {"samples": document, "accounts": [asdict(a) for a in accounts]}
+            sys.stdout.write(json.dumps(shown, indent=2) + "\n")
+        else:
+            sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         from rich.table import Table
 
@@ -244,8 +281,23 @@ def profile_check(
         consoles.out().print(table)
         linted = "bash -n and shellcheck -S warning" if shellcheck else "bash -n only"
         consoles.out().print(f"{len(rows) - len(failed)} of {len(rows)} samples passed ({linted}).")
+        if accounts:
+            _print_accounts(accounts)
     if failed:
         raise typer.Exit(EXIT_ERROR)
+
+
+def _print_accounts(accounts: list[AccountRow]) -> None:
+    from rich.table import Table
+
+    table = Table(title="Accounts of the sample identities")
+    for column in ("identity", "resource", "account"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("decided by")
+    for row in accounts:
+        account = "[bold red]none[/]" if row.account is None else (row.account or "(gateway's)")
+        table.add_row(row.identity, row.resource, account, escape(row.how))
+    consoles.out().print(table)
 
 
 @profile_app.command("schema")

@@ -14,9 +14,10 @@ The JSON Schema of `FacilityProfile` is shipped as `facility_profiles/schema.jso
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -30,6 +31,7 @@ from pydantic import (
 )
 
 from iri_gateway.models import job_arrays
+from iri_gateway.models.account_rules import AccountRule, first_match
 from iri_gateway.models.constraints import STANDARD_FACTS
 from iri_gateway.models.images import ImageForm
 from iri_gateway.models.job_template_names import TemplateName
@@ -87,6 +89,57 @@ class FacilityInfo(_Strict):
     )
 
 
+class SshCertificates(_Strict):
+    """Short-lived SSH user certificates, signed by the gateway per login account (issue 31),
+    instead of one long-lived key in every account's `authorized_keys`: the login node's
+    sshd trusts the CA (`TrustedUserCAKeys`)."""
+
+    ca_key: str | None = Field(
+        default=None,
+        description="The certificate authority's private key (OpenSSH format, unencrypted), "
+        "read by the gateway; or `sign_command`",
+    )
+    sign_command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description="A program of the site that signs instead (argv, no shell): run with the "
+        "account and the validity in seconds as its two last arguments and the public key "
+        "(an OpenSSH line) on its input, it prints the certificate (an OpenSSH line)",
+    )
+    validity: int = Field(
+        default=600,
+        ge=60,
+        le=86400,
+        description="Seconds a certificate is valid; renewed when a quarter of it is left",
+    )
+    source_addresses: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="The addresses (CIDR) a certificate may be used from (its "
+        "`source-address`); empty: the address this machine reaches the login node from",
+    )
+    port_forwarding: bool = Field(
+        default=False,
+        description="Let certificates open forwarded connections (`permit-port-forwarding`): "
+        "the port proxy reaches jobs' ports through the login node so; off, as FirecREST "
+        "advises, unless the proxy is used",
+    )
+
+    @model_validator(mode="after")
+    def _one_signer(self) -> SshCertificates:
+        if (self.ca_key is None) == (self.sign_command is None):
+            raise ValueError("give exactly one of ca_key (a key file) and sign_command")
+        for address in self.source_addresses:
+            try:
+                ipaddress.ip_network(address, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"source_addresses: {address!r} is not an address or network (CIDR)"
+                ) from None
+        return self
+
+
 class SshConnection(_Strict):
     """How the gateway reaches a login node over SSH (used by job submission)."""
 
@@ -94,9 +147,21 @@ class SshConnection(_Strict):
     port: int = Field(default=22, ge=1, le=65535, description="SSH port")
     known_hosts: str = Field(description="known_hosts file pinning the login node's host key")
     key_file: str | None = Field(default=None, description="Private key of the gateway")
+    certificates: SshCertificates | None = Field(
+        default=None,
+        description="Sign a short-lived certificate per account instead of using `key_file`",
+    )
     user_mapping: dict[str, str] = Field(
         default_factory=dict,
         description="Gateway user name -> account on the login node; unmapped users are refused",
+    )
+    account_rules: list[AccountRule] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Rules from the caller's identity claims to its account, tried in order "
+        "after `user_mapping` (the first that matches gives the account; none: refused). "
+        "Each: `claim` (dotted), `match` (an RE2 pattern matched whole), `account` (with "
+        "`{group}` for the pattern's named groups); never root",
     )
     max_sessions_per_connection: int = Field(
         default=8,
@@ -115,6 +180,35 @@ class SshConnection(_Strict):
         "opened as commands need them. Commands beyond max_connections x "
         "max_sessions_per_connection wait for a free session.",
     )
+
+    @model_validator(mode="after")
+    def _one_credential(self) -> SshConnection:
+        if self.key_file is not None and self.certificates is not None:
+            raise ValueError(
+                "give key_file or certificates, not both: with certificates the gateway "
+                "needs no long-lived key"
+            )
+        return self
+
+    def account_of(self, user: str, claims: Mapping[str, Any]) -> str | None:
+        """The login account of gateway user `user`, whose identity says `claims`:
+        `user_mapping` first (the simplest rule: a name), then `account_rules` in order;
+        None when neither gives one."""
+        found = self.mapping_of(user, claims)
+        return found[0] if found is not None else None
+
+    def mapping_of(self, user: str, claims: Mapping[str, Any]) -> tuple[str, str] | None:
+        """`account_of`'s account and what gave it (`user_mapping[...]` or the rule), for
+        people reading the profile (`profile check --identity`); None: no account."""
+        mapped = self.user_mapping.get(user)
+        if mapped is not None:
+            return mapped, f"user_mapping[{user!r}]"
+        found = first_match(self.account_rules, claims)
+        if found is None:
+            return None
+        index, account = found
+        rule = self.account_rules[index]
+        return account, f"account_rules[{index}] (claim {rule.claim!r} matches {rule.match!r})"
 
 
 class Connection(_Strict):

@@ -2,7 +2,8 @@
 
 Host keys are pinned: the login node's key must be in the given known_hosts file, and an
 unknown or changed key is refused (RejectPolicy), never accepted on first use. Authentication
-is by key only.
+is by key only: a key file, or a short-lived certificate made per account (`Credentials`,
+`ssh_certificates`); a connection is not given commands past its certificate's end.
 
 Each command is one SSH session (channel). sshd allows a bounded number of sessions per
 connection (OpenSSH `MaxSessions`, 10 by default) and refuses more ("no more sessions" in its
@@ -35,6 +36,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 import paramiko
 
@@ -50,6 +52,15 @@ from iri_gateway.transport.base import (
 )
 from iri_gateway.transport.ssh_rekey import RekeySafeTransport
 from iri_gateway.transport.ssh_tunnel import bridged
+
+RETIRE_BEFORE_END = 2.0
+"""Seconds before its certificate ends that a connection takes no more commands (the ones
+it carries finish on it; sshd checks a certificate only when a connection logs in)."""
+
+_REFUSAL_LOST = "Unable to open channel."
+"""What paramiko says of a refused session when another thread's refusal took its reason:
+it keeps one refusal per connection, and each opener takes it (and clears it) when it wakes,
+so of two refused at once one gets this instead of its ChannelException."""
 
 REFUSAL_PAUSE = 0.5
 """Seconds a connection that refused a session is not offered another one: sshd frees a
@@ -69,10 +80,19 @@ class _Connection:
     client: paramiko.SSHClient
     busy: int = 0
     refused_at: float = float("-inf")
+    ends_at: float = float("inf")
+    """When the certificate it logged in with ends (POSIX time; none: never)."""
 
     def alive(self) -> bool:
         transport = self.client.get_transport()
         return transport is not None and transport.is_active()
+
+
+class Credentials(Protocol):
+    """What a connection logs in with when it is not a key file: a key carrying a
+    certificate and the POSIX time the certificate ends (`ssh_certificates`)."""
+
+    def key(self) -> tuple[paramiko.PKey, float]: ...
 
 
 class _Refused(Exception):
@@ -111,12 +131,14 @@ class SshTransport:
         backoff: float = 0.25,
         max_sessions: int = 8,
         max_connections: int = 4,
+        credentials: Credentials | None = None,
     ) -> None:
         if max_sessions < 1 or max_connections < 1:
             raise ValueError("max_sessions and max_connections must be at least 1")
         self.host, self.port, self.username = host, port, username
         self._known_hosts = known_hosts
         self._key_file = key_file
+        self._credentials = credentials
         self._connect_timeout = connect_timeout
         self._attempts = attempts
         self._backoff = backoff
@@ -128,8 +150,13 @@ class SshTransport:
 
     # ---- connections -------------------------------------------------------------------------
 
-    def _connect(self) -> paramiko.SSHClient:
-        """A new authenticated connection; NotSentError when none can be had."""
+    def _connect(self) -> tuple[paramiko.SSHClient, float]:
+        """A new authenticated connection and when its certificate ends (never, with a key
+        file); NotSentError when none can be had."""
+        pkey: paramiko.PKey | None = None
+        ends_at = float("inf")
+        if self._credentials is not None:
+            pkey, ends_at = self._credentials.key()
         client = paramiko.SSHClient()
         try:
             client.load_host_keys(self._known_hosts)
@@ -142,11 +169,12 @@ class SshTransport:
                 port=self.port,
                 username=self.username,
                 key_filename=self._key_file,
+                pkey=pkey,
                 timeout=self._connect_timeout,
                 banner_timeout=self._connect_timeout,
                 auth_timeout=self._connect_timeout,
                 allow_agent=False,
-                look_for_keys=self._key_file is None,
+                look_for_keys=self._key_file is None and pkey is None,
                 transport_factory=RekeySafeTransport,
             )
         except paramiko.BadHostKeyException as error:
@@ -169,7 +197,7 @@ class SshTransport:
         except BaseException:
             client.close()
             raise
-        return client
+        return client, ends_at
 
     def _lease(self, deadline: float) -> _Connection:
         """A connection with a free session, reserved for one command (release it after).
@@ -202,13 +230,13 @@ class SshTransport:
                     )
                 self._changed.wait(min(left, REFUSAL_PAUSE))
         try:
-            client = self._connect()
+            client, ends_at = self._connect()
         except BaseException:
             with self._changed:
                 self._opening = False
                 self._changed.notify_all()
             raise
-        connection = _Connection(client, busy=1)
+        connection = _Connection(client, busy=1, ends_at=ends_at)
         with self._changed:
             self._opening = False
             self._pool.append(connection)
@@ -228,12 +256,15 @@ class SshTransport:
             connection.refused_at = time.monotonic()
 
     def _forget_dead(self) -> None:
-        """Drop connections whose transport is no longer active (caller holds the lock).
+        """Drop connections whose transport is no longer active, and retire those whose
+        certificate is about to end (caller holds the lock).
 
         A dead connection still carrying commands is closed by the last of them to finish;
-        they fail on their own, since the connection under them is gone already.
+        they fail on their own, since the connection under them is gone already. A retired
+        one carries its commands to their end, then is closed the same way.
         """
-        for connection in [c for c in self._pool if not c.alive()]:
+        ending = time.time() + RETIRE_BEFORE_END
+        for connection in [c for c in self._pool if not c.alive() or c.ends_at <= ending]:
             self._pool.remove(connection)
             if connection.busy == 0:
                 connection.client.close()
@@ -414,7 +445,12 @@ class SshTransport:
         except paramiko.ChannelException as error:
             self._refused(connection)
             raise _Refused(str(error)) from None
-        except (paramiko.SSHException, EOFError, OSError) as error:
+        except paramiko.SSHException as error:
+            if transport.is_active() and str(error) == _REFUSAL_LOST:
+                self._refused(connection)
+                raise _Refused(str(error)) from None
+            raise _Lost(error, sent=False) from None
+        except (EOFError, OSError) as error:
             raise _Lost(error, sent=False) from None
 
     def make_directory(self, path: str) -> None:

@@ -47,6 +47,12 @@ class ClusterInfo:
     ssh_host: str
     ssh_port: int
     ssh_user: str
+    ssh_other_user: str
+    """A second login account (the account mapping tests run jobs as both)."""
+    ssh_ca_port: int
+    """The login sshd that trusts the user certificate authority only (no keys)."""
+    ssh_user_ca: Path
+    """That certificate authority's private key."""
     ssh_key: Path
     ssh_known_hosts: Path
     cdi_devices: tuple[str, ...]
@@ -77,6 +83,9 @@ class ClusterInfo:
             ssh_host=values["IRI_SSH_HOST"],
             ssh_port=int(values["IRI_SSH_PORT"]),
             ssh_user=values["IRI_SSH_USER"],
+            ssh_other_user=values["IRI_SSH_OTHER_USER"],
+            ssh_ca_port=int(values["IRI_SSH_CA_PORT"]),
+            ssh_user_ca=Path(values["IRI_SSH_USER_CA"]),
             ssh_key=Path(values["IRI_SSH_KEY"]),
             ssh_known_hosts=Path(values["IRI_SSH_KNOWN_HOSTS"]),
             cdi_devices=tuple(values["IRI_CDI_DEVICES"].split(",")),
@@ -146,17 +155,24 @@ def running_cluster() -> ClusterInfo:
     return ClusterInfo.from_env_lines(env.stdout)
 
 
-def write_profile(template: Path, cluster: ClusterInfo, path: Path) -> Path:
-    """`template` with the running cluster's SSH login node settings filled in, at `path`."""
-    text = template.read_text()
+def filled(text: str, cluster: ClusterInfo) -> str:
+    """A profile's `text` with the running cluster's SSH login node settings filled in."""
     for placeholder, value in {
         "@@SSH_PORT@@": str(cluster.ssh_port),
         "@@KNOWN_HOSTS@@": str(cluster.ssh_known_hosts),
         "@@SSH_KEY@@": str(cluster.ssh_key),
         "@@SSH_USER@@": cluster.ssh_user,
+        "@@SSH_OTHER_USER@@": cluster.ssh_other_user,
+        "@@SSH_CA_PORT@@": str(cluster.ssh_ca_port),
+        "@@SSH_USER_CA@@": str(cluster.ssh_user_ca),
     }.items():
         text = text.replace(placeholder, value)
-    path.write_text(text)
+    return text
+
+
+def write_profile(template: Path, cluster: ClusterInfo, path: Path) -> Path:
+    """`template` with the running cluster's SSH login node settings filled in, at `path`."""
+    path.write_text(filled(template.read_text(), cluster))
     return path
 
 

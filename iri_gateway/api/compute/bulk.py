@@ -208,6 +208,7 @@ def launch_jobs(
         wait=settings.response_wait,
         quota=launch_quota(engine, settings, resource_id),
         admit=_admission(request, principal),
+        claims=principal.claims,
     )
     by_index = {outcome.index: outcome for outcome in outcomes}
     origin = engine.proxy.settings.url

@@ -130,6 +130,7 @@ def launch_job(
         spec=effective,
         idempotency_key=idempotency_key,
         wait=settings.response_wait,
+        claims=principal.claims,
     )
     if idempotency_key is not None:
         response.headers["Idempotency-Key-Reply"] = "hit" if submission.replayed else "miss"
@@ -347,7 +348,9 @@ def plan_job(
     Refuses what submission by the caller would refuse, a `directory` outside the folders
     the caller may use included.
     """
-    return engine.plan(owner=principal.user, resource_id=resource_id, spec=spec)
+    return engine.plan(
+        owner=principal.user, resource_id=resource_id, spec=spec, claims=principal.claims
+    )
 
 
 @extensions.post(

@@ -53,7 +53,7 @@ def _read(
     **arguments: Any,
 ) -> dict[str, Any]:
     """The reader's result for `operation` on the caller's path; problems as HTTP answers."""
-    files = engine.files(owner=principal.user, resource_id=resource_id)
+    files = engine.files(owner=principal.user, resource_id=resource_id, claims=principal.claims)
     try:
         return files.request(asked, operation, **arguments)
     except FileRefusedError as error:

@@ -38,6 +38,7 @@ from iri_gateway.api.plumbing.deps import EngineDep, PrincipalDep, SettingsDep
 from iri_gateway.api.plumbing.multipart import FilePart, MultipartError, boundary_of
 from iri_gateway.api.plumbing.problems import ApiProblem, FileOperation, file_problem
 from iri_gateway.api.tasks.models import TaskSubmitResponse, completed_task
+from iri_gateway.service.accounts.auth import Principal
 from iri_gateway.service.files.policy import PATH_MAX
 from iri_gateway.service.files.refusals import FileRefusedError
 from iri_gateway.service.files.transfers import Download, Upload, UserTransfers
@@ -141,8 +142,10 @@ def _refusal(error: FileRefusedError, resource_id: str, path: str) -> ApiProblem
     )
 
 
-def _transfers(engine: Engine, owner: str, resource_id: str) -> UserTransfers:
-    return UserTransfers(engine.files(owner=owner, resource_id=resource_id))
+def _transfers(engine: Engine, principal: Principal, resource_id: str) -> UserTransfers:
+    return UserTransfers(
+        engine.files(owner=principal.user, resource_id=resource_id, claims=principal.claims)
+    )
 
 
 def _too_large(limit: int, declared: int | None) -> ApiProblem:
@@ -245,7 +248,7 @@ async def post_upload(
     if declared is not None and declared > limit:
         raise _too_large(limit, declared)
     parser = _parser(request)
-    transfers = await run_in_threadpool(_transfers, engine, principal.user, resource_id)
+    transfers = await run_in_threadpool(_transfers, engine, principal, resource_id)
     try:
         upload = await run_in_threadpool(transfers.upload, path)
     except FileRefusedError as error:
@@ -303,7 +306,7 @@ def post_download(
     file_size}`) for files up to 5 MiB, or of any size streamed with `Accept:
     application/octet-stream` (an extension)."""
     try:
-        download = _transfers(engine, principal.user, resource_id).download(body.path)
+        download = _transfers(engine, principal, resource_id).download(body.path)
     except FileRefusedError as error:
         raise _refusal(error, resource_id, body.path) from None
     if _wants_bytes(request.headers.get("accept", "")):

@@ -39,7 +39,7 @@ T = TypeVar("T")
 
 def user_writes(engine: Engine, principal: Principal, resource_id: str) -> UserWrites:
     """What the caller may change on the resource (the same scope as reads)."""
-    files = engine.files(owner=principal.user, resource_id=resource_id)
+    files = engine.files(owner=principal.user, resource_id=resource_id, claims=principal.claims)
     return UserWrites(files.scope, FileWriter(files.reader.agents))
 
 

@@ -44,7 +44,10 @@ def _scope(
 ) -> tuple[storage.Caller, StorageSection]:
     """The caller as the storage templates fill them in (their account on the resource: 403
     when the profile maps none), and the resource's `storage` section (404 when unknown)."""
-    account = engine.account(resource_id=resource_id, owner=principal.user) or principal.user
+    account = (
+        engine.account(resource_id=resource_id, owner=principal.user, claims=principal.claims)
+        or principal.user
+    )
     caller = storage.Caller(user=principal.user, account=account, projects=principal.projects)
     return caller, engine.resource(resource_id=resource_id).resource.storage
 

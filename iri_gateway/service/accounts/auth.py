@@ -36,9 +36,9 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -89,6 +89,9 @@ class Principal:
     issued: float | None = None
     expires: float | None = None
     """When the token was made and stops being valid (POSIX times; None: not known, never)."""
+    claims: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """What the identity provider says of the caller (a JWT's claims; a file token's is
+    `sub`, its user): the account rules (`models.account_rules`) map them to an account."""
 
     def may_charge(self, project: str) -> bool:
         """Only a granted project may be charged; a token without projects grants none."""
@@ -162,6 +165,7 @@ def _principal(entry: dict[str, Any]) -> Principal:
         networks=tuple(entry.get("networks", [])),
         issued=entry.get("created"),
         expires=entry.get("expires"),
+        claims={"sub": user},
     )
 
 
@@ -497,6 +501,7 @@ class JwtVerifier:
             ),
             issued=_time(claims.get("iat")),
             expires=_time(claims.get("exp")),
+            claims=claims,
         )
 
     def _is_admin(self, claims: dict[str, Any]) -> bool:

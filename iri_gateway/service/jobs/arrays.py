@@ -72,7 +72,7 @@ class Arrays:
                 f"array job {job_id} is not with the scheduler yet: its elements cannot be "
                 "canceled one by one until it is (cancel the whole array, or wait)"
             )
-        backend = context.backends.get(context.registry.get(record.resource_id), owner)
+        backend = context.backends.for_job(context.registry.get(record.resource_id), record)
 
         def send() -> JobRecord:
             backend.batch.cancel_elements(native_id, indices)

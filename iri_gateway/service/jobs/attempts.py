@@ -75,7 +75,7 @@ class Attempts:
                     record.id, JobState.CANCELED, "canceled before it reached the scheduler"
                 )
             loaded = context.registry.get(record.resource_id)
-            backend = context.backends.get(loaded, record.owner)
+            backend = context.backends.for_job(loaded, record)
             record, retry = self._send(
                 record, loaded, backend, fresh=attempt == 0, retry_in=retry_in
             )

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +38,7 @@ from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.idempotency import request_hash
 from iri_gateway.service.jobs.submission import Submissions
+from iri_gateway.service.operations.backends import NO_CLAIMS
 from iri_gateway.service.operations.store import JobRecord, NewJob
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class BulkLaunches:
         wait: float | None = None,
         quota: int | None = None,
         admit: Callable[[], None] | None = None,
+        claims: Mapping[str, Any] = NO_CLAIMS,
     ) -> list[BulkOutcome]:
         """Launch each of `specs` (index in the call, spec) as its own job; the outcomes in
         the same order.
@@ -148,6 +150,7 @@ class BulkLaunches:
                     document=spec.document,
                     idempotency_key=spec.key,
                     digest=spec.digest,
+                    claims=claims,
                 )
             except GatewayError as error:
                 outcomes[spec.index] = BulkOutcome(spec.index, error=error)

@@ -77,7 +77,7 @@ class Changes:
         """
         context = self.context
         loaded = context.registry.get(record.resource_id)
-        backend = context.backends.get(loaded, record.owner)
+        backend = context.backends.for_job(loaded, record)
         if record.native_id is not None:
             return self._cancel_native(record, backend)
         if context.unsettled_submission(record, context.settle_time) or not context.store.claim(
@@ -168,7 +168,7 @@ class Changes:
             )
         loaded = context.registry.get(record.resource_id)
         _check_changes(record, loaded, changes)
-        backend = context.backends.get(loaded, owner)
+        backend = context.backends.for_job(loaded, record)
         if idempotency_key is not None:
             earlier = store.claim_update_key(owner, idempotency_key, job_id, digest)
             if earlier is not None:  # a concurrent retry recorded the key first
@@ -221,7 +221,7 @@ class Changes:
                 f"job {job_id} is {record.state.value} and has not reached the scheduler; "
                 "only a job the scheduler has run or runs can be restarted"
             )
-        backend = context.backends.get(context.registry.get(record.resource_id), owner)
+        backend = context.backends.for_job(context.registry.get(record.resource_id), record)
 
         def send() -> JobRecord:
             command = backend.batch.requeue(native_id)

@@ -114,7 +114,7 @@ class Reading:
         """
         record = self.get(owner=owner, job_id=job_id)
         path = self.output_path(record, stream)
-        files = self.job_files.files(owner=owner, resource_id=record.resource_id)
+        files = self.job_files.job_files(record)
         made = None if record.named_directory else record.paths.directory
         try:
             result = files.request(

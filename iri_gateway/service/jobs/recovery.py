@@ -71,14 +71,14 @@ class Recovery:
                 continue
             try:
                 loaded = context.registry.get(record.resource_id)
-                where = (record.resource_id, context.backends.account(loaded, record.owner))
+                where = (record.resource_id, context.backends.job_account(loaded, record))
             except GatewayError as error:  # the profile no longer has the resource or user
                 _decided(actions, record, f"left for later: {error}")
                 continue
             if where in unavailable:
                 continue
             try:
-                backend = context.backends.get(loaded, record.owner)
+                backend = context.backends.for_job(loaded, record)
                 if record.native_id is None:
                     if live is None:
                         live = context.replica.live()

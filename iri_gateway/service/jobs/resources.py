@@ -6,11 +6,15 @@ capability pages and for "where can this job run?".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.models.placement import Placement
 from iri_gateway.planning.placement import place
 from iri_gateway.service.jobs.context import JobsContext
+from iri_gateway.service.operations.backends import NO_CLAIMS
 
 
 class Resources:
@@ -23,10 +27,13 @@ class Resources:
         """The resource `resource_id`; UnknownResourceError lists the known ones."""
         return self.context.registry.get(resource_id)
 
-    def account(self, *, resource_id: str, owner: str) -> str:
-        """The account `owner`'s jobs and files use on `resource_id` ('' for the gateway's own
-        account); NoAccountError when the profile maps none."""
-        return self.context.backends.account(self.resource(resource_id=resource_id), owner)
+    def account(
+        self, *, resource_id: str, owner: str, claims: Mapping[str, Any] = NO_CLAIMS
+    ) -> str:
+        """The account the work of `owner` (whose identity says `claims`) uses on
+        `resource_id` ('' for the gateway's own account); NoAccountError when the profile
+        maps none."""
+        return self.context.backends.account(self.resource(resource_id=resource_id), owner, claims)
 
     def resources(self) -> list[LoadedResource]:
         """Every resource of the loaded profiles, in the order they were loaded."""

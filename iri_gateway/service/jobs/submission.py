@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from iri_gateway.errors import (
@@ -30,7 +30,7 @@ from iri_gateway.service.jobs.attempts import Attempts
 from iri_gateway.service.jobs.context import JobsContext
 from iri_gateway.service.jobs.errors import IdempotencyConflictError
 from iri_gateway.service.jobs.idempotency import Submission, request_hash
-from iri_gateway.service.operations.backends import Backend
+from iri_gateway.service.operations.backends import NO_CLAIMS, Backend
 from iri_gateway.service.operations.store import IdempotencyKeyTakenError, JobRecord, NewJob
 
 Roots = Callable[[str, LoadedResource, Backend], tuple[str, ...]]
@@ -66,6 +66,7 @@ class Submissions:
         spec: JobSpec,
         idempotency_key: str | None = None,
         wait: float | None = None,
+        claims: Mapping[str, Any] = NO_CLAIMS,
     ) -> Submission:
         """Validate, plan and record the job, then hand it to the submitter; wait for it.
 
@@ -78,7 +79,9 @@ class Submissions:
         runs out first, the job `new` with what is being done.
 
         A retry with the same idempotency key returns the first job, waiting as long for it;
-        the key is unique in the store, so two requests racing with it make one job.
+        the key is unique in the store, so two requests racing with it make one job. The job
+        runs as the account the resource maps `owner` to (their identity saying `claims`),
+        recorded with it.
         """
         context = self.context
         loaded = context.registry.get(resource_id)
@@ -95,6 +98,7 @@ class Submissions:
             document=document,
             idempotency_key=idempotency_key,
             digest=digest,
+            claims=claims,
         )
         job_id = job["job_id"]
         context.in_flight.claim(job_id)
@@ -119,13 +123,15 @@ class Submissions:
         document: dict[str, Any],
         idempotency_key: str | None,
         digest: str,
+        claims: Mapping[str, Any] = NO_CLAIMS,
     ) -> NewJob:
         """The job `spec` (sent as `document`) makes, ready to record: `JobStore.create`'s
         arguments, with a new id, the template applied, the job folder and output paths
         filled in, the plan and its script, the submission marked as tried now by this
-        replica. JobRejectedError (every problem) when it cannot run there."""
+        replica, and the account it runs as (mapped from `owner` and `claims`).
+        JobRejectedError (every problem) when it cannot run there."""
         context = self.context
-        backend = context.backends.get(loaded, owner)
+        backend = context.backends.get(loaded, owner, claims)
         job_id = str(uuid.uuid4())
         expanded = context.templates.expand(owner, spec)
         effective = self._effective_spec(expanded.spec, backend, job_id, owner=owner, loaded=loaded)
@@ -144,16 +150,25 @@ class Submissions:
             "request_hash": digest,
             "submitting": True,
             "claimed_by": context.replica.id,
+            "account": backend.account,
         }
 
-    def plan(self, *, owner: str, resource_id: str, spec: JobSpec) -> Plan:
-        """The dry run of a submission by `owner`: the same refusals (folders included)."""
+    def plan(
+        self,
+        *,
+        owner: str,
+        resource_id: str,
+        spec: JobSpec,
+        claims: Mapping[str, Any] = NO_CLAIMS,
+    ) -> Plan:
+        """The dry run of a submission by `owner` (whose identity says `claims`): the same
+        refusals (folders included)."""
         context = self.context
         loaded = context.registry.get(resource_id)
         expanded = context.templates.expand(owner, spec)
         spec = expanded.spec
         if spec.directory is not None or any((spec.stdin_path, spec.stdout_path, spec.stderr_path)):
-            backend = context.backends.get(loaded, owner)
+            backend = context.backends.get(loaded, owner, claims)
             self._effective_spec(spec, backend, "planned-job", owner=owner, loaded=loaded)
         return with_template(
             make_plan(spec, loaded, context.registry.known_facts), expanded.template

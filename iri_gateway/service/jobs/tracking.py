@@ -48,20 +48,22 @@ class Tracking:
         loaded = context.registry.get(resource_id)
         if pending is None:
             pending = context.store.poll_entries([resource_id])
-        accounts: dict[str, str] = {}
+        accounts: dict[str, str] = {}  # by owner, for jobs recorded before their accounts
         by_account: dict[str, list[PollEntry]] = {}
         for entry in pending:
             if entry.native_id is None:
                 continue
-            account = accounts.get(entry.owner)
+            account = entry.account
             if account is None:
-                account = accounts[entry.owner] = context.backends.account(loaded, entry.owner)
+                account = accounts.get(entry.owner)
+            if account is None:
+                account = accounts[entry.owner] = context.backends.job_account(loaded, entry)
             by_account.setdefault(account, []).append(entry)
         changes: list[StateChange] = []
         clusters: list[tuple[PollEntry, Backend, StateChange | None]] = []
         arrays: list[tuple[PollEntry, NativeStatus]] = []
-        for entries in by_account.values():
-            backend = context.backends.get(loaded, entries[0].owner)
+        for account, entries in by_account.items():
+            backend = context.backends.for_account(loaded, account)
             statuses = backend.batch.statuses({e.native_id for e in entries if e.native_id})
             for entry in entries:
                 status = statuses.get(entry.native_id or "")

@@ -1,7 +1,8 @@
 """Build, per resource and gateway user, the batch system and transport that run their jobs.
 
-Which remote account runs a user's job comes from the profile's user mapping; a user with no
-mapping on an SSH resource is refused, never run under some default account.
+Which remote account runs a user's work comes from the profile's user mapping and account
+rules, and a job keeps the account it was submitted as; a user with no account on an SSH
+resource is refused, never run under some default account.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol
 
 from sqlalchemy.engine import make_url
 
@@ -23,6 +26,26 @@ from iri_gateway.service.operations.metrics import Metrics
 from iri_gateway.transport.base import Transport, TransportError
 from iri_gateway.transport.local import LocalTransport
 from iri_gateway.transport.ssh import SshTransport
+from iri_gateway.transport.ssh_certificates import (
+    CaKeySigner,
+    CommandSigner,
+    Signer,
+    UserCertificates,
+    route_address,
+)
+
+NO_CLAIMS: Mapping[str, Any] = MappingProxyType({})
+"""The claims of a caller whose identity says nothing more than its name."""
+
+
+class RecordedJob(Protocol):
+    """What tells which account runs a recorded job (`JobRecord`, `PollEntry`)."""
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def account(self) -> str | None: ...
 
 
 class NoAccountError(GatewayError):
@@ -51,8 +74,11 @@ class Backend:
         private: tuple[str, ...] = (),
         where: str = "",
         agents: Agents | None = None,
+        account: str = "",
     ) -> None:
         self.batch = batch
+        self.account = account
+        """The login account it acts as ('' the gateway's own)."""
         self.transport = transport
         self.in_process = in_process
         """True when commands run as the gateway's own account on this machine (its home
@@ -140,25 +166,45 @@ class Backends:
         self.gateway_files = gateway_files
         self.agent_limits = agent_limits or AgentLimits()
         self._cache: dict[tuple[str, str], Backend] = {}
+        self._signers: dict[str, Signer] = {}
         self._lock = threading.Lock()
 
-    def account(self, loaded: LoadedResource, owner: str) -> str:
-        """The account that runs `owner`'s jobs ('' for the gateway's own account)."""
+    def account(
+        self, loaded: LoadedResource, owner: str, claims: Mapping[str, Any] = NO_CLAIMS
+    ) -> str:
+        """The account that runs the work of `owner`, whose identity says `claims` ('' for
+        the gateway's own account): the resource's `user_mapping`, then its account rules
+        (`SshConnection.account_of`). NoAccountError when neither gives one."""
         connection = loaded.resource.connection
         if connection.mode != "ssh" or connection.ssh is None:
             return ""
-        mapped = connection.ssh.user_mapping.get(owner)
+        mapped = connection.ssh.account_of(owner, claims)
         if mapped is None:
-            # Not who is mapped: other users' names are not the caller's to learn.
+            # Not who is mapped, nor the rules: neither is the caller's to learn.
             raise NoAccountError(
                 f"user {owner!r} has no account on {loaded.id}; the facility maps users to "
-                "login accounts in the resource's profile (connection.ssh.user_mapping): ask "
-                "its administrators for one"
+                "login accounts in the resource's profile (connection.ssh.user_mapping and "
+                "account_rules): ask its administrators for one"
             )
         return mapped
 
-    def get(self, loaded: LoadedResource, owner: str) -> Backend:
-        account = self.account(loaded, owner)
+    def job_account(self, loaded: LoadedResource, job: RecordedJob) -> str:
+        """The account that runs `job`: the one recorded at its submission, or, for a job
+        recorded before accounts were, its owner's by name."""
+        return job.account if job.account is not None else self.account(loaded, job.owner)
+
+    def get(
+        self, loaded: LoadedResource, owner: str, claims: Mapping[str, Any] = NO_CLAIMS
+    ) -> Backend:
+        """The backend of `owner`'s work on the resource, as `account` maps them."""
+        return self.for_account(loaded, self.account(loaded, owner, claims))
+
+    def for_job(self, loaded: LoadedResource, job: RecordedJob) -> Backend:
+        """The backend of the account that runs `job` (`job_account`)."""
+        return self.for_account(loaded, self.job_account(loaded, job))
+
+    def for_account(self, loaded: LoadedResource, account: str) -> Backend:
+        """The backend that acts as `account` on the resource (one per pair, kept)."""
         key = (loaded.id, account)
         with self._lock:
             if key not in self._cache:
@@ -179,6 +225,7 @@ class Backends:
                 key_file=ssh.key_file,
                 max_sessions=ssh.max_sessions_per_connection,
                 max_connections=ssh.max_connections,
+                credentials=self._certificates(loaded, account),
             )
             default_root = "~/iri-gateway-jobs"
             # The gateway's own files (store, tokens, keys), should the login node share its
@@ -215,6 +262,29 @@ class Backends:
             private=private,
             where=where,
             agents=agents,
+            account=account,
+        )
+
+    def _certificates(self, loaded: LoadedResource, account: str) -> UserCertificates | None:
+        """The account's certificates on the resource, when its profile has the gateway
+        sign them (`connection.ssh.certificates`); one signer per resource."""
+        ssh = loaded.resource.connection.ssh
+        if ssh is None or ssh.certificates is None:
+            return None
+        settings = ssh.certificates
+        signer = self._signers.get(loaded.id)
+        if signer is None:
+            signer = self._signers[loaded.id] = (
+                CaKeySigner(settings.ca_key, port_forwarding=settings.port_forwarding)
+                if settings.ca_key is not None
+                else CommandSigner(settings.sign_command or [])
+            )
+        host, port = ssh.host, ssh.port
+        return UserCertificates(
+            signer,
+            account,
+            validity=settings.validity,
+            addresses=lambda: settings.source_addresses or route_address(host, port),
         )
 
     def ssh_usage(self) -> dict[str, tuple[int, int]]:

@@ -72,6 +72,10 @@ class JobRow(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(36), index=True)
     # The scheduler has answered the recorded cancel: no replica sends it again.
     cancel_sent: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    # The login account that runs the job, as the resource's mapping gave it at submission
+    # ('' the gateway's own): the poller and a later cancel act as it without the caller's
+    # identity (issue 31). NULL for jobs recorded before revision 0014: mapped by name.
+    account: Mapped[str | None] = mapped_column(String(32))
 
 
 class ReplicaRow(Base):

@@ -111,6 +111,9 @@ class JobRecord:
     """The replica sending the job to the scheduler now, if any (see `JobStore.claim`)."""
     cancel_sent: bool = False
     """The scheduler has answered the recorded cancel."""
+    account: str | None = None
+    """The login account that runs the job ('' the gateway's own; None: recorded before
+    accounts were, found by the owner's name: `Backends.job_account`)."""
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -218,6 +221,8 @@ class PollEntry:
     """A cluster job's member count (`JobRecord.cluster_size`); None for any other job."""
     array_size: int | None = None
     """An array job's element count (`Plan.array.count`); None for any other job."""
+    account: str | None = None
+    """The login account that runs the job (`JobRecord.account`)."""
 
 
 class JobPaths(BaseModel):
@@ -312,6 +317,7 @@ def _record_of(columns: dict[str, Any]) -> JobRecord:
         updated_at=columns["updated_at"],
         claimed_by=columns["claimed_by"],
         cancel_sent=bool(columns["cancel_sent"]),
+        account=columns.get("account"),
     )
 
 
@@ -443,6 +449,7 @@ class NewJob(TypedDict, total=False):
     request_hash: str | None
     submitting: bool
     claimed_by: str | None
+    account: str
 
 
 class JobStore:
@@ -745,6 +752,7 @@ class JobStore:
             JobRow.updated_at,
             JobRow.plan[("cluster", "size")].as_integer(),
             JobRow.plan[("array", "count")].as_integer(),
+            JobRow.account,
         ).where(JobRow.state.in_(waiting))
         if resource_ids is not None:
             query = query.where(JobRow.resource_id.in_(list(resource_ids)))
@@ -764,6 +772,7 @@ class JobStore:
                     updated_at,
                     cluster_size,
                     array_size,
+                    account,
                 )
                 for (
                     id,
@@ -778,6 +787,7 @@ class JobStore:
                     updated_at,
                     cluster_size,
                     array_size,
+                    account,
                 ) in session.execute(query)
             ]
 
@@ -1092,6 +1102,7 @@ def _job_columns(now: float, job: NewJob) -> dict[str, Any]:
         updated_at=now,
         claimed_by=job.get("claimed_by"),
         cancel_sent=False,
+        account=job.get("account"),
     )
 
 

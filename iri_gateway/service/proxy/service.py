@@ -80,6 +80,8 @@ class Target:
     address: str
     prefix: str
     service_token: str
+    account: str
+    """The login account that runs the job (the proxy connects as it)."""
 
 
 def prefix(job_id: str, member: str, name: str) -> str:
@@ -251,6 +253,7 @@ class PortProxy:
             address,
             prefix(job_id, member, name),
             self.service_token(job_id),
+            self.backends.job_account(self.registry.get(record.resource_id), record),
         )
 
     def _job_nodes(self, record: JobRecord) -> JobNodes:
@@ -263,7 +266,7 @@ class PortProxy:
         if record.native_id is None:
             raise PortNotOpenError(f"job {record.id} has not reached its scheduler yet")
         loaded = self.registry.get(record.resource_id)
-        backend = self.backends.get(loaded, record.owner)
+        backend = self.backends.for_job(loaded, record)
         nodes = backend.batch.nodes(record.native_id)
         if nodes is None:
             raise PortNotOpenError(
@@ -282,7 +285,7 @@ class PortProxy:
         """A connection to the target's port, made where its resource's transport runs
         commands (this machine, or the login node); PortUnreachableError when refused."""
         loaded = self.registry.get(target.resource_id)
-        transport = self.backends.get(loaded, target.owner).transport
+        transport = self.backends.for_account(loaded, target.account).transport
         try:
             upstream = transport.tunnel(
                 target.address, target.port, timeout=self.settings.connect_timeout

@@ -85,8 +85,9 @@ def checks_of(loaded: LoadedResource, backends: Backends) -> list[Check]:
 
 def _nobody_mapped(timeout: float) -> str:
     raise ProbeFailedError(
-        "no account to probe with: connection.ssh.user_mapping maps no gateway user, so no "
-        "job can run here either"
+        "no account to probe with: connection.ssh.user_mapping maps no gateway user (the "
+        "account_rules need a caller's claims, which a probe has not); map one user by name "
+        "for the probes"
     )
 
 

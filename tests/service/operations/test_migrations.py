@@ -95,13 +95,14 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0013"
+    assert revision_of(database_url) == head_revision() == "0014"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
     assert old.members == [], "earlier jobs read as having no members, not NULL"
     assert old.history == [{"state": "new", "time": 1.0, "message": "accepted by the gateway"}]
     assert (old.claimed_by, old.cancel_sent) == (None, False), "nobody sends it; no cancel"
+    assert old.account is None, "its account is found by its owner's name, as before"
     assert [r.id for r in store.unsettled()] == ["old-running"]
     found = store.by_idempotency_key("alice", "key-1")
     assert found is not None and found.id == "old-job", "the unique key constraint survives"
