@@ -342,10 +342,17 @@ class SshTransport:
         channel = self._open(connection)
         try:
             channel.settimeout(timeout)
-            channel.exec_command(command)
-            if stdin is not None:
+            if stdin is None:
+                # Its input is /dev/null, not an EOF of ours: paramiko may send that EOF
+                # after a quick command's channel is gone, and sshd then drops the whole
+                # connection with every command on it ("ieof packet referred to nonexistent
+                # channel", paramiko issue #1705). A command given input reads it to its
+                # end, so cannot end before our EOF.
+                channel.exec_command(f"{command} </dev/null")
+            else:
+                channel.exec_command(command)
                 channel.sendall(stdin.encode())
-            channel.shutdown_write()
+                channel.shutdown_write()
             stdout = decode_output(channel.makefile("rb").read())
             stderr = decode_output(channel.makefile_stderr("rb").read())
             if not channel.status_event.wait(timeout):

@@ -95,6 +95,7 @@ class StandinChannel:
         pass
 
     def exec_command(self, command: str) -> None:
+        command = command.removesuffix(" </dev/null")  # the shell's redirection, not a word
         server = self.connection.server
         with server.lock:
             server.ran.append(command)
