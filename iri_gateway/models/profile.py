@@ -190,6 +190,13 @@ class SshConnection(_Strict):
             )
         return self
 
+    def gateway_files(self) -> list[str]:
+        """The gateway's own files this connection names (known_hosts, its key, the
+        certificate authority's key): no user may reach them through the file operations."""
+        certificates = self.certificates
+        named = [self.known_hosts, self.key_file, certificates.ca_key if certificates else None]
+        return [path for path in named if path]
+
     def account_of(self, user: str, claims: Mapping[str, Any]) -> str | None:
         """The login account of gateway user `user`, whose identity says `claims`:
         `user_mapping` first (the simplest rule: a name), then `account_rules` in order;

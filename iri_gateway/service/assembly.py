@@ -65,11 +65,7 @@ def build_engine(settings: Settings, *, metrics: Metrics | None = None) -> Engin
                 path
                 for loaded in registry
                 if loaded.resource.connection.ssh
-                for path in (
-                    loaded.resource.connection.ssh.known_hosts,
-                    loaded.resource.connection.ssh.key_file,
-                )
-                if path
+                for path in loaded.resource.connection.ssh.gateway_files()
             ],
         ),
         settings.file_agent_limits(),

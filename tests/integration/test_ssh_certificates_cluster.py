@@ -12,15 +12,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from iri_gateway.models.job import JobState
 from iri_gateway.planning.jobspec_io import parse_jobspec
+from iri_gateway.profiles.loading import builtin_profile
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.transport.base import NotSentError, TunnelRefusedError
 from iri_gateway.transport.ssh import SshTransport
 from iri_gateway.transport.ssh_certificates import CaKeySigner, UserCertificates
+from tests.api.test_file_confinement import OPERATIONS, headers
 from tests.integration.conftest import ClusterInfo, filled, make_engine, wait_all_final
+from tests.support.serve import issue_token, running_serve
 
 RESOURCE = "certs-ssh"
 PROFILE = """\
@@ -167,3 +171,35 @@ def test_commands_under_load_go_on_across_renewals(cluster: ClusterInfo) -> None
     assert failures == []
     assert certificates.signed >= 3, "renewed while the commands ran"
     assert done[0] > 100
+
+
+def test_the_ca_key_is_the_gateways_own_file_which_no_user_reaches(
+    cluster: ClusterInfo, tmp_path: Path
+) -> None:
+    """The `local` resource grants /tmp, where the test cluster keeps its CA key: a profile
+    naming it as `ca_key` makes it one of the gateway's own files, which the file operations
+    never reach (its public half, not the gateway's, stays readable)."""
+    profile = tmp_path / "certs.yaml"
+    profile.write_text(filled(PROFILE, cluster), encoding="utf-8")
+    data = tmp_path / "data"
+    token = issue_token(data, "alice", "proj1")
+    local = str(builtin_profile("local"))
+    args = ("--profiles", local, "--profiles", str(profile))
+    with (
+        running_serve(data, args=args, log=tmp_path / "serve.log") as server,
+        httpx.Client(base_url=server.url, timeout=30) as http,
+    ):
+        for operation in OPERATIONS:
+            answer = http.post(
+                f"/api/v2/filesystem/{operation}/local",
+                json={"path": str(cluster.ssh_user_ca)},
+                headers=headers(token),
+            )
+            assert answer.status_code == 404, (operation, answer.text)
+            assert "PRIVATE KEY" not in answer.text
+        public = http.post(
+            "/api/v2/filesystem/view/local",
+            json={"path": f"{cluster.ssh_user_ca}.pub"},
+            headers=headers(token),
+        )
+        assert public.status_code == 200, public.text

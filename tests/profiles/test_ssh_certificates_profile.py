@@ -28,6 +28,7 @@ def test_a_ca_key_or_a_signing_program_is_taken(tmp_path: Path) -> None:
     assert ssh is not None and ssh.certificates is not None
     assert (ssh.certificates.ca_key, ssh.certificates.validity) == ("/etc/gw/user_ca", 300)
     assert ssh.certificates.port_forwarding is False, "no forwarding unless the site asks"
+    assert ssh.gateway_files() == ["/dev/null", "/etc/gw/user_ca"], "the CA key is reserved"
     loaded = load(tmp_path, "        certificates: {sign_command: [/usr/bin/sign, --quiet]}\n")
     ssh = loaded.get("login").resource.connection.ssh
     assert ssh is not None and ssh.certificates is not None
