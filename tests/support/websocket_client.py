@@ -70,9 +70,13 @@ class WebSocketSession:
         )
         status, body = 0, b""
         while True:
-            for event in self._events():
+            events = self._events()
+            for index, event in enumerate(events):
                 if isinstance(event, AcceptConnection):
+                    # A server may send its first message in the same write as its 101:
+                    # those events are the first `receive`'s, not dropped.
                     self.subprotocol = event.subprotocol
+                    self.pending = events[index + 1 :]
                     return
                 if isinstance(event, RejectConnection):
                     status = event.status_code
