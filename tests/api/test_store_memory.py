@@ -8,7 +8,9 @@ server's resident memory (VmRSS of the `serve` process).
 
 Measured on the development machine: an unbounded cache grows by about 470 MB over these
 reads, the bounded one by about 100 MB (4096 records of ~24 KB in memory, plus the
-database layer's own caches). The bound, 200 MB, lies between the two with room on both sides.
+database layer's own caches). The bound, 250 MB, lies between the two with room on both sides
+(a loaded CI machine once measured 200 MB for the bounded cache; the unbounded one is twice
+the bound).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tests.conftest import UNHURRIED
 from tests.support.serve import running_serve
 
 JOBS = 20_000
-GROWTH_BOUND_MB = 200
+GROWTH_BOUND_MB = 250
 V2 = "/api/v2"
 
 

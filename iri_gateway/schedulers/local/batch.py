@@ -57,6 +57,10 @@ _ARRAY_WRAPPER = (
 )
 
 
+SESSION_WAIT = 2.0
+"""Seconds a cancel waits for a starting array element to write its session id."""
+
+
 class LocalBatch:
     """Jobs as local processes, one folder each under `root`."""
 
@@ -201,18 +205,20 @@ class LocalBatch:
         An element runs while its wrapper does (`_alive_in`: its pid, in the job folder).
         The session id left by an element whose wrapper was killed (a cancel of the whole
         array) is a free pid, soon another process's: a session of the gateway's own (a
-        file transfer agent) was killed so in CI by a second cancel of such an array."""
+        file transfer agent) was killed so in CI by a second cancel of such an array. An
+        element whose wrapper runs but whose session has not written its id yet (it is
+        starting) is waited for, up to `SESSION_WAIT` seconds: it was missed, and ran on."""
         elements = folder / "elements"
-        for sid_file in elements.glob("*.sid"):
-            index = int(sid_file.name.split(".", 1)[0])
+        for pid_file in elements.glob("*.pid"):
+            index = int(pid_file.name.split(".", 1)[0])
             if indices is not None and index not in indices:
                 continue
-            if (elements / f"{index}.exit").exists():
-                continue
             with contextlib.suppress(ValueError, OSError):
-                wrapper = int((elements / f"{index}.pid").read_text().strip())
-                if _alive_in(wrapper, folder):
-                    _signal_session(int(sid_file.read_text().strip()), signal.SIGTERM)
+                wrapper, session = _element_ids(elements, index, folder)
+                if wrapper is None or session is None or not _alive_in(wrapper, folder):
+                    continue
+                if not (elements / f"{index}.exit").exists():
+                    _signal_session(session, signal.SIGTERM)
 
     def nodes(self, native_id: str) -> JobNodes | None:
         """A running local job is a process of this machine, reached on loopback (its cluster
@@ -302,6 +308,31 @@ def _array_of(script: str) -> tuple[list[int], int] | None:
     written, _, throttle = lines[1][len(ARRAY_DIRECTIVE) :].partition("%")
     indices = list(ArrayIndices.parse(written))
     return indices, int(throttle) if throttle else (os.cpu_count() or 1)
+
+
+def _element_ids(elements: Path, index: int, folder: Path) -> tuple[int | None, int | None]:
+    """The pids of element `index`'s wrapper and session, read as they are written (each
+    file by `echo`, so briefly empty); the session waited for up to `SESSION_WAIT` seconds
+    while the wrapper lives. None for what is not there."""
+    deadline = time.monotonic() + SESSION_WAIT
+    wrapper: int | None = None
+    while True:
+        said = _read_pid(elements / f"{index}.pid")
+        wrapper = said if said is not None else wrapper
+        session = _read_pid(elements / f"{index}.sid")
+        if session is not None or time.monotonic() >= deadline:
+            return wrapper, session
+        if wrapper is not None and not _alive_in(wrapper, folder):
+            return wrapper, None
+        time.sleep(0.01)
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def _session_of(pid: int) -> int | None:
