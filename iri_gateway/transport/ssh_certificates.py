@@ -153,13 +153,12 @@ class CommandSigner:
             raise CertificateError(
                 f"the signing program {self._argv[0]!r} did not answer in {SIGN_TIMEOUT:g} s"
             ) from None
-        done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-        if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip()[-500:]
+        if process.returncode != 0:
+            said = stderr.decode(errors="replace").strip()[-500:]
             raise CertificateError(
-                f"the signing program {self._argv[0]!r} failed (exit {done.returncode}): {said}"
+                f"the signing program {self._argv[0]!r} failed (exit {process.returncode}): {said}"
             )
-        return done.stdout[:OUTPUT_LIMIT].decode(errors="replace").strip()
+        return stdout[:OUTPUT_LIMIT].decode(errors="replace").strip()
 
 
 class UserCertificates:

@@ -213,7 +213,7 @@ class LocalBatch:
             index = int(pid_file.name.split(".", 1)[0])
             if indices is not None and index not in indices:
                 continue
-            with contextlib.suppress(ValueError, OSError):
+            with contextlib.suppress(OSError):
                 wrapper, session = _element_ids(elements, index, folder)
                 if wrapper is None or session is None or not _alive_in(wrapper, folder):
                     continue

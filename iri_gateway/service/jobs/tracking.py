@@ -53,9 +53,7 @@ class Tracking:
         for entry in pending:
             if entry.native_id is None:
                 continue
-            account = entry.account
-            if account is None:
-                account = accounts.get(entry.owner)
+            account = entry.account if entry.account is not None else accounts.get(entry.owner)
             if account is None:
                 account = accounts[entry.owner] = context.backends.job_account(loaded, entry)
             by_account.setdefault(account, []).append(entry)
