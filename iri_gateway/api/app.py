@@ -43,6 +43,7 @@ from iri_gateway.api.plumbing.security_headers import SecurityHeaders
 from iri_gateway.api.plumbing.traces import install as install_traces
 from iri_gateway.api.proxy.app import ProxyApp
 from iri_gateway.api.proxy.dispatch import ProxyByHost
+from iri_gateway.api.sign_in import routes as sign_in
 from iri_gateway.api.status import health, resource_lists
 from iri_gateway.api.status import metrics as metrics_route
 from iri_gateway.api.status import routes as status
@@ -166,6 +167,7 @@ def create_app(
     app.state.drain = Drain(settings.drain_timeout)
     app.state.tokens = TokenFile(settings.tokens_path)
     app.state.authenticator = _authenticator(settings, app.state.tokens)
+    app.state.openid = sign_in.openid_of(settings)
     app.state.rate_limiter = rate_limiter(settings, engine)
     app.state.token_policy = settings.token_policy()
     app.state.job_documents = job_documents(settings.proxy_url)
@@ -229,7 +231,9 @@ def create_app(
     for router in routers:
         require_caller_first(router.routes)
         app.include_router(router)
-    # The web console (docs/console.md): `/` and `/console/`, a client of the routes above.
+    # The web console (docs/console.md): `/` and `/console/`, a client of the routes above,
+    # and its OpenID sign-in (when `openid_issuer` is set).
+    app.include_router(sign_in.router)
     app.include_router(console.router)
     docs_pages.install(app, serve=settings.api_docs)
 

@@ -335,6 +335,32 @@ def test_the_service_sees_the_jobs_token_never_the_users(gateway: Gateway) -> No
         cancel(gateway, job_id)
 
 
+def test_the_gateways_own_cookies_neither_reach_a_service_nor_come_from_one(
+    gateway: Gateway,
+) -> None:
+    """A browser sends a host's cookies to every port of it: a proxy on another port of the
+    console's host gets the console's session cookie too, and must not pass it on; nor may a
+    service set the proxy's or the console's cookies (a session of its choosing)."""
+    job_id = launch(gateway, echo(60, free_port()))
+    try:
+        serving(gateway, job_id)
+        sent = (
+            "theirs=kept; iri-session=console.secret; iri-csrf=c; __Host-iri-session=s; "
+            "iri-sign-in=b; iri-proxy-session=p"
+        )
+        answer = httpx.get(
+            f"{gateway.proxy}/{job_id}/main/http/cookies",
+            headers={**auth(gateway.alice), "Cookie": sent},
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+        headers = {name.lower(): value for name, value in answer.json()["headers"].items()}
+        assert headers["cookie"] == "theirs=kept"
+        assert answer.headers.get_list("set-cookie") == ["theirs=1; Path=/"]
+    finally:
+        cancel(gateway, job_id)
+
+
 def test_a_websocket_is_echoed_and_cut_when_the_job_ends(gateway: Gateway) -> None:
     job_id = launch(gateway, echo(8, free_port()))
     try:

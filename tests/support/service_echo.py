@@ -159,6 +159,8 @@ class Handler(BaseHTTPRequestHandler):
         if rest == "cookies":
             self.send_header("Set-Cookie", "theirs=1; Path=/")
             self.send_header("Set-Cookie", "iri-proxy-session=forged; Path=/")
+            self.send_header("Set-Cookie", "iri-session=forged; Path=/")
+            self.send_header("Set-Cookie", "__Host-iri-csrf=forged; Path=/; Secure")
         self.end_headers()
         self.wfile.write(data)
 

@@ -22,6 +22,7 @@ from fastapi.routing import APIRoute
 from iri_gateway.api.plumbing import deps
 from iri_gateway.api.plumbing.problems import PROBLEM
 from iri_gateway.api.plumbing.reads import route_reads
+from iri_gateway.api.sign_in.cookies import SAFE_METHODS
 
 PROBLEM_REF = "#/components/schemas/Problem"
 
@@ -175,6 +176,12 @@ def reads(route: APIRoute) -> bool:
     return all(route_reads(route, method) for method in route.methods or ())
 
 
+def safe_methods(route: APIRoute) -> bool:
+    """True when every method of `route` is one a console session may use without its CSRF
+    token."""
+    return all(method in SAFE_METHODS for method in route.methods or ())
+
+
 def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
     """The error statuses the server can send for one operation."""
     calls = set(deps.dependency_calls(route.dependant))
@@ -184,8 +191,12 @@ def statuses(route: APIRoute, operation: dict[str, Any]) -> set[int]:
         # 429: the caller's request rate (`api.rate_limit`); 503: the identity provider
         # cannot say whether a JWT is still active (`introspection`, fail-closed)
         sent.update((401, 429, 503))
-    if deps.get_admin in calls or (deps.get_principal in calls and not reads(route)):
-        sent.add(403)  # a token that may only read, on an operation that changes
+    if deps.get_admin in calls or (
+        deps.get_principal in calls and (not reads(route) or not safe_methods(route))
+    ):
+        # a token that may only read, on an operation that changes; a console session's
+        # request that is not a GET without its CSRF token (`sign_in.cookies`)
+        sent.add(403)
     if deps.get_engine in calls:
         sent.add(503)
     parameters = operation.get("parameters", [])

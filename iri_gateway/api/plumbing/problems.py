@@ -38,6 +38,7 @@ from iri_gateway.errors import (
 )
 from iri_gateway.service.accounts.auth import AuthenticationError
 from iri_gateway.service.accounts.introspection import IntrospectionUnavailableError
+from iri_gateway.service.accounts.openid_sign_in import ProviderUnavailableError, SignInError
 from iri_gateway.service.accounts.quotas import QuotaError
 from iri_gateway.service.accounts.rate_limits import RateLimitError
 from iri_gateway.service.accounts.token_policy import ReadOnlyTokenError
@@ -103,6 +104,8 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (NoAccountError, 403, "Forbidden"),
     (ReadOnlyTokenError, 403, "Forbidden"),
     (IntrospectionUnavailableError, 503, "Service Unavailable"),
+    (ProviderUnavailableError, 503, "Service Unavailable"),
+    (SignInError, 401, "Unauthorized"),
     (IdempotencyConflictError, 422, "Unprocessable Entity"),
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
     (JobRejectedError, 422, "Unprocessable Entity"),
@@ -354,7 +357,8 @@ def status_of(error: GatewayError) -> tuple[int, str, dict[str, str] | None]:
                 | TransportError
                 | DatabaseError
                 | DestinationUnresolvedError
-                | IntrospectionUnavailableError,
+                | IntrospectionUnavailableError
+                | ProviderUnavailableError,
             ):
                 # Transient: the scheduler or the login node is unavailable for now; the
                 # client may send the same request again after the pause (RFC 9110).

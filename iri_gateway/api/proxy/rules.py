@@ -2,13 +2,14 @@
 headers it sends on and back (pure functions, each rule tested on its own).
 
 Going to the service: the user's `Authorization` (their gateway token) is replaced by the
-job's own token (`Authorization: token <IRI_SERVICE_TOKEN>`); the proxy's session cookie is
-taken out of `Cookie` (the service's own cookies stay); hop-by-hop headers and those the
-request's `Connection` names stay here; `X-Forwarded-For/-Proto/-Host/-Prefix` are set (any
-the client sent are dropped: they would be believed); `Host` is kept as the browser sent it,
-as a reverse proxy keeps it, so that a service's own origin check (Jupyter's on WebSockets)
-sees its public host. Coming back: hop-by-hop headers are dropped, and so is a `Set-Cookie`
-of the proxy's session cookie (a service may not set the proxy's session).
+job's own token (`Authorization: token <IRI_SERVICE_TOKEN>`); the proxy's session cookie and
+the console's (`sign_in.cookies`) are taken out of `Cookie` (the service's own cookies stay);
+hop-by-hop headers and those the request's `Connection` names stay here;
+`X-Forwarded-For/-Proto/-Host/-Prefix` are set (any the client sent are dropped: they would
+be believed); `Host` is kept as the browser sent it, as a reverse proxy keeps it, so that a
+service's own origin check (Jupyter's on WebSockets) sees its public host. Coming back:
+hop-by-hop headers are dropped, and so is a `Set-Cookie` of the proxy's or the console's
+cookies (a service may not set the gateway's sessions).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+
+from iri_gateway.api.sign_in.cookies import CONSOLE_COOKIES
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -87,13 +90,20 @@ def _connection_listed(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
     }
 
 
+def _gateways(session_cookie: str) -> frozenset[bytes]:
+    """The cookies that are the gateway's, never a service's: the proxy's session and the
+    console's (a browser sends a host's cookies to every port of it, so a proxy on another
+    port of the console's host would otherwise hand the console's session to the service)."""
+    return frozenset({session_cookie.encode(), *(n.encode() for n in CONSOLE_COOKIES)})
+
+
 def without_session(cookie: bytes, session_cookie: str) -> bytes:
-    """A `Cookie` header's pairs without the proxy's session (b"" when none is left)."""
-    name = session_cookie.encode()
+    """A `Cookie` header's pairs without the gateway's own cookies (b"" when none is left)."""
+    names = _gateways(session_cookie)
     kept = [
         pair.strip()
         for pair in cookie.split(b";")
-        if pair.strip() and pair.strip().split(b"=", 1)[0].strip() != name
+        if pair.strip() and pair.strip().split(b"=", 1)[0].strip() not in names
     ]
     return b"; ".join(kept)
 
@@ -138,13 +148,13 @@ def response_headers(headers: Iterable[tuple[bytes, bytes]], session_cookie: str
     """The headers of a service's answer as the client gets them."""
     headers = list(headers)
     listed = _connection_listed(headers)
-    ours = session_cookie.encode()
+    ours = _gateways(session_cookie)
     kept: Headers = []
     for raw_name, value in headers:
         name = raw_name.lower()
         if name in HOP_BY_HOP or name in listed:
             continue
-        if name == b"set-cookie" and value.split(b"=", 1)[0].strip() == ours:
+        if name == b"set-cookie" and value.split(b"=", 1)[0].strip() in ours:
             continue
         kept.append((name, value))
     return kept

@@ -1,7 +1,12 @@
-// The console's only way to the gateway: the public REST API under /api/v2, with the bearer
-// token the user pasted. The token lives in sessionStorage (this tab, this session) only.
+// The console's only way to the gateway: the public REST API under /api/v2, as the signed-in
+// user. Two ways to be signed in: a bearer token the user pasted, kept in sessionStorage (this
+// tab, this session) only; or a session the gateway opened after an OpenID sign-in, whose
+// cookie is HttpOnly (no script reads it): then every request that may change carries the
+// session's CSRF token (a readable cookie) in X-CSRF-Token, which no other site can send.
 
 const KEY = "iri-gateway.token";
+const CSRF_COOKIES = ["__Host-iri-csrf", "iri-csrf"];
+const SAFE_METHODS = ["GET", "HEAD"];
 
 export function storedToken() {
   return sessionStorage.getItem(KEY);
@@ -13,6 +18,35 @@ export function keepToken(token) {
 
 export function forgetToken() {
   sessionStorage.removeItem(KEY);
+}
+
+/** The CSRF token of the gateway's session (an OpenID sign-in), or null without one. */
+export function sessionCsrf() {
+  for (const pair of document.cookie.split(";")) {
+    const [name, ...value] = pair.trim().split("=");
+    if (CSRF_COOKIES.includes(name) && value.join("=")) return value.join("=");
+  }
+  return null;
+}
+
+/** Forget the session's readable cookie (its HttpOnly one is the gateway's to end). */
+export function forgetSession() {
+  const secure = location.protocol === "https:" ? "; Secure" : "";
+  for (const name of CSRF_COOKIES) document.cookie = `${name}=; Max-Age=0; Path=/${secure}`;
+}
+
+/** Signed in at all: a pasted token, or a session of the gateway's. */
+export function signedIn() {
+  return Boolean(storedToken() || sessionCsrf());
+}
+
+/** What a request of `method` needs to be the user's: headers to add and fetch's
+ * `credentials` (cookies only for the session; a token never travels with cookies). */
+export function authentication(method = "GET", token = storedToken()) {
+  if (token) return { headers: { Authorization: `Bearer ${token}` }, credentials: "omit" };
+  const csrf = sessionCsrf();
+  const headers = csrf && !SAFE_METHODS.includes(method) ? { "X-CSRF-Token": csrf } : {};
+  return { headers, credentials: "same-origin" };
 }
 
 /** An answer of the API that is not a success, with its problem+json when it sent one.
@@ -46,11 +80,11 @@ function tooMany(problem, detail, retryAfter) {
 /** Call `/api/v2` + path (with `headers` added); resolves to the decoded JSON (null for 204), rejects with ApiError. */
 export async function call(path, { method = "GET", body, token = storedToken(),
   headers: extra = {} } = {}) {
-  const headers = { ...extra, Accept: "application/json" };
-  if (token) headers.Authorization = `Bearer ${token}`;
+  const who = authentication(method, token);
+  const headers = { ...extra, ...who.headers, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(`/api/v2${path}`, {
-    method, headers, cache: "no-store", credentials: "omit",
+    method, headers, cache: "no-store", credentials: who.credentials,
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (response.status === 204) return null;

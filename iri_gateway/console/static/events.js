@@ -1,11 +1,11 @@
 // The caller's job events, live: GET /api/v2/compute/events (Server-Sent Events) read with
-// fetch(), because EventSource cannot send the bearer token. Parsed as the WHATWG standard
+// fetch(), because EventSource cannot send the bearer token (nor the session's cookie alone). Parsed as the WHATWG standard
 // says (CR, LF or CRLF line ends, comments, multi-line data, id, retry), with a bound on a
 // line so a broken server cannot grow the page's memory. A dropped connection is opened
 // again after the server's `retry` (doubled per failed attempt, at most a minute) with
 // Last-Event-ID, so no change is missed. A server without the stream (404, 405: a plain IRI
 // server) ends it for good: the page keeps refreshing by itself instead.
-import { storedToken } from "./api.js";
+import { authentication } from "./api.js";
 
 const MAX_LINE = 1024 * 1024;
 const MAX_PAUSE_MS = 60000;
@@ -22,12 +22,11 @@ export function followEvents({ onEvent, onUp, onDown }) {
   let failures = 0;
 
   async function connect() {
-    const headers = { Accept: "text/event-stream" };
-    const token = storedToken();
-    if (token) headers.Authorization = `Bearer ${token}`;
+    const who = authentication("GET");
+    const headers = { ...who.headers, Accept: "text/event-stream" };
     if (lastId) headers["Last-Event-ID"] = lastId;
     const response = await fetch("/api/v2/compute/events", {
-      headers, cache: "no-store", credentials: "omit", signal: stop.signal,
+      headers, cache: "no-store", credentials: who.credentials, signal: stop.signal,
     });
     const kind = (response.headers.get("Content-Type") || "").split(";")[0].trim();
     if (!response.ok || kind !== "text/event-stream") {

@@ -3,21 +3,42 @@
 // (data-admin-only) to facility admins only, and a token the API stops accepting ends the
 // session. "Your limits" lists the caller's request rates and quotas with their use
 // (GET /account/limits); a 429 anywhere shows its message and when to try again.
-import { call, forgetToken, signInAddress, storedToken } from "./api.js";
+import {
+  authentication, call, forgetSession, forgetToken, signedIn, signInAddress, storedToken,
+} from "./api.js";
 import { el, fill } from "./dom.js";
 
 /** True when signed in; otherwise leaves for the sign-in page. */
 export function requireSignIn() {
-  if (!storedToken()) {
+  if (!signedIn()) {
     location.replace(signInAddress());
     return false;
   }
-  document.getElementById("sign-out").addEventListener("click", () => {
-    forgetToken();
-    location.assign("/console/sign-in?signed-out=1");
-  });
+  document.getElementById("sign-out").addEventListener("click", signOut);
   showWho();
   return true;
+}
+
+/** Sign out: a pasted token is forgotten; a session is ended by the gateway (on every
+ * replica), then the browser goes where it says (the identity provider's sign-out page, when
+ * it has one, which comes back to the sign-in page). */
+async function signOut() {
+  if (storedToken()) {
+    forgetToken();
+    location.assign("/console/sign-in?signed-out=1");
+    return;
+  }
+  let then = "/console/sign-in?signed-out=1";
+  try {
+    const who = authentication("POST");
+    const response = await fetch("/console/sign-out", {
+      method: "POST", headers: who.headers, credentials: who.credentials, cache: "no-store",
+    });
+    if (response.ok) then = (await response.json()).then || then;
+  } finally {
+    forgetSession();
+    location.assign(then);
+  }
 }
 
 let asked = null;
@@ -75,10 +96,11 @@ async function showLimits() {
   }
 }
 
-/** After a 401 the token is useless: forget it and go to the sign-in page. */
+/** After a 401 the token or the session is useless: forget it and go to the sign-in page. */
 export function expired(error) {
   if (error && error.status === 401) {
     forgetToken();
+    forgetSession();
     location.replace(signInAddress());
     return true;
   }

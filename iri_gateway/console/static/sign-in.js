@@ -1,5 +1,8 @@
-// Sign-in: the token is checked by asking the API who the caller is (GET /account/me); a refusal shows
-// the API's own reason (its 401 problem detail) and keeps nothing.
+// Sign-in: with the facility's identity provider (OpenID Connect, when the gateway offers it:
+// GET /console/session says), or with a pasted token, checked by asking the API who the caller
+// is (GET /account/me); a refusal shows the API's own reason (its 401 problem detail) and
+// keeps nothing. A sign-in at the provider that failed comes back here with its reason
+// (`?failed=`), shown as text.
 import { call, keepToken, ApiError } from "./api.js";
 import { say } from "./dom.js";
 
@@ -7,6 +10,10 @@ const form = document.getElementById("sign-in");
 const input = document.getElementById("token");
 const query = new URLSearchParams(location.search);
 document.getElementById("signed-out").hidden = !query.has("signed-out");
+if (query.get("failed")) {
+  say("sign-in-failed", `Sign-in at the identity provider failed: ${query.get("failed")}`);
+  document.getElementById("sign-in-failed").hidden = false;
+}
 
 /** Only a console page may be the destination (no open redirect). */
 function destination() {
@@ -40,4 +47,24 @@ form.addEventListener("submit", async (event) => {
     form.removeAttribute("aria-busy");
   }
 });
-input.focus();
+
+/** Offer the identity provider's sign-in when the gateway has one; else the token field. */
+async function offerOpenId() {
+  let session = null;
+  try {
+    const response = await fetch("/console/session", { cache: "no-store", credentials: "omit" });
+    session = response.ok ? await response.json() : null;
+  } catch {
+    session = null;
+  }
+  if (!session || !session.openid) {
+    input.focus();
+    return;
+  }
+  document.getElementById("openid-provider").textContent = session.provider;
+  const link = document.getElementById("openid-sign-in");
+  link.href = `/console/sign-in/openid?next=${encodeURIComponent(destination())}`;
+  document.getElementById("openid").hidden = false;
+  link.focus();
+}
+offerOpenId();

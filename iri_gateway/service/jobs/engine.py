@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from iri_gateway.planning.job_templates import facility_templates
 from iri_gateway.profiles.loading import ProfileRegistry
+from iri_gateway.service.accounts.console_sessions import ConsoleSessions
 from iri_gateway.service.accounts.rate_limits import RateLimiter
 from iri_gateway.service.events.hub import EventHub
 from iri_gateway.service.events.log import EventLog
@@ -106,6 +107,8 @@ class Engine:
         """This process among the gateway replicas sharing the store (see `replicas`)."""
         self.audit = AuditLog(store)
         """The audit log of the changes made through the gateway (`operations.audit`)."""
+        self.console_sessions = ConsoleSessions(store, clock=clock)
+        """The console's OpenID sessions and sign-ins under way (`accounts.console_sessions`)."""
         self.events = EventLog(store.engine, store.writing)
         """The log of state changes of jobs, members and tasks (`service/events`)."""
         self.event_hub = EventHub(

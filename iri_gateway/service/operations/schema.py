@@ -312,3 +312,33 @@ class ProxyTicketRow(Base):
 
     nonce: Mapped[str] = mapped_column(String(64), primary_key=True)
     expires_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class ConsoleSessionRow(Base):
+    """A row of `console_sessions`: a console session opened by an OpenID sign-in; its id
+    and CSRF token as digests, its tokens sealed with a key only the browser holds
+    (`service.accounts.console_sessions`)."""
+
+    __tablename__ = "console_sessions"
+
+    id_digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user: Mapped[str] = mapped_column(String(255), index=True)
+    sealed_access_token: Mapped[str] = mapped_column(Text)
+    sealed_id_token: Mapped[str] = mapped_column(Text)
+    csrf_digest: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class SignInAttemptRow(Base):
+    """A row of `sign_in_attempts`: an OpenID sign-in under way, under its state's digest,
+    bound to the browser that began it."""
+
+    __tablename__ = "sign_in_attempts"
+
+    state_digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    binding_digest: Mapped[str] = mapped_column(String(64))
+    nonce: Mapped[str] = mapped_column(String(128))
+    verifier: Mapped[str] = mapped_column(String(128))
+    next_page: Mapped[str] = mapped_column(String(512))
+    expires_at: Mapped[float] = mapped_column(Float, index=True)

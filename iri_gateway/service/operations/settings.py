@@ -109,6 +109,47 @@ class Settings(BaseSettings):
         description="Seconds an active answer of the introspection endpoint is trusted: a "
         "revocation takes effect within this time",
     )
+    openid_issuer: str | None = Field(
+        default=None,
+        description="The identity provider (its issuer URL, where its discovery document is) "
+        "the console signs in with, by OpenID Connect (authorization code + PKCE); unset: "
+        "the console asks for a pasted token. Needs auth 'jwt' (the access tokens it issues "
+        "are checked as the API's), openid_client_id and public_url",
+    )
+    openid_client_id: str | None = Field(
+        default=None, description="The gateway's client id at the OpenID provider"
+    )
+    openid_client_secret: str | None = Field(
+        default=None,
+        repr=False,
+        description="The gateway's client secret at the OpenID provider; unset: a public "
+        "client (PKCE only)",
+    )
+    openid_scopes: str = Field(
+        default="openid profile",
+        pattern=r"^openid( [!#-\[\]-~]+)*$",
+        description="The scopes asked for at sign-in (space-separated, beginning with "
+        "`openid`); add the write scope (jwt_write_scope) for a console that may change",
+    )
+    openid_resource: str | None = Field(
+        default=None,
+        description="The resource indicator (RFC 8707) asked for at sign-in, for a provider "
+        "that makes access tokens per resource (usually the API's audience); unset: none",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="The gateway's address as browsers reach it (an origin, e.g. "
+        "https://gateway.example.org): the OpenID callback is "
+        "`<public_url>/console/sign-in/callback`, and an https address makes the session "
+        "cookies `__Host-` and Secure",
+    )
+    console_session_lifetime: float = Field(
+        default=8 * 3600,
+        ge=60,
+        le=7 * 86400,
+        description="Longest life, in seconds, of a console session opened by an OpenID "
+        "sign-in; it ends sooner when its access token does",
+    )
     read_token_lifetime: float | None = Field(
         default=None,
         gt=0,
@@ -603,9 +644,9 @@ class Settings(BaseSettings):
         description="Seconds to connect to a job's port (and to wait for its answer's head)",
     )
 
-    @field_validator("proxy_url")
+    @field_validator("proxy_url", "public_url")
     @classmethod
-    def _proxy_origin(cls, url: str | None) -> str | None:
+    def _origin(cls, url: str | None, info: ValidationInfo) -> str | None:
         if url is None:
             return None
         from urllib.parse import urlsplit
@@ -613,13 +654,18 @@ class Settings(BaseSettings):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
-                f"proxy_url {url!r} is not an http or https URL with a host, e.g. "
-                "https://jobs.example.org"
+                f"{info.field_name} {url!r} is not an http or https URL with a host, e.g. "
+                "https://gateway.example.org"
             )
         if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
             raise ValueError(
-                f"proxy_url {url!r} must be an origin only (scheme, host, port): the proxy "
-                "serves each job's ports at /<job>/<member>/<port>/ of its own origin"
+                f"{info.field_name} {url!r} must be an origin only (scheme, host, port)"
+                + (
+                    ": the proxy serves each job's ports at /<job>/<member>/<port>/ of its "
+                    "own origin"
+                    if info.field_name == "proxy_url"
+                    else ""
+                )
             )
         return f"{parts.scheme}://{parts.netloc.lower()}"
 
@@ -685,6 +731,27 @@ class Settings(BaseSettings):
             ]
             if missing:
                 raise ValueError(f"auth 'jwt' needs {', '.join(missing)}")
+        if self.public_url is not None and self.public_url == self.proxy_url:
+            raise ValueError(
+                "proxy_url must be another origin than public_url (the console's): a job's "
+                "service served from the console's origin could act as its signed-in user"
+            )
+        if self.openid_issuer is not None:
+            missing = [
+                name
+                for name, value in (
+                    ("auth 'jwt'", self.auth == "jwt" or None),
+                    ("openid_client_id", self.openid_client_id),
+                    ("public_url", self.public_url),
+                )
+                if not value
+            ]
+            if missing:
+                raise ValueError(
+                    f"openid_issuer (the console's OpenID sign-in) needs {', '.join(missing)}: "
+                    "the access tokens it brings are checked as the API's JWTs, and the "
+                    "provider sends the browser back to public_url"
+                )
         if self.jwt_introspection_url is not None and (
             not self.jwt_introspection_client_id or not self.jwt_introspection_client_secret
         ):

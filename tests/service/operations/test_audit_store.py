@@ -87,7 +87,7 @@ def test_a_revision_0008_database_gains_the_audit_table_and_keeps_its_jobs(
     assert "audit" not in inspect(plain_engine(database_url)).get_table_names()
     store = JobStore(database_url)
     try:
-        assert revision_of(database_url) == "0014" == head_revision()
+        assert revision_of(database_url) == "0015" == head_revision()
         assert store.get("kept") is not None
         AuditLog(store).record(entry("alice"))
         with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as connection:

@@ -95,7 +95,7 @@ def test_a_first_release_database_is_upgraded_and_keeps_its_jobs(database_url: s
     run(database_url, OLD_SCHEMA)
     assert revision_of(database_url) is None
     store = JobStore(database_url)
-    assert revision_of(database_url) == head_revision() == "0014"
+    assert revision_of(database_url) == head_revision() == "0015"
     assert columns_of(database_url).count("members") == 1
     old = store.get("old-job")
     assert old is not None and old.state == JobState.COMPLETED and old.exit_code == 0
