@@ -49,8 +49,9 @@ from iri_gateway.api.status import metrics as metrics_route
 from iri_gateway.api.status import routes as status
 from iri_gateway.api.storage import routes as storage
 from iri_gateway.api.tasks import routes as tasks
-from iri_gateway.service.accounts.auth import Authenticator, JwtVerifier, TokenFile
+from iri_gateway.service.accounts.auth import Authenticator, ClaimRules, JwtVerifier, TokenFile
 from iri_gateway.service.accounts.introspection import Introspection
+from iri_gateway.service.accounts.opaque_tokens import IntrospectedTokenVerifier
 from iri_gateway.service.assembly import build_engine
 from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.jobs.poller import Poller
@@ -61,21 +62,35 @@ from iri_gateway.service.operations.settings import Settings
 
 
 def _authenticator(settings: Settings, tokens: TokenFile) -> Authenticator:
+    rules = ClaimRules(
+        username_claim=settings.jwt_username_claim,
+        projects_claim=settings.jwt_projects_claim,
+        roles_claim=settings.jwt_roles_claim,
+        admin_role=settings.jwt_admin_role,
+        scope_claim=settings.jwt_scope_claim,
+        write_scope=settings.jwt_write_scope,
+    )
     if settings.auth == "jwt":
         assert settings.jwks_url and settings.jwt_issuer and settings.jwt_audience
         return JwtVerifier(
             jwks_url=settings.jwks_url,
             issuer=settings.jwt_issuer,
             audience=settings.jwt_audience,
-            username_claim=settings.jwt_username_claim,
-            projects_claim=settings.jwt_projects_claim,
-            roles_claim=settings.jwt_roles_claim,
-            admin_role=settings.jwt_admin_role,
-            scope_claim=settings.jwt_scope_claim,
-            write_scope=settings.jwt_write_scope,
+            rules=rules,
             exact_audience=settings.jwt_exact_audience,
             leeway=settings.jwt_leeway,
             introspection=_introspection(settings),
+        )
+    if settings.auth == "introspection":
+        introspection = _introspection(settings)
+        assert introspection and settings.jwt_issuer and settings.jwt_audience
+        return IntrospectedTokenVerifier(
+            introspection=introspection,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+            rules=rules,
+            exact_audience=settings.jwt_exact_audience,
+            leeway=settings.jwt_leeway,
         )
     return tokens
 

@@ -3,12 +3,15 @@
 cookies, the CSRF rule, one identity for the console and the API, tokens for another
 audience or expired refused, sign-out on every replica, and the attacks on the flow (a
 callback in another browser, a replayed one, an open redirect). The gateway runs in-process
-(ASGI) at http://gateway.test; the provider is reached over real HTTP."""
+(ASGI) at http://gateway.test; the provider is reached over real HTTP. Also opaque access
+tokens (`auth = "introspection"`): asked at the provider, and refused once it revokes them,
+for a bearer client and for a console session alike."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -61,6 +64,19 @@ def settings_for(provider: Provider, data_dir: Path, **more: Any) -> Settings:
         "public_url": PUBLIC,
     }
     return Settings(data_dir=data_dir, **chosen | more)
+
+
+@asynccontextmanager
+async def gateway(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """Another gateway of the test's, and a browser (or client) of it."""
+    built = create_app(settings, run_poller=False)
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=built), base_url=PUBLIC
+        ) as client:
+            yield built, client
+    finally:
+        built.state.engine.close()
 
 
 @pytest.fixture
@@ -179,21 +195,16 @@ async def test_tokens_for_another_audience_or_expired_are_refused(
 async def test_a_sign_in_whose_token_the_api_would_refuse_fails_with_its_reason(
     provider: Provider, tmp_path: Path
 ) -> None:
-    built = create_app(
-        settings_for(provider, tmp_path, openid_resource=OTHER_AUDIENCE), run_poller=False
-    )
-    try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=built), base_url=PUBLIC
-        ) as browser:
-            finished = await signed_in(provider, browser)
-            assert finished.status_code == 303
-            failed = parse_qs(urlsplit(finished.headers["location"]).query)["failed"][0]
-            assert "refused the identity provider's token" in failed and "Audience" in failed
-            assert "iri-session" not in browser.cookies
-            assert (await browser.get(ME)).status_code == 401
-    finally:
-        built.state.engine.close()
+    async with gateway(settings_for(provider, tmp_path, openid_resource=OTHER_AUDIENCE)) as (
+        _,
+        browser,
+    ):
+        finished = await signed_in(provider, browser)
+        assert finished.status_code == 303
+        failed = parse_qs(urlsplit(finished.headers["location"]).query)["failed"][0]
+        assert "refused the identity provider's token" in failed and "Audience" in failed
+        assert "iri-session" not in browser.cookies
+        assert (await browser.get(ME)).status_code == 401
 
 
 async def test_sign_out_ends_the_session_on_every_replica(
@@ -276,14 +287,72 @@ async def test_the_store_holds_no_usable_token(
 
 
 async def test_without_openid_no_cookie_is_an_identity(tmp_path: Path) -> None:
-    built = create_app(Settings(data_dir=tmp_path), run_poller=False)
-    try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=built), base_url=PUBLIC
-        ) as browser:
-            browser.cookies.set("iri-session", "x" * 60 + "." + "A" * 43)
-            assert (await browser.get(ME)).status_code == 401
-            assert (await browser.get("/console/sign-in/openid")).status_code == 404
-            assert (await browser.get("/console/session")).json()["openid"] is False
-    finally:
-        built.state.engine.close()
+    async with gateway(Settings(data_dir=tmp_path)) as (_, browser):
+        browser.cookies.set("iri-session", "x" * 60 + "." + "A" * 43)
+        assert (await browser.get(ME)).status_code == 401
+        assert (await browser.get("/console/sign-in/openid")).status_code == 404
+        assert (await browser.get("/console/session")).json()["openid"] is False
+
+
+OPAQUE = "urn:example:opaque-api"
+
+
+def introspecting(provider: Provider, data_dir: Path) -> Settings:
+    """A gateway whose tokens are opaque: each asked at the provider (RFC 7662), no cache."""
+    return settings_for(
+        provider,
+        data_dir,
+        auth="introspection",
+        jwks_url=None,
+        jwt_audience=OPAQUE,
+        jwt_introspection_url=f"{provider.issuer}/token/introspection",
+        jwt_introspection_client_id="iri-gateway",
+        jwt_introspection_client_secret="gateway-secret",
+        jwt_introspection_cache=0,
+        openid_resource=OPAQUE,
+    )
+
+
+def revoke(provider: Provider, token: str) -> None:
+    """The token revoked at the provider (RFC 7009), as its client."""
+    answer = httpx.post(
+        f"{provider.issuer}/token/revocation",
+        data={"token": token},
+        auth=("iri-console", "console-secret"),
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+
+
+async def test_opaque_tokens_are_asked_at_the_provider_and_a_revoked_one_refused(
+    provider: Provider, tmp_path: Path
+) -> None:
+    async with gateway(introspecting(provider, tmp_path)) as (_, cli):
+        token = access_token(provider, "alice", resource=OPAQUE)
+        assert token.count(".") != 2  # not a JWT: only the provider can read it
+        bearer = {"Authorization": f"Bearer {token}"}
+        me = await cli.get(ME, headers=bearer)
+        assert me.status_code == 200, me.text
+        assert me.json()["user"] == "alice" and me.json()["projects"] == ["demo"]
+        assert me.json()["access"] == "write"
+        revoke(provider, token)
+        refused = await cli.get(ME, headers=bearer)
+        assert refused.status_code == 401 and "not active" in refused.json()["detail"]
+        elsewhere = access_token(provider, "alice", resource="urn:example:opaque-other")
+        other = await cli.get(ME, headers={"Authorization": f"Bearer {elsewhere}"})
+        assert other.status_code == 401 and "not meant for this gateway" in other.text
+
+
+async def test_a_console_session_ends_when_the_provider_revokes_its_token(
+    provider: Provider, tmp_path: Path
+) -> None:
+    async with gateway(introspecting(provider, tmp_path)) as (built, browser):
+        finished = await signed_in(provider, browser)
+        assert finished.headers["location"] == "/console/jobs", finished.headers
+        assert (await browser.get(ME)).json()["user"] == "alice"
+        # The provider's administrator revokes the token the session holds.
+        session = built.state.engine.console_sessions.find(browser.cookies["iri-session"])
+        assert session is not None
+        revoke(provider, session.access_token)
+        ended = await browser.get(ME)
+        assert ended.status_code == 401 and "not active" in ended.json()["detail"]

@@ -393,16 +393,84 @@ class Authenticator(Protocol):
         """The caller behind `token`."""
 
 
+@dataclass(frozen=True)
+class ClaimRules:
+    """How an identity provider's claims make a principal, for JWTs and for the answers of
+    its introspection endpoint alike: the user from one claim, the projects from another (a
+    list, or a space/comma separated string), an admin when the roles claim (same forms; a
+    dotted name such as `realm_access.roles` reaches into nested objects, as Keycloak nests
+    them) holds `admin_role` (without one, nobody is), and a token that may change only when
+    `write_scope` (None: every token may) is in the scope claim."""
+
+    username_claim: str = "sub"
+    projects_claim: str = "projects"
+    roles_claim: str = "roles"
+    admin_role: str | None = None
+    scope_claim: str = "scope"
+    write_scope: str | None = None
+
+    def principal(self, claims: dict[str, Any]) -> Principal:
+        """The caller `claims` describe; AuthenticationError when they name no user."""
+        user = claims.get(self.username_claim)
+        if not isinstance(user, str) or not user:
+            raise AuthenticationError(f"the token has no {self.username_claim!r} claim")
+        writes = self.write_scope is None or self.write_scope in _names(
+            _claim(claims, self.scope_claim)
+        )
+        return Principal(
+            user,
+            _names(claims.get(self.projects_claim)),
+            f"projects come from the token's {self.projects_claim!r} claim, which the "
+            "identity provider's administrator grants",
+            admin=self.admin_role is not None
+            and self.admin_role in _names(_claim(claims, self.roles_claim)),
+            admin_hint=self._admin_hint(),
+            access="write" if writes else "read",
+            access_hint=(
+                f"this token may only read: its {self.scope_claim!r} claim lacks "
+                f"{self.write_scope!r}, which the identity provider grants to clients that "
+                "may submit and change"
+            ),
+            issued=_time(claims.get("iat")),
+            expires=_time(claims.get("exp")),
+            claims=claims,
+        )
+
+    def _admin_hint(self) -> str:
+        if self.admin_role is None:
+            return (
+                "this gateway names no admin role for its identity provider's tokens; "
+                "its operator sets IRI_GATEWAY_JWT_ADMIN_ROLE"
+            )
+        return (
+            f"the admin role comes from the token's {self.roles_claim!r} claim holding "
+            f"{self.admin_role!r}, which the identity provider's administrator grants"
+        )
+
+
+def audience_refusal(audiences: list[Any], audience: str, *, exact: bool) -> str | None:
+    """Why a token whose `aud` lists `audiences` is not for this gateway (`audience`), or
+    None; `exact`: it must be for this gateway alone (the AmSC rule)."""
+    if audience not in audiences:
+        return (
+            f"the bearer token is not meant for this gateway (its audience is not "
+            f"{audience!r}); ask the identity provider for a token for it"
+        )
+    if exact and audiences != [audience]:
+        return (
+            f"the bearer token is meant for other services besides this gateway "
+            f"({len(audiences)} audiences); ask the identity provider for a token whose "
+            f"audience is {audience!r} alone"
+        )
+    return None
+
+
 class JwtVerifier:
     """Production auth: JWTs signed by the site's identity provider, keys from its JWKS URL.
 
     The signature (RS/ES/PS algorithms only, never `none` or HMAC), expiry, issuer and
-    audience are checked; the user name comes from a configurable claim and the projects
-    from another (a list, or a space/comma separated string). The caller is an admin when
-    the roles claim (same forms; a dotted name such as `realm_access.roles` reaches into
-    nested objects, as Keycloak nests them) holds `admin_role`; without an `admin_role` no
-    JWT is an admin. Keys are cached by PyJWT's JWKS client and refetched when an unknown
-    key id appears.
+    audience are checked; the caller is made by the site's `ClaimRules`. Keys are cached by
+    PyJWT's JWKS client and refetched when an unknown key id appears.
     """
 
     ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "PS384", "PS512")
@@ -413,30 +481,21 @@ class JwtVerifier:
         jwks_url: str,
         issuer: str,
         audience: str,
-        username_claim: str = "sub",
-        projects_claim: str = "projects",
-        roles_claim: str = "roles",
-        admin_role: str | None = None,
-        scope_claim: str = "scope",
-        write_scope: str | None = None,
+        rules: ClaimRules | None = None,
         exact_audience: bool = False,
         leeway: float = 0.0,
         introspection: Introspection | None = None,
     ) -> None:
-        """`write_scope`: the scope (in `scope_claim`, OAuth's space-separated `scope` or a
-        list) a token needs to change anything; None: every token may. `exact_audience`:
-        the token's `aud` must be this gateway's audience alone (a token minted for several
-        services is refused). `leeway`: seconds of clock skew allowed on `exp`, `nbf` and
-        `iat`. `introspection`: the identity provider asked whether the token is still
-        active (revocation), refusing when it cannot answer."""
+        """`exact_audience`: the token's `aud` must be this gateway's audience alone (a
+        token minted for several services is refused). `leeway`: seconds of clock skew
+        allowed on `exp`, `nbf` and `iat`. `introspection`: the identity provider asked
+        whether the token is still active (revocation), refusing when it cannot answer."""
         import jwt
 
         self._jwt = jwt
         self._keys = jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300)
         self.issuer, self.audience = issuer, audience
-        self.username_claim, self.projects_claim = username_claim, projects_claim
-        self.roles_claim, self.admin_role = roles_claim, admin_role
-        self.scope_claim, self.write_scope = scope_claim, write_scope
+        self.rules = rules or ClaimRules()
         self.exact_audience, self.leeway = exact_audience, leeway
         self.introspection = introspection
 
@@ -465,60 +524,16 @@ class JwtVerifier:
         except jwt.PyJWTError as error:
             raise AuthenticationError(f"the bearer token is not valid: {error}") from None
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
-        if self.exact_audience and audiences != [self.audience]:
-            raise AuthenticationError(
-                f"the bearer token is meant for other services besides this gateway "
-                f"({len(audiences)} audiences); ask the identity provider for a token whose "
-                f"audience is {self.audience!r} alone"
-            )
-        user = claims.get(self.username_claim)
-        if not isinstance(user, str) or not user:
-            raise AuthenticationError(f"the token has no {self.username_claim!r} claim")
+        refused = audience_refusal(audiences, self.audience, exact=self.exact_audience)
+        if refused is not None:
+            raise AuthenticationError(refused)
+        principal = self.rules.principal(claims)
         if self.introspection is not None and not self.introspection.active(token):
             raise AuthenticationError(
                 "the identity provider says the bearer token is no longer active (revoked, "
                 "or ended); sign in again"
             )
-        projects = _names(claims.get(self.projects_claim))
-        hint = (
-            f"projects come from the token's {self.projects_claim!r} claim, which the "
-            "identity provider's administrator grants"
-        )
-        writes = self.write_scope is None or self.write_scope in _names(
-            _claim(claims, self.scope_claim)
-        )
-        return Principal(
-            user,
-            projects,
-            hint,
-            admin=self._is_admin(claims),
-            admin_hint=self._admin_hint(),
-            access="write" if writes else "read",
-            access_hint=(
-                f"this token may only read: its {self.scope_claim!r} claim lacks "
-                f"{self.write_scope!r}, which the identity provider grants to clients that "
-                "may submit and change"
-            ),
-            issued=_time(claims.get("iat")),
-            expires=_time(claims.get("exp")),
-            claims=claims,
-        )
-
-    def _is_admin(self, claims: dict[str, Any]) -> bool:
-        if self.admin_role is None:
-            return False
-        return self.admin_role in _names(_claim(claims, self.roles_claim))
-
-    def _admin_hint(self) -> str:
-        if self.admin_role is None:
-            return (
-                "this gateway names no admin role for its identity provider's tokens; "
-                "its operator sets IRI_GATEWAY_JWT_ADMIN_ROLE"
-            )
-        return (
-            f"the admin role comes from the token's {self.roles_claim!r} claim holding "
-            f"{self.admin_role!r}, which the identity provider's administrator grants"
-        )
+        return principal
 
 
 def _claim(claims: dict[str, Any], name: str) -> Any:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -26,6 +27,8 @@ from iri_gateway.errors import GatewayError
 
 CACHED_TOKENS = 10_000
 """Active answers remembered at most (least recently used first out)."""
+CACHED_ANSWER_BYTES = 8 * 1024
+"""An answer larger than this (as JSON) is not remembered: at most 80 MB for the cache."""
 ANSWER_LIMIT = 64 * 1024
 """Bytes of the provider's answer read at most."""
 
@@ -55,29 +58,39 @@ class Introspection:
         self._cache_seconds = cache_seconds
         self._timeout = timeout
         self._clock = clock
-        self._active: OrderedDict[str, float] = OrderedDict()
+        self._active: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def active(self, token: str) -> bool:
         """True when the provider says the token is active (or said so less than
         `cache_seconds` ago); IntrospectionUnavailableError when it does not say."""
+        return self.answer(token) is not None
+
+    def answer(self, token: str) -> dict[str, Any] | None:
+        """The provider's answer for an active token (its claims: RFC 7662's `sub`, `aud`,
+        `exp`, `scope`, ... and whatever the provider adds), the same one for
+        `cache_seconds`; None when it says the token is not active;
+        IntrospectionUnavailableError when it does not say."""
         key = hashlib.sha256(token.encode()).hexdigest()
         now = self._clock()
         with self._lock:
-            until = self._active.get(key)
-            if until is not None and now < until:
+            kept = self._active.get(key)
+            if kept is not None and now < kept[0]:
                 self._active.move_to_end(key)
-                return True
+                return kept[1]
             self._active.pop(key, None)
-        if not self._ask(token):
-            return False
+        document = self._ask(token)
+        if not document["active"]:
+            return None
+        if len(json.dumps(document)) > CACHED_ANSWER_BYTES:
+            return document  # asked again next time: the cache's memory stays bounded
         with self._lock:
-            self._active[key] = now + self._cache_seconds
+            self._active[key] = (now + self._cache_seconds, document)
             while len(self._active) > CACHED_TOKENS:
                 self._active.popitem(last=False)
-        return True
+        return document
 
-    def _ask(self, token: str) -> bool:
+    def _ask(self, token: str) -> dict[str, Any]:
         try:
             with (
                 httpx.Client(timeout=self._timeout, follow_redirects=False) as client,
@@ -118,5 +131,4 @@ class Introspection:
                 "the identity provider's introspection answer is not RFC 7662's (no boolean "
                 "`active`); the token is refused until it answers (try again shortly)"
             )
-        active: bool = document["active"]
-        return active
+        return document

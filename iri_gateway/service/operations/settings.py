@@ -45,8 +45,12 @@ class Settings(BaseSettings):
     tokens_file: Path | None = Field(
         default=None, description="Bearer tokens (JSON); default: tokens.json in data_dir"
     )
-    auth: Literal["tokens", "jwt"] = Field(
-        default="tokens", description="'tokens' (the tokens file) or 'jwt' (JWKS-verified JWTs)"
+    auth: Literal["tokens", "jwt", "introspection"] = Field(
+        default="tokens",
+        description="'tokens' (the tokens file), 'jwt' (JWKS-verified JWTs) or "
+        "'introspection' (opaque access tokens, each checked at the provider's introspection "
+        "endpoint, RFC 7662; the jwt_* claim, audience and issuer settings apply to its "
+        "answer)",
     )
     jwks_url: str | None = Field(default=None, description="JWKS URL of the identity provider")
     jwt_issuer: str | None = Field(default=None, description="Expected `iss` of tokens")
@@ -731,6 +735,17 @@ class Settings(BaseSettings):
             ]
             if missing:
                 raise ValueError(f"auth 'jwt' needs {', '.join(missing)}")
+        if self.auth == "introspection":
+            missing = [
+                name
+                for name in ("jwt_introspection_url", "jwt_issuer", "jwt_audience")
+                if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"auth 'introspection' needs {', '.join(missing)} (the provider's "
+                    "endpoint, and the issuer and audience its answers must name)"
+                )
         if self.public_url is not None and self.public_url == self.proxy_url:
             raise ValueError(
                 "proxy_url must be another origin than public_url (the console's): a job's "
@@ -740,7 +755,7 @@ class Settings(BaseSettings):
             missing = [
                 name
                 for name, value in (
-                    ("auth 'jwt'", self.auth == "jwt" or None),
+                    ("auth 'jwt' or 'introspection'", self.auth != "tokens" or None),
                     ("openid_client_id", self.openid_client_id),
                     ("public_url", self.public_url),
                 )
@@ -749,7 +764,7 @@ class Settings(BaseSettings):
             if missing:
                 raise ValueError(
                     f"openid_issuer (the console's OpenID sign-in) needs {', '.join(missing)}: "
-                    "the access tokens it brings are checked as the API's JWTs, and the "
+                    "the access tokens it brings are checked as the API's own, and the "
                     "provider sends the browser back to public_url"
                 )
         if self.jwt_introspection_url is not None and (

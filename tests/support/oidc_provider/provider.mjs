@@ -8,8 +8,11 @@
 //   OP_AUDIENCE  the gateway's audience: access tokens are JWTs for it (RFC 8707 resource)
 //
 // Clients: `iri-console` (confidential, PKCE required, access tokens of 10 minutes) and
-// `iri-console-brief` (the same, but access tokens of 3 seconds: the expiry test). A token for
-// another audience is had by asking for the resource `urn:example:other-service`.
+// `iri-console-brief` (the same, but access tokens of 3 seconds: the expiry test); and
+// `iri-gateway`, the gateway as a resource server asking the introspection endpoint. A token
+// for another audience is had by asking for the resource `urn:example:other-service`.
+// Opaque access tokens (only the provider can read them: introspection, revocation) are made
+// for the resources `urn:example:opaque-api` and `urn:example:opaque-other`.
 // Users sign in on the provider's own login page (its development interactions: any password);
 // their claims come from ACCOUNTS. Consent is given once for all (a facility's own client).
 import { generateKeyPair, exportJWK } from "jose";
@@ -23,6 +26,7 @@ if (!port || !redirect || !audience) {
   process.exit(2);
 }
 const OTHER = "urn:example:other-service";
+const OPAQUE = ["urn:example:opaque-api", "urn:example:opaque-other"];
 const issuer = `http://127.0.0.1:${port}`;
 
 const ACCOUNTS = {
@@ -45,7 +49,18 @@ const client = (id, secret) => ({
 });
 
 const provider = new Provider(issuer, {
-  clients: [client("iri-console", "console-secret"), client("iri-console-brief", "brief-secret")],
+  clients: [
+    client("iri-console", "console-secret"),
+    client("iri-console-brief", "brief-secret"),
+    {
+      client_id: "iri-gateway",
+      client_secret: "gateway-secret",
+      redirect_uris: [],
+      grant_types: [],
+      response_types: [],
+      token_endpoint_auth_method: "client_secret_basic",
+    },
+  ],
   jwks: { keys: [signing] },
   cookies: { keys: ["test-provider-cookie-key"] },
   pkce: { required: () => true },
@@ -56,17 +71,20 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: true },
     revocation: { enabled: true },
+    introspection: { enabled: true },
     rpInitiatedLogout: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: async () => audience,
       useGrantedResource: async () => true,
       getResourceServerInfo: async (_ctx, resource, client) => {
-        if (resource !== audience && resource !== OTHER) throw new Error("unknown resource");
+        if (resource !== audience && resource !== OTHER && !OPAQUE.includes(resource)) {
+          throw new Error("unknown resource");
+        }
         return {
           scope: "iri.write",
           audience: resource,
-          accessTokenFormat: "jwt",
+          accessTokenFormat: OPAQUE.includes(resource) ? "opaque" : "jwt",
           accessTokenTTL: client.clientId === "iri-console-brief" ? 3 : 600,
           jwt: { sign: { alg: "RS256" } },
         };
@@ -90,7 +108,7 @@ const provider = new Provider(issuer, {
     grant.addOIDCScope("openid profile email iri.write");
     grant.addOIDCClaims(["preferred_username", "groups", "projects", "email"]);
     grant.addResourceScope(audience, "iri.write");
-    grant.addResourceScope(OTHER, "iri.write");
+    for (const resource of [OTHER, ...OPAQUE]) grant.addResourceScope(resource, "iri.write");
     await grant.save();
     return grant;
   },
