@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from sqlalchemy import create_engine, text
 
 from iri_gateway.api.app import create_app
+from iri_gateway.service.accounts import console_sessions
 from iri_gateway.service.operations.settings import Settings
 from tests.support.openid_provider import (
     OTHER_AUDIENCE,
@@ -356,3 +357,19 @@ async def test_a_console_session_ends_when_the_provider_revokes_its_token(
         revoke(provider, session.access_token)
         ended = await browser.get(ME)
         assert ended.status_code == 401 and "not active" in ended.json()["detail"]
+
+
+async def test_a_flood_of_sign_ins_begun_is_bounded(
+    provider: Provider, browser: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beginning a sign-in needs no account, and each is kept until it ends: the store keeps
+    at most so many at once, and refuses more with a reason until some end."""
+    monkeypatch.setattr(console_sessions, "PENDING_ATTEMPTS", 3)
+    for _ in range(3):
+        await begin(browser)
+    refused = await browser.get("/console/sign-in/openid")
+    assert refused.status_code == 303
+    failed = parse_qs(urlsplit(refused.headers["location"]).query)["failed"][0]
+    assert (
+        failed == "3 sign-ins are under way, as many as this gateway keeps; try again in a minute"
+    )

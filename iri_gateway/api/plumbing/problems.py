@@ -37,6 +37,7 @@ from iri_gateway.errors import (
     json_path,
 )
 from iri_gateway.service.accounts.auth import AuthenticationError
+from iri_gateway.service.accounts.console_sessions import TooManyAttemptsError
 from iri_gateway.service.accounts.introspection import IntrospectionUnavailableError
 from iri_gateway.service.accounts.openid_sign_in import ProviderUnavailableError, SignInError
 from iri_gateway.service.accounts.quotas import QuotaError
@@ -105,6 +106,7 @@ _STATUS: list[tuple[type[GatewayError], int, str]] = [
     (ReadOnlyTokenError, 403, "Forbidden"),
     (IntrospectionUnavailableError, 503, "Service Unavailable"),
     (ProviderUnavailableError, 503, "Service Unavailable"),
+    (TooManyAttemptsError, 503, "Service Unavailable"),
     (SignInError, 401, "Unauthorized"),
     (IdempotencyConflictError, 422, "Unprocessable Entity"),
     (InvalidJobSpecError, 422, "Unprocessable Entity"),
@@ -358,7 +360,8 @@ def status_of(error: GatewayError) -> tuple[int, str, dict[str, str] | None]:
                 | DatabaseError
                 | DestinationUnresolvedError
                 | IntrospectionUnavailableError
-                | ProviderUnavailableError,
+                | ProviderUnavailableError
+                | TooManyAttemptsError,
             ):
                 # Transient: the scheduler or the login node is unavailable for now; the
                 # client may send the same request again after the pause (RFC 9110).

@@ -32,7 +32,11 @@ from iri_gateway.api.sign_in.cookies import (
     session_cookie,
 )
 from iri_gateway.service.accounts.auth import AuthenticationError, Authenticator
-from iri_gateway.service.accounts.console_sessions import ConsoleSessions, OpenedSession
+from iri_gateway.service.accounts.console_sessions import (
+    ConsoleSessions,
+    OpenedSession,
+    TooManyAttemptsError,
+)
 from iri_gateway.service.accounts.openid_sign_in import (
     OpenIdSignIn,
     ProviderUnavailableError,
@@ -86,7 +90,7 @@ async def begin_sign_in(request: Request, next: str | None = None) -> RedirectRe
     try:
         address, attempt = await run_in_threadpool(openid.begin, _next_page(next))
         binding = await run_in_threadpool(sessions.save_attempt, attempt)
-    except ProviderUnavailableError as error:
+    except (ProviderUnavailableError, TooManyAttemptsError) as error:
         return _failed(str(error), names)
     answer = RedirectResponse(address, status_code=303, headers=NO_STORE)
     answer.headers.append(

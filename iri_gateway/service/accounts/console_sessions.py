@@ -26,15 +26,26 @@ from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import sessionmaker
 
+from iri_gateway.errors import GatewayError
 from iri_gateway.service.accounts.openid_sign_in import Attempt
 from iri_gateway.service.operations.schema import ConsoleSessionRow, SignInAttemptRow
 from iri_gateway.service.operations.store import JobStore
 
 NONCE_BYTES = 12
 """AES-GCM's nonce."""
+PENDING_ATTEMPTS = 10_000
+"""Sign-ins under way at most (begun, not finished, not ended): beginning one needs no
+account, so a flood of them must not grow the store without bound."""
+
+
+class TooManyAttemptsError(GatewayError):
+    """Too many sign-ins are under way at once (503, retry in a minute)."""
+
+    code = "too_many_sign_ins"
+    retry_after = 60
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,12 @@ class ConsoleSessions:
         now = self._clock()
         with self._store.writing() as session:
             session.execute(delete(SignInAttemptRow).where(SignInAttemptRow.expires_at < now))
+            pending = session.scalar(select(func.count()).select_from(SignInAttemptRow)) or 0
+            if pending >= PENDING_ATTEMPTS:
+                raise TooManyAttemptsError(
+                    f"{pending} sign-ins are under way, as many as this gateway keeps; try "
+                    "again in a minute"
+                )
             session.add(
                 SignInAttemptRow(
                     state_digest=_digest(attempt.state),
