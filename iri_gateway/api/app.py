@@ -44,6 +44,7 @@ from iri_gateway.api.plumbing.traces import install as install_traces
 from iri_gateway.api.proxy.app import ProxyApp
 from iri_gateway.api.proxy.dispatch import ProxyByHost
 from iri_gateway.api.sign_in import routes as sign_in
+from iri_gateway.api.sign_in.cookies import SECURITY_SCHEME
 from iri_gateway.api.status import health, resource_lists
 from iri_gateway.api.status import metrics as metrics_route
 from iri_gateway.api.status import routes as status
@@ -260,6 +261,7 @@ def create_app(
         document = FastAPI.openapi(app)
         if not fresh:
             return document
+        document["components"]["securitySchemes"]["consoleSession"] = SECURITY_SCHEME
         without_null_parameters(document)
         refusing_unknown_query(document)
         document_errors(document, [r for router in routers for r in router.routes])

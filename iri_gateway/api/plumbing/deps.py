@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from iri_gateway.api.plumbing.problems import ApiProblem
@@ -23,15 +23,6 @@ from iri_gateway.service.jobs.engine import Engine
 from iri_gateway.service.operations.settings import Settings
 
 _bearer = HTTPBearer(auto_error=False)
-_console_session = APIKeyCookie(
-    name="iri-session",
-    scheme_name="consoleSession",
-    description="The web console's session after an OpenID Connect sign-in (only when the "
-    "gateway sets `openid_issuer`): an HttpOnly cookie, `__Host-iri-session` on an https "
-    "`public_url`. A request that is not a GET or HEAD must also carry the session's CSRF "
-    "token in `X-CSRF-Token` (403 without it). A bearer token, when sent, is used instead.",
-    auto_error=False,
-)
 
 
 # Dependencies are `async def` on purpose: they only read app state, and a sync dependency
@@ -57,11 +48,9 @@ point (the token is checked once, here)."""
 async def get_principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    _session: Annotated[str | None, Depends(_console_session)] = None,
 ) -> Principal:
-    """The caller: a bearer token's, else the console session's (`sign_in.cookies`; its
-    cookie's name depends on the settings, so it is read there, and `_session` only
-    documents it in the OpenAPI)."""
+    """The caller: a bearer token's, else the console session's (`sign_in.cookies`; the
+    OpenAPI names it as the scheme `consoleSession`, `sign_in.cookies.SECURITY_SCHEME`)."""
     known: Principal | None = request.scope.get(_CALLER)
     if known is not None:
         return known  # checked by `check_caller` before the body was read

@@ -34,6 +34,18 @@ CONSOLE_COOKIES = frozenset(
     f"{prefix}iri-{name}" for prefix in ("", "__Host-") for name in ("session", "csrf", "sign-in")
 )
 """Every name the console's cookies may have: the port proxy never passes them on."""
+SECURITY_SCHEME = {
+    "type": "apiKey",
+    "in": "cookie",
+    "name": "iri-session",
+    "description": "The web console's session after an OpenID Connect sign-in (only when the "
+    "gateway sets `openid_issuer`): an HttpOnly cookie, `__Host-iri-session` on an https "
+    "`public_url`, accepted in place of `HTTPBearer` by every operation that lists it (not "
+    "listed there itself: it is the console's, not a client's). A request that is not a GET "
+    "or HEAD must also carry the session's CSRF token in `X-CSRF-Token` (403 without it). A "
+    "bearer token, when sent, is used instead.",
+}
+"""The session cookie as an OpenAPI security scheme (`consoleSession`)."""
 
 
 @dataclass(frozen=True)
