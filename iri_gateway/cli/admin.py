@@ -32,7 +32,7 @@ from iri_gateway.cli.offline import (
 from iri_gateway.errors import GatewayError, InvalidJobSpecError, JobRejectedError, ManifestError
 
 if TYPE_CHECKING:
-    from iri_gateway.profiles.account_check import AccountRow
+    from iri_gateway.profiles.account_check import AccountRow, ProjectRow
 
 profile_app = typer.Typer(help="Work with facility profiles.", no_args_is_help=True)
 flavours_app = typer.Typer(help="Work with image flavours of an app.", no_args_is_help=True)
@@ -206,7 +206,8 @@ def profile_check(
         typer.Option(
             "--identity",
             help="A sample identity: a JSON file of its claims (a token's payload). Shows "
-            "the account each resource would run its work as, and which mapping decided. "
+            "the account each resource would run its work as, and which mapping decided, "
+            "and the projects each resource's project rules grant it, and which rule. "
             "Repeatable.",
         ),
     ] = None,
@@ -221,10 +222,12 @@ def profile_check(
     as_json: JsonOption = False,
 ) -> None:
     """Validate profiles, render sample jobs on every resource and runtime, lint the scripts;
-    with --identity, show which account each resource maps each sample identity to."""
+    with --identity, show which account each resource maps each sample identity to, and the
+    projects its project rules grant."""
     from iri_gateway.profiles.account_check import (
         IdentityFileError,
         account_rows,
+        project_rows,
         read_identity,
     )
     from iri_gateway.profiles.check import check_scripts, find_shellcheck, run_matrix
@@ -235,6 +238,7 @@ def profile_check(
     except IdentityFileError as error:
         fail(f"--identity {error}")
     accounts = account_rows(registry, identities)
+    projects = project_rows(registry, identities)
     shellcheck = None
     if not no_shellcheck:
         shellcheck = find_shellcheck()
@@ -258,7 +262,11 @@ def profile_check(
             for r in rows
         ]
         if identity:
-            shown = {"samples": document, "accounts": [asdict(a) for a in accounts]}
+            shown = {
+                "samples": document,
+                "accounts": [asdict(a) for a in accounts],
+                "projects": [asdict(p) for p in projects],
+            }
             sys.stdout.write(json.dumps(shown, indent=2) + "\n")
         else:
             sys.stdout.write(json.dumps(document, indent=2) + "\n")
@@ -282,22 +290,44 @@ def profile_check(
         linted = "bash -n and shellcheck -S warning" if shellcheck else "bash -n only"
         consoles.out().print(f"{len(rows) - len(failed)} of {len(rows)} samples passed ({linted}).")
         if accounts:
-            _print_accounts(accounts)
+            _print_accounts(accounts, projects)
     if failed:
         raise typer.Exit(EXIT_ERROR)
 
 
-def _print_accounts(accounts: list[AccountRow]) -> None:
+def _print_identity_table(
+    title: str, columns: tuple[str, str], rows: list[tuple[str, str, str, str]]
+) -> None:
+    """A table of `profile check --identity`: per identity and resource, what was found
+    (`columns[0]`, shown as markup) and what decided it (`columns[1]`, shown as text)."""
     from rich.table import Table
 
-    table = Table(title="Accounts of the sample identities")
-    for column in ("identity", "resource", "account"):
+    table = Table(title=title)
+    for column in ("identity", "resource", columns[0]):
         table.add_column(column, no_wrap=True)
-    table.add_column("decided by")
-    for row in accounts:
-        account = "[bold red]none[/]" if row.account is None else (row.account or "(gateway's)")
-        table.add_row(row.identity, row.resource, account, escape(row.how))
+    table.add_column(columns[1])
+    for identity, resource, found, how in rows:
+        table.add_row(identity, resource, found, escape(how))
     consoles.out().print(table)
+
+
+def _print_accounts(accounts: list[AccountRow], projects: list[ProjectRow]) -> None:
+    def account(row: AccountRow) -> str:
+        return "[bold red]none[/]" if row.account is None else (row.account or "(gateway's)")
+
+    _print_identity_table(
+        "Accounts of the sample identities",
+        ("account", "decided by"),
+        [(row.identity, row.resource, account(row), row.how) for row in accounts],
+    )
+    _print_identity_table(
+        "Projects the resources' rules grant (besides the token's own)",
+        ("project", "granted by"),
+        [
+            (row.identity, row.resource, row.project or "[yellow]none[/]", row.how)
+            for row in projects
+        ],
+    )
 
 
 @profile_app.command("schema")

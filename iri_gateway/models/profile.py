@@ -17,7 +17,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -37,6 +37,7 @@ from iri_gateway.models.images import ImageForm
 from iri_gateway.models.job_template_names import TemplateName
 from iri_gateway.models.job_templates import ClusterTemplate, TaskTemplate, Template
 from iri_gateway.models.platforms import normalise_arch
+from iri_gateway.models.project_rules import ProjectRule, ResourceProjects, project_grants
 from iri_gateway.models.runtime_names import RuntimeBlockName, RuntimeName
 from iri_gateway.models.scheduler_facts import SchedulerFacts, schedulers_of
 from iri_gateway.models.scheduler_kinds import RegisteredKind
@@ -214,8 +215,7 @@ class SshConnection(_Strict):
         if found is None:
             return None
         index, account = found
-        rule = self.account_rules[index]
-        return account, f"account_rules[{index}] (claim {rule.claim!r} matches {rule.match!r})"
+        return account, self.account_rules[index].described(index)
 
 
 class Connection(_Strict):
@@ -727,7 +727,11 @@ class ResourceLimits(_Strict):
 
 
 class Resource(_Strict):
-    """One compute resource (a machine, or a partition of one) that runs jobs."""
+    """One compute resource (a machine, or a partition of one) that runs jobs.
+
+    Its `project_rules` sit on the resource itself, not beside `connection.ssh.account_rules`:
+    which projects a caller may charge here does not depend on how the machine is reached,
+    and a `local` resource, which has no `ssh` block, may grant projects as well."""
 
     id: Identifier = Field(description="Resource id used in the API, e.g. 'perlmutter-gpu'")
     name: str = Field(description="Human-readable name")
@@ -760,6 +764,16 @@ class Resource(_Strict):
         default_factory=ResourceLimits,
         description="Per-user quotas on this resource (active jobs, unfinished tasks), "
         "overriding the gateway's settings; default: the settings",
+    )
+    project_rules: list[ProjectRule] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Rules granting projects on this resource from the caller's identity "
+        "claims, besides the token's own projects. Each: `claim` (dotted; a list claim is "
+        "matched element by element), `match` (an RE2 pattern matched whole), `project` "
+        "(with `{group}` for the pattern's named groups). Every rule that matches grants its "
+        "project, one per matching element of a list claim; a project that does not come "
+        "out a plain project name is not granted. Default: none (the token's projects only)",
     )
 
     @field_validator("labels")
@@ -833,6 +847,19 @@ class Resource(_Strict):
     def queue(self, name: str) -> Queue | None:
         """The queue called `name`, if any."""
         return next((q for q in self.queues if q.name == name), None)
+
+    def projects_of(self, own: Sequence[str], claims: Mapping[str, Any]) -> ResourceProjects:
+        """The projects a caller may charge here: `own` (its token's), then those
+        `project_rules` grant from its identity's `claims`, each once."""
+        granted = [project for project, _ in project_grants(self.project_rules, claims)]
+        projects = tuple(dict.fromkeys([*own, *granted]))
+        return ResourceProjects(self.id, projects, bool(self.project_rules))
+
+    def project_grants_of(self, claims: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Each project `project_rules` grant for `claims` and the rule that granted it,
+        for people reading the profile (`profile check --identity`)."""
+        found = project_grants(self.project_rules, claims)
+        return [(project, self.project_rules[index].described(index)) for project, index in found]
 
 
 class FacilityProfile(_Strict):

@@ -1,10 +1,13 @@
 """`iri-gateway profile check --identity`: which login account each resource would run a
-sample identity's work as, and which mapping decided (issue 31's account rules).
+sample identity's work as, and which mapping decided; and which projects each resource's
+project rules grant it, and by which rule (issue 31's account and project rules).
 
 An identity is what an identity provider would say of a user: a JSON object of claims (a
 decoded token's payload, say). Its gateway user name is its `username_claim`, as the
 gateway's `jwt_username_claim` setting takes it; the resource's `user_mapping` is tried
-with that name first, then its `account_rules` in order (`SshConnection.account_of`).
+with that name first, then its `account_rules` in order (`SshConnection.account_of`). The
+projects shown are those the rules grant (`Resource.project_grants_of`), besides the token's
+own (which the gateway's `jwt_projects_claim` setting reads, not the profile).
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ class AccountRow:
     identity: str
     resource: str
     account: str | None
+    how: str
+
+
+@dataclass(frozen=True)
+class ProjectRow:
+    """A project one resource's rules grant one identity, and which rule (None: the rules
+    grant none, or the resource has none)."""
+
+    identity: str
+    resource: str
+    project: str | None
     how: str
 
 
@@ -85,4 +99,22 @@ def account_rows(registry: ProfileRegistry, identities: list[Identity]) -> list[
                 rows.append(AccountRow(identity.label, loaded.id, None, how))
             else:
                 rows.append(AccountRow(identity.label, loaded.id, *found))
+    return rows
+
+
+def project_rows(registry: ProfileRegistry, identities: list[Identity]) -> list[ProjectRow]:
+    """For each identity and resource, each project the resource's rules grant it and the
+    first rule that does; one row saying so when none does."""
+    rows: list[ProjectRow] = []
+    for identity in identities:
+        for loaded in registry:
+            grants = loaded.resource.project_grants_of(identity.claims)
+            rows.extend(ProjectRow(identity.label, loaded.id, *grant) for grant in grants)
+            if not grants:
+                how = (
+                    "no project rule matches: the token's own projects only"
+                    if loaded.resource.project_rules
+                    else "no project rules: the token's own projects only"
+                )
+                rows.append(ProjectRow(identity.label, loaded.id, None, how))
     return rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +25,33 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def client(jwks_url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(
-        data_dir=tmp_path,
+def jwt_settings(data_dir: Path, jwks_url: str, **extra: Any) -> Settings:
+    """The settings of a gateway that takes JWTs of the test identity provider (its JWKS at
+    `jwks_url`, ISSUER, AUDIENCE; the user in `preferred_username`), and `extra`."""
+    return Settings(
+        data_dir=data_dir,
         auth="jwt",
         jwks_url=jwks_url,
         jwt_issuer=ISSUER,
         jwt_audience=AUDIENCE,
         jwt_username_claim="preferred_username",
+        **extra,
     )
-    app: FastAPI = create_app(settings, run_poller=False)
+
+
+@asynccontextmanager
+async def asgi_client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of `app` over ASGI."""
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://test"
     ) as client:
+        yield client
+
+
+@pytest.fixture
+async def client(jwks_url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    app: FastAPI = create_app(jwt_settings(tmp_path, jwks_url), run_poller=False)
+    async with asgi_client(app) as client:
         yield client
 
 

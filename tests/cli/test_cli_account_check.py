@@ -1,6 +1,7 @@
 """`iri-gateway profile check --identity`: for sample identities (JSON files of claims), the
-account each resource would run their work as and what decided it; bad identity files are
-named with the reason."""
+account each resource would run their work as and what decided it, and the projects each
+resource's project rules grant and which rule; bad identity files are named with the
+reason."""
 
 from __future__ import annotations
 
@@ -78,3 +79,74 @@ def test_a_bad_identity_file_is_named_with_the_reason(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["accounts"][0]["account"] == "alice-by-name"
+
+
+PROJECT_RULES = """\
+    project_rules:
+      - claim: groups
+        match: 'project-(?P<p>[a-z0-9]+)'
+        project: '{p}'
+      - claim: email
+        match: '[a-z]+@(?P<lab>[a-z]+)\\.example\\.org'
+        project: 'lab-{lab}'
+"""
+
+
+def test_each_identity_gets_the_projects_every_matching_rule_grants(tmp_path: Path) -> None:
+    assert "    runtimes:\n" in PROFILE
+    profile = write(
+        tmp_path,
+        "site.yaml",
+        PROFILE.replace("    runtimes:\n", PROJECT_RULES + "    runtimes:\n", 1),
+    )
+    identities = [
+        write(
+            tmp_path,
+            "eve.json",
+            json.dumps(
+                {
+                    "sub": "e1",
+                    "groups": ["x", "project-q7", "project-b2"],
+                    "email": "eve@lab.example.org",
+                }
+            ),
+        ),
+        write(tmp_path, "zed.json", json.dumps({"sub": "z1", "groups": ["project-../x"]})),
+    ]
+    options = [arg for path in identities for arg in ("--identity", path)]
+    result = cli("profile", "check", "--no-shellcheck", "--json", *options, profile)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = json.loads(result.stdout)["projects"]
+    eve = [(row["project"], row["how"]) for row in shown if row["identity"] == "eve.json"]
+    assert [project for project, _ in eve] == ["q7", "b2", "lab-lab"]
+    assert eve[0][1] == "project_rules[0] (claim 'groups' matches 'project-(?P<p>[a-z0-9]+)')"
+    assert eve[2][1].startswith("project_rules[1] (claim 'email'")
+    assert {row["resource"] for row in shown} == {"login"}
+    zed = [row for row in shown if row["identity"] == "zed.json"]
+    assert zed == [
+        {
+            "identity": "zed.json",
+            "resource": "login",
+            "project": None,
+            "how": "no project rule matches: the token's own projects only",
+        }
+    ]
+
+    table = cli("profile", "check", "--no-shellcheck", *options, profile)
+    assert table.returncode == 0, table.stderr
+    assert "Projects the resources' rules grant" in table.stdout
+    assert "lab-lab" in table.stdout and "project_rules[1]" in table.stdout
+
+    plain = cli(
+        "profile",
+        "check",
+        "--no-shellcheck",
+        "--json",
+        "--identity",
+        identities[0],
+        write(tmp_path, "plain.yaml", PROFILE),
+    )
+    assert (
+        json.loads(plain.stdout)["projects"][0]["how"]
+        == "no project rules: the token's own projects only"
+    )

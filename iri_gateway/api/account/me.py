@@ -26,8 +26,9 @@ class Me(BaseModel):
 
     user: str = Field(description="The gateway user the token stands for")
     projects: list[str] = Field(
-        description="Projects the token grants, the ones getProjects lists and launchJob "
-        "may charge; empty: it may charge none"
+        description="Projects the token itself grants, which launchJob may charge on every "
+        "resource; a resource's project rules may grant more there from the caller's "
+        "claims (getProjects lists them all)"
     )
     admin: bool = Field(
         description="True for a facility admin (`iri-gateway token USER --admin`, or the "

@@ -5,14 +5,17 @@ Everything comes from configuration; the gateway keeps no allocation ledger.
 - A capability is one compute resource, allocated in node hours
   (`urn:doe-iri:allocation:compute:node-hours`); its id is the resource id. As in the official
   spec, the capability operations need no token (they carry no user data).
-- Projects are the projects of the caller's token (`Principal.projects`), exactly the ones
-  launchJob and updateJob let it charge; any other project is 404. A token without projects
-  lists none and may charge none.
+- Projects are the projects of the caller's token (`Principal.projects`) and those a
+  resource's `project_rules` grant from the caller's claims, exactly the ones launchJob and
+  updateJob let it charge (`api.plumbing.projects`); any other project is 404. A token
+  without projects, on resources without rules, lists none and may charge none.
   `user_ids` holds only the caller: the gateway has no project membership directory.
-- A project has one allocation per compute resource, `<project>:<resource>`, and the caller one
-  user allocation in each, `<project>:<resource>:<user>`. No limit or usage is known, so
-  `entries` is empty (the official `AllocationEntry` needs numeric `allocation` and `usage`;
-  inventing them would be a lie) and `attributes.limits_known` is false.
+- A project has one allocation per compute resource it may be charged on (a token's project:
+  every resource; one a rule grants: the resources whose rules grant it),
+  `<project>:<resource>`, and the caller one user allocation in each,
+  `<project>:<resource>:<user>`. No limit or usage is known, so `entries` is empty (the
+  official `AllocationEntry` needs numeric `allocation` and `usage`; inventing them would be
+  a lie) and `attributes.limits_known` is false.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from iri_gateway.api.account.models import (
 )
 from iri_gateway.api.facility.catalog import Catalog, CatalogDep, ModifiedSince, not_modified
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
-from iri_gateway.api.plumbing.deps import PrincipalDep
+from iri_gateway.api.plumbing.deps import EngineDep, PrincipalDep
 from iri_gateway.api.plumbing.official import NODE_HOURS, link, utc_timestamp
 from iri_gateway.api.plumbing.problems import ApiProblem
+from iri_gateway.api.plumbing.projects import projects_on
 from iri_gateway.models.loaded_resource import LoadedResource
 from iri_gateway.service.accounts.auth import Principal, TokenFile
+from iri_gateway.service.jobs.engine import Engine
 
 router = APIRouter(prefix="/api/v2/account", tags=["account"], route_class=CallerFirstRoute)
 
@@ -65,14 +70,32 @@ def _capability(catalog: Catalog, capability_id: str) -> LoadedResource:
     raise ApiProblem(404, "Not Found", f"no capability {capability_id!r}; capabilities: {known}")
 
 
-def _project(principal: Principal, project_id: str) -> str:
-    if project_id not in principal.projects:
-        raise ApiProblem(404, "Not Found", f"user {principal.user!r} has no project {project_id!r}")
-    return project_id
-
-
-def _allocation(catalog: Catalog, project_id: str, allocation_id: str) -> LoadedResource:
+def _granted(
+    engine: Engine, catalog: Catalog, principal: Principal
+) -> dict[str, list[LoadedResource]]:
+    """Each project the caller may charge, in order (the token's first), with the resources
+    it may be charged on."""
+    where: dict[str, list[LoadedResource]] = {project: [] for project in principal.projects}
     for loaded in _resources(catalog):
+        for project in projects_on(engine, principal, loaded.id).projects:
+            where.setdefault(project, []).append(loaded)
+    return where
+
+
+def _project(
+    engine: Engine, catalog: Catalog, principal: Principal, project_id: str
+) -> list[LoadedResource]:
+    """The resources the caller may charge `project_id` on (404 when none)."""
+    resources = _granted(engine, catalog, principal).get(project_id)
+    if resources is None:
+        raise ApiProblem(404, "Not Found", f"user {principal.user!r} has no project {project_id!r}")
+    return resources
+
+
+def _allocation(
+    resources: list[LoadedResource], project_id: str, allocation_id: str
+) -> LoadedResource:
+    for loaded in resources:
         if allocation_id == f"{project_id}:{loaded.id}":
             return loaded
     raise ApiProblem(
@@ -91,10 +114,15 @@ def _tokens_modified(request: Request, catalog: Catalog) -> datetime:
 def project_view(
     request: Request, catalog: Catalog, principal: Principal, project_id: str
 ) -> Project:
+    how = (
+        "as the caller's token names it"
+        if project_id in principal.projects
+        else "as resources' project rules grant it from the caller's identity"
+    )
     return Project(
         id=project_id,
         name=project_id,
-        description=f"Project {project_id}, as the caller's token names it",
+        description=f"Project {project_id}, {how}",
         user_ids=[principal.user],
         last_modified=_tokens_modified(request, catalog),
         self_uri=link(request, "account", "projects", project_id),
@@ -178,10 +206,11 @@ async def get_capability(
     summary="Get the projects of the current user",
 )
 async def get_projects(
-    request: Request, catalog: CatalogDep, principal: PrincipalDep
+    request: Request, catalog: CatalogDep, engine: EngineDep, principal: PrincipalDep
 ) -> list[Project]:
-    """The projects of the caller's token."""
-    return [project_view(request, catalog, principal, p) for p in principal.projects]
+    """The projects of the caller's token, and those resources' project rules grant it."""
+    granted = _granted(engine, catalog, principal)
+    return [project_view(request, catalog, principal, p) for p in granted]
 
 
 @router.get(
@@ -192,10 +221,15 @@ async def get_projects(
     summary="Get a single project",
 )
 async def get_project(
-    request: Request, project_id: str, catalog: CatalogDep, principal: PrincipalDep
+    request: Request,
+    project_id: str,
+    catalog: CatalogDep,
+    engine: EngineDep,
+    principal: PrincipalDep,
 ) -> Project:
     """One of the caller's projects."""
-    return project_view(request, catalog, principal, _project(principal, project_id))
+    _project(engine, catalog, principal, project_id)
+    return project_view(request, catalog, principal, project_id)
 
 
 @router.get(
@@ -206,11 +240,15 @@ async def get_project(
     summary="Get the allocations of the current user's projects",
 )
 async def get_project_allocations(
-    request: Request, project_id: str, catalog: CatalogDep, principal: PrincipalDep
+    request: Request,
+    project_id: str,
+    catalog: CatalogDep,
+    engine: EngineDep,
+    principal: PrincipalDep,
 ) -> list[ProjectAllocation]:
-    """One allocation per compute resource, limits unknown."""
-    project = _project(principal, project_id)
-    return [allocation_view(request, project, loaded) for loaded in _resources(catalog)]
+    """One allocation per compute resource the project may be charged on, limits unknown."""
+    resources = _project(engine, catalog, principal, project_id)
+    return [allocation_view(request, project_id, loaded) for loaded in resources]
 
 
 @router.get(
@@ -225,12 +263,13 @@ async def get_project_allocation(
     project_id: str,
     project_allocation_id: str,
     catalog: CatalogDep,
+    engine: EngineDep,
     principal: PrincipalDep,
 ) -> ProjectAllocation:
     """One allocation of one of the caller's projects."""
-    project = _project(principal, project_id)
-    loaded = _allocation(catalog, project, project_allocation_id)
-    return allocation_view(request, project, loaded)
+    resources = _project(engine, catalog, principal, project_id)
+    loaded = _allocation(resources, project_id, project_allocation_id)
+    return allocation_view(request, project_id, loaded)
 
 
 @router.get(
@@ -245,12 +284,13 @@ async def get_user_allocations(
     project_id: str,
     project_allocation_id: str,
     catalog: CatalogDep,
+    engine: EngineDep,
     principal: PrincipalDep,
 ) -> list[UserAllocation]:
     """The caller's own share: the only user allocation the gateway knows."""
-    project = _project(principal, project_id)
-    loaded = _allocation(catalog, project, project_allocation_id)
-    return [user_allocation_view(request, principal, project, loaded)]
+    resources = _project(engine, catalog, principal, project_id)
+    loaded = _allocation(resources, project_id, project_allocation_id)
+    return [user_allocation_view(request, principal, project_id, loaded)]
 
 
 @router.get(
@@ -267,12 +307,13 @@ async def get_user_allocation(
     project_allocation_id: str,
     user_allocation_id: str,
     catalog: CatalogDep,
+    engine: EngineDep,
     principal: PrincipalDep,
 ) -> UserAllocation:
     """The caller's user allocation; anybody else's is 404."""
-    project = _project(principal, project_id)
-    loaded = _allocation(catalog, project, project_allocation_id)
-    view = user_allocation_view(request, principal, project, loaded)
+    resources = _project(engine, catalog, principal, project_id)
+    loaded = _allocation(resources, project_id, project_allocation_id)
+    view = user_allocation_view(request, principal, project_id, loaded)
     if view.id != user_allocation_id:
         raise ApiProblem(
             404,

@@ -27,6 +27,7 @@ from iri_gateway.api.plumbing.problems import (
     as_problem,
     validation_params,
 )
+from iri_gateway.api.plumbing.projects import projects_on
 from iri_gateway.api.plumbing.rate_limit import charge_request, launch_quota
 from iri_gateway.models.jobspec import JobSpec
 from iri_gateway.service.accounts.auth import Principal
@@ -184,6 +185,7 @@ def launch_jobs(
         )
     refused: dict[int, ApiProblem] = {}
     accepted: list[tuple[int, JobSpec]] = []
+    granted = projects_on(engine, principal, resource_id)
     for index, element in enumerate(specs):
         try:
             spec = JobSpec.model_validate(element)
@@ -195,7 +197,7 @@ def launch_jobs(
             refused[index] = ApiProblem(422, "Unprocessable Entity", detail, params)
             continue
         try:
-            effective = _with_account(spec, project, principal)
+            effective = _with_account(spec, project, principal, granted)
         except ApiProblem as problem:
             refused[index] = problem
             continue

@@ -16,11 +16,13 @@ from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, KnownResource, PrincipalDep, SettingsDep
 from iri_gateway.api.plumbing.official import StrictBool
 from iri_gateway.api.plumbing.problems import ApiProblem
+from iri_gateway.api.plumbing.projects import projects_on, refusal_hint
 from iri_gateway.api.plumbing.rate_limit import check_launch_quota
 from iri_gateway.models.job import JobState
 from iri_gateway.models.jobspec import JobAttributes, JobSpec
 from iri_gateway.models.placement import Placement
 from iri_gateway.models.plan import Plan
+from iri_gateway.models.project_rules import ResourceProjects
 from iri_gateway.profiles.capabilities import Capabilities, capabilities
 from iri_gateway.schedulers.batch import JobChanges
 from iri_gateway.service.accounts.auth import Principal
@@ -49,9 +51,12 @@ ProjectHeader = Annotated[
 ]
 
 
-def _with_account(spec: JobSpec, header: str | None, principal: Principal) -> JobSpec:
+def _with_account(
+    spec: JobSpec, header: str | None, principal: Principal, granted: ResourceProjects
+) -> JobSpec:
     """The effective account comes from exactly one place, the spec or the header, and must
-    be a project the caller's token grants (403 otherwise, saying how one is granted)."""
+    be a project the caller may charge on the resource (`granted`: its token's, and those
+    the resource's project rules grant; 403 otherwise, saying how one is granted)."""
     in_spec = spec.attributes.account if spec.attributes else None
     if in_spec and header:
         raise ApiProblem(
@@ -68,18 +73,13 @@ def _with_account(spec: JobSpec, header: str | None, principal: Principal) -> Jo
             "no project: set attributes.account or the X-IRI-Facility-Project header",
             [{"name": "attributes.account", "reason": "required"}],
         )
-    if not principal.may_charge(account):
-        granted = (
-            f"granted: {', '.join(principal.projects)}"
-            if principal.projects
-            else "the token grants no project"
-        )
+    if not granted.may_charge(account):
         field = "attributes.account" if in_spec else "X-IRI-Facility-Project"
-        how = f"; {principal.grant_hint}" if principal.grant_hint else ""
         raise ApiProblem(
             403,
             "Forbidden",
-            f"user {principal.user!r} may not charge project {account!r} ({granted}){how}",
+            f"user {principal.user!r} may not charge project {account!r} on "
+            f"{granted.resource!r} ({refusal_hint(principal, granted)})",
             [{"name": field, "reason": f"project {account!r} is not granted"}],
         )
     if in_spec:
@@ -121,7 +121,8 @@ def launch_job(
     A retry with the same key, even while the first request is still waiting, returns the
     same job.
     """
-    effective = _with_account(spec, project, principal)
+    granted = projects_on(engine, principal, resource_id)
+    effective = _with_account(spec, project, principal, granted)
     check_launch_quota(engine, settings, principal, resource_id, idempotency_key)
     engine.webhooks.check_notify(principal.user, spec.notify)
     submission = engine.submit(
@@ -162,7 +163,8 @@ def update_job(
     `Idempotency-Key`, a retry (same key, same body) returns the job without changing it
     again; the same key with another body is a 422 naming the header."""
     _owned(engine, principal, resource_id, job_id)
-    effective = _with_account(spec, project, principal)
+    granted = projects_on(engine, principal, resource_id)
+    effective = _with_account(spec, project, principal, granted)
     attributes = effective.attributes or JobAttributes()
     changes = JobChanges(
         duration=attributes.duration,

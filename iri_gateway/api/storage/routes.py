@@ -3,8 +3,9 @@
 
 Locations are filled in for the caller (`service.storage`): their user name, the account
 that runs their jobs on the resource (the mapped login account over SSH; a user without one
-is refused with 403, as everywhere), and, for project-scoped paths, each project their token
-grants. `project` (or `allocation`, `<project>:<resource>` as the account operations name
+is refused with 403, as everywhere), and, for project-scoped paths, each project they may
+charge there (their token's, and those the resource's `project_rules` grant from their
+claims). `project` (or `allocation`, `<project>:<resource>` as the account operations name
 allocations) must be one of the caller's: any other is 404, as in the account operations.
 """
 
@@ -17,6 +18,7 @@ from fastapi import APIRouter, Query
 from iri_gateway.api.plumbing.caller_first import CallerFirstRoute
 from iri_gateway.api.plumbing.deps import EngineDep, PrincipalDep
 from iri_gateway.api.plumbing.problems import ApiProblem
+from iri_gateway.api.plumbing.projects import projects_on
 from iri_gateway.api.storage.models import AccessEndpoint, StorageInstance
 from iri_gateway.models.storage import AccessProtocol, LogicalName, StorageIntent
 from iri_gateway.models.storage import Storage as StorageSection
@@ -43,17 +45,19 @@ def _scope(
     engine: Engine, principal: Principal, resource_id: str
 ) -> tuple[storage.Caller, StorageSection]:
     """The caller as the storage templates fill them in (their account on the resource: 403
-    when the profile maps none), and the resource's `storage` section (404 when unknown)."""
+    when the profile maps none; the projects they may charge there), and the resource's
+    `storage` section (404 when unknown)."""
     account = (
         engine.account(resource_id=resource_id, owner=principal.user, claims=principal.claims)
         or principal.user
     )
-    caller = storage.Caller(user=principal.user, account=account, projects=principal.projects)
+    projects = projects_on(engine, principal, resource_id).projects
+    caller = storage.Caller(user=principal.user, account=account, projects=projects)
     return caller, engine.resource(resource_id=resource_id).resource.storage
 
 
 def _project(
-    principal: Principal, resource_id: str, project: str | None, allocation: str | None
+    caller: storage.Caller, resource_id: str, project: str | None, allocation: str | None
 ) -> str | None:
     """The project the caller filters by (from `project` or `allocation`), checked."""
     field, chosen = "project", project
@@ -69,8 +73,8 @@ def _project(
                 [{"name": "allocation", "reason": "not an allocation here"}],
             )
         field, chosen = "allocation", named
-    if chosen is not None and chosen not in principal.projects:
-        yours = ", ".join(principal.projects) or "none"
+    if chosen is not None and chosen not in caller.projects:
+        yours = ", ".join(caller.projects) or "none"
         raise ApiProblem(
             404,
             "Not Found",
@@ -101,7 +105,7 @@ async def get_storage_locations(
     Intents: `staging` leaves out archive, `long-term-storage` keeps only archive, `write`
     leaves out locations read-only from a job, `read` keeps all."""
     caller, section = _scope(engine, principal, resource_id)
-    chosen = _project(principal, resource_id, project, allocation)
+    chosen = _project(caller, resource_id, project, allocation)
     found = storage.locations(
         section, caller, logical_name=logicalpath, project=chosen, intent=intent
     )

@@ -7,8 +7,9 @@ disk, so `iri-gateway token ...` (issue, revoke) takes effect at the next reques
 restart. In production, `JwtVerifier` checks JWTs against the identity provider's JWKS URL
 instead.
 
-A caller may charge only the projects its token grants; a token that grants none may charge
-none (`Principal.may_charge`).
+A caller may charge only the projects its token grants, and, on a resource whose profile has
+`project_rules`, those the rules grant from its claims (`Resource.projects_of`); a token that
+grants none, where no rule grants one, may charge none (`ResourceProjects.may_charge`).
 
 Two token classes: a token that may also change (`write`, the default: submit, cancel,
 write files) and one that may only read (`read`: status, listings, file contents), as
@@ -68,7 +69,8 @@ class TokenFileError(GatewayError):
 
 @dataclass(frozen=True)
 class Principal:
-    """The authenticated caller, the projects it may charge, and how a project is granted.
+    """The authenticated caller, the projects its token grants, and how a project is granted
+    (a resource's project rules may grant more there: `Resource.projects_of`).
 
     `grant_hint` tells a refused caller how an administrator grants a project, and
     `admin_hint` how one grants the admin role (both differ between the tokens file and an
@@ -91,11 +93,8 @@ class Principal:
     """When the token was made and stops being valid (POSIX times; None: not known, never)."""
     claims: Mapping[str, Any] = field(default_factory=dict, compare=False)
     """What the identity provider says of the caller (a JWT's claims; a file token's is
-    `sub`, its user): the account rules (`models.account_rules`) map them to an account."""
-
-    def may_charge(self, project: str) -> bool:
-        """Only a granted project may be charged; a token without projects grants none."""
-        return project in self.projects
+    `sub`, its user): the account rules (`models.account_rules`) map them to an account, a
+    resource's project rules (`models.project_rules`) to projects there."""
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ A small façade: each method hands over to the part that does that one job — `
 specs in one call, recorded together), `changes` (cancel, update, restart), `arrays` (pages
 and cancels of array elements), `recovery` (the reconcile, after a crash and continuously),
 `tracking` (one status cycle; the poller drives it), `reading` (jobs, pages, output),
-`resources` (resources, accounts, placement) and `files` (the files a user may reach). The
-parts share one `context`: the collaborators and what this engine is sending now. Callers
-above (`iri_gateway/api`, tests/test_layers.py) use only these methods; the settings-driven
-assembly of the collaborators is `iri_gateway.service.assembly`.
+`resources` (resources, accounts, projects, placement) and `files` (the files a user may
+reach). The parts share one `context`: the collaborators and what this engine is sending
+now. Callers above (`iri_gateway/api`, tests/test_layers.py) use only these methods; the
+settings-driven assembly of the collaborators is `iri_gateway.service.assembly`.
 """
 
 from __future__ import annotations
@@ -210,6 +210,7 @@ class Engine:
         self.files = self._files.files
         self.resource = self._resources.resource
         self.account = self._resources.account
+        self.projects = self._resources.projects
         self.resources = self._resources.resources
         self.place = self._resources.place
 
