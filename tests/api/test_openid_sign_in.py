@@ -31,6 +31,7 @@ from tests.support.openid_provider import (
     running_provider,
     sign_in,
 )
+from tests.support.serve import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -373,3 +374,17 @@ async def test_a_flood_of_sign_ins_begun_is_bounded(
     assert (
         failed == "3 sign-ins are under way, as many as this gateway keeps; try again in a minute"
     )
+
+
+async def test_a_sign_in_while_the_provider_cannot_say_if_the_token_is_active_fails_closed(
+    provider: Provider, tmp_path: Path
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/token/introspection"  # nothing listens there
+    settings = introspecting(provider, tmp_path).model_copy(
+        update={"jwt_introspection_url": closed}
+    )
+    async with gateway(settings) as (_, browser):
+        finished = await signed_in(provider, browser)
+        failed = parse_qs(urlsplit(finished.headers["location"]).query)["failed"][0]
+        assert failed.startswith("cannot ask the identity provider whether the token is still")
+        assert "iri-session" not in browser.cookies

@@ -37,6 +37,7 @@ from iri_gateway.service.accounts.console_sessions import (
     OpenedSession,
     TooManyAttemptsError,
 )
+from iri_gateway.service.accounts.introspection import IntrospectionUnavailableError
 from iri_gateway.service.accounts.openid_sign_in import (
     OpenIdSignIn,
     ProviderUnavailableError,
@@ -140,7 +141,7 @@ async def finish_sign_in(request: Request) -> RedirectResponse:
         opened = await run_in_threadpool(finish)
     except AuthenticationError as error:
         return _failed(f"the gateway refused the identity provider's token: {error}", names)
-    except (SignInError, ProviderUnavailableError) as error:
+    except (SignInError, ProviderUnavailableError, IntrospectionUnavailableError) as error:
         return _failed(str(error), names)
     clock = request.app.state.engine.clock
     max_age = int(opened.expires - clock())
