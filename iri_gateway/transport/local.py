@@ -60,22 +60,31 @@ class LocalTransport:
         timeout: float = 60.0,
         idempotent: bool = False,
     ) -> CommandResult:
+        """`argv` run to its end, in a session of its own (its input: `stdin`, else none).
+        Past `timeout` the whole session is killed, not only the command: what it started
+        (a shell's children; the command `runuser` runs as another account) would otherwise
+        live on holding the output pipes, and the wait for them would never end."""
         full = [*self._prefix, *argv]
         try:
-            done = subprocess.run(
+            process = subprocess.Popen(
                 full,
-                input=None if stdin is None else stdin.encode(),
-                capture_output=True,
-                timeout=timeout,
+                stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=self._env,
-                check=False,
+                start_new_session=True,
             )
         except FileNotFoundError as error:
             raise TransportError(f"cannot run {argv[0]!r}: not found on this machine") from error
-        except subprocess.TimeoutExpired as error:
-            raise TransportError(f"`{' '.join(argv)}` timed out after {timeout:g} s") from error
+        try:
+            out, err = process.communicate(
+                None if stdin is None else stdin.encode(), timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            _kill_session(process)
+            raise TransportError(f"`{' '.join(argv)}` timed out after {timeout:g} s") from None
         return CommandResult(
-            tuple(argv), done.returncode, decode_output(done.stdout), decode_output(done.stderr)
+            tuple(argv), process.returncode, decode_output(out), decode_output(err)
         )
 
     @contextlib.contextmanager
@@ -121,6 +130,20 @@ class LocalTransport:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _kill_session(process: subprocess.Popen[bytes]) -> None:
+    """Kill `process` and its session, then close its pipes (a process that left the
+    session may still hold them: it is not waited for)."""
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.communicate(timeout=_STOP_WAIT)
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
+    process.wait()
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -9,6 +9,7 @@ is run against the paramiko stand-in of tests/transport/test_ssh_pool.py.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,37 @@ def test_both_transports_give_the_same_text_for_the_same_bytes() -> None:
 def test_the_local_transport_feeds_stdin_as_utf8() -> None:
     result = LocalTransport().run(["cat"], stdin="grüße\n")
     assert result.stdout == "grüße\n"
+
+
+def test_a_command_past_its_time_is_ended_with_what_it_started(tmp_path: Path) -> None:
+    """The local transport kills the command's whole session at its time-out: a child the
+    command left behind holding the output pipe would otherwise keep the wait going until it
+    ended by itself (here a minute), and live on."""
+    child = tmp_path / "child.pid"
+    started = time.monotonic()
+    with pytest.raises(TransportError, match="timed out after 1 s"):
+        LocalTransport().run(
+            ["bash", "-c", f"sleep 60 & echo $! > {child}; exec sleep 60"], timeout=1
+        )
+    assert time.monotonic() - started < 30  # not the child's minute
+    pid = int(child.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "Z" not in _state(pid):
+        assert time.monotonic() < deadline, f"the command's child {pid} lives on"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (Z: a zombie, dead but not yet reaped); '' once gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return ""
+
+
+def test_a_command_without_input_reads_nothing() -> None:
+    """No input given: the command reads an empty input, never the server's own."""
+    assert LocalTransport().run(["cat"], timeout=10).stdout == ""
 
 
 # ---- the scripted transport --------------------------------------------------------------------
