@@ -25,11 +25,10 @@ from starlette.concurrency import run_in_threadpool
 
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.service.accounts.auth import AuthenticationError, Authenticator, Principal
-from iri_gateway.service.accounts.console_sessions import ConsoleSessions
+from iri_gateway.service.accounts.console_sessions import ConsoleSession, ConsoleSessions
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CSRF_HEADER = "X-CSRF-Token"
-ATTEMPT_SECONDS = 600
 CONSOLE_COOKIES = frozenset(
     f"{prefix}iri-{name}" for prefix in ("", "__Host-") for name in ("session", "csrf", "sign-in")
 )
@@ -97,6 +96,17 @@ def session_cookie(request: Request) -> str | None:
     return request.cookies.get(cookie_names(request).session) or None
 
 
+def require_csrf(request: Request, session: ConsoleSession, what: str) -> None:
+    """403 unless `request` carries `session`'s CSRF token (`what` names the request)."""
+    if not session.csrf_matches(request.headers.get(CSRF_HEADER)):
+        raise ApiProblem(
+            403,
+            "Forbidden",
+            f"{what} needs the console's {CSRF_HEADER} header beside its session cookie (the "
+            "console sends it; another site cannot)",
+        )
+
+
 async def session_principal(request: Request, cookie: str) -> Principal:
     """The caller of a request that carries the console session's cookie and no bearer
     token: its session's access token, authenticated as a bearer token would be. 401 when
@@ -111,15 +121,8 @@ async def session_principal(request: Request, cookie: str) -> Principal:
                 "the console session has ended (signed out, expired, or ended by an "
                 "administrator); sign in again"
             )
-        if request.method not in SAFE_METHODS and not session.csrf_matches(
-            request.headers.get(CSRF_HEADER)
-        ):
-            raise ApiProblem(
-                403,
-                "Forbidden",
-                f"a request that may change needs the console's {CSRF_HEADER} header beside "
-                "its session cookie (the console sends it; another site cannot)",
-            )
+        if request.method not in SAFE_METHODS:
+            require_csrf(request, session, "a request that may change")
         return authenticator.authenticate(session.access_token)
 
     return await run_in_threadpool(check)

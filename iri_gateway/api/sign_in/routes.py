@@ -25,10 +25,9 @@ from starlette.concurrency import run_in_threadpool
 
 from iri_gateway.api.plumbing.problems import ApiProblem
 from iri_gateway.api.sign_in.cookies import (
-    ATTEMPT_SECONDS,
-    CSRF_HEADER,
     CookieNames,
     cookie_names,
+    require_csrf,
     session_cookie,
 )
 from iri_gateway.service.accounts.auth import AuthenticationError, Authenticator
@@ -39,6 +38,7 @@ from iri_gateway.service.accounts.console_sessions import (
 )
 from iri_gateway.service.accounts.introspection import IntrospectionUnavailableError
 from iri_gateway.service.accounts.openid_sign_in import (
+    ATTEMPT_SECONDS,
     OpenIdSignIn,
     ProviderUnavailableError,
     SignInError,
@@ -95,7 +95,7 @@ async def begin_sign_in(request: Request, next: str | None = None) -> RedirectRe
         return _failed(str(error), names)
     answer = RedirectResponse(address, status_code=303, headers=NO_STORE)
     answer.headers.append(
-        "Set-Cookie", names.set(names.attempt, binding, ATTEMPT_SECONDS, lax=True)
+        "Set-Cookie", names.set(names.attempt, binding, int(ATTEMPT_SECONDS), lax=True)
     )
     return answer
 
@@ -163,7 +163,6 @@ async def console_session(request: Request) -> JSONResponse:
     if cookie is not None:
         sessions: ConsoleSessions = request.app.state.engine.console_sessions
         session = await run_in_threadpool(sessions.find, cookie)
-    names = cookie_names(request)
     return JSONResponse(
         {
             "openid": openid is not None,
@@ -171,8 +170,6 @@ async def console_session(request: Request) -> JSONResponse:
             "signed_in": session is not None,
             "user": session.user if session is not None else None,
             "expires": session.expires if session is not None else None,
-            "csrf_cookie": names.csrf,
-            "csrf_header": CSRF_HEADER,
         },
         headers=NO_STORE,
     )
@@ -189,13 +186,7 @@ async def sign_out(request: Request) -> JSONResponse:
     if cookie is not None:
         session = await run_in_threadpool(sessions.find, cookie)
         if session is not None:
-            if not session.csrf_matches(request.headers.get(CSRF_HEADER)):
-                raise ApiProblem(
-                    403,
-                    "Forbidden",
-                    f"sign-out needs the console's {CSRF_HEADER} header beside its session "
-                    "cookie (the console sends it; another site cannot)",
-                )
+            require_csrf(request, session, "sign-out")
             await run_in_threadpool(sessions.close, cookie)
             settings = request.app.state.settings
             provider = await run_in_threadpool(

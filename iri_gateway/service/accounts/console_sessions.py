@@ -214,11 +214,3 @@ class ConsoleSessions:
                 delete(ConsoleSessionRow).where(ConsoleSessionRow.id_digest == _digest(parts[0]))
             )
         return bool(getattr(result, "rowcount", 0))
-
-    def close_all(self, user: str) -> int:
-        """End every session of `user` (an administrator's revocation); how many ended."""
-        with self._store.writing() as session:
-            result = session.execute(
-                delete(ConsoleSessionRow).where(ConsoleSessionRow.user == user)
-            )
-        return int(getattr(result, "rowcount", 0))

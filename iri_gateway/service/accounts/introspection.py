@@ -24,6 +24,11 @@ from typing import Any
 import httpx
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.service.accounts.provider_answers import (
+    AnswerTooLargeError,
+    bounded_answer,
+    json_object,
+)
 
 CACHED_TOKENS = 10_000
 """Active answers remembered at most (least recently used first out)."""
@@ -92,25 +97,19 @@ class Introspection:
 
     def _ask(self, token: str) -> dict[str, Any]:
         try:
-            with (
-                httpx.Client(timeout=self._timeout, follow_redirects=False) as client,
-                client.stream(
-                    "POST",
-                    self.url,
-                    data={"token": token, "token_type_hint": "access_token"},
-                    auth=self._auth,
-                    headers={"Accept": "application/json"},
-                ) as answer,
-            ):
-                body = b""
-                for part in answer.iter_bytes():
-                    body += part
-                    if len(body) > ANSWER_LIMIT:
-                        raise IntrospectionUnavailableError(
-                            "the identity provider's introspection answer is too large; "
-                            "the token is refused until it answers (try again shortly)"
-                        )
-                status = answer.status_code
+            status, body = bounded_answer(
+                "POST",
+                self.url,
+                timeout=self._timeout,
+                limit=ANSWER_LIMIT,
+                form={"token": token, "token_type_hint": "access_token"},
+                auth=self._auth,
+            )
+        except AnswerTooLargeError:
+            raise IntrospectionUnavailableError(
+                "the identity provider's introspection answer is too large; "
+                "the token is refused until it answers (try again shortly)"
+            ) from None
         except httpx.HTTPError as error:
             raise IntrospectionUnavailableError(
                 f"cannot ask the identity provider whether the token is still valid "
@@ -122,11 +121,8 @@ class Introspection:
                 f"the identity provider's introspection endpoint answered HTTP {status}; the "
                 "token is refused until it answers (try again shortly)"
             )
-        try:
-            document = json.loads(body)
-        except ValueError:
-            document = None
-        if not isinstance(document, dict) or not isinstance(document.get("active"), bool):
+        document = json_object(body)
+        if document is None or not isinstance(document.get("active"), bool):
             raise IntrospectionUnavailableError(
                 "the identity provider's introspection answer is not RFC 7662's (no boolean "
                 "`active`); the token is refused until it answers (try again shortly)"

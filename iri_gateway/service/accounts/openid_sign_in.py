@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import secrets
 import threading
 import time
@@ -32,6 +31,11 @@ import httpx
 import jwt
 
 from iri_gateway.errors import GatewayError
+from iri_gateway.service.accounts.provider_answers import (
+    AnswerTooLargeError,
+    bounded_answer,
+    json_object,
+)
 
 DISCOVERY_TTL = 3600.0
 """Seconds the provider's discovery document is kept before it is fetched again."""
@@ -82,10 +86,9 @@ class Attempt:
 
 @dataclass(frozen=True)
 class SignedIn:
-    """A finished sign-in: the user as the ID token names them, the access token the REST
-    API accepts, when that ends, and the ID token (a hint for the provider's sign-out)."""
+    """A finished sign-in: the access token the REST API accepts, when that ends, and the
+    ID token (a hint for the provider's sign-out)."""
 
-    subject: str
     access_token: str
     expires: float | None
     id_token: str
@@ -202,14 +205,14 @@ class OpenIdSignIn:
                 "the identity provider's token endpoint answered without an access token "
                 "and an ID token"
             )
-        claims = self._id_claims(id_token, attempt)
+        self._check_id_token(id_token, attempt)
         lifetime = tokens.get("expires_in")
         expires = (
             self._clock() + lifetime
             if isinstance(lifetime, int | float) and not isinstance(lifetime, bool)
             else None
         )
-        return SignedIn(str(claims["sub"]), access, expires, id_token)
+        return SignedIn(access, expires, id_token)
 
     def sign_out_address(self, id_token: str | None, return_to: str) -> str | None:
         """The provider's sign-out page (RP-initiated logout), coming back to `return_to`;
@@ -226,7 +229,7 @@ class OpenIdSignIn:
         separator = "&" if "?" in endpoint else "?"
         return f"{endpoint}{separator}{urlencode(query)}"
 
-    def _id_claims(self, id_token: str, attempt: Attempt) -> dict[str, Any]:
+    def _check_id_token(self, id_token: str, attempt: Attempt) -> None:
         keys = self._keys
         assert keys is not None  # made with the metadata
         try:
@@ -250,7 +253,6 @@ class OpenIdSignIn:
             raise SignInError(
                 "the ID token was not made for this sign-in (its nonce differs); sign in again"
             )
-        return claims
 
     def _json(
         self,
@@ -263,39 +265,28 @@ class OpenIdSignIn:
         """The provider's JSON answer at `url` (an object), read up to `ANSWER_LIMIT`.
         An OAuth error answer (400/401 with `error`) is a SignInError in its words."""
         try:
-            with (
-                httpx.Client(timeout=self._timeout, follow_redirects=False) as client,
-                client.stream(
-                    method, url, data=form, auth=auth, headers={"Accept": "application/json"}
-                ) as answer,
-            ):
-                body = b""
-                for part in answer.iter_bytes():
-                    body += part
-                    if len(body) > ANSWER_LIMIT:
-                        raise ProviderUnavailableError(
-                            f"the identity provider's {what} is larger than "
-                            f"{ANSWER_LIMIT // 1024} KiB"
-                        )
-                status = answer.status_code
+            status, body = bounded_answer(
+                method, url, timeout=self._timeout, limit=ANSWER_LIMIT, form=form, auth=auth
+            )
+        except AnswerTooLargeError:
+            raise ProviderUnavailableError(
+                f"the identity provider's {what} is larger than {ANSWER_LIMIT // 1024} KiB"
+            ) from None
         except httpx.HTTPError as error:
             raise ProviderUnavailableError(
                 f"cannot reach the identity provider's {what} ({type(error).__name__}: "
                 f"{error}); try again shortly"
             ) from None
-        try:
-            document = json.loads(body)
-        except ValueError:
-            document = None
-        if status in (400, 401) and isinstance(document, dict) and "error" in document:
+        document = json_object(body)
+        if status in (400, 401) and document is not None and "error" in document:
             words = ": ".join(
                 str(document[k])[:300] for k in ("error", "error_description") if k in document
             )
             raise SignInError(f"the identity provider refused the sign-in ({words})")
-        if status != 200 or not isinstance(document, dict):
+        if status != 200 or document is None:
             raise ProviderUnavailableError(
                 f"the identity provider's {what} answered HTTP {status}"
-                + ("" if isinstance(document, dict) else ", not a JSON object")
+                + ("" if document is not None else ", not a JSON object")
             )
         return document
 
