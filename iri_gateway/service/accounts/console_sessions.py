@@ -139,18 +139,31 @@ class ConsoleSessions:
         """The attempt of `state` begun by the browser holding `binding`, removed (an attempt
         is finished once); None when there is none, it ended, or another browser began it."""
         now = self._clock()
+        attempts = SignInAttemptRow
         with self._store.writing() as session:
-            row = session.get(SignInAttemptRow, _digest(state))
-            if row is None:
-                return None
-            session.delete(row)
-            if (
-                binding is None
-                or not secrets.compare_digest(_digest(binding), row.binding_digest)
-                or row.expires_at <= now
-            ):
-                return None
-            return Attempt(state, row.nonce, row.verifier, row.next_page, row.expires_at)
+            # One DELETE ... RETURNING decides: of two callbacks racing on two replicas, only
+            # the one whose delete removed the row gets it (a read, then a delete, would let
+            # both read it first).
+            row = session.execute(
+                delete(attempts)
+                .where(attempts.state_digest == _digest(state))
+                .returning(
+                    attempts.binding_digest,
+                    attempts.nonce,
+                    attempts.verifier,
+                    attempts.next_page,
+                    attempts.expires_at,
+                )
+            ).one_or_none()
+        if row is None:
+            return None
+        if (
+            binding is None
+            or not secrets.compare_digest(_digest(binding), row.binding_digest)
+            or row.expires_at <= now
+        ):
+            return None
+        return Attempt(state, row.nonce, row.verifier, row.next_page, row.expires_at)
 
     def open(
         self,
